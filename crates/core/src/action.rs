@@ -1,0 +1,317 @@
+//! Declaring an action: what the model may ask for, and how the gate treats it.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::handoff::Handoff;
+use crate::policy::{ApprovalPolicy, Confirm, Kind};
+
+/// A boxed future that need not be `Send`: page code runs on one thread.
+pub type LocalBoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+
+/// An action's own judgement of one set of arguments (the decide stage).
+///
+/// Three states, not a boolean: `Allow` leaves the resolved policy as it is (it can
+/// never lower it), `Ask` requires a person even where the policy would not, `Deny`
+/// refuses with `POLICY_DENIED`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The policy applies unchanged.
+    Allow,
+    /// A person must approve these arguments.
+    Ask,
+    /// These arguments are never allowed; the reason goes to the model.
+    Deny(String),
+}
+
+type RunFn<P> = dyn Fn(P) -> LocalBoxFuture<Result<Value, String>>;
+
+/// A declared action with typed params `P`.
+///
+/// The JSON Schema the model sees is derived from `P`, and the model's arguments are
+/// deserialised into `P` with unknown fields refused, so the two cannot drift.
+/// An action either `run`s or has a [`Handoff`]; [`crate::Executor::register`] refuses
+/// one with neither or both.
+///
+/// ```
+/// use countersign::{Action, Kind, Confirm};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// #[derive(Clone, Deserialize, JsonSchema)]
+/// struct Rename {
+///     /// The new workspace name.
+///     name: String,
+/// }
+///
+/// let save = Action::<Rename>::new("save_workspace_name", "Save the shared workspace name.")
+///     .title("Save workspace name")
+///     .kind(Kind::Write)
+///     .confirm(Confirm::Ask)
+///     .consequence(|p| format!("rename the workspace to `{}`", p.name))
+///     .run(|p| async move { Ok::<_, String>(serde_json::json!({ "name": p.name })) });
+/// assert_eq!(save.id(), "save_workspace_name");
+/// ```
+pub struct Action<P> {
+    pub(crate) id: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: String,
+    pub(crate) kind: Kind,
+    pub(crate) confirm: Confirm,
+    pub(crate) scope: Option<String>,
+    pub(crate) available: Option<Rc<dyn Fn() -> bool>>,
+    pub(crate) validator: Option<Rc<dyn Fn(&P) -> Result<(), String>>>,
+    pub(crate) classify: Option<Rc<dyn Fn(&P) -> Verdict>>,
+    pub(crate) consequence: Option<Rc<dyn Fn(&P) -> String>>,
+    pub(crate) run: Option<Rc<RunFn<P>>>,
+    pub(crate) verify: Option<Rc<dyn Fn(&P, &Value) -> Result<(), String>>>,
+    pub(crate) handoff: Option<Handoff>,
+}
+
+impl<P> std::fmt::Debug for Action<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Action")
+            .field("id", &self.id)
+            .field("kind", &self.kind)
+            .field("confirm", &self.confirm)
+            .field("scope", &self.scope)
+            .field("has_run", &self.run.is_some())
+            .field("handoff", &self.handoff)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P> Action<P>
+where
+    P: DeserializeOwned + JsonSchema + Clone + 'static,
+{
+    /// An action with `id` (what the model calls) and a description for the model.
+    /// Defaults: kind `Read`, confirm unset, no scope, always available.
+    pub fn new(id: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            title: None,
+            description: description.into(),
+            kind: Kind::Read,
+            confirm: Confirm::Unset,
+            scope: None,
+            available: None,
+            validator: None,
+            classify: None,
+            consequence: None,
+            run: None,
+            verify: None,
+            handoff: None,
+        }
+    }
+
+    /// The action's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The title the person sees on an approval card. Defaults to the id.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// The risk kind. Default `Read`.
+    pub fn kind(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// The confirm override. Default unset (the kind decides).
+    pub fn confirm(mut self, confirm: Confirm) -> Self {
+        self.confirm = confirm;
+        self
+    }
+
+    /// The scope the session's role must hold. Default none.
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// A check against live page state; `false` refuses calls with `UNAVAILABLE` and
+    /// hides the action from the projection. Default: always available.
+    pub fn available(mut self, check: impl Fn() -> bool + 'static) -> Self {
+        self.available = Some(Rc::new(check));
+        self
+    }
+
+    /// Extra validation of typed params, after deserialisation. An `Err` is `INVALID_ARGS`.
+    pub fn validate(mut self, check: impl Fn(&P) -> Result<(), String> + 'static) -> Self {
+        self.validator = Some(Rc::new(check));
+        self
+    }
+
+    /// The action's own allow / ask / deny judgement of each call's params.
+    pub fn classify(mut self, classify: impl Fn(&P) -> Verdict + 'static) -> Self {
+        self.classify = Some(Rc::new(classify));
+        self
+    }
+
+    /// What the call will do, computed from the params and current state; the approval
+    /// card and the model's messages use it, never the model's own prose.
+    pub fn consequence(mut self, text: impl Fn(&P) -> String + 'static) -> Self {
+        self.consequence = Some(Rc::new(text));
+        self
+    }
+
+    /// What the action does. Its output goes into the receipt; an `Err` is `EXECUTION_FAILED`.
+    pub fn run<F, Fut, T, E>(mut self, run: F) -> Self
+    where
+        F: Fn(P) -> Fut + 'static,
+        Fut: Future<Output = Result<T, E>> + 'static,
+        T: Serialize,
+        E: Display,
+    {
+        self.run = Some(Rc::new(move |params: P| {
+            let fut = run(params);
+            Box::pin(async move {
+                match fut.await {
+                    Ok(output) => serde_json::to_value(output)
+                        .map_err(|e| format!("its result could not be encoded ({e})")),
+                    Err(e) => Err(e.to_string()),
+                }
+            }) as LocalBoxFuture<Result<Value, String>>
+        }));
+        self
+    }
+
+    /// Reads real state after `run` to confirm the effect; an `Err` is `VERIFY_FAILED`.
+    pub fn verify(mut self, verify: impl Fn(&P, &Value) -> Result<(), String> + 'static) -> Self {
+        self.verify = Some(Rc::new(verify));
+        self
+    }
+
+    /// Makes the last step the person's: the executor never runs anything, it shows the
+    /// steps and waits for the [`Handoff`]'s `expect` to hold.
+    pub fn handoff(mut self, handoff: Handoff) -> Self {
+        self.handoff = Some(handoff);
+        self
+    }
+
+    pub(crate) fn into_erased(self) -> Result<Rc<dyn ErasedAction>, crate::RegisterError> {
+        crate::registry::check_declaration(&self)?;
+        let schema = crate::projection::schema_for::<P>();
+        let policy = ApprovalPolicy::resolve(self.kind, self.confirm);
+        let meta = ActionMeta {
+            title: self.title.clone().unwrap_or_else(|| self.id.clone()),
+            id: self.id.clone(),
+            description: self.description.clone(),
+            kind: self.kind,
+            confirm: self.confirm,
+            policy,
+            scope: self.scope.clone(),
+            schema,
+            handoff: self.handoff.clone(),
+        };
+        Ok(Rc::new(Typed {
+            meta,
+            action: Rc::new(self),
+        }))
+    }
+}
+
+/// What the executor knows of a registered action without its param type.
+#[derive(Debug, Clone)]
+pub(crate) struct ActionMeta {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) description: String,
+    pub(crate) kind: Kind,
+    pub(crate) confirm: Confirm,
+    pub(crate) policy: ApprovalPolicy,
+    pub(crate) scope: Option<String>,
+    pub(crate) schema: Value,
+    pub(crate) handoff: Option<Handoff>,
+}
+
+/// A registered action with its param type erased.
+pub(crate) trait ErasedAction {
+    fn meta(&self) -> &ActionMeta;
+    fn is_available(&self) -> bool;
+    /// Deserialises and validates `args` into a call bound to these params.
+    fn prepare(&self, args: Value) -> Result<Rc<dyn PreparedCall>, String>;
+}
+
+/// One call's typed params together with the action's hooks.
+pub(crate) trait PreparedCall {
+    fn consequence(&self) -> Option<String>;
+    fn classify(&self) -> Verdict;
+    fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>>;
+    fn verify(&self, output: &Value) -> Result<(), String>;
+}
+
+struct Typed<P> {
+    meta: ActionMeta,
+    action: Rc<Action<P>>,
+}
+
+struct Bound<P> {
+    params: P,
+    action: Rc<Action<P>>,
+}
+
+impl<P> ErasedAction for Typed<P>
+where
+    P: DeserializeOwned + JsonSchema + Clone + 'static,
+{
+    fn meta(&self) -> &ActionMeta {
+        &self.meta
+    }
+
+    fn is_available(&self) -> bool {
+        self.action.available.as_ref().is_none_or(|check| check())
+    }
+
+    fn prepare(&self, args: Value) -> Result<Rc<dyn PreparedCall>, String> {
+        let params: P = crate::arguments::into_params(args)?;
+        if let Some(check) = &self.action.validator {
+            check(&params)?;
+        }
+        Ok(Rc::new(Bound {
+            params,
+            action: Rc::clone(&self.action),
+        }))
+    }
+}
+
+impl<P: Clone + 'static> PreparedCall for Bound<P> {
+    fn consequence(&self) -> Option<String> {
+        self.action.consequence.as_ref().map(|text| text(&self.params))
+    }
+
+    fn classify(&self) -> Verdict {
+        self.action
+            .classify
+            .as_ref()
+            .map_or(Verdict::Allow, |classify| classify(&self.params))
+    }
+
+    fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>> {
+        self.action.run.as_ref().map(|run| run(self.params.clone()))
+    }
+
+    fn verify(&self, output: &Value) -> Result<(), String> {
+        self.action
+            .verify
+            .as_ref()
+            .map_or(Ok(()), |verify| verify(&self.params, output))
+    }
+}
+
+/// Params for an action that takes none: `{}` (or empty text) and nothing else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}

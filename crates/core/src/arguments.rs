@@ -1,0 +1,151 @@
+//! The validate stage: raw model text to typed params, refusing anything unexpected.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::outcome::quote;
+
+/// The default cap on a call's raw arguments, in bytes.
+pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 16 * 1024;
+
+/// Parses raw arguments into a JSON object value.
+///
+/// Empty or all-whitespace text counts as `{}`: models send it for actions without
+/// params. Anything over `max_bytes`, not JSON, or not an object is refused.
+pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String> {
+    if raw.len() > max_bytes {
+        return Err(format!(
+            "arguments are {} bytes, over the limit of {max_bytes}",
+            raw.len()
+        ));
+    }
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    let value: Value = serde_json::from_str(raw)
+        .map_err(|e| format!("arguments are not valid JSON ({e})"))?;
+    if !value.is_object() {
+        return Err(format!(
+            "arguments must be a JSON object, not {}",
+            kind_of(&value)
+        ));
+    }
+    Ok(value)
+}
+
+/// Deserialises an object into `P`, refusing unknown fields at any depth, whether or
+/// not `P` says `#[serde(deny_unknown_fields)]`.
+pub(crate) fn into_params<P: DeserializeOwned>(value: Value) -> Result<P, String> {
+    let mut unknown = Vec::new();
+    let params = {
+        // serde_ignored writes `?` for an `Option`'s inside; the model knows no such step.
+        let mut note = |path: serde_ignored::Path<'_>| {
+            let shown: Vec<String> = path
+                .to_string()
+                .split('.')
+                .filter(|part| *part != "?")
+                .map(str::to_owned)
+                .collect();
+            unknown.push(shown.join("."));
+        };
+        let ignored = serde_ignored::Deserializer::new(value, &mut note);
+        serde_path_to_error::deserialize::<_, P>(ignored).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." {
+                format!("{inner}")
+            } else {
+                format!("{} is invalid: {inner}", quote(&path, 64))
+            }
+        })?
+    };
+    if let Some(first) = unknown.first() {
+        return Err(format!(
+            "unknown field {}; only the action's declared params are accepted",
+            quote(first, 64)
+        ));
+    }
+    Ok(params)
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Rename {
+        name: String,
+        #[serde(default)]
+        notify: Option<Notify>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Notify {
+        email: bool,
+    }
+
+    fn typed(raw: &str) -> Result<Rename, String> {
+        into_params(parse_object(raw, 1024)?)
+    }
+
+    #[test]
+    fn well_formed_arguments_become_typed_params() {
+        assert_eq!(
+            typed(r#"{"name":"Apollo"}"#).unwrap(),
+            Rename { name: "Apollo".into(), notify: None }
+        );
+    }
+
+    #[test]
+    fn empty_text_is_an_empty_object() {
+        assert_eq!(parse_object("  ", 10).unwrap(), serde_json::json!({}));
+    }
+
+    #[test]
+    fn approval_fields_from_the_model_are_unknown_fields() {
+        for field in ["confirmed", "approved"] {
+            let err = typed(&format!(r#"{{"name":"A","{field}":true}}"#)).unwrap_err();
+            assert!(err.contains(&format!("`{field}`")), "{err}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_at_any_depth() {
+        let err = typed(r#"{"name":"A","notify":{"email":true,"sms":true}}"#).unwrap_err();
+        assert!(err.contains("notify.sms"), "{err}");
+    }
+
+    #[test]
+    fn wrong_types_and_missing_fields_name_the_field() {
+        let err = typed(r#"{"name":7}"#).unwrap_err();
+        assert!(err.contains("`name`") && err.contains("invalid type"), "{err}");
+        let err = typed(r#"{}"#).unwrap_err();
+        assert!(err.contains("missing field `name`"), "{err}");
+    }
+
+    #[test]
+    fn oversized_malformed_and_non_object_arguments_are_refused() {
+        assert!(parse_object(&"x".repeat(11), 10).unwrap_err().contains("over the limit of 10"));
+        assert!(parse_object("{\"name\":", 100).unwrap_err().contains("not valid JSON"));
+        assert!(parse_object("[1]", 100).unwrap_err().contains("not an array"));
+        assert!(parse_object("null", 100).unwrap_err().contains("not null"));
+    }
+
+    #[test]
+    fn deeply_nested_json_is_refused_without_overflowing_the_stack() {
+        let raw = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_object(&raw, usize::MAX).is_err());
+    }
+}

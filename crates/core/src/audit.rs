@@ -1,0 +1,156 @@
+//! Audit records: one per decision, arguments only as a digest.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::Stage;
+use crate::policy::{ApprovalPolicy, Confirm, Kind};
+
+/// What a record says happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditEvent {
+    /// The gate let the call through to `run` without asking anyone.
+    Allowed,
+    /// The gate asked a person; the call waits for a ticket.
+    Asked,
+    /// A person countersigned this one call.
+    Approved,
+    /// A person countersigned and granted "always allow this session".
+    Granted,
+    /// The last step was handed to the person.
+    HandedOff,
+    /// The call ended; `outcome` says how. Exactly one per call.
+    Settled,
+}
+
+/// Who made the decision a record describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decider {
+    /// The pipeline's own checks (resolve, validate, scope, availability).
+    Pipeline,
+    /// The resolved approval policy.
+    Policy,
+    /// The action's classification of these arguments.
+    Classifier,
+    /// A session grant ("always allow this session") made earlier by a person.
+    SessionGrant,
+    /// A person, in the dock or the page.
+    Person,
+    /// A deadline passing.
+    Timer,
+    /// The host: the action was unregistered, the page closed, a run was abandoned.
+    Host,
+    /// The action itself (`run`, `verify`, a handoff's `expect`).
+    Action,
+}
+
+/// One line of the audit trail. Arguments appear only as `args_sha256`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Unique and stable: `{session_id}-{seq}`. Stores deduplicate by it.
+    pub id: String,
+    /// The record's position in this executor's trail, from 1.
+    pub seq: u64,
+    /// The executor's session id.
+    pub session: String,
+    /// The session's role.
+    pub role: String,
+    /// When, in the host's milliseconds.
+    pub at_ms: u64,
+    /// The executor's call id.
+    pub call: u64,
+    /// The model's tool call id (truncated to 128 chars).
+    pub tool_call_id: String,
+    /// The action id as asked (truncated and escaped if hostile).
+    pub action: String,
+    /// The action's kind, once resolved.
+    pub kind: Option<Kind>,
+    /// The declaration's confirm override, once resolved (`off` is recorded as such).
+    pub confirm: Option<Confirm>,
+    /// The resolved approval policy, once resolved.
+    pub policy: Option<ApprovalPolicy>,
+    /// The stage that made the decision.
+    pub stage: Stage,
+    /// What happened.
+    pub event: AuditEvent,
+    /// Who decided.
+    pub decided_by: Decider,
+    /// `OK` or a refusal code, on the terminal record only.
+    pub outcome: Option<String>,
+    /// Why, in words (never the arguments themselves).
+    pub reason: String,
+    /// SHA-256 of the canonical arguments.
+    pub args_sha256: String,
+    /// Milliseconds since the call arrived.
+    pub duration_ms: u64,
+}
+
+impl AuditRecord {
+    /// Whether this is the call's terminal record.
+    pub fn is_terminal(&self) -> bool {
+        self.event == AuditEvent::Settled
+    }
+}
+
+/// Where audit records go. Implemented for closures, like tower's `Predicate`.
+pub trait AuditSink {
+    /// Takes one record. Called in order, once per decision.
+    fn record(&mut self, record: AuditRecord);
+}
+
+impl<F: FnMut(AuditRecord)> AuditSink for F {
+    fn record(&mut self, record: AuditRecord) {
+        self(record)
+    }
+}
+
+/// An in-memory sink; clones share one trail. For tests and for the dock's view.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryAudit(Rc<RefCell<Vec<AuditRecord>>>);
+
+impl MemoryAudit {
+    /// An empty trail.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of every record so far.
+    pub fn records(&self) -> Vec<AuditRecord> {
+        self.0.borrow().clone()
+    }
+
+    /// The records of one call, in order.
+    pub fn for_call(&self, call: crate::CallId) -> Vec<AuditRecord> {
+        self.0
+            .borrow()
+            .iter()
+            .filter(|r| r.call == call.get())
+            .cloned()
+            .collect()
+    }
+
+    /// How many records there are.
+    pub fn len(&self) -> usize {
+        self.0.borrow().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.borrow().is_empty()
+    }
+
+    /// Removes and returns every record (e.g. to send a batch to the gateway).
+    pub fn take(&self) -> Vec<AuditRecord> {
+        std::mem::take(&mut *self.0.borrow_mut())
+    }
+}
+
+impl AuditSink for MemoryAudit {
+    fn record(&mut self, record: AuditRecord) {
+        self.0.borrow_mut().push(record);
+    }
+}

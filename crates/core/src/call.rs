@@ -1,0 +1,79 @@
+//! A call from the model and the session it arrives in.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+/// One request from the model: which action, with which raw JSON arguments.
+///
+/// Nothing here can approve anything: a call carries no ticket, and a field named
+/// `confirmed` or `approved` inside `arguments` is an unknown field, refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    /// The model's id for this tool call (OpenAI's `tool_call_id`), echoed back in the result.
+    pub tool_call_id: String,
+    /// The action id the model asked for.
+    pub action: String,
+    /// The arguments exactly as the model sent them: a JSON object as text.
+    pub arguments: String,
+}
+
+impl Call {
+    /// A call of `action` with raw JSON `arguments`.
+    pub fn new(
+        tool_call_id: impl Into<String>,
+        action: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self {
+            tool_call_id: tool_call_id.into(),
+            action: action.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// The executor's own id for a call, unique within one executor.
+///
+/// The model's `tool_call_id` is not trusted for identity (a model may repeat one);
+/// tickets and audit records are bound to this id instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CallId(pub(crate) u64);
+
+impl CallId {
+    /// The number inside, for display and logs.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for CallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "call-{}", self.0)
+    }
+}
+
+/// Who the assistant acts for: a role and the scopes it holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// The role's name, recorded in every audit record.
+    pub role: String,
+    /// The scopes the role holds.
+    pub scopes: BTreeSet<String>,
+}
+
+impl Session {
+    /// A session for `role` holding `scopes`.
+    pub fn new<S: Into<String>>(role: impl Into<String>, scopes: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            role: role.into(),
+            scopes: scopes.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// Whether the session holds `scope`.
+    pub fn holds(&self, scope: &str) -> bool {
+        self.scopes.contains(scope)
+    }
+}

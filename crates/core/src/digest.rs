@@ -1,0 +1,172 @@
+//! The SHA-256 digest of a call's arguments, over a canonical JSON form.
+//!
+//! Audit records store only this digest, never the arguments. Tickets carry it so an
+//! approval is bound to the exact arguments the person saw.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// A SHA-256 digest, shown as 64 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct ArgsDigest([u8; 32]);
+
+impl ArgsDigest {
+    /// The digest of a parsed argument value, over its canonical form (object keys
+    /// sorted, no insignificant whitespace), so `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }`
+    /// have one digest.
+    pub fn of_value(value: &Value) -> Self {
+        let mut canonical = String::new();
+        write_canonical(value, &mut canonical);
+        Self::of_bytes(canonical.as_bytes())
+    }
+
+    /// The digest of raw arguments: canonical when they parse as JSON, the bytes as
+    /// sent otherwise (so even malformed arguments are traceable in the audit).
+    pub fn of_raw(raw: &str) -> Self {
+        match serde_json::from_str::<Value>(raw) {
+            Ok(value) => Self::of_value(&value),
+            Err(_) => Self::of_bytes(raw.as_bytes()),
+        }
+    }
+
+    /// The digest of some bytes.
+    pub fn of_bytes(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+
+    /// The digest as 64 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(64);
+        for byte in self.0 {
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+        out
+    }
+}
+
+impl std::fmt::Debug for ArgsDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ArgsDigest({})", self.to_hex())
+    }
+}
+
+impl std::fmt::Display for ArgsDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl From<ArgsDigest> for String {
+    fn from(digest: ArgsDigest) -> Self {
+        digest.to_hex()
+    }
+}
+
+/// The error for a string that is not 64 hex digits.
+#[derive(Debug, thiserror::Error)]
+#[error("a digest is 64 lowercase hex digits")]
+pub struct BadDigest;
+
+impl TryFrom<String> for ArgsDigest {
+    type Error = BadDigest;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        let bytes = text.as_bytes();
+        if bytes.len() != 64 {
+            return Err(BadDigest);
+        }
+        let mut out = [0u8; 32];
+        for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+            let [high, low] = pair else { return Err(BadDigest) };
+            *slot = (nibble(*high)? << 4) | nibble(*low)?;
+        }
+        Ok(Self(out))
+    }
+}
+
+fn nibble(c: u8) -> Result<u8, BadDigest> {
+    match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        _ => Err(BadDigest),
+    }
+}
+
+// serde_json's map order depends on its `preserve_order` feature, which another crate in
+// the build may switch on; sorting here keeps the digest stable whatever the features.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn key_order_and_whitespace_do_not_change_the_digest() {
+        let a = ArgsDigest::of_raw(r#"{"b": [1, {"y":1,"x":2}], "a": "z"}"#);
+        let b = ArgsDigest::of_raw(r#"{"a":"z","b":[1,{"x":2,"y":1}]}"#);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn different_arguments_have_different_digests() {
+        assert_ne!(
+            ArgsDigest::of_value(&json!({"name": "Apollo"})),
+            ArgsDigest::of_value(&json!({"name": "Apollo "}))
+        );
+    }
+
+    #[test]
+    fn the_digest_is_sha256_of_the_canonical_text() {
+        // sha256("{}"), computed independently.
+        assert_eq!(
+            ArgsDigest::of_value(&json!({})).to_hex(),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+    }
+
+    #[test]
+    fn malformed_arguments_still_get_a_digest_of_their_bytes() {
+        assert_eq!(ArgsDigest::of_raw("{oops"), ArgsDigest::of_bytes(b"{oops"));
+    }
+
+    #[test]
+    fn hex_round_trips_and_bad_hex_is_refused() {
+        let d = ArgsDigest::of_bytes(b"x");
+        assert_eq!(ArgsDigest::try_from(d.to_hex()).ok(), Some(d));
+        assert!(ArgsDigest::try_from("zz".repeat(32)).is_err());
+        assert!(ArgsDigest::try_from("ab".to_string()).is_err());
+    }
+}

@@ -1,0 +1,285 @@
+//! Handoffs: a last step only a person may do, and the sans-IO machine that waits for it.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::time::Timestamp;
+
+/// How long a handoff waits for the person unless the action says otherwise.
+pub const DEFAULT_HANDOFF_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// A step the person does, with the page element to highlight while it is current.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HandoffStep {
+    /// What to do, in the person's language.
+    pub text: String,
+    /// The name of a page target (e.g. `verification_code`) to highlight, if any.
+    pub target: Option<String>,
+}
+
+/// The check that proves the step happened, reading real page state.
+#[derive(Clone)]
+pub struct Expect {
+    pub(crate) description: String,
+    pub(crate) check: Rc<dyn Fn() -> bool>,
+}
+
+impl Expect {
+    /// An expectation described as `description` and checked by `check`.
+    pub fn new(description: impl Into<String>, check: impl Fn() -> bool + 'static) -> Self {
+        Self {
+            description: description.into(),
+            check: Rc::new(check),
+        }
+    }
+
+    /// What the expectation is, in words.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Reads the page state now.
+    pub fn holds(&self) -> bool {
+        (self.check)()
+    }
+}
+
+impl std::fmt::Debug for Expect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expect")
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handoff declaration: why, the steps, the expectation and the timeout.
+///
+/// ```
+/// use countersign::{Expect, Handoff};
+/// use std::time::Duration;
+/// let publish = Handoff::new(
+///     "Publishing needs the verification code sent to you.",
+///     Expect::new("the page shows published", || true),
+/// )
+/// .step("Type the code into the field", Some("verification_code"))
+/// .step("Press Publish", Some("publish_changes"))
+/// .timeout(Duration::from_secs(60));
+/// assert_eq!(publish.steps().len(), 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Handoff {
+    pub(crate) reason: String,
+    pub(crate) steps: Vec<HandoffStep>,
+    pub(crate) expect: Expect,
+    pub(crate) timeout: Duration,
+}
+
+impl Handoff {
+    /// A handoff with a reason and an expectation; add steps with [`Handoff::step`].
+    pub fn new(reason: impl Into<String>, expect: Expect) -> Self {
+        Self {
+            reason: reason.into(),
+            steps: Vec::new(),
+            expect,
+            timeout: DEFAULT_HANDOFF_TIMEOUT,
+        }
+    }
+
+    /// Adds a step, optionally pointing at a page target.
+    pub fn step(mut self, text: impl Into<String>, target: Option<&str>) -> Self {
+        self.steps.push(HandoffStep {
+            text: text.into(),
+            target: target.map(str::to_owned),
+        });
+        self
+    }
+
+    /// How long to wait for the person. Default five minutes.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Why the person must do this.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The steps, in order.
+    pub fn steps(&self) -> &[HandoffStep] {
+        &self.steps
+    }
+
+    /// The expectation that proves completion.
+    pub fn expect(&self) -> &Expect {
+        &self.expect
+    }
+
+    /// The timeout.
+    pub fn timeout_duration(&self) -> Duration {
+        self.timeout
+    }
+}
+
+/// Where a handoff stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffState {
+    /// Waiting for the person.
+    Waiting,
+    /// The person said done and the expectation held.
+    Completed,
+    /// The person cancelled.
+    Cancelled,
+    /// The deadline passed first.
+    TimedOut,
+    /// The person said done but the expectation did not hold.
+    Failed,
+}
+
+impl HandoffState {
+    /// Whether the handoff has ended.
+    pub const fn is_terminal(self) -> bool {
+        !matches!(self, Self::Waiting)
+    }
+}
+
+/// The handoff state machine. Sans-IO: it never reads a clock; the host passes `now`
+/// in and asks [`HandoffMachine::poll_timeout`] when to call back.
+///
+/// Once terminal, it stays so: later events change nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HandoffMachine {
+    state: HandoffState,
+    deadline: Timestamp,
+    steps: usize,
+    current: usize,
+}
+
+impl HandoffMachine {
+    /// A machine for `steps` steps, started at `now`, timing out after `timeout`.
+    pub fn new(steps: usize, now: Timestamp, timeout: Duration) -> Self {
+        Self {
+            state: HandoffState::Waiting,
+            deadline: now.saturating_add(timeout),
+            steps,
+            current: 0,
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> HandoffState {
+        self.state
+    }
+
+    /// When it times out.
+    pub fn deadline(&self) -> Timestamp {
+        self.deadline
+    }
+
+    /// The next time the host must call [`HandoffMachine::handle_timeout`], while waiting.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        (self.state == HandoffState::Waiting).then_some(self.deadline)
+    }
+
+    /// Times out if `now` is at or past the deadline. Returns the state.
+    pub fn handle_timeout(&mut self, now: Timestamp) -> HandoffState {
+        if self.state == HandoffState::Waiting && now >= self.deadline {
+            self.state = HandoffState::TimedOut;
+        }
+        self.state
+    }
+
+    /// The person says the step is done; `expect_holds` is the expectation read now.
+    /// A claim after the deadline is a timeout, whatever the page shows.
+    pub fn done(&mut self, now: Timestamp, expect_holds: bool) -> HandoffState {
+        if self.handle_timeout(now) == HandoffState::Waiting {
+            self.state = if expect_holds {
+                HandoffState::Completed
+            } else {
+                HandoffState::Failed
+            };
+        }
+        self.state
+    }
+
+    /// The person cancels (or the host gives up). Ignored once terminal.
+    pub fn cancel(&mut self, now: Timestamp) -> HandoffState {
+        if self.handle_timeout(now) == HandoffState::Waiting {
+            self.state = HandoffState::Cancelled;
+        }
+        self.state
+    }
+
+    /// The index of the step whose target is highlighted, while waiting.
+    pub fn current_step(&self) -> Option<usize> {
+        (self.state == HandoffState::Waiting && self.current < self.steps).then_some(self.current)
+    }
+
+    /// Moves the highlight to step `index` (clamped to the last step).
+    pub fn show_step(&mut self, index: usize) {
+        if self.steps > 0 {
+            self.current = index.min(self.steps - 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn at(ms: u64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    #[test]
+    fn done_with_the_expectation_holding_completes() {
+        let mut m = HandoffMachine::new(2, at(0), MIN);
+        assert_eq!(m.done(at(10), true), HandoffState::Completed);
+        assert_eq!(m.poll_timeout(), None);
+    }
+
+    #[test]
+    fn done_with_unchanged_state_fails() {
+        let mut m = HandoffMachine::new(1, at(0), MIN);
+        assert_eq!(m.done(at(10), false), HandoffState::Failed);
+    }
+
+    #[test]
+    fn the_deadline_wins_over_a_late_done() {
+        let mut m = HandoffMachine::new(1, at(0), MIN);
+        assert_eq!(m.poll_timeout(), Some(at(60_000)));
+        assert_eq!(m.handle_timeout(at(59_999)), HandoffState::Waiting);
+        assert_eq!(m.done(at(60_000), true), HandoffState::TimedOut);
+    }
+
+    #[test]
+    fn a_terminal_machine_ignores_later_events() {
+        let mut m = HandoffMachine::new(1, at(0), MIN);
+        m.cancel(at(1));
+        assert_eq!(m.done(at(2), true), HandoffState::Cancelled);
+        assert_eq!(m.handle_timeout(at(1_000_000)), HandoffState::Cancelled);
+        assert_eq!(m.current_step(), None);
+    }
+
+    #[test]
+    fn the_current_step_moves_and_is_clamped() {
+        let mut m = HandoffMachine::new(2, at(0), MIN);
+        assert_eq!(m.current_step(), Some(0));
+        m.show_step(7);
+        assert_eq!(m.current_step(), Some(1));
+        let mut none = HandoffMachine::new(0, at(0), MIN);
+        none.show_step(3);
+        assert_eq!(none.current_step(), None);
+    }
+
+    #[test]
+    fn the_default_timeout_is_five_minutes() {
+        let h = Handoff::new("r", Expect::new("e", || true));
+        assert_eq!(h.timeout_duration(), Duration::from_secs(300));
+    }
+}

@@ -1,0 +1,36 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(not(test), warn(clippy::print_stdout))]
+
+mod action;
+mod arguments;
+mod audit;
+mod call;
+mod digest;
+mod executor;
+mod handoff;
+mod outcome;
+mod policy;
+mod projection;
+mod registry;
+mod ticket;
+mod time;
+
+pub use action::{Action, LocalBoxFuture, NoParams, Verdict};
+pub use arguments::DEFAULT_MAX_ARGUMENT_BYTES;
+pub use audit::{AuditEvent, AuditRecord, AuditSink, Decider, MemoryAudit};
+pub use call::{Call, CallId, Session};
+pub use digest::{ArgsDigest, BadDigest};
+pub use executor::{
+    Completion, Config, Executor, HandoffView, Job, Registration, Step, DEFAULT_APPROVAL_TIMEOUT,
+};
+pub use handoff::{Expect, Handoff, HandoffMachine, HandoffState, HandoffStep, DEFAULT_HANDOFF_TIMEOUT};
+pub use outcome::{Code, DoneBy, Outcome, Receipt, Refusal, RetryHint, Settled, Stage};
+pub use policy::{ApprovalPolicy, Confirm, Kind};
+pub use projection::{openai_tools, ToolAnnotations, ToolSpec};
+pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
+pub use ticket::{ApprovalRequest, Gesture, Grant, GrantId, NotPending, Ticket, TicketError};
+pub use time::Timestamp;
+
+// Re-exported so declarations need no direct dependency on these crates' versions.
+pub use schemars;
+pub use serde_json;

@@ -1,0 +1,315 @@
+//! What a call ends in, and what the model is told about it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::call::CallId;
+
+/// The stages of the gate pipeline, in the order every call passes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Find the action by id; an unknown id is refused.
+    Resolve,
+    /// Deserialise the arguments into the action's typed params.
+    Validate,
+    /// Check that the session's role holds the action's scope.
+    Scope,
+    /// Ask the action whether it can run in the page's current state.
+    Availability,
+    /// Turn policy, grants and the action's own classification into allow / ask / deny.
+    Decide,
+    /// Wait for a person's ticket.
+    Approve,
+    /// Run the action, or wait for the person to do the handoff.
+    Perform,
+    /// Read real state to confirm the effect happened.
+    Verify,
+}
+
+/// A stable code for every way a call can be refused. Exhaustive on purpose: adding
+/// one breaks every `match`, so no caller silently mishandles it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Code {
+    /// The action id is not registered (including ids the model invented).
+    UnknownAction,
+    /// The arguments are not valid for the action's params.
+    InvalidArgs,
+    /// The session's role lacks the action's scope.
+    ScopeMissing,
+    /// The action is not available now (disabled in the page, or removed).
+    Unavailable,
+    /// The action's own classification of these arguments denied the call.
+    PolicyDenied,
+    /// The person declined.
+    PermissionDenied,
+    /// Nobody approved before the approval deadline.
+    ApprovalTimeout,
+    /// The action ran and reported failure, or its run was abandoned.
+    ExecutionFailed,
+    /// The action ran but its verification found the effect missing.
+    VerifyFailed,
+    /// The person cancelled the handoff.
+    HandoffCancelled,
+    /// The handoff was not completed before its timeout.
+    HandoffTimeout,
+    /// The person said the handoff was done but the expected state is not there.
+    HandoffFailed,
+}
+
+impl Code {
+    /// Every code, in pipeline order.
+    pub const ALL: [Code; 12] = [
+        Code::UnknownAction,
+        Code::InvalidArgs,
+        Code::ScopeMissing,
+        Code::Unavailable,
+        Code::PolicyDenied,
+        Code::PermissionDenied,
+        Code::ApprovalTimeout,
+        Code::ExecutionFailed,
+        Code::VerifyFailed,
+        Code::HandoffCancelled,
+        Code::HandoffTimeout,
+        Code::HandoffFailed,
+    ];
+
+    /// The code as the model sees it, e.g. `PERMISSION_DENIED`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Code::UnknownAction => "UNKNOWN_ACTION",
+            Code::InvalidArgs => "INVALID_ARGS",
+            Code::ScopeMissing => "SCOPE_MISSING",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::PolicyDenied => "POLICY_DENIED",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::ApprovalTimeout => "APPROVAL_TIMEOUT",
+            Code::ExecutionFailed => "EXECUTION_FAILED",
+            Code::VerifyFailed => "VERIFY_FAILED",
+            Code::HandoffCancelled => "HANDOFF_CANCELLED",
+            Code::HandoffTimeout => "HANDOFF_TIMEOUT",
+            Code::HandoffFailed => "HANDOFF_FAILED",
+        }
+    }
+
+    /// A fixed sentence for audit records: never any argument text.
+    pub const fn summary(self) -> &'static str {
+        match self {
+            Code::UnknownAction => "no action has this id",
+            Code::InvalidArgs => "the arguments did not validate",
+            Code::ScopeMissing => "the role lacks the action's scope",
+            Code::Unavailable => "the action was not available",
+            Code::PolicyDenied => "the action's classification denied these arguments",
+            Code::PermissionDenied => "the person declined",
+            Code::ApprovalTimeout => "nobody approved before the deadline",
+            Code::ExecutionFailed => "the run failed or was interrupted",
+            Code::VerifyFailed => "verification found no effect",
+            Code::HandoffCancelled => "the person cancelled the handoff",
+            Code::HandoffTimeout => "the handoff timed out",
+            Code::HandoffFailed => "the handoff's expectation did not hold",
+        }
+    }
+
+    /// What the model should do next.
+    pub const fn retry(self) -> RetryHint {
+        match self {
+            Code::UnknownAction | Code::InvalidArgs => RetryHint::FixCall,
+            Code::PolicyDenied => RetryHint::DoNotRetry,
+            Code::ScopeMissing
+            | Code::Unavailable
+            | Code::PermissionDenied
+            | Code::ApprovalTimeout
+            | Code::ExecutionFailed
+            | Code::VerifyFailed
+            | Code::HandoffCancelled
+            | Code::HandoffTimeout
+            | Code::HandoffFailed => RetryHint::AskUser,
+        }
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The hint sent with a refusal: how the model may react.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryHint {
+    /// The call itself was wrong (unknown id, bad arguments): the model may correct it.
+    FixCall,
+    /// A person decided or a boundary held: tell the user, ask what to do; never retry silently.
+    AskUser,
+    /// The deployment forbids this call: do not retry it in any form.
+    DoNotRetry,
+}
+
+/// A refusal: the code, the stage that refused and a sentence for the model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The stable code.
+    pub code: Code,
+    /// The stage that refused.
+    pub stage: Stage,
+    /// A human sentence naming the action and what did not happen.
+    pub message: String,
+}
+
+/// What a successful call returns, only after verification.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// The action that ran.
+    pub action: String,
+    /// What happened, in the registry's words (the consequence text), when the action has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consequence: Option<String>,
+    /// Who did the last step: `assistant` (run) or `person` (handoff).
+    pub done_by: DoneBy,
+    /// The action's own result (`run`'s output; for a handoff, the expectation that was met).
+    pub result: Value,
+}
+
+/// Who performed a successful call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DoneBy {
+    /// The action's `run`, after the gate allowed it.
+    Assistant,
+    /// The person, through a handoff.
+    Person,
+}
+
+/// How a call ended: exactly one per call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// It happened, and verification saw it.
+    Done(Receipt),
+    /// It did not happen.
+    Refused(Refusal),
+}
+
+impl Outcome {
+    /// The refusal code, or `None` for success.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            Outcome::Done(_) => None,
+            Outcome::Refused(refusal) => Some(refusal.code),
+        }
+    }
+
+    /// The code as written in audit records: `OK` or the refusal code.
+    pub fn code_str(&self) -> &'static str {
+        self.code().map_or("OK", Code::as_str)
+    }
+
+    /// Whether the model should see this as an error (Anthropic's `is_error`).
+    pub fn is_error(&self) -> bool {
+        matches!(self, Outcome::Refused(_))
+    }
+
+    /// The JSON the model gets back: `{"ok":true,"receipt":{..}}` or
+    /// `{"ok":false,"error":{"code","message","retry"}}`.
+    pub fn to_model_json(&self) -> Value {
+        match self {
+            Outcome::Done(receipt) => json!({ "ok": true, "receipt": receipt }),
+            Outcome::Refused(refusal) => json!({
+                "ok": false,
+                "error": {
+                    "code": refusal.code,
+                    "message": refusal.message,
+                    "retry": refusal.code.retry(),
+                }
+            }),
+        }
+    }
+
+    /// [`Outcome::to_model_json`] as a string: the content of an OpenAI-style `tool`
+    /// message or an Anthropic-style `tool_result`. Never empty.
+    pub fn to_model_content(&self) -> String {
+        self.to_model_json().to_string()
+    }
+}
+
+/// A call's terminal outcome, as the executor reports it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Settled {
+    /// The executor's id for the call.
+    pub call: CallId,
+    /// The id the model gave its tool call, to answer it.
+    pub tool_call_id: String,
+    /// The action id as the model sent it (quoted safely if it was hostile).
+    pub action: String,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// Quotes text from outside (the model, the page) for a message: at most `max` chars,
+/// control characters escaped, so a message stays one readable line.
+pub(crate) fn quote(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max) + 2);
+    out.push('`');
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        match c {
+            '`' => out.push('\''),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out.push('`');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_never_an_empty_string_and_never_ok() {
+        for code in Code::ALL {
+            let outcome = Outcome::Refused(Refusal {
+                code,
+                stage: Stage::Approve,
+                message: "x".into(),
+            });
+            let json = outcome.to_model_json();
+            assert_eq!(json["ok"], false);
+            assert_eq!(json["error"]["code"], code.as_str());
+            assert!(json["error"]["retry"].is_string());
+            assert!(outcome.is_error());
+        }
+    }
+
+    #[test]
+    fn decisions_of_a_person_tell_the_model_to_ask_the_user() {
+        for code in [
+            Code::PermissionDenied,
+            Code::ApprovalTimeout,
+            Code::HandoffCancelled,
+            Code::HandoffTimeout,
+        ] {
+            assert_eq!(code.retry(), RetryHint::AskUser);
+        }
+    }
+
+    #[test]
+    fn quoting_escapes_control_characters_and_truncates() {
+        assert_eq!(quote("a\u{0}b\nc", 10), "`a\\u{0}b\\nc`");
+        assert_eq!(quote("abcdef", 3), "`abc…`");
+        assert_eq!(quote("x`y", 10), "`x'y`");
+    }
+
+    #[test]
+    fn code_names_serialise_as_the_model_sees_them() {
+        for code in Code::ALL {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        }
+    }
+}

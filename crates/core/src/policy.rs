@@ -1,0 +1,115 @@
+//! Risk kinds, confirm overrides and the fixed policy-resolution table.
+
+use serde::{Deserialize, Serialize};
+
+/// An action's risk, as its declaration states it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Reads state; changes nothing.
+    Read,
+    /// Changes state in a way that can be changed back.
+    Write,
+    /// Changes state in a way that is costly or impossible to undo.
+    Danger,
+}
+
+/// The declaration's override of the kind's default approval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confirm {
+    /// No override: the kind decides.
+    #[default]
+    Unset,
+    /// `confirm: true`: ask the person; "always allow this session" is offered.
+    Ask,
+    /// `confirm: "always"`: ask the person every time; nothing is remembered.
+    Always,
+    /// `confirm: false`: no approval gate. The declaration asserts that the action
+    /// is authorised independently; audit records carry `confirm: off`.
+    Off,
+}
+
+/// What the executor requires before an action may run, resolved from kind and confirm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalPolicy {
+    /// Runs without asking.
+    None,
+    /// Asks the person; "always allow this session" may be granted.
+    Ask,
+    /// Asks the person every time; no grant ever covers it.
+    AskAlways,
+}
+
+impl ApprovalPolicy {
+    /// Resolves the policy from DESIGN.md's fixed table.
+    ///
+    /// | declaration | policy |
+    /// | --- | --- |
+    /// | `Read` / `Write`, confirm unset | `None` |
+    /// | `Read` / `Write`, `confirm: Ask` | `Ask` |
+    /// | `Danger` unset or `Ask`, or any kind with `confirm: Always` | `AskAlways` |
+    /// | any kind, `confirm: Off` | `None` |
+    ///
+    /// ```
+    /// use countersign::{ApprovalPolicy, Confirm, Kind};
+    /// // A danger action stays asked every time even when declared `confirm: Ask`.
+    /// assert_eq!(ApprovalPolicy::resolve(Kind::Danger, Confirm::Ask), ApprovalPolicy::AskAlways);
+    /// ```
+    pub const fn resolve(kind: Kind, confirm: Confirm) -> Self {
+        match (kind, confirm) {
+            (_, Confirm::Off) => Self::None,
+            (_, Confirm::Always) => Self::AskAlways,
+            (Kind::Danger, Confirm::Unset | Confirm::Ask) => Self::AskAlways,
+            (Kind::Read | Kind::Write, Confirm::Ask) => Self::Ask,
+            (Kind::Read | Kind::Write, Confirm::Unset) => Self::None,
+        }
+    }
+
+    /// Whether the person may be offered "always allow this session".
+    ///
+    /// Only `Ask` offers it; `AskAlways` is asked every time, by definition.
+    pub const fn offers_session_grant(self) -> bool {
+        matches!(self, Self::Ask)
+    }
+
+    /// Whether a person must countersign before the action runs.
+    pub const fn needs_approval(self) -> bool {
+        !matches!(self, Self::None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resolution_table_matches_the_design() {
+        use ApprovalPolicy as P;
+        let table = [
+            (Kind::Read, Confirm::Unset, P::None),
+            (Kind::Write, Confirm::Unset, P::None),
+            (Kind::Danger, Confirm::Unset, P::AskAlways),
+            (Kind::Read, Confirm::Ask, P::Ask),
+            (Kind::Write, Confirm::Ask, P::Ask),
+            (Kind::Danger, Confirm::Ask, P::AskAlways),
+            (Kind::Read, Confirm::Always, P::AskAlways),
+            (Kind::Write, Confirm::Always, P::AskAlways),
+            (Kind::Danger, Confirm::Always, P::AskAlways),
+            (Kind::Read, Confirm::Off, P::None),
+            (Kind::Write, Confirm::Off, P::None),
+            (Kind::Danger, Confirm::Off, P::None),
+        ];
+        for (kind, confirm, expected) in table {
+            assert_eq!(ApprovalPolicy::resolve(kind, confirm), expected, "{kind:?} × {confirm:?}");
+        }
+    }
+
+    #[test]
+    fn only_ask_offers_a_session_grant() {
+        assert!(ApprovalPolicy::Ask.offers_session_grant());
+        assert!(!ApprovalPolicy::AskAlways.offers_session_grant());
+        assert!(!ApprovalPolicy::None.offers_session_grant());
+    }
+}

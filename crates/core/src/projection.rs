@@ -1,0 +1,97 @@
+//! The projection: the tool list the model sees.
+
+use schemars::generate::SchemaSettings;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::policy::{ApprovalPolicy, Kind};
+
+/// One tool as the model sees it, with risk annotations.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// The action id: the function name the model calls.
+    pub name: String,
+    /// The declaration's description plus one sentence on how the gate treats it.
+    pub description: String,
+    /// The JSON Schema of the params, derived from the same type that validates them.
+    pub parameters: Value,
+    /// Risk hints, named as MCP names them.
+    pub annotations: ToolAnnotations,
+}
+
+/// Risk hints for a tool (MCP's `ToolAnnotations` names).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolAnnotations {
+    /// The action's title.
+    pub title: String,
+    /// `true` for `Read` actions.
+    pub read_only_hint: bool,
+    /// `true` for `Danger` actions.
+    pub destructive_hint: bool,
+    /// The resolved approval policy.
+    pub approval: ApprovalPolicy,
+    /// `true` when the person does the last step.
+    pub handoff: bool,
+}
+
+impl ToolSpec {
+    /// The OpenAI Chat Completions form: `{"type":"function","function":{..}}`.
+    /// Annotations are left out: the API accepts only its own fields.
+    pub fn to_openai(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            }
+        })
+    }
+}
+
+/// The OpenAI `tools` array for a projection.
+pub fn openai_tools(tools: &[ToolSpec]) -> Value {
+    Value::Array(tools.iter().map(ToolSpec::to_openai).collect())
+}
+
+pub(crate) fn describe(description: &str, kind: Kind, policy: ApprovalPolicy, handoff: bool) -> String {
+    let gate = if handoff {
+        "The person does the last step in the page; you cannot do it for them."
+    } else {
+        match (policy, kind) {
+            (ApprovalPolicy::None, Kind::Read) => "Runs without asking; changes nothing.",
+            (ApprovalPolicy::None, _) => "Runs without asking.",
+            (ApprovalPolicy::Ask, _) => "The person is asked to approve it first.",
+            (ApprovalPolicy::AskAlways, _) => "The person is asked to approve it every time.",
+        }
+    };
+    if description.is_empty() {
+        gate.to_owned()
+    } else {
+        format!("{description} {gate}")
+    }
+}
+
+/// The params schema, inlined (no `$defs`), without `$schema` or `title`, as tool
+/// `parameters` expect.
+pub(crate) fn schema_for<P: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema: Value = generator.into_root_schema_for::<P>().into();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("title");
+        object.remove("$schema");
+        // A model sees one object type; `{}`-params types may omit it.
+        object.entry("type").or_insert_with(|| json!("object"));
+        object
+            .entry("properties")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    }
+    schema
+}

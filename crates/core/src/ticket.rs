@@ -1,0 +1,153 @@
+//! Tickets and grants: the only ways past the approve stage, both minted by a person.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::call::CallId;
+use crate::digest::ArgsDigest;
+use crate::policy::{ApprovalPolicy, Kind};
+use crate::time::Timestamp;
+
+/// What the person pressed on an approval card.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gesture {
+    /// "Allow once": this call only.
+    AllowOnce,
+    /// "Always allow this session": this call, and later calls of the same action
+    /// until revoked. Refused for any policy but `Ask`.
+    AllowForSession,
+}
+
+/// A random-looking value the executor puts on each card, so a ticket is bound to one
+/// card of one executor. Shown as `Nonce(..)` so it never lands in a log.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Nonce(pub(crate) [u8; 16]);
+
+impl std::fmt::Debug for Nonce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Nonce(..)")
+    }
+}
+
+/// A pending approval: what the dock's card shows. Every word of it comes from the
+/// registry and the arguments, never from the model's prose.
+///
+/// It serialises for display without its nonce, so nothing the model can read is
+/// enough to mint a ticket.
+#[derive(Clone, Debug, Serialize)]
+pub struct ApprovalRequest {
+    /// The call waiting.
+    pub call: CallId,
+    /// The action's id.
+    pub action: String,
+    /// The action's title.
+    pub title: String,
+    /// The action's kind (the card's risk colour).
+    pub kind: Kind,
+    /// `Ask` or `AskAlways`.
+    pub policy: ApprovalPolicy,
+    /// What will happen, computed from the arguments and current state.
+    pub consequence: Option<String>,
+    /// The exact arguments that will run.
+    pub arguments: Value,
+    /// Their digest; a ticket carries it.
+    pub args_sha256: ArgsDigest,
+    /// Whether the card may offer "always allow this session".
+    pub offers_session_grant: bool,
+    /// When the request was made.
+    pub asked_at: Timestamp,
+    /// When it times out as `APPROVAL_TIMEOUT`.
+    pub deadline: Timestamp,
+    #[serde(skip)]
+    pub(crate) nonce: Nonce,
+    #[serde(skip)]
+    pub(crate) executor: u64,
+}
+
+impl ApprovalRequest {
+    /// Mints a ticket for this card. Call it only from a person's gesture in the page:
+    /// this is the one way to make a [`Ticket`], and no model output can reach it.
+    pub fn countersign(&self, gesture: Gesture) -> Ticket {
+        Ticket {
+            call: self.call,
+            action: self.action.clone(),
+            args_sha256: self.args_sha256,
+            nonce: self.nonce,
+            executor: self.executor,
+            gesture,
+        }
+    }
+}
+
+/// A person's approval of one call: bound to the call, the action, the digest of the
+/// exact arguments and the card's nonce; consumed by [`crate::Executor::approve`].
+///
+/// Deliberately neither `Clone` nor `Deserialize`.
+#[derive(Debug)]
+pub struct Ticket {
+    pub(crate) call: CallId,
+    pub(crate) action: String,
+    pub(crate) args_sha256: ArgsDigest,
+    pub(crate) nonce: Nonce,
+    pub(crate) executor: u64,
+    pub(crate) gesture: Gesture,
+}
+
+impl Ticket {
+    /// The call this ticket approves.
+    pub fn call(&self) -> CallId {
+        self.call
+    }
+
+    /// The gesture it records.
+    pub fn gesture(&self) -> Gesture {
+        self.gesture
+    }
+}
+
+/// Why a ticket was refused. The call it named, if still pending, stays pending
+/// (except [`TicketError::Expired`], which settles it as `APPROVAL_TIMEOUT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TicketError {
+    /// The ticket was minted by another executor.
+    #[error("the ticket belongs to another session")]
+    ForeignExecutor,
+    /// The call is not waiting for approval (settled, never asked, or already approved).
+    #[error("the call is not waiting for approval")]
+    NotPending,
+    /// The ticket's action, arguments or nonce differ from the pending call's.
+    #[error("the ticket does not match the pending call")]
+    Mismatch,
+    /// The approval deadline had passed.
+    #[error("the approval came after its deadline")]
+    Expired,
+    /// "Always allow" was asked for a call whose policy never offers it.
+    #[error("this action cannot be allowed for the session")]
+    GrantNotOffered,
+}
+
+/// The error for an operation on a call that is not in the state it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the call is not pending there")]
+pub struct NotPending;
+
+/// An id for a session grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct GrantId(pub(crate) u64);
+
+/// "Always allow this session" for one `Ask` action, made by a person; revocable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    /// Its id, to revoke it.
+    pub id: GrantId,
+    /// The action it covers.
+    pub action: String,
+    /// The action's title, for the dock's list.
+    pub title: String,
+    /// When it was made.
+    pub granted_at: Timestamp,
+    /// The call whose card the person pressed it on.
+    pub from_call: CallId,
+}

@@ -1,0 +1,56 @@
+//! Time as the core sees it: a value passed in, never read from a clock.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A point in time, in whole milliseconds since an epoch the host chooses.
+///
+/// The core never reads a clock (`std::time::Instant::now()` panics on
+/// `wasm32-unknown-unknown`). The host passes `now` into every call that needs it:
+/// the page uses `performance.now()` or `Date.now()`, native tests a manual clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    /// The timestamp `millis` milliseconds after the host's epoch.
+    pub const fn from_millis(millis: u64) -> Self {
+        Self(millis)
+    }
+
+    /// Milliseconds since the host's epoch.
+    pub const fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    /// This timestamp moved `duration` later, saturating at the end of time.
+    pub fn saturating_add(self, duration: Duration) -> Self {
+        let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        Self(self.0.saturating_add(millis))
+    }
+
+    /// How long after `earlier` this is; zero if `earlier` is later.
+    pub fn saturating_since(self, earlier: Timestamp) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(earlier.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adding_a_huge_duration_saturates_instead_of_wrapping() {
+        let t = Timestamp::from_millis(u64::MAX - 1).saturating_add(Duration::from_secs(10));
+        assert_eq!(t.as_millis(), u64::MAX);
+    }
+
+    #[test]
+    fn time_since_a_later_point_is_zero() {
+        let early = Timestamp::from_millis(5);
+        let late = Timestamp::from_millis(9);
+        assert_eq!(early.saturating_since(late), Duration::ZERO);
+        assert_eq!(late.saturating_since(early), Duration::from_millis(4));
+    }
+}
