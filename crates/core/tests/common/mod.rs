@@ -1,0 +1,93 @@
+//! A small world for integration tests: an executor, its audit trail, and a log of
+//! every `run` that actually happened.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use countersign::{
+    Action, AuditRecord, Call, CallId, Completion, Config, Confirm, Executor, Kind, MemoryAudit,
+    Registration, Session, Settled, Step, Timestamp,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct Named {
+    /// A name.
+    pub name: String,
+}
+
+pub struct World {
+    pub exec: Executor,
+    pub audit: MemoryAudit,
+    pub runs: Rc<RefCell<Vec<String>>>,
+    pub regs: Vec<Registration>,
+}
+
+impl World {
+    pub fn new() -> Self {
+        Self::with_session(Session::new("admin", ["workspace.write"]))
+    }
+
+    pub fn with_session(session: Session) -> Self {
+        let audit = MemoryAudit::new();
+        let exec = Executor::new(Config::new("test", session, [42; 32]), audit.clone());
+        Self { exec, audit, runs: Rc::default(), regs: Vec::new() }
+    }
+
+    /// An action that logs `id:name` when it runs.
+    pub fn action(&self, id: &str, kind: Kind, confirm: Confirm) -> Action<Named> {
+        let runs = Rc::clone(&self.runs);
+        let tag = id.to_owned();
+        Action::<Named>::new(id, format!("test action {id}"))
+            .kind(kind)
+            .confirm(confirm)
+            .consequence(|p| format!("set the name to `{}`", p.name))
+            .run(move |p: Named| {
+                let runs = Rc::clone(&runs);
+                let tag = tag.clone();
+                async move {
+                    runs.borrow_mut().push(format!("{tag}:{}", p.name));
+                    Ok::<_, String>(serde_json::json!({ "name": p.name }))
+                }
+            })
+    }
+
+    pub fn add(&mut self, action: Action<Named>) {
+        self.regs.push(self.exec.register(action).expect("registers"));
+    }
+
+    pub fn call(&self, action: &str, args: &str, at: u64) -> Step {
+        self.exec.submit(Call::new("tc", action, args), Timestamp::from_millis(at))
+    }
+
+    pub fn runs(&self) -> Vec<String> {
+        self.runs.borrow().clone()
+    }
+
+    pub fn terminal(&self, call: CallId) -> Vec<AuditRecord> {
+        self.audit.for_call(call).into_iter().filter(|r| r.is_terminal()).collect()
+    }
+}
+
+pub fn at(ms: u64) -> Timestamp {
+    Timestamp::from_millis(ms)
+}
+
+pub fn finish(exec: &Executor, completion: Completion, now: u64) -> Settled {
+    exec.complete(completion, at(now)).expect("the call was live")
+}
+
+/// Runs a `Perform` step to its settlement; returns other steps' settlement if terminal.
+pub fn drive(exec: &Executor, step: Step, now: u64) -> Option<Settled> {
+    match step {
+        Step::Settled(s) => Some(s),
+        Step::Perform(job) => Some(finish(exec, pollster::block_on(job.run()), now)),
+        Step::Approval(_) | Step::Handoff(_) => None,
+    }
+}
+
+pub fn code(settled: &Settled) -> &'static str {
+    settled.outcome.code_str()
+}

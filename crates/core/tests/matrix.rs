@@ -1,0 +1,141 @@
+//! The full kind × confirm × person-response matrix, table-driven: outcome, whether
+//! `run` ran, and the audit trail.
+
+mod common;
+
+use common::{at, drive, World};
+use countersign::{
+    ApprovalPolicy, AuditEvent, Confirm, Decider, Gesture, Kind, Step, TicketError,
+};
+
+#[derive(Clone, Copy, Debug)]
+enum Response {
+    AllowOnce,
+    AllowForSession,
+    Deny,
+    Timeout,
+}
+
+const KINDS: [Kind; 3] = [Kind::Read, Kind::Write, Kind::Danger];
+const CONFIRMS: [Confirm; 4] = [Confirm::Unset, Confirm::Ask, Confirm::Always, Confirm::Off];
+const RESPONSES: [Response; 4] = [
+    Response::AllowOnce,
+    Response::AllowForSession,
+    Response::Deny,
+    Response::Timeout,
+];
+
+/// What the matrix expects: outcome code, whether run ran, the audit events in order.
+fn expected(policy: ApprovalPolicy, response: Response) -> (&'static str, bool, Vec<AuditEvent>) {
+    use AuditEvent::*;
+    match (policy, response) {
+        (ApprovalPolicy::None, _) => ("OK", true, vec![Allowed, Settled]),
+        (_, Response::AllowOnce) => ("OK", true, vec![Asked, Approved, Settled]),
+        (ApprovalPolicy::Ask, Response::AllowForSession) => ("OK", true, vec![Asked, Granted, Settled]),
+        // AskAlways never offers a grant: the gesture is refused and the call stays
+        // pending until it times out.
+        (_, Response::AllowForSession) => ("APPROVAL_TIMEOUT", false, vec![Asked, Settled]),
+        (_, Response::Deny) => ("PERMISSION_DENIED", false, vec![Asked, Settled]),
+        (_, Response::Timeout) => ("APPROVAL_TIMEOUT", false, vec![Asked, Settled]),
+    }
+}
+
+#[test]
+fn every_kind_confirm_and_response_ends_as_the_table_says() {
+    let timeout = countersign::DEFAULT_APPROVAL_TIMEOUT.as_millis() as u64;
+    for kind in KINDS {
+        for confirm in CONFIRMS {
+            for response in RESPONSES {
+                let label = format!("{kind:?} × {confirm:?} × {response:?}");
+                let mut w = World::new();
+                w.add(w.action("act", kind, confirm));
+                let policy = ApprovalPolicy::resolve(kind, confirm);
+                let step = w.call("act", r#"{"name":"x"}"#, 0);
+                let settled = match step {
+                    Step::Approval(card) => {
+                        assert!(policy.needs_approval(), "{label}: asked under policy None");
+                        assert_eq!(card.policy, policy, "{label}");
+                        assert_eq!(card.offers_session_grant, policy == ApprovalPolicy::Ask, "{label}");
+                        assert_eq!(card.consequence.as_deref(), Some("set the name to `x`"), "{label}");
+                        match response {
+                            Response::AllowOnce => {
+                                drive(&w.exec, w.exec.approve(card.countersign(Gesture::AllowOnce), at(5)).unwrap(), 6)
+                            }
+                            Response::AllowForSession => match w.exec.approve(card.countersign(Gesture::AllowForSession), at(5)) {
+                                Ok(step) => drive(&w.exec, step, 6),
+                                Err(TicketError::GrantNotOffered) => {
+                                    assert!(w.runs().is_empty(), "{label}");
+                                    w.exec.handle_timeout(at(timeout)).pop()
+                                }
+                                Err(e) => panic!("{label}: {e}"),
+                            },
+                            Response::Deny => Some(w.exec.deny(card.call, Some("not now"), at(5)).unwrap()),
+                            Response::Timeout => {
+                                assert!(w.exec.handle_timeout(at(timeout - 1)).is_empty(), "{label}");
+                                w.exec.handle_timeout(at(timeout)).pop()
+                            }
+                        }
+                    }
+                    other => {
+                        assert!(!policy.needs_approval(), "{label}: not asked under {policy:?}");
+                        drive(&w.exec, other, 1)
+                    }
+                }
+                .unwrap_or_else(|| panic!("{label}: never settled"));
+
+                let (code, ran, events) = expected(policy, response);
+                assert_eq!(settled.outcome.code_str(), code, "{label}");
+                assert_eq!(w.runs().len(), usize::from(ran), "{label}: run count");
+                let trail: Vec<AuditEvent> = w.audit.for_call(settled.call).iter().map(|r| r.event).collect();
+                assert_eq!(trail, events, "{label}: audit trail");
+                let terminal = w.terminal(settled.call);
+                assert_eq!(terminal.len(), 1, "{label}");
+                assert_eq!(terminal[0].outcome.as_deref(), Some(code), "{label}");
+                assert_eq!(terminal[0].confirm, Some(confirm), "{label}");
+                assert_eq!(terminal[0].policy, Some(policy), "{label}");
+                assert_eq!(w.exec.live_calls(), 0, "{label}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_session_grant_lets_the_next_ask_call_through_and_revoking_it_asks_again() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else { panic!() };
+    drive(&w.exec, w.exec.approve(card.countersign(Gesture::AllowForSession), at(1)).unwrap(), 2);
+    let grants = w.exec.grants();
+    assert_eq!(grants.len(), 1);
+
+    let second = w.call("save", r#"{"name":"b"}"#, 3);
+    let Step::Perform(_) = &second else { panic!("granted call was asked: {second:?}") };
+    let settled = drive(&w.exec, second, 4).unwrap();
+    let trail = w.audit.for_call(settled.call);
+    assert_eq!(trail[0].event, AuditEvent::Allowed);
+    assert_eq!(trail[0].decided_by, Decider::SessionGrant);
+
+    assert!(w.exec.revoke(grants[0].id));
+    assert!(!w.exec.revoke(grants[0].id), "revoking twice");
+    assert!(matches!(w.call("save", r#"{"name":"c"}"#, 5), Step::Approval(_)));
+    assert_eq!(w.runs(), ["save:a", "save:b"]);
+}
+
+#[test]
+fn ask_always_is_asked_every_time_even_after_an_allow() {
+    let mut w = World::new();
+    w.add(w.action("archive", Kind::Danger, Confirm::Ask));
+    for i in 0..3 {
+        let Step::Approval(card) = w.call("archive", r#"{"name":"w"}"#, i * 10) else {
+            panic!("archive was not asked on round {i}")
+        };
+        assert!(!card.offers_session_grant);
+        assert_eq!(
+            w.exec.approve(card.countersign(Gesture::AllowForSession), at(i * 10 + 1)).unwrap_err(),
+            TicketError::GrantNotOffered
+        );
+        drive(&w.exec, w.exec.approve(card.countersign(Gesture::AllowOnce), at(i * 10 + 2)).unwrap(), i * 10 + 3);
+    }
+    assert!(w.exec.grants().is_empty());
+    assert_eq!(w.runs().len(), 3);
+}
