@@ -32,6 +32,10 @@ pub enum Verdict {
 }
 
 type RunFn<P> = dyn Fn(P) -> LocalBoxFuture<Result<Value, String>>;
+type CheckFn<P> = dyn Fn(&P) -> Result<(), String>;
+type ClassifyFn<P> = dyn Fn(&P) -> Verdict;
+type TextFn<P> = dyn Fn(&P) -> String;
+type VerifyFn<P> = dyn Fn(&P, &Value) -> Result<(), String>;
 
 /// A declared action with typed params `P`.
 ///
@@ -67,11 +71,11 @@ pub struct Action<P> {
     pub(crate) confirm: Confirm,
     pub(crate) scope: Option<String>,
     pub(crate) available: Option<Rc<dyn Fn() -> bool>>,
-    pub(crate) validator: Option<Rc<dyn Fn(&P) -> Result<(), String>>>,
-    pub(crate) classify: Option<Rc<dyn Fn(&P) -> Verdict>>,
-    pub(crate) consequence: Option<Rc<dyn Fn(&P) -> String>>,
+    pub(crate) validator: Option<Rc<CheckFn<P>>>,
+    pub(crate) classify: Option<Rc<ClassifyFn<P>>>,
+    pub(crate) consequence: Option<Rc<TextFn<P>>>,
     pub(crate) run: Option<Rc<RunFn<P>>>,
-    pub(crate) verify: Option<Rc<dyn Fn(&P, &Value) -> Result<(), String>>>,
+    pub(crate) verify: Option<Rc<VerifyFn<P>>>,
     pub(crate) handoff: Option<Handoff>,
 }
 
@@ -289,7 +293,10 @@ where
 
 impl<P: Clone + 'static> PreparedCall for Bound<P> {
     fn consequence(&self) -> Option<String> {
-        self.action.consequence.as_ref().map(|text| text(&self.params))
+        self.action
+            .consequence
+            .as_ref()
+            .map(|text| text(&self.params))
     }
 
     fn classify(&self) -> Verdict {

@@ -22,8 +22,8 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
     if raw.trim().is_empty() {
         return Ok(Value::Object(serde_json::Map::new()));
     }
-    let value: Value = serde_json::from_str(raw)
-        .map_err(|e| format!("arguments are not valid JSON ({e})"))?;
+    let value: Value =
+        serde_json::from_str(raw).map_err(|e| format!("arguments are not valid JSON ({e})"))?;
     if !value.is_object() {
         return Err(format!(
             "arguments must be a JSON object, not {}",
@@ -104,7 +104,10 @@ mod tests {
     fn well_formed_arguments_become_typed_params() {
         assert_eq!(
             typed(r#"{"name":"Apollo"}"#).unwrap(),
-            Rename { name: "Apollo".into(), notify: None }
+            Rename {
+                name: "Apollo".into(),
+                notify: None
+            }
         );
     }
 
@@ -130,16 +133,25 @@ mod tests {
     #[test]
     fn wrong_types_and_missing_fields_name_the_field() {
         let err = typed(r#"{"name":7}"#).unwrap_err();
-        assert!(err.contains("`name`") && err.contains("invalid type"), "{err}");
+        assert!(
+            err.contains("`name`") && err.contains("invalid type"),
+            "{err}"
+        );
         let err = typed(r#"{}"#).unwrap_err();
         assert!(err.contains("missing field `name`"), "{err}");
     }
 
     #[test]
     fn oversized_malformed_and_non_object_arguments_are_refused() {
-        assert!(parse_object(&"x".repeat(11), 10).unwrap_err().contains("over the limit of 10"));
-        assert!(parse_object("{\"name\":", 100).unwrap_err().contains("not valid JSON"));
-        assert!(parse_object("[1]", 100).unwrap_err().contains("not an array"));
+        assert!(parse_object(&"x".repeat(11), 10)
+            .unwrap_err()
+            .contains("over the limit of 10"));
+        assert!(parse_object("{\"name\":", 100)
+            .unwrap_err()
+            .contains("not valid JSON"));
+        assert!(parse_object("[1]", 100)
+            .unwrap_err()
+            .contains("not an array"));
         assert!(parse_object("null", 100).unwrap_err().contains("not null"));
     }
 

@@ -65,7 +65,10 @@ pub struct Session {
 
 impl Session {
     /// A session for `role` holding `scopes`.
-    pub fn new<S: Into<String>>(role: impl Into<String>, scopes: impl IntoIterator<Item = S>) -> Self {
+    pub fn new<S: Into<String>>(
+        role: impl Into<String>,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> Self {
         Self {
             role: role.into(),
             scopes: scopes.into_iter().map(Into::into).collect(),

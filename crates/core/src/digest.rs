@@ -38,11 +38,11 @@ impl ArgsDigest {
 
     /// The digest as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
+        use std::fmt::Write as _;
         let mut out = String::with_capacity(64);
         for byte in self.0 {
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{byte:02x}");
         }
         out
     }
@@ -81,7 +81,9 @@ impl TryFrom<String> for ArgsDigest {
         }
         let mut out = [0u8; 32];
         for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-            let [high, low] = pair else { return Err(BadDigest) };
+            let [high, low] = pair else {
+                return Err(BadDigest);
+            };
             *slot = (nibble(*high)? << 4) | nibble(*low)?;
         }
         Ok(Self(out))

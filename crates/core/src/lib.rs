@@ -23,7 +23,9 @@ pub use digest::{ArgsDigest, BadDigest};
 pub use executor::{
     Completion, Config, Executor, HandoffView, Job, Registration, Step, DEFAULT_APPROVAL_TIMEOUT,
 };
-pub use handoff::{Expect, Handoff, HandoffMachine, HandoffState, HandoffStep, DEFAULT_HANDOFF_TIMEOUT};
+pub use handoff::{
+    Expect, Handoff, HandoffMachine, HandoffState, HandoffStep, DEFAULT_HANDOFF_TIMEOUT,
+};
 pub use outcome::{Code, DoneBy, Outcome, Receipt, Refusal, RetryHint, Settled, Stage};
 pub use policy::{ApprovalPolicy, Confirm, Kind};
 pub use projection::{openai_tools, ToolAnnotations, ToolSpec};

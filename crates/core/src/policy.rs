@@ -102,7 +102,11 @@ mod tests {
             (Kind::Danger, Confirm::Off, P::None),
         ];
         for (kind, confirm, expected) in table {
-            assert_eq!(ApprovalPolicy::resolve(kind, confirm), expected, "{kind:?} × {confirm:?}");
+            assert_eq!(
+                ApprovalPolicy::resolve(kind, confirm),
+                expected,
+                "{kind:?} × {confirm:?}"
+            );
         }
     }
 

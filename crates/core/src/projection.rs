@@ -56,7 +56,12 @@ pub fn openai_tools(tools: &[ToolSpec]) -> Value {
     Value::Array(tools.iter().map(ToolSpec::to_openai).collect())
 }
 
-pub(crate) fn describe(description: &str, kind: Kind, policy: ApprovalPolicy, handoff: bool) -> String {
+pub(crate) fn describe(
+    description: &str,
+    kind: Kind,
+    policy: ApprovalPolicy,
+    handoff: bool,
+) -> String {
     let gate = if handoff {
         "The person does the last step in the page; you cannot do it for them."
     } else {

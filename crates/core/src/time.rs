@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 /// The core never reads a clock (`std::time::Instant::now()` panics on
 /// `wasm32-unknown-unknown`). The host passes `now` into every call that needs it:
 /// the page uses `performance.now()` or `Date.now()`, native tests a manual clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(u64);
 

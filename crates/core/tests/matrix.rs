@@ -1,12 +1,17 @@
 //! The full kind × confirm × person-response matrix, table-driven: outcome, whether
 //! `run` ran, and the audit trail.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 mod common;
 
 use common::{at, drive, World};
-use countersign::{
-    ApprovalPolicy, AuditEvent, Confirm, Decider, Gesture, Kind, Step, TicketError,
-};
+use countersign::{ApprovalPolicy, AuditEvent, Confirm, Decider, Gesture, Kind, Step, TicketError};
 
 #[derive(Clone, Copy, Debug)]
 enum Response {
@@ -31,7 +36,9 @@ fn expected(policy: ApprovalPolicy, response: Response) -> (&'static str, bool, 
     match (policy, response) {
         (ApprovalPolicy::None, _) => ("OK", true, vec![Allowed, Settled]),
         (_, Response::AllowOnce) => ("OK", true, vec![Asked, Approved, Settled]),
-        (ApprovalPolicy::Ask, Response::AllowForSession) => ("OK", true, vec![Asked, Granted, Settled]),
+        (ApprovalPolicy::Ask, Response::AllowForSession) => {
+            ("OK", true, vec![Asked, Granted, Settled])
+        }
         // AskAlways never offers a grant: the gesture is refused and the call stays
         // pending until it times out.
         (_, Response::AllowForSession) => ("APPROVAL_TIMEOUT", false, vec![Asked, Settled]),
@@ -55,13 +62,28 @@ fn every_kind_confirm_and_response_ends_as_the_table_says() {
                     Step::Approval(card) => {
                         assert!(policy.needs_approval(), "{label}: asked under policy None");
                         assert_eq!(card.policy, policy, "{label}");
-                        assert_eq!(card.offers_session_grant, policy == ApprovalPolicy::Ask, "{label}");
-                        assert_eq!(card.consequence.as_deref(), Some("set the name to `x`"), "{label}");
+                        assert_eq!(
+                            card.offers_session_grant,
+                            policy == ApprovalPolicy::Ask,
+                            "{label}"
+                        );
+                        assert_eq!(
+                            card.consequence.as_deref(),
+                            Some("set the name to `x`"),
+                            "{label}"
+                        );
                         match response {
-                            Response::AllowOnce => {
-                                drive(&w.exec, w.exec.approve(card.countersign(Gesture::AllowOnce), at(5)).unwrap(), 6)
-                            }
-                            Response::AllowForSession => match w.exec.approve(card.countersign(Gesture::AllowForSession), at(5)) {
+                            Response::AllowOnce => drive(
+                                &w.exec,
+                                w.exec
+                                    .approve(card.countersign(Gesture::AllowOnce), at(5))
+                                    .unwrap(),
+                                6,
+                            ),
+                            Response::AllowForSession => match w
+                                .exec
+                                .approve(card.countersign(Gesture::AllowForSession), at(5))
+                            {
                                 Ok(step) => drive(&w.exec, step, 6),
                                 Err(TicketError::GrantNotOffered) => {
                                     assert!(w.runs().is_empty(), "{label}");
@@ -69,15 +91,23 @@ fn every_kind_confirm_and_response_ends_as_the_table_says() {
                                 }
                                 Err(e) => panic!("{label}: {e}"),
                             },
-                            Response::Deny => Some(w.exec.deny(card.call, Some("not now"), at(5)).unwrap()),
+                            Response::Deny => {
+                                Some(w.exec.deny(card.call, Some("not now"), at(5)).unwrap())
+                            }
                             Response::Timeout => {
-                                assert!(w.exec.handle_timeout(at(timeout - 1)).is_empty(), "{label}");
+                                assert!(
+                                    w.exec.handle_timeout(at(timeout - 1)).is_empty(),
+                                    "{label}"
+                                );
                                 w.exec.handle_timeout(at(timeout)).pop()
                             }
                         }
                     }
                     other => {
-                        assert!(!policy.needs_approval(), "{label}: not asked under {policy:?}");
+                        assert!(
+                            !policy.needs_approval(),
+                            "{label}: not asked under {policy:?}"
+                        );
                         drive(&w.exec, other, 1)
                     }
                 }
@@ -86,7 +116,12 @@ fn every_kind_confirm_and_response_ends_as_the_table_says() {
                 let (code, ran, events) = expected(policy, response);
                 assert_eq!(settled.outcome.code_str(), code, "{label}");
                 assert_eq!(w.runs().len(), usize::from(ran), "{label}: run count");
-                let trail: Vec<AuditEvent> = w.audit.for_call(settled.call).iter().map(|r| r.event).collect();
+                let trail: Vec<AuditEvent> = w
+                    .audit
+                    .for_call(settled.call)
+                    .iter()
+                    .map(|r| r.event)
+                    .collect();
                 assert_eq!(trail, events, "{label}: audit trail");
                 let terminal = w.terminal(settled.call);
                 assert_eq!(terminal.len(), 1, "{label}");
@@ -103,13 +138,23 @@ fn every_kind_confirm_and_response_ends_as_the_table_says() {
 fn a_session_grant_lets_the_next_ask_call_through_and_revoking_it_asks_again() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else { panic!() };
-    drive(&w.exec, w.exec.approve(card.countersign(Gesture::AllowForSession), at(1)).unwrap(), 2);
+    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowForSession), at(1))
+            .unwrap(),
+        2,
+    );
     let grants = w.exec.grants();
     assert_eq!(grants.len(), 1);
 
     let second = w.call("save", r#"{"name":"b"}"#, 3);
-    let Step::Perform(_) = &second else { panic!("granted call was asked: {second:?}") };
+    let Step::Perform(_) = &second else {
+        panic!("granted call was asked: {second:?}")
+    };
     let settled = drive(&w.exec, second, 4).unwrap();
     let trail = w.audit.for_call(settled.call);
     assert_eq!(trail[0].event, AuditEvent::Allowed);
@@ -117,7 +162,10 @@ fn a_session_grant_lets_the_next_ask_call_through_and_revoking_it_asks_again() {
 
     assert!(w.exec.revoke(grants[0].id));
     assert!(!w.exec.revoke(grants[0].id), "revoking twice");
-    assert!(matches!(w.call("save", r#"{"name":"c"}"#, 5), Step::Approval(_)));
+    assert!(matches!(
+        w.call("save", r#"{"name":"c"}"#, 5),
+        Step::Approval(_)
+    ));
     assert_eq!(w.runs(), ["save:a", "save:b"]);
 }
 
@@ -131,10 +179,18 @@ fn ask_always_is_asked_every_time_even_after_an_allow() {
         };
         assert!(!card.offers_session_grant);
         assert_eq!(
-            w.exec.approve(card.countersign(Gesture::AllowForSession), at(i * 10 + 1)).unwrap_err(),
+            w.exec
+                .approve(card.countersign(Gesture::AllowForSession), at(i * 10 + 1))
+                .unwrap_err(),
             TicketError::GrantNotOffered
         );
-        drive(&w.exec, w.exec.approve(card.countersign(Gesture::AllowOnce), at(i * 10 + 2)).unwrap(), i * 10 + 3);
+        drive(
+            &w.exec,
+            w.exec
+                .approve(card.countersign(Gesture::AllowOnce), at(i * 10 + 2))
+                .unwrap(),
+            i * 10 + 3,
+        );
     }
     assert!(w.exec.grants().is_empty());
     assert_eq!(w.runs().len(), 3);

@@ -1,6 +1,13 @@
 //! The pipeline stage by stage: order, each refusal, handoffs, verification, and the
 //! host-driven endings (abandoned runs, unmount, shutdown).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 mod common;
 
 use std::cell::Cell;
@@ -24,21 +31,51 @@ fn the_first_refusing_stage_wins_in_pipeline_order() {
             .available(|| false)
             .classify(|_| Verdict::Deny("never".into())),
     );
-    let Step::Settled(s) = w.call("save", "{}", 0) else { panic!() };
-    assert_eq!((code(&s), refusal_stage(&s)), ("INVALID_ARGS", Stage::Validate));
-    let Step::Settled(s) = w.call("save", r#"{"name":"x"}"#, 0) else { panic!() };
-    assert_eq!((code(&s), refusal_stage(&s)), ("SCOPE_MISSING", Stage::Scope));
-    assert!(s.outcome.to_model_json()["error"]["message"].as_str().unwrap().contains("`workspace.write`"));
+    let Step::Settled(s) = w.call("save", "{}", 0) else {
+        panic!()
+    };
+    assert_eq!(
+        (code(&s), refusal_stage(&s)),
+        ("INVALID_ARGS", Stage::Validate)
+    );
+    let Step::Settled(s) = w.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(
+        (code(&s), refusal_stage(&s)),
+        ("SCOPE_MISSING", Stage::Scope)
+    );
+    assert!(s.outcome.to_model_json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("`workspace.write`"));
 
     let mut w = World::new();
-    w.add(w.action("save", Kind::Write, Confirm::Unset).available(|| false).classify(|_| Verdict::Deny("never".into())));
-    let Step::Settled(s) = w.call("save", r#"{"name":"x"}"#, 0) else { panic!() };
-    assert_eq!((code(&s), refusal_stage(&s)), ("UNAVAILABLE", Stage::Availability));
+    w.add(
+        w.action("save", Kind::Write, Confirm::Unset)
+            .available(|| false)
+            .classify(|_| Verdict::Deny("never".into())),
+    );
+    let Step::Settled(s) = w.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(
+        (code(&s), refusal_stage(&s)),
+        ("UNAVAILABLE", Stage::Availability)
+    );
 
     let mut w = World::new();
-    w.add(w.action("save", Kind::Write, Confirm::Unset).classify(|_| Verdict::Deny("names are frozen".into())));
-    let Step::Settled(s) = w.call("save", r#"{"name":"x"}"#, 0) else { panic!() };
-    assert_eq!((code(&s), refusal_stage(&s)), ("POLICY_DENIED", Stage::Decide));
+    w.add(
+        w.action("save", Kind::Write, Confirm::Unset)
+            .classify(|_| Verdict::Deny("names are frozen".into())),
+    );
+    let Step::Settled(s) = w.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(
+        (code(&s), refusal_stage(&s)),
+        ("POLICY_DENIED", Stage::Decide)
+    );
     assert_eq!(s.outcome.to_model_json()["error"]["retry"], "do_not_retry");
     assert_eq!(w.terminal(s.call)[0].decided_by, Decider::Classifier);
     assert!(w.runs().is_empty());
@@ -56,13 +93,33 @@ fn a_classifier_can_raise_the_bar_but_never_lower_it() {
     let mut w = World::new();
     w.add(
         w.action("write", Kind::Write, Confirm::Unset)
-            .classify(|p| if p.name == "config.json" { Verdict::Ask } else { Verdict::Allow }),
+            .classify(|p| {
+                if p.name == "config.json" {
+                    Verdict::Ask
+                } else {
+                    Verdict::Allow
+                }
+            }),
     );
-    w.add(w.action("danger", Kind::Danger, Confirm::Unset).classify(|_| Verdict::Allow));
-    assert!(matches!(w.call("write", r#"{"name":"drafts/a"}"#, 0), Step::Perform(_)));
-    let Step::Approval(card) = w.call("write", r#"{"name":"config.json"}"#, 0) else { panic!() };
-    assert!(!card.offers_session_grant, "a flagged argument is asked every time");
-    assert!(matches!(w.call("danger", r#"{"name":"x"}"#, 0), Step::Approval(_)));
+    w.add(
+        w.action("danger", Kind::Danger, Confirm::Unset)
+            .classify(|_| Verdict::Allow),
+    );
+    assert!(matches!(
+        w.call("write", r#"{"name":"drafts/a"}"#, 0),
+        Step::Perform(_)
+    ));
+    let Step::Approval(card) = w.call("write", r#"{"name":"config.json"}"#, 0) else {
+        panic!()
+    };
+    assert!(
+        !card.offers_session_grant,
+        "a flagged argument is asked every time"
+    );
+    assert!(matches!(
+        w.call("danger", r#"{"name":"x"}"#, 0),
+        Step::Approval(_)
+    ));
 }
 
 #[test]
@@ -77,11 +134,20 @@ fn a_failed_run_is_execution_failed_and_a_missing_effect_is_verify_failed() {
     let seen = Rc::clone(&effect);
     w.add(
         w.action("claims", Kind::Write, Confirm::Unset)
-            .verify(move |_, _| if seen.get() { Ok(()) } else { Err("the name is unchanged".into()) }),
+            .verify(move |_, _| {
+                if seen.get() {
+                    Ok(())
+                } else {
+                    Err("the name is unchanged".into())
+                }
+            }),
     );
     let s = drive(&w.exec, w.call("boom", r#"{"name":"x"}"#, 0), 1).unwrap();
     assert_eq!(code(&s), "EXECUTION_FAILED");
-    assert!(s.outcome.to_model_json()["error"]["message"].as_str().unwrap().contains("disk full"));
+    assert!(s.outcome.to_model_json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("disk full"));
     let s = drive(&w.exec, w.call("claims", r#"{"name":"x"}"#, 0), 1).unwrap();
     assert_eq!(code(&s), "VERIFY_FAILED");
     assert_eq!(w.terminal(s.call)[0].stage, Stage::Verify);
@@ -98,7 +164,9 @@ fn a_failed_run_is_execution_failed_and_a_missing_effect_is_verify_failed() {
 fn a_job_dropped_before_completion_settles_instead_of_hanging() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Unset));
-    let Step::Perform(job) = w.call("save", r#"{"name":"x"}"#, 0) else { panic!() };
+    let Step::Perform(job) = w.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
     let call = job.call();
     drop(job);
     assert_eq!(w.exec.live_calls(), 0);
@@ -108,7 +176,9 @@ fn a_job_dropped_before_completion_settles_instead_of_hanging() {
     assert!(w.runs().is_empty());
 
     // A completion that is never handed back settles the same way.
-    let Step::Perform(job) = w.call("save", r#"{"name":"y"}"#, 0) else { panic!() };
+    let Step::Perform(job) = w.call("save", r#"{"name":"y"}"#, 0) else {
+        panic!()
+    };
     let completion = pollster::block_on(job.run());
     drop(completion);
     assert_eq!(code(&w.exec.drain_settled()[0]), "EXECUTION_FAILED");
@@ -125,10 +195,13 @@ impl Publish {
         Action::<NoParams>::new("publish_changes", "Publish the workspace.")
             .kind(Kind::Danger)
             .handoff(
-                Handoff::new("Publishing needs your verification code.", Expect::new("the page shows published", move || published.get()))
-                    .step("Type the code", Some("verification_code"))
-                    .step("Press Publish", Some("publish_changes"))
-                    .timeout(timeout),
+                Handoff::new(
+                    "Publishing needs your verification code.",
+                    Expect::new("the page shows published", move || published.get()),
+                )
+                .step("Type the code", Some("verification_code"))
+                .step("Press Publish", Some("publish_changes"))
+                .timeout(timeout),
             )
     }
 }
@@ -136,7 +209,9 @@ impl Publish {
 fn handoff_world(timeout: Duration) -> (World, Rc<Cell<bool>>) {
     let mut w = World::new();
     let published = Rc::new(Cell::new(false));
-    let p = Publish { published: Rc::clone(&published) };
+    let p = Publish {
+        published: Rc::clone(&published),
+    };
     w.regs.push(w.exec.register(p.action(timeout)).unwrap());
     (w, published)
 }
@@ -144,7 +219,9 @@ fn handoff_world(timeout: Duration) -> (World, Rc<Cell<bool>>) {
 #[test]
 fn a_handoff_is_never_approval_gated_and_receipts_only_after_expect_holds() {
     let (w, published) = handoff_world(Duration::from_secs(60));
-    let Step::Handoff(view) = w.call("publish_changes", "{}", 0) else { panic!("danger handoff was asked") };
+    let Step::Handoff(view) = w.call("publish_changes", "{}", 0) else {
+        panic!("danger handoff was asked")
+    };
     assert!(w.exec.approvals().is_empty());
     assert_eq!(view.steps.len(), 2);
     assert_eq!(view.current_step, Some(0));
@@ -154,7 +231,12 @@ fn a_handoff_is_never_approval_gated_and_receipts_only_after_expect_holds() {
     let s = w.exec.handoff_done(view.call, at(10)).unwrap();
     assert_eq!(code(&s), "OK");
     assert_eq!(s.outcome.to_model_json()["receipt"]["done_by"], "person");
-    let trail: Vec<_> = w.audit.for_call(view.call).iter().map(|r| r.event).collect();
+    let trail: Vec<_> = w
+        .audit
+        .for_call(view.call)
+        .iter()
+        .map(|r| r.event)
+        .collect();
     assert_eq!(trail, [AuditEvent::HandedOff, AuditEvent::Settled]);
     assert!(w.exec.handoffs().is_empty());
 }
@@ -162,25 +244,40 @@ fn a_handoff_is_never_approval_gated_and_receipts_only_after_expect_holds() {
 #[test]
 fn done_with_unchanged_state_is_handoff_failed() {
     let (w, _published) = handoff_world(Duration::from_secs(60));
-    let Step::Handoff(view) = w.call("publish_changes", "", 0) else { panic!() };
+    let Step::Handoff(view) = w.call("publish_changes", "", 0) else {
+        panic!()
+    };
     let s = w.exec.handoff_done(view.call, at(10)).unwrap();
     assert_eq!(code(&s), "HANDOFF_FAILED");
-    assert!(s.outcome.to_model_json()["error"]["message"].as_str().unwrap().contains("did not happen"));
+    assert!(s.outcome.to_model_json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("did not happen"));
     assert_eq!(w.terminal(view.call).len(), 1);
 }
 
 #[test]
 fn cancel_and_timeout_end_the_handoff_and_the_model_is_told_to_ask() {
     let (w, published) = handoff_world(Duration::from_millis(500));
-    let Step::Handoff(a) = w.call("publish_changes", "{}", 0) else { panic!() };
-    let Step::Handoff(b) = w.call("publish_changes", "{}", 100) else { panic!() };
-    assert_eq!(code(&w.exec.handoff_cancel(a.call, at(50)).unwrap()), "HANDOFF_CANCELLED");
+    let Step::Handoff(a) = w.call("publish_changes", "{}", 0) else {
+        panic!()
+    };
+    let Step::Handoff(b) = w.call("publish_changes", "{}", 100) else {
+        panic!()
+    };
+    assert_eq!(
+        code(&w.exec.handoff_cancel(a.call, at(50)).unwrap()),
+        "HANDOFF_CANCELLED"
+    );
     assert_eq!(w.exec.poll_timeout(), Some(at(600)));
     assert!(w.exec.handle_timeout(at(599)).is_empty());
     let timed_out = w.exec.handle_timeout(at(600));
     assert_eq!(timed_out.len(), 1);
     assert_eq!(code(&timed_out[0]), "HANDOFF_TIMEOUT");
-    assert_eq!(timed_out[0].outcome.to_model_json()["error"]["retry"], "ask_user");
+    assert_eq!(
+        timed_out[0].outcome.to_model_json()["error"]["retry"],
+        "ask_user"
+    );
     // Late "done" after the timeout changes nothing, even if the page now shows published.
     published.set(true);
     assert!(w.exec.handoff_done(b.call, at(700)).is_err());
@@ -191,7 +288,9 @@ fn cancel_and_timeout_end_the_handoff_and_the_model_is_told_to_ask() {
 #[test]
 fn unmounting_a_handoff_action_settles_its_handoff_unavailable() {
     let (mut w, _) = handoff_world(Duration::from_secs(60));
-    let Step::Handoff(view) = w.call("publish_changes", "{}", 0) else { panic!() };
+    let Step::Handoff(view) = w.call("publish_changes", "{}", 0) else {
+        panic!()
+    };
     w.regs.clear();
     assert_eq!(code(&w.exec.drain_settled()[0]), "UNAVAILABLE");
     assert!(w.exec.handoff_done(view.call, at(1)).is_err());
@@ -202,10 +301,21 @@ fn approval_rechecks_availability_so_a_stale_card_cannot_run() {
     let enabled = Rc::new(Cell::new(true));
     let flag = Rc::clone(&enabled);
     let mut w = World::new();
-    w.add(w.action("archive", Kind::Danger, Confirm::Unset).available(move || flag.get()));
-    let Step::Approval(card) = w.call("archive", r#"{"name":"x"}"#, 0) else { panic!() };
+    w.add(
+        w.action("archive", Kind::Danger, Confirm::Unset)
+            .available(move || flag.get()),
+    );
+    let Step::Approval(card) = w.call("archive", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
     enabled.set(false); // the button was disabled while the card waited
-    let Step::Settled(s) = w.exec.approve(card.countersign(Gesture::AllowOnce), at(1)).unwrap() else { panic!() };
+    let Step::Settled(s) = w
+        .exec
+        .approve(card.countersign(Gesture::AllowOnce), at(1))
+        .unwrap()
+    else {
+        panic!()
+    };
     assert_eq!(code(&s), "UNAVAILABLE");
     assert!(w.runs().is_empty());
     assert_eq!(w.terminal(card.call).len(), 1);
@@ -216,18 +326,30 @@ fn shutdown_settles_every_live_call_once() {
     let (mut w, _) = handoff_world(Duration::from_secs(60));
     w.add(w.action("archive", Kind::Danger, Confirm::Unset));
     w.add(w.action("save", Kind::Write, Confirm::Unset));
-    let Step::Handoff(h) = w.call("publish_changes", "{}", 0) else { panic!() };
-    let Step::Approval(a) = w.call("archive", r#"{"name":"x"}"#, 0) else { panic!() };
-    let Step::Perform(job) = w.call("save", r#"{"name":"x"}"#, 0) else { panic!() };
+    let Step::Handoff(h) = w.call("publish_changes", "{}", 0) else {
+        panic!()
+    };
+    let Step::Approval(a) = w.call("archive", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    let Step::Perform(job) = w.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
     let settled = w.exec.shutdown(at(5));
     assert_eq!(settled.len(), 3);
     assert!(settled.iter().all(|s| code(s) == "UNAVAILABLE"));
     // A run that finishes after shutdown changes nothing: the call already settled.
-    assert!(w.exec.complete(pollster::block_on(job.run()), at(6)).is_none());
+    assert!(w
+        .exec
+        .complete(pollster::block_on(job.run()), at(6))
+        .is_none());
     for call in [h.call, a.call] {
         assert_eq!(w.terminal(call).len(), 1);
     }
-    assert_eq!(w.audit.records().iter().filter(|r| r.is_terminal()).count(), 3);
+    assert_eq!(
+        w.audit.records().iter().filter(|r| r.is_terminal()).count(),
+        3
+    );
 }
 
 #[test]
@@ -239,7 +361,9 @@ fn a_stale_registration_handle_does_not_remove_a_newer_registration() {
     w.add(w.action("save", Kind::Write, Confirm::Unset));
     assert_eq!(w.exec.action_ids(), ["save"]);
     assert_eq!(
-        w.exec.register(w.action("save", Kind::Write, Confirm::Unset)).unwrap_err(),
+        w.exec
+            .register(w.action("save", Kind::Write, Confirm::Unset))
+            .unwrap_err(),
         RegisterError::Duplicate("save".into())
     );
 }
@@ -249,17 +373,30 @@ fn registration_refuses_declarations_that_could_never_work() {
     let w = World::new();
     let bad_ids = ["", "has space", "ünï", &"x".repeat(65), "a.b"];
     for id in bad_ids {
-        let err = w.exec.register(w.action(id, Kind::Read, Confirm::Unset)).unwrap_err();
+        let err = w
+            .exec
+            .register(w.action(id, Kind::Read, Confirm::Unset))
+            .unwrap_err();
         assert!(matches!(err, RegisterError::InvalidId(_)), "{id:?}");
     }
     let nothing = Action::<NoParams>::new("nothing", "does nothing");
-    assert_eq!(w.exec.register(nothing).unwrap_err(), RegisterError::NothingToDo("nothing".into()));
+    assert_eq!(
+        w.exec.register(nothing).unwrap_err(),
+        RegisterError::NothingToDo("nothing".into())
+    );
     let both = w
         .action("both", Kind::Danger, Confirm::Unset)
         .handoff(Handoff::new("r", Expect::new("e", || true)).step("s", None));
-    assert_eq!(w.exec.register(both).unwrap_err(), RegisterError::RunAndHandoff("both".into()));
-    let stepless = Action::<NoParams>::new("stepless", "x").handoff(Handoff::new("r", Expect::new("e", || true)));
-    assert_eq!(w.exec.register(stepless).unwrap_err(), RegisterError::HandoffWithoutSteps("stepless".into()));
+    assert_eq!(
+        w.exec.register(both).unwrap_err(),
+        RegisterError::RunAndHandoff("both".into())
+    );
+    let stepless = Action::<NoParams>::new("stepless", "x")
+        .handoff(Handoff::new("r", Expect::new("e", || true)));
+    assert_eq!(
+        w.exec.register(stepless).unwrap_err(),
+        RegisterError::HandoffWithoutSteps("stepless".into())
+    );
 }
 
 #[test]
@@ -267,10 +404,25 @@ fn the_projection_lists_available_in_scope_actions_with_the_validating_schema() 
     let open = Rc::new(Cell::new(true));
     let flag = Rc::clone(&open);
     let mut w = World::with_session(Session::new("editor", ["workspace.write"]));
-    w.add(w.action("save", Kind::Write, Confirm::Ask).scope("workspace.write"));
-    w.add(w.action("purge", Kind::Danger, Confirm::Unset).scope("workspace.admin"));
-    w.add(w.action("read", Kind::Read, Confirm::Unset).available(move || flag.get()));
-    let names = |w: &World| w.exec.projection().into_iter().map(|t| t.name).collect::<Vec<_>>();
+    w.add(
+        w.action("save", Kind::Write, Confirm::Ask)
+            .scope("workspace.write"),
+    );
+    w.add(
+        w.action("purge", Kind::Danger, Confirm::Unset)
+            .scope("workspace.admin"),
+    );
+    w.add(
+        w.action("read", Kind::Read, Confirm::Unset)
+            .available(move || flag.get()),
+    );
+    let names = |w: &World| {
+        w.exec
+            .projection()
+            .into_iter()
+            .map(|t| t.name)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(names(&w), ["read", "save"]);
     open.set(false);
     assert_eq!(names(&w), ["save"]);
@@ -295,44 +447,80 @@ fn the_audit_never_holds_argument_text_only_its_digest() {
     w.add(w.action("save", Kind::Write, Confirm::Ask));
     let secret = "hunter2-PLAINTEXT";
     let args = format!(r#"{{"name":"{secret}"}}"#);
-    let Step::Approval(card) = w.call("save", &args, 0) else { panic!() };
+    let Step::Approval(card) = w.call("save", &args, 0) else {
+        panic!()
+    };
     w.exec.deny(card.call, Some("no"), at(1)).unwrap();
     w.call("save", &format!(r#"{{"name":7, "x":"{secret}"}}"#), 2);
     w.call("nope", &args, 3);
     let all = serde_json::to_string(&w.audit.records()).unwrap();
     assert!(!all.contains(secret), "{all}");
     let expected = countersign::ArgsDigest::of_raw(&args).to_hex();
-    assert!(w.audit.for_call(card.call).iter().all(|r| r.args_sha256 == expected));
+    assert!(w
+        .audit
+        .for_call(card.call)
+        .iter()
+        .all(|r| r.args_sha256 == expected));
 }
 
 #[test]
 fn audit_records_have_unique_ids_in_sequence_and_durations() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(card) = w.call("save", r#"{"name":"x"}"#, 1_000) else { panic!() };
-    drive(&w.exec, w.exec.approve(card.countersign(Gesture::AllowOnce), at(1_250)).unwrap(), 1_400);
+    let Step::Approval(card) = w.call("save", r#"{"name":"x"}"#, 1_000) else {
+        panic!()
+    };
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowOnce), at(1_250))
+            .unwrap(),
+        1_400,
+    );
     let recs = w.audit.records();
     assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3]);
-    assert_eq!(recs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["test-1", "test-2", "test-3"]);
-    assert_eq!(recs.iter().map(|r| r.duration_ms).collect::<Vec<_>>(), [0, 250, 400]);
+    assert_eq!(
+        recs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["test-1", "test-2", "test-3"]
+    );
+    assert_eq!(
+        recs.iter().map(|r| r.duration_ms).collect::<Vec<_>>(),
+        [0, 250, 400]
+    );
     assert_eq!(recs[1].decided_by, Decider::Person);
     assert_eq!(recs[2].outcome.as_deref(), Some("OK"));
-    assert!(recs.iter().all(|r| r.role == "admin" && r.session == "test"));
+    assert!(recs
+        .iter()
+        .all(|r| r.role == "admin" && r.session == "test"));
 }
 
 #[test]
 fn the_model_sees_the_denial_reason_and_is_told_not_to_retry_silently() {
     let mut w = World::new();
     w.add(w.action("archive", Kind::Danger, Confirm::Unset));
-    let Step::Approval(card) = w.call("archive", r#"{"name":"Apollo"}"#, 0) else { panic!() };
-    let s = w.exec.deny(card.call, Some("we still use it"), at(1)).unwrap();
+    let Step::Approval(card) = w.call("archive", r#"{"name":"Apollo"}"#, 0) else {
+        panic!()
+    };
+    let s = w
+        .exec
+        .deny(card.call, Some("we still use it"), at(1))
+        .unwrap();
     let json = s.outcome.to_model_json();
     let message = json["error"]["message"].as_str().unwrap();
     assert_eq!(json["error"]["code"], "PERMISSION_DENIED");
     assert_eq!(json["error"]["retry"], "ask_user");
-    assert!(message.contains("`archive`") && message.contains("set the name to `Apollo`"), "{message}");
-    assert!(message.contains("we still use it") && message.contains("do not retry"), "{message}");
-    assert!(w.exec.deny(card.call, None, at(2)).is_err(), "a second deny finds nothing");
+    assert!(
+        message.contains("`archive`") && message.contains("set the name to `Apollo`"),
+        "{message}"
+    );
+    assert!(
+        message.contains("we still use it") && message.contains("do not retry"),
+        "{message}"
+    );
+    assert!(
+        w.exec.deny(card.call, None, at(2)).is_err(),
+        "a second deny finds nothing"
+    );
 }
 
 #[test]
@@ -342,16 +530,33 @@ fn empty_arguments_work_for_no_param_actions_and_extras_are_refused() {
     let count = Rc::clone(&runs);
     w.regs.push(
         w.exec
-            .register(Action::<NoParams>::new("refresh", "Refresh.").run(move |_| {
-                count.set(count.get() + 1);
-                async { Ok::<_, String>(()) }
-            }))
+            .register(
+                Action::<NoParams>::new("refresh", "Refresh.").run(move |_| {
+                    count.set(count.get() + 1);
+                    async { Ok::<_, String>(()) }
+                }),
+            )
             .unwrap(),
     );
     for args in ["", "{}", " { } "] {
-        assert_eq!(code(&drive(&w.exec, w.exec.submit(Call::new("t", "refresh", args), at(0)), 0).unwrap()), "OK");
+        assert_eq!(
+            code(
+                &drive(
+                    &w.exec,
+                    w.exec.submit(Call::new("t", "refresh", args), at(0)),
+                    0
+                )
+                .unwrap()
+            ),
+            "OK"
+        );
     }
-    let Step::Settled(s) = w.exec.submit(Call::new("t", "refresh", r#"{"force":true}"#), at(0)) else { panic!() };
+    let Step::Settled(s) = w
+        .exec
+        .submit(Call::new("t", "refresh", r#"{"force":true}"#), at(0))
+    else {
+        panic!()
+    };
     assert_eq!(code(&s), "INVALID_ARGS");
     assert_eq!(runs.get(), 3);
 }

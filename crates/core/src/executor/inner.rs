@@ -16,7 +16,9 @@ use crate::digest::ArgsDigest;
 use crate::handoff::{HandoffMachine, HandoffState};
 use crate::outcome::{quote, Code, DoneBy, Outcome, Receipt, Refusal, Settled, Stage};
 use crate::policy::ApprovalPolicy;
-use crate::ticket::{ApprovalRequest, Gesture, Grant, GrantId, Nonce, NotPending, Ticket, TicketError};
+use crate::ticket::{
+    ApprovalRequest, Gesture, Grant, GrantId, Nonce, NotPending, Ticket, TicketError,
+};
 use crate::time::Timestamp;
 
 /// The longest tool call id accepted from the model.
@@ -78,9 +80,9 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub(crate) fn new(config: Config, audit: Box<dyn AuditSink>) -> Self {
-        let executor = u64::from_le_bytes(
-            first8(&Sha256::digest([&config.secret[..], b"executor"].concat())),
-        );
+        let executor = u64::from_le_bytes(first8(&Sha256::digest(
+            [&config.secret[..], b"executor"].concat(),
+        )));
         Self {
             executor,
             config,
@@ -101,7 +103,10 @@ impl Inner {
         self.last_now = self.last_now.max(now);
     }
 
-    pub(crate) fn insert_action(&mut self, action: Rc<dyn ErasedAction>) -> Result<u64, crate::RegisterError> {
+    pub(crate) fn insert_action(
+        &mut self,
+        action: Rc<dyn ErasedAction>,
+    ) -> Result<u64, crate::RegisterError> {
         let id = action.meta().id.clone();
         if self.actions.contains_key(&id) {
             return Err(crate::RegisterError::Duplicate(id));
@@ -115,7 +120,11 @@ impl Inner {
     /// Removes one registration (if still the same generation) and settles its calls
     /// that wait for a person: the page no longer offers them.
     pub(crate) fn unregister(&mut self, id: &str, generation: u64) {
-        if self.actions.get(id).is_some_and(|e| e.generation == generation) {
+        if self
+            .actions
+            .get(id)
+            .is_some_and(|e| e.generation == generation)
+        {
             self.actions.remove(id);
         }
         let waiting: Vec<CallId> = self
@@ -131,7 +140,13 @@ impl Inner {
         let now = self.last_now;
         for call in waiting {
             let why = stages::unavailable(id, "was removed from the page before it was done");
-            self.settle(call, Outcome::Refused(why), Stage::Availability, Decider::Host, now);
+            self.settle(
+                call,
+                Outcome::Refused(why),
+                Stage::Availability,
+                Decider::Host,
+                now,
+            );
         }
     }
 
@@ -175,11 +190,14 @@ impl Inner {
         ctx.meta = Some(meta);
 
         // validate
-        let (prepared, arguments) =
-            match stages::validate(action.as_ref(), &call.arguments, self.config.max_argument_bytes) {
-                Ok(ok) => ok,
-                Err(r) => return Next::Settled(self.refuse_early(&ctx, r, Decider::Pipeline, now)),
-            };
+        let (prepared, arguments) = match stages::validate(
+            action.as_ref(),
+            &call.arguments,
+            self.config.max_argument_bytes,
+        ) {
+            Ok(ok) => ok,
+            Err(r) => return Next::Settled(self.refuse_early(&ctx, r, Decider::Pipeline, now)),
+        };
         ctx.digest = ArgsDigest::of_value(&arguments);
 
         // scope, availability
@@ -202,13 +220,23 @@ impl Inner {
             state,
         };
         match decision {
-            Decision::Deny(r) => Next::Settled(self.refuse_early(&ctx, r, Decider::Classifier, now)),
+            Decision::Deny(r) => {
+                Next::Settled(self.refuse_early(&ctx, r, Decider::Classifier, now))
+            }
             Decision::Run(by) => {
                 let reason = match by {
                     Decider::SessionGrant => "allowed by a session grant".to_owned(),
                     _ => format!("policy `{}` needs no approval", policy_name(meta.policy)),
                 };
-                self.record(&ctx, Stage::Decide, AuditEvent::Allowed, by, None, reason, now);
+                self.record(
+                    &ctx,
+                    Stage::Decide,
+                    AuditEvent::Allowed,
+                    by,
+                    None,
+                    reason,
+                    now,
+                );
                 let Some(fut) = prepared.run() else {
                     let r = nothing_to_run(&meta.id);
                     return Next::Settled(self.refuse_early(&ctx, r, Decider::Action, now));
@@ -233,15 +261,32 @@ impl Inner {
                     executor: self.executor,
                 };
                 let reason = format!("policy `{}` asks a person", policy_name(policy));
-                self.record(&ctx, Stage::Decide, AuditEvent::Asked, by, None, reason, now);
-                self.live.insert(id, live(LiveState::Approval(request.clone())));
+                self.record(
+                    &ctx,
+                    Stage::Decide,
+                    AuditEvent::Asked,
+                    by,
+                    None,
+                    reason,
+                    now,
+                );
+                self.live
+                    .insert(id, live(LiveState::Approval(request.clone())));
                 Next::Approval(request)
             }
             Decision::Handoff => {
                 let timeout = meta.handoff.as_ref().map(|h| h.timeout).unwrap_or_default();
                 let steps = meta.handoff.as_ref().map_or(0, |h| h.steps.len());
                 let reason = "the last step is the person's".to_owned();
-                self.record(&ctx, Stage::Decide, AuditEvent::HandedOff, Decider::Policy, None, reason, now);
+                self.record(
+                    &ctx,
+                    Stage::Decide,
+                    AuditEvent::HandedOff,
+                    Decider::Policy,
+                    None,
+                    reason,
+                    now,
+                );
                 let machine = HandoffMachine::new(steps, now, timeout);
                 self.live.insert(id, live(LiveState::Handoff(machine)));
                 Next::Handoff(id)
@@ -284,12 +329,24 @@ impl Inner {
             .get(&action.meta().id)
             .is_some_and(|e| e.generation == generation);
         if !still_registered || !action.is_available() {
-            let r = stages::unavailable(&action.meta().id, "stopped being available before it could run");
-            self.settle(call, Outcome::Refused(r), Stage::Availability, Decider::Pipeline, now);
+            let r = stages::unavailable(
+                &action.meta().id,
+                "stopped being available before it could run",
+            );
+            self.settle(
+                call,
+                Outcome::Refused(r),
+                Stage::Availability,
+                Decider::Pipeline,
+                now,
+            );
             return Ok(Next::Settled(self.last_settled_for(call)?));
         }
         let (event, reason) = match ticket.gesture {
-            Gesture::AllowOnce => (AuditEvent::Approved, "the person allowed it once".to_owned()),
+            Gesture::AllowOnce => (
+                AuditEvent::Approved,
+                "the person allowed it once".to_owned(),
+            ),
             Gesture::AllowForSession => {
                 let grant = Grant {
                     id: GrantId(self.next_grant),
@@ -299,12 +356,23 @@ impl Inner {
                     from_call: call,
                 };
                 self.next_grant += 1;
-                let reason = format!("the person allowed it for the session (grant {})", grant.id.0);
+                let reason = format!(
+                    "the person allowed it for the session (grant {})",
+                    grant.id.0
+                );
                 self.grants.push(grant);
                 (AuditEvent::Granted, reason)
             }
         };
-        self.record_live(call, Stage::Approve, event, Decider::Person, None, reason, now);
+        self.record_live(
+            call,
+            Stage::Approve,
+            event,
+            Decider::Person,
+            None,
+            reason,
+            now,
+        );
         let fut = self.live.get(&call).and_then(|l| l.prepared.run());
         match fut {
             Some(fut) => {
@@ -315,13 +383,24 @@ impl Inner {
             }
             None => {
                 let r = nothing_to_run(&action.meta().id);
-                self.settle(call, Outcome::Refused(r), Stage::Perform, Decider::Action, now);
+                self.settle(
+                    call,
+                    Outcome::Refused(r),
+                    Stage::Perform,
+                    Decider::Action,
+                    now,
+                );
                 Ok(Next::Settled(self.last_settled_for(call)?))
             }
         }
     }
 
-    pub(crate) fn deny(&mut self, call: CallId, reason: Option<&str>, now: Timestamp) -> Result<Settled, NotPending> {
+    pub(crate) fn deny(
+        &mut self,
+        call: CallId,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Settled, NotPending> {
         self.tick(now);
         let live = self.live.get(&call).ok_or(NotPending)?;
         let LiveState::Approval(request) = &live.state else {
@@ -336,12 +415,23 @@ impl Inner {
         }
         message.push_str(". do not retry without asking the user");
         let r = refusal(Code::PermissionDenied, Stage::Approve, message);
-        self.settle(call, Outcome::Refused(r), Stage::Approve, Decider::Person, now);
+        self.settle(
+            call,
+            Outcome::Refused(r),
+            Stage::Approve,
+            Decider::Person,
+            now,
+        );
         self.last_settled_for(call).map_err(|_| NotPending)
     }
 
     /// Settles a finished `run`: `EXECUTION_FAILED`, `VERIFY_FAILED` or a receipt.
-    pub(crate) fn complete(&mut self, call: CallId, result: Result<Value, String>, now: Timestamp) -> Option<Settled> {
+    pub(crate) fn complete(
+        &mut self,
+        call: CallId,
+        result: Result<Value, String>,
+        now: Timestamp,
+    ) -> Option<Settled> {
         self.tick(now);
         let live = self.live.get(&call)?;
         if !matches!(live.state, LiveState::Performing) {
@@ -389,27 +479,51 @@ impl Inner {
     }
 
     pub(crate) fn abandon(&mut self, call: CallId) {
-        if self.live.get(&call).is_some_and(|l| matches!(l.state, LiveState::Performing)) {
-            let id = self.live.get(&call).map(|l| l.action.meta().id.clone()).unwrap_or_default();
+        if self
+            .live
+            .get(&call)
+            .is_some_and(|l| matches!(l.state, LiveState::Performing))
+        {
+            let id = self
+                .live
+                .get(&call)
+                .map(|l| l.action.meta().id.clone())
+                .unwrap_or_default();
             let r = refusal(
                 Code::ExecutionFailed,
                 Stage::Perform,
                 format!("{} was interrupted before it finished; whether it took effect is unknown. ask the user", name(&id)),
             );
             let now = self.last_now;
-            self.settle(call, Outcome::Refused(r), Stage::Perform, Decider::Host, now);
+            self.settle(
+                call,
+                Outcome::Refused(r),
+                Stage::Perform,
+                Decider::Host,
+                now,
+            );
         }
     }
 
     /// The person says the handoff is done, or cancels it.
-    pub(crate) fn handoff_event(&mut self, call: CallId, done: bool, now: Timestamp) -> Result<Settled, NotPending> {
+    pub(crate) fn handoff_event(
+        &mut self,
+        call: CallId,
+        done: bool,
+        now: Timestamp,
+    ) -> Result<Settled, NotPending> {
         self.tick(now);
         let live = self.live.get_mut(&call).ok_or(NotPending)?;
         let LiveState::Handoff(machine) = &mut live.state else {
             return Err(NotPending);
         };
         let state = if done {
-            let holds = live.action.meta().handoff.as_ref().is_some_and(|h| h.expect.holds());
+            let holds = live
+                .action
+                .meta()
+                .handoff
+                .as_ref()
+                .is_some_and(|h| h.expect.holds());
             machine.done(now, holds)
         } else {
             machine.cancel(now)
@@ -446,14 +560,18 @@ impl Inner {
             .iter()
             .filter_map(|(c, l)| match &l.state {
                 LiveState::Approval(r) if now >= r.deadline => Some((*c, true)),
-                LiveState::Handoff(m) if m.poll_timeout().is_some_and(|d| now >= d) => Some((*c, false)),
+                LiveState::Handoff(m) if m.poll_timeout().is_some_and(|d| now >= d) => {
+                    Some((*c, false))
+                }
                 _ => None,
             })
             .collect();
         for (call, approval) in due {
             if approval {
                 self.expire_approval(call, now);
-            } else if let Some(LiveState::Handoff(m)) = self.live.get_mut(&call).map(|l| &mut l.state) {
+            } else if let Some(LiveState::Handoff(m)) =
+                self.live.get_mut(&call).map(|l| &mut l.state)
+            {
                 let state = m.handle_timeout(now);
                 self.settle_handoff(call, state, now);
             }
@@ -465,9 +583,19 @@ impl Inner {
         self.tick(now);
         let calls: Vec<CallId> = self.live.keys().copied().collect();
         for call in calls {
-            let id = self.live.get(&call).map(|l| l.action.meta().id.clone()).unwrap_or_default();
+            let id = self
+                .live
+                .get(&call)
+                .map(|l| l.action.meta().id.clone())
+                .unwrap_or_default();
             let r = stages::unavailable(&id, "could not finish: the page was closed");
-            self.settle(call, Outcome::Refused(r), Stage::Availability, Decider::Host, now);
+            self.settle(
+                call,
+                Outcome::Refused(r),
+                Stage::Availability,
+                Decider::Host,
+                now,
+            );
         }
     }
 
@@ -489,14 +617,26 @@ impl Inner {
                 with_consequence(&request.action, request.consequence.as_deref())
             ),
         );
-        self.settle(call, Outcome::Refused(r), Stage::Approve, Decider::Timer, now);
+        self.settle(
+            call,
+            Outcome::Refused(r),
+            Stage::Approve,
+            Decider::Timer,
+            now,
+        );
     }
 
     fn settle_handoff(&mut self, call: CallId, state: HandoffState, now: Timestamp) {
-        let Some(live) = self.live.get(&call) else { return };
+        let Some(live) = self.live.get(&call) else {
+            return;
+        };
         let meta = live.action.meta();
         let id = meta.id.clone();
-        let expect = meta.handoff.as_ref().map(|h| h.expect.description.clone()).unwrap_or_default();
+        let expect = meta
+            .handoff
+            .as_ref()
+            .map(|h| h.expect.description.clone())
+            .unwrap_or_default();
         let timeout_s = meta.handoff.as_ref().map_or(0, |h| h.timeout.as_secs());
         let (outcome, by) = match state {
             HandoffState::Waiting => return,
@@ -555,9 +695,18 @@ impl Inner {
     }
 
     /// Ends a live call: removes it, writes its one terminal record, queues the result.
-    pub(crate) fn settle(&mut self, call: CallId, outcome: Outcome, stage: Stage, by: Decider, now: Timestamp) {
+    pub(crate) fn settle(
+        &mut self,
+        call: CallId,
+        outcome: Outcome,
+        stage: Stage,
+        by: Decider,
+        now: Timestamp,
+    ) {
         // INVARIANT: a call leaves `live` exactly once, so it settles exactly once.
-        let Some(live) = self.live.remove(&call) else { return };
+        let Some(live) = self.live.remove(&call) else {
+            return;
+        };
         let ctx = Ctx {
             call,
             tool_call_id: &live.tool_call_id,
@@ -567,7 +716,15 @@ impl Inner {
             started: live.started,
         };
         let reason = reason_of(&outcome);
-        self.record(&ctx, stage, AuditEvent::Settled, by, Some(&outcome), reason, now);
+        self.record(
+            &ctx,
+            stage,
+            AuditEvent::Settled,
+            by,
+            Some(&outcome),
+            reason,
+            now,
+        );
         self.settled.push_back(Settled {
             call,
             tool_call_id: live.tool_call_id.clone(),
@@ -583,11 +740,23 @@ impl Inner {
             Outcome::Refused(r) => r.stage,
             Outcome::Done(_) => Stage::Verify,
         };
-        self.record(ctx, stage, AuditEvent::Settled, by, Some(&outcome), reason_of(&outcome), now);
+        self.record(
+            ctx,
+            stage,
+            AuditEvent::Settled,
+            by,
+            Some(&outcome),
+            reason_of(&outcome),
+            now,
+        );
         let settled = Settled {
             call: ctx.call,
             tool_call_id: ctx.tool_call_id.to_owned(),
-            action: ctx.action_id.chars().take(crate::registry::MAX_ACTION_ID_LEN).collect(),
+            action: ctx
+                .action_id
+                .chars()
+                .take(crate::registry::MAX_ACTION_ID_LEN)
+                .collect(),
             outcome,
         };
         self.settled.push_back(settled.clone());
@@ -595,8 +764,19 @@ impl Inner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn record_live(&mut self, call: CallId, stage: Stage, event: AuditEvent, by: Decider, outcome: Option<&Outcome>, reason: String, now: Timestamp) {
-        let Some(live) = self.live.get(&call) else { return };
+    fn record_live(
+        &mut self,
+        call: CallId,
+        stage: Stage,
+        event: AuditEvent,
+        by: Decider,
+        outcome: Option<&Outcome>,
+        reason: String,
+        now: Timestamp,
+    ) {
+        let Some(live) = self.live.get(&call) else {
+            return;
+        };
         let action = Rc::clone(&live.action);
         let tool_call_id = live.tool_call_id.clone();
         let ctx = Ctx {
@@ -611,7 +791,16 @@ impl Inner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn record(&mut self, ctx: &Ctx<'_>, stage: Stage, event: AuditEvent, by: Decider, outcome: Option<&Outcome>, reason: String, now: Timestamp) {
+    fn record(
+        &mut self,
+        ctx: &Ctx<'_>,
+        stage: Stage,
+        event: AuditEvent,
+        by: Decider,
+        outcome: Option<&Outcome>,
+        reason: String,
+        now: Timestamp,
+    ) {
         let seq = self.next_seq;
         self.next_seq += 1;
         let duration = now.saturating_since(ctx.started);
@@ -638,7 +827,8 @@ impl Inner {
     }
 
     fn nonce(&self, call: CallId) -> Nonce {
-        let digest = Sha256::digest([&self.config.secret[..], b"nonce", &call.0.to_le_bytes()].concat());
+        let digest =
+            Sha256::digest([&self.config.secret[..], b"nonce", &call.0.to_le_bytes()].concat());
         let mut out = [0u8; 16];
         for (slot, byte) in out.iter_mut().zip(digest.iter()) {
             *slot = *byte;
@@ -656,7 +846,10 @@ fn first8(bytes: &[u8]) -> [u8; 8] {
 }
 
 fn truncate_escaped(text: &str, max: usize) -> String {
-    text.chars().take(max).flat_map(char::escape_default).collect()
+    text.chars()
+        .take(max)
+        .flat_map(char::escape_default)
+        .collect()
 }
 
 fn reason_of(outcome: &Outcome) -> String {

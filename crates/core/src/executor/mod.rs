@@ -169,13 +169,21 @@ impl Executor {
                 .values()
                 .filter(|e| {
                     let meta = e.action.meta();
-                    meta.scope.as_ref().is_none_or(|s| inner.config.session.holds(s)) && e.action.is_available()
+                    meta.scope
+                        .as_ref()
+                        .is_none_or(|s| inner.config.session.holds(s))
+                        && e.action.is_available()
                 })
                 .map(|e| {
                     let meta = e.action.meta();
                     ToolSpec {
                         name: meta.id.clone(),
-                        description: describe(&meta.description, meta.kind, meta.policy, meta.handoff.is_some()),
+                        description: describe(
+                            &meta.description,
+                            meta.kind,
+                            meta.policy,
+                            meta.handoff.is_some(),
+                        ),
                         parameters: meta.schema.clone(),
                         annotations: ToolAnnotations {
                             title: meta.title.clone(),
@@ -207,7 +215,12 @@ impl Executor {
     }
 
     /// The person declines a pending call: `PERMISSION_DENIED`, with their reason for the model.
-    pub fn deny(&self, call: CallId, reason: Option<&str>, now: Timestamp) -> Result<Settled, NotPending> {
+    pub fn deny(
+        &self,
+        call: CallId,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Settled, NotPending> {
         self.with(|inner| inner.deny(call, reason, now))
     }
 
@@ -255,7 +268,13 @@ impl Executor {
 
     /// Handoffs waiting for the person, oldest first.
     pub fn handoffs(&self) -> Vec<HandoffView> {
-        self.with(|inner| inner.live.keys().filter_map(|c| handoff_view(inner, *c)).collect())
+        self.with(|inner| {
+            inner
+                .live
+                .keys()
+                .filter_map(|c| handoff_view(inner, *c))
+                .collect()
+        })
     }
 
     /// The session grants in force.
@@ -317,9 +336,10 @@ impl Executor {
             Next::Approval(r) => Step::Approval(r),
             Next::Handoff(call) => match self.with(|inner| handoff_view(inner, call)) {
                 Some(view) => Step::Handoff(view),
-                None => Step::Settled(self.with(|inner| {
-                    inner.settled.iter().rev().find(|s| s.call == call).cloned()
-                }).unwrap_or_else(|| lost(call))),
+                None => Step::Settled(
+                    self.with(|inner| inner.settled.iter().rev().find(|s| s.call == call).cloned())
+                        .unwrap_or_else(|| lost(call)),
+                ),
             },
             Next::Perform(call, future) => Step::Perform(Job {
                 future,
@@ -347,7 +367,9 @@ fn lost(call: CallId) -> Settled {
 
 fn handoff_view(inner: &Inner, call: CallId) -> Option<HandoffView> {
     let live = inner.live.get(&call)?;
-    let LiveState::Handoff(machine) = &live.state else { return None };
+    let LiveState::Handoff(machine) = &live.state else {
+        return None;
+    };
     let meta = live.action.meta();
     let handoff = meta.handoff.as_ref()?;
     Some(HandoffView {
@@ -430,7 +452,9 @@ impl Drop for Registration {
 
 impl std::fmt::Debug for Registration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registration").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("Registration")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -475,7 +499,9 @@ impl Job {
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job").field("call", &self.guard.call).finish_non_exhaustive()
+        f.debug_struct("Job")
+            .field("call", &self.guard.call)
+            .finish_non_exhaustive()
     }
 }
 

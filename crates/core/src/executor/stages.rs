@@ -13,7 +13,11 @@ use crate::policy::ApprovalPolicy;
 
 /// Builds a refusal at `stage` with `message`.
 pub(crate) fn refusal(code: Code, stage: Stage, message: String) -> Refusal {
-    Refusal { code, stage, message }
+    Refusal {
+        code,
+        stage,
+        message,
+    }
 }
 
 /// How an action is named in messages: its id, quoted.
@@ -83,7 +87,10 @@ pub(crate) fn availability(action: &dyn ErasedAction) -> Result<(), Refusal> {
     if action.is_available() {
         Ok(())
     } else {
-        Err(unavailable(&action.meta().id, "is not available in the page right now"))
+        Err(unavailable(
+            &action.meta().id,
+            "is not available in the page right now",
+        ))
     }
 }
 

@@ -1,6 +1,6 @@
 //! A small world for integration tests: an executor, its audit trail, and a log of
 //! every `run` that actually happened.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(dead_code, unreachable_pub, missing_docs, clippy::expect_used)]
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -33,7 +33,12 @@ impl World {
     pub fn with_session(session: Session) -> Self {
         let audit = MemoryAudit::new();
         let exec = Executor::new(Config::new("test", session, [42; 32]), audit.clone());
-        Self { exec, audit, runs: Rc::default(), regs: Vec::new() }
+        Self {
+            exec,
+            audit,
+            runs: Rc::default(),
+            regs: Vec::new(),
+        }
     }
 
     /// An action that logs `id:name` when it runs.
@@ -55,11 +60,13 @@ impl World {
     }
 
     pub fn add(&mut self, action: Action<Named>) {
-        self.regs.push(self.exec.register(action).expect("registers"));
+        self.regs
+            .push(self.exec.register(action).expect("registers"));
     }
 
     pub fn call(&self, action: &str, args: &str, at: u64) -> Step {
-        self.exec.submit(Call::new("tc", action, args), Timestamp::from_millis(at))
+        self.exec
+            .submit(Call::new("tc", action, args), Timestamp::from_millis(at))
     }
 
     pub fn runs(&self) -> Vec<String> {
@@ -67,7 +74,11 @@ impl World {
     }
 
     pub fn terminal(&self, call: CallId) -> Vec<AuditRecord> {
-        self.audit.for_call(call).into_iter().filter(|r| r.is_terminal()).collect()
+        self.audit
+            .for_call(call)
+            .into_iter()
+            .filter(|r| r.is_terminal())
+            .collect()
     }
 }
 
@@ -76,7 +87,8 @@ pub fn at(ms: u64) -> Timestamp {
 }
 
 pub fn finish(exec: &Executor, completion: Completion, now: u64) -> Settled {
-    exec.complete(completion, at(now)).expect("the call was live")
+    exec.complete(completion, at(now))
+        .expect("the call was live")
 }
 
 /// Runs a `Perform` step to its settlement; returns other steps' settlement if terminal.
