@@ -1,1 +1,284 @@
-fn main() {}
+//! `cargo xtask setup|test|bench|serve`: one place that installs what a fresh machine
+//! lacks and runs everything, so the README's commands and CI do the same thing.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::env;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// The trunk release that builds with this machine's rustc (0.22 needs a newer one).
+const TRUNK_VERSION: &str = "0.21.14";
+/// Debian packages the browser tests and release builds need, with a binary each provides.
+const APT_PACKAGES: [(&str, &str); 3] = [
+    ("chromium", "chromium"),
+    ("chromium-driver", "chromedriver"),
+    ("binaryen", "wasm-opt"),
+];
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let (task, rest) = match args.split_first() {
+        Some((task, rest)) => (task.as_str(), rest),
+        None => ("help", &[][..]),
+    };
+    let outcome = match task {
+        "setup" => setup(),
+        "test" => setup().and_then(|()| test()),
+        "bench" => bench(rest),
+        "serve" => serve(),
+        _ => {
+            println!("usage: cargo xtask <setup|test|bench|serve>");
+            println!("  setup  install what this machine lacks (wasm32 target, trunk, wasm-bindgen-cli, Chromium, ChromeDriver, binaryen)");
+            println!("  test   setup, then fmt, clippy (native and wasm32), docs and every test");
+            println!("  bench  run the benchmarks (extra arguments go to criterion)");
+            println!("  serve  run the main job");
+            return if task == "help" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {task}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(Path::to_path_buf).unwrap_or(manifest)
+}
+
+fn cargo_bin_dir() -> PathBuf {
+    env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .unwrap_or_else(|| PathBuf::from(".cargo"))
+        .join("bin")
+}
+
+/// PATH with cargo's bin folder first, so freshly installed tools are found.
+fn path_with_cargo_bin() -> OsString {
+    let mut dirs = vec![cargo_bin_dir()];
+    if let Some(path) = env::var_os("PATH") {
+        dirs.extend(env::split_paths(&path));
+    }
+    env::join_paths(dirs).unwrap_or_default()
+}
+
+fn cmd(program: &str) -> Command {
+    let mut c = Command::new(program);
+    c.current_dir(root()).env("PATH", path_with_cargo_bin());
+    c
+}
+
+fn cargo() -> Command {
+    cmd(&env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn run(what: &str, mut c: Command) -> Result {
+    println!("\n==> {what}");
+    let status = c
+        .status()
+        .map_err(|e| format!("{what}: could not start ({e})"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what}: failed ({status})"))
+    }
+}
+
+/// The first line a tool prints for `--version`, or `None` if it is not there.
+fn version_of(program: &str) -> Option<String> {
+    let out = cmd(program).arg("--version").output().ok()?;
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    })
+}
+
+fn on_path(program: &str) -> bool {
+    env::split_paths(&path_with_cargo_bin()).any(|dir| dir.join(program).is_file())
+}
+
+fn setup() -> Result {
+    println!("==> setup: checking what this machine has");
+    let targets = cmd("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
+    let has_wasm = targets
+        .as_ref()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-unknown-unknown"))
+        .unwrap_or(false);
+    if has_wasm {
+        println!("ok: rust target wasm32-unknown-unknown");
+    } else {
+        let mut c = cmd("rustup");
+        c.args(["target", "add", "wasm32-unknown-unknown"]);
+        run("installing rust target wasm32-unknown-unknown", c)?;
+    }
+
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .filter(|(_, bin)| !on_path(bin))
+        .map(|(pkg, _)| *pkg)
+        .collect();
+    if missing.is_empty() {
+        println!("ok: chromium, chromedriver, wasm-opt");
+    } else {
+        apt_install(&missing)?;
+    }
+
+    match version_of("trunk") {
+        Some(v) if v.contains(TRUNK_VERSION) => println!("ok: {v}"),
+        found => {
+            println!("trunk: have {found:?}, need {TRUNK_VERSION} (about 12 minutes on 2 cores)");
+            let mut c = cargo();
+            c.args(["install", "--locked", "trunk", "--version", TRUNK_VERSION]);
+            run(&format!("installing trunk {TRUNK_VERSION}"), c)?;
+        }
+    }
+
+    match locked_version("wasm-bindgen")? {
+        None => println!("skip: wasm-bindgen-cli (no crate in Cargo.lock uses wasm-bindgen yet)"),
+        Some(want) => match version_of("wasm-bindgen") {
+            Some(v) if v.split_whitespace().nth(1) == Some(want.as_str()) => println!("ok: {v}"),
+            found => {
+                println!("wasm-bindgen-cli: have {found:?}, need {want} (matching Cargo.lock)");
+                // Not --locked: the registry here lacks one version its lock file names.
+                let mut c = cargo();
+                c.args(["install", "wasm-bindgen-cli", "--version", &want]);
+                run(&format!("installing wasm-bindgen-cli {want}"), c)?;
+            }
+        },
+    }
+    println!("==> setup: done");
+    Ok(())
+}
+
+fn apt_install(packages: &[&str]) -> Result {
+    let is_root = cmd("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    let prefix: Vec<&str> = if is_root { vec![] } else { vec!["sudo", "-n"] };
+    let apt = |args: &[&str]| {
+        let all: Vec<&str> = prefix.iter().chain(args.iter()).copied().collect();
+        let (program, rest) = all
+            .split_first()
+            .map_or(("apt-get", &[][..]), |(p, r)| (*p, r));
+        let mut c = cmd(program);
+        c.args(rest).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    run("apt-get update", apt(&["apt-get", "update", "-qq"]))?;
+    let mut install = vec!["apt-get", "install", "-y", "-qq", "--no-install-recommends"];
+    install.extend_from_slice(packages);
+    run(
+        &format!("installing {}", packages.join(", ")),
+        apt(&install),
+    )
+    .map_err(|e| {
+        format!(
+            "{e}; install them by hand as root: apt-get install -y {}",
+            packages.join(" ")
+        )
+    })
+}
+
+/// The version of `name` in Cargo.lock (the first, if several), if any.
+fn locked_version(name: &str) -> Result<Option<String>> {
+    let lock = root().join("Cargo.lock");
+    let text = match std::fs::read_to_string(&lock) {
+        Ok(text) => text,
+        Err(_) => return Ok(None),
+    };
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == format!("name = \"{name}\"") {
+            if let Some(version) = lines
+                .next()
+                .and_then(|l| l.trim().strip_prefix("version = "))
+            {
+                return Ok(Some(version.trim_matches('"').to_owned()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn test() -> Result {
+    let mut c = cargo();
+    c.args(["fmt", "--all", "--check"]);
+    run("cargo fmt --check", c)?;
+
+    let mut c = cargo();
+    c.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run("clippy (native)", c)?;
+
+    let mut c = cargo();
+    c.args([
+        "clippy",
+        "-p",
+        "countersign",
+        "--lib",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run("clippy (wasm32: the core builds for the page)", c)?;
+
+    let mut c = cargo();
+    c.args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run("cargo doc (every public item documented, links resolve)", c)?;
+
+    let mut c = cargo();
+    c.args(["test", "--workspace"]);
+    run("native tests, doctests included", c)?;
+
+    println!("\n==> all checks passed");
+    Ok(())
+}
+
+fn bench(extra: &[String]) -> Result {
+    let mut c = cargo();
+    c.args(["bench", "-p", "countersign", "--bench", "gate", "--"])
+        .args(extra);
+    run("benchmark: gate overhead and lookup (criterion)", c)
+}
+
+fn serve() -> Result {
+    // The tutorial page arrives with the Leptos crate; until then the main job is the
+    // gate walkthrough, which runs the tutorial's four actions through the real executor.
+    let mut c = cargo();
+    c.args([
+        "run",
+        "--quiet",
+        "-p",
+        "countersign",
+        "--example",
+        "walkthrough",
+    ]);
+    run("the workspace-settings walkthrough (offline)", c)
+}

@@ -38,7 +38,10 @@ fn executor(n: usize) -> (Executor, Vec<Registration>, Rc<Cell<u64>>) {
         black_box(&r);
         count.set(count.get() + 1);
     };
-    let exec = Executor::new(Config::new("bench", Session::new("admin", ["s"]), [5; 32]), sink);
+    let exec = Executor::new(
+        Config::new("bench", Session::new("admin", ["s"]), [5; 32]),
+        sink,
+    );
     let regs = (0..n)
         .map(|i| {
             exec.register(

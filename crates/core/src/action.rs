@@ -246,7 +246,7 @@ pub(crate) trait ErasedAction {
     fn meta(&self) -> &ActionMeta;
     fn is_available(&self) -> bool;
     /// Deserialises and validates `args` into a call bound to these params.
-    fn prepare(&self, args: Value) -> Result<Rc<dyn PreparedCall>, String>;
+    fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String>;
 }
 
 /// One call's typed params together with the action's hooks.
@@ -279,7 +279,7 @@ where
         self.action.available.as_ref().is_none_or(|check| check())
     }
 
-    fn prepare(&self, args: Value) -> Result<Rc<dyn PreparedCall>, String> {
+    fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String> {
         let params: P = crate::arguments::into_params(args)?;
         if let Some(check) = &self.action.validator {
             check(&params)?;

@@ -35,7 +35,7 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
 
 /// Deserialises an object into `P`, refusing unknown fields at any depth, whether or
 /// not `P` says `#[serde(deny_unknown_fields)]`.
-pub(crate) fn into_params<P: DeserializeOwned>(value: Value) -> Result<P, String> {
+pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, String> {
     let mut unknown = Vec::new();
     let params = {
         // serde_ignored writes `?` for an `Option`'s inside; the model knows no such step.
@@ -52,7 +52,7 @@ pub(crate) fn into_params<P: DeserializeOwned>(value: Value) -> Result<P, String
         serde_path_to_error::deserialize::<_, P>(ignored).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
-            if path == "." {
+            if path == "." || inner.to_string().starts_with("unknown field") {
                 format!("{inner}")
             } else {
                 format!("{} is invalid: {inner}", quote(&path, 64))
@@ -97,7 +97,7 @@ mod tests {
     }
 
     fn typed(raw: &str) -> Result<Rename, String> {
-        into_params(parse_object(raw, 1024)?)
+        into_params(&parse_object(raw, 1024)?)
     }
 
     #[test]

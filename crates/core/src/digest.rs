@@ -17,9 +17,9 @@ impl ArgsDigest {
     /// sorted, no insignificant whitespace), so `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }`
     /// have one digest.
     pub fn of_value(value: &Value) -> Self {
-        let mut canonical = String::new();
+        let mut canonical = Vec::with_capacity(64);
         write_canonical(value, &mut canonical);
-        Self::of_bytes(canonical.as_bytes())
+        Self::of_bytes(&canonical)
     }
 
     /// The digest of raw arguments: canonical when they parse as JSON, the bytes as
@@ -38,11 +38,17 @@ impl ArgsDigest {
 
     /// The digest as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        use std::fmt::Write as _;
+        fn digit(nibble: u8) -> char {
+            char::from(if nibble < 10 {
+                b'0' + nibble
+            } else {
+                b'a' + nibble - 10
+            })
+        }
         let mut out = String::with_capacity(64);
         for byte in self.0 {
-            // Writing to a String cannot fail.
-            let _ = write!(out, "{byte:02x}");
+            out.push(digit(byte >> 4));
+            out.push(digit(byte & 0x0f));
         }
         out
     }
@@ -100,34 +106,39 @@ fn nibble(c: u8) -> Result<u8, BadDigest> {
 
 // serde_json's map order depends on its `preserve_order` feature, which another crate in
 // the build may switch on; sorting here keeps the digest stable whatever the features.
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.push(b'{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
+                write_scalar(key, out);
+                out.push(b':');
                 write_canonical(item, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_scalar(scalar, out),
     }
+}
+
+fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    // Serialising a string, number, bool or null into a Vec cannot fail.
+    let _ = serde_json::to_writer(out, value);
 }
 
 #[cfg(test)]

@@ -36,3 +36,8 @@ pub use time::Timestamp;
 // Re-exported so declarations need no direct dependency on these crates' versions.
 pub use schemars;
 pub use serde_json;
+
+// The workspace README's examples are compiled and run as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadme;

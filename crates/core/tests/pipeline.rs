@@ -560,3 +560,30 @@ fn empty_arguments_work_for_no_param_actions_and_extras_are_refused() {
     assert_eq!(code(&s), "INVALID_ARGS");
     assert_eq!(runs.get(), 3);
 }
+
+#[test]
+fn the_receipt_repeats_the_consequence_computed_before_the_run() {
+    let name = Rc::new(std::cell::RefCell::new(String::from("Atlas")));
+    let (shown, state) = (Rc::clone(&name), Rc::clone(&name));
+    let mut w = World::new();
+    w.regs.push(
+        w.exec
+            .register(
+                Action::<Named>::new("rename", "Rename.")
+                    .consequence(move |p| format!("rename `{}` to `{}`", shown.borrow(), p.name))
+                    .run(move |p: Named| {
+                        let state = Rc::clone(&state);
+                        async move {
+                            *state.borrow_mut() = p.name;
+                            Ok::<_, String>(())
+                        }
+                    }),
+            )
+            .unwrap(),
+    );
+    let s = drive(&w.exec, w.call("rename", r#"{"name":"Apollo"}"#, 0), 1).unwrap();
+    assert_eq!(
+        s.outcome.to_model_json()["receipt"]["consequence"],
+        "rename `Atlas` to `Apollo`"
+    );
+}

@@ -42,6 +42,8 @@ pub(crate) struct Live {
     pub(crate) prepared: Rc<dyn PreparedCall>,
     pub(crate) digest: ArgsDigest,
     pub(crate) started: Timestamp,
+    /// Computed once, when the call was decided: the card shows it, the receipt repeats it.
+    pub(crate) consequence: Option<String>,
     pub(crate) state: LiveState,
 }
 
@@ -154,21 +156,26 @@ impl Inner {
         self.tick(now);
         let id = CallId(self.next_call);
         self.next_call += 1;
-        let raw_digest = if call.arguments.len() > self.config.max_argument_bytes {
-            ArgsDigest::of_bytes(call.arguments.as_bytes())
-        } else {
-            ArgsDigest::of_raw(&call.arguments)
+        // Refusals before validation record the digest of the raw text; an oversized
+        // text is hashed as bytes, never parsed.
+        let raw_digest = || {
+            if call.arguments.len() > self.config.max_argument_bytes {
+                ArgsDigest::of_bytes(call.arguments.as_bytes())
+            } else {
+                ArgsDigest::of_raw(&call.arguments)
+            }
         };
         let mut ctx = Ctx {
             call: id,
             tool_call_id: &call.tool_call_id,
             action_id: &call.action,
             meta: None,
-            digest: raw_digest,
+            digest: ArgsDigest::of_bytes(&[]),
             started: now,
         };
 
         if call.tool_call_id.len() > MAX_TOOL_CALL_ID_LEN {
+            ctx.digest = raw_digest();
             let r = refusal(
                 Code::InvalidArgs,
                 Stage::Validate,
@@ -183,7 +190,10 @@ impl Inner {
         // resolve
         let entry = match stages::resolve(self.actions.get(&call.action), &call.action) {
             Ok(entry) => (Rc::clone(&entry.action), entry.generation),
-            Err(r) => return Next::Settled(self.refuse_early(&ctx, r, Decider::Pipeline, now)),
+            Err(r) => {
+                ctx.digest = raw_digest();
+                return Next::Settled(self.refuse_early(&ctx, r, Decider::Pipeline, now));
+            }
         };
         let (action, generation) = entry;
         let meta = action.meta();
@@ -210,6 +220,10 @@ impl Inner {
         // decide
         let granted = self.grants.iter().any(|g| g.action == meta.id);
         let decision = stages::decide(meta, prepared.as_ref(), granted);
+        let consequence = match decision {
+            Decision::Deny(_) => None,
+            _ => prepared.consequence(),
+        };
         let live = |state| Live {
             tool_call_id: call.tool_call_id.clone(),
             action: Rc::clone(&action),
@@ -217,6 +231,7 @@ impl Inner {
             prepared: Rc::clone(&prepared),
             digest: ctx.digest,
             started: now,
+            consequence: consequence.clone(),
             state,
         };
         match decision {
@@ -251,7 +266,7 @@ impl Inner {
                     title: meta.title.clone(),
                     kind: meta.kind,
                     policy,
-                    consequence: prepared.consequence(),
+                    consequence: consequence.clone(),
                     arguments,
                     args_sha256: ctx.digest,
                     offers_session_grant: policy.offers_session_grant(),
@@ -465,7 +480,7 @@ impl Inner {
                 Ok(()) => (
                     Outcome::Done(Receipt {
                         action: id,
-                        consequence: live.prepared.consequence(),
+                        consequence: live.consequence.clone(),
                         done_by: DoneBy::Assistant,
                         result: output,
                     }),
@@ -643,7 +658,7 @@ impl Inner {
             HandoffState::Completed => (
                 Outcome::Done(Receipt {
                     action: id,
-                    consequence: live.prepared.consequence(),
+                    consequence: live.consequence.clone(),
                     done_by: DoneBy::Person,
                     result: json!({ "handoff": "completed", "expect": expect }),
                 }),

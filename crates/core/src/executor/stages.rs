@@ -61,7 +61,7 @@ pub(crate) fn validate(
         )
     };
     let value = crate::arguments::parse_object(raw, max_bytes).map_err(invalid)?;
-    let prepared = action.prepare(value.clone()).map_err(invalid)?;
+    let prepared = action.prepare(&value).map_err(invalid)?;
     Ok((prepared, value))
 }
 
