@@ -234,6 +234,7 @@ fn test() -> Result {
     ]);
     run("clippy (native)", c)?;
 
+    let wasm = "wasm32-unknown-unknown";
     let mut c = cargo();
     c.args([
         "clippy",
@@ -241,12 +242,24 @@ fn test() -> Result {
         "countersign",
         "--lib",
         "--target",
-        "wasm32-unknown-unknown",
+        wasm,
         "--",
         "-D",
         "warnings",
     ]);
     run("clippy (wasm32: the core builds for the page)", c)?;
+
+    let mut c = cargo();
+    c.args([
+        "clippy",
+        "-p",
+        "countersign-leptos",
+        "--all-targets",
+        "--target",
+        wasm,
+    ]);
+    c.args(["--", "-D", "warnings"]);
+    run("clippy (wasm32: the Leptos crate and its browser tests)", c)?;
 
     let mut c = cargo();
     c.args(["doc", "--workspace", "--no-deps"])
@@ -257,8 +270,41 @@ fn test() -> Result {
     c.args(["test", "--workspace"]);
     run("native tests, doctests included", c)?;
 
+    browser_tests()?;
+
     println!("\n==> all checks passed");
     Ok(())
+}
+
+/// wasm-bindgen-test in headless Chromium (the runner reads each crate's webdriver.json).
+fn browser_tests() -> Result {
+    let chromedriver = ["/usr/bin/chromedriver"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .or_else(|| {
+            env::split_paths(&path_with_cargo_bin())
+                .map(|d| d.join("chromedriver"))
+                .find(|p| p.is_file())
+        })
+        .ok_or("chromedriver is not installed; run `cargo xtask setup`")?;
+    let mut c = cargo();
+    c.args([
+        "test",
+        "--target",
+        "wasm32-unknown-unknown",
+        "-p",
+        "countersign-leptos",
+        "--test",
+        "dock",
+    ])
+    .env("CHROMEDRIVER", chromedriver)
+    .env(
+        "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
+        "wasm-bindgen-test-runner",
+    )
+    .env("WASM_BINDGEN_TEST_TIMEOUT", "120");
+    run("browser tests: the dock in headless Chromium", c)
 }
 
 fn bench(extra: &[String]) -> Result {

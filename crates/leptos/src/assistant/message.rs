@@ -1,0 +1,102 @@
+//! The conversation as model clients see it (Chat Completions shapes).
+
+use serde::{Deserialize, Serialize};
+
+/// Who said a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The person.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result.
+    Tool,
+}
+
+/// A tool call the model made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The model's id for the call.
+    pub id: String,
+    /// The action id it asked for.
+    pub name: String,
+    /// The raw JSON arguments text.
+    pub arguments: String,
+}
+
+/// One message of the conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who said it.
+    pub role: Role,
+    /// The text, if any.
+    pub content: Option<String>,
+    /// The tool calls an assistant message made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    /// A message with text only.
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A tool result answering `tool_call_id`.
+    pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(tool_call_id.into()),
+        }
+    }
+}
+
+/// What a model client is asked: the conversation and the projected tools.
+#[derive(Clone, Debug)]
+pub struct ModelRequest {
+    /// The conversation so far, system message first.
+    pub messages: Vec<ChatMessage>,
+    /// The projection: what the model may call now.
+    pub tools: Vec<countersign::ToolSpec>,
+}
+
+/// What a model client answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelTurn {
+    /// A final text answer: the turn ends.
+    Text(String),
+    /// Tool calls to run (with optional text said alongside).
+    ToolCalls {
+        /// Text said with the calls.
+        text: Option<String>,
+        /// The calls, in order.
+        calls: Vec<ToolCall>,
+    },
+}
+
+/// Why a model client could not answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// No model is configured here: use the offline assistant.
+    #[error("no model is configured")]
+    NotConfigured,
+    /// The model or gateway could not be reached or answered with an error.
+    #[error("the model could not answer: {0}")]
+    Unavailable(String),
+    /// The answer was not in the expected format.
+    #[error("the model's answer was malformed: {0}")]
+    Malformed(String),
+}

@@ -1,0 +1,180 @@
+//! The in-page assistant loop: the conversation and the projected tools go to a model
+//! client; the tool calls it returns go through the executor; their results go back,
+//! until the model answers in text or the step cap is hit.
+
+mod client;
+mod message;
+mod scripted;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use countersign::Call;
+use leptos::prelude::Set;
+
+pub use client::ModelClient;
+pub use message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
+pub use scripted::{Reply, Rule, Scripted};
+
+use crate::context::{Countersign, LogEntry};
+use crate::i18n::Locale;
+
+/// How many model round trips one message may take unless configured otherwise.
+pub const DEFAULT_MAX_STEPS: usize = 8;
+
+/// Why a turn ended without an answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AssistantError {
+    /// A turn is already running.
+    #[error("the assistant is still working on the last message")]
+    Busy,
+    /// The message was empty.
+    #[error("the message is empty")]
+    Empty,
+    /// The model client failed.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The model kept calling tools past the step cap.
+    #[error("the assistant reached its step limit of {0}")]
+    StepLimit(usize),
+}
+
+struct Inner {
+    client: Box<dyn ModelClient>,
+    history: RefCell<Vec<ChatMessage>>,
+    max_steps: usize,
+    busy: Cell<bool>,
+}
+
+/// The assistant behind the dock's chat. Cheap to clone.
+#[derive(Clone)]
+pub struct Assistant(Rc<Inner>);
+
+impl std::fmt::Debug for Assistant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assistant")
+            .field("offline", &self.0.client.is_offline())
+            .field("max_steps", &self.0.max_steps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Assistant {
+    /// An assistant answering with `client`, at most [`DEFAULT_MAX_STEPS`] round trips a message.
+    pub fn new(client: impl ModelClient + 'static) -> Self {
+        Self::with_max_steps(client, DEFAULT_MAX_STEPS)
+    }
+
+    /// An assistant with a step cap of `max_steps` (at least 1).
+    pub fn with_max_steps(client: impl ModelClient + 'static, max_steps: usize) -> Self {
+        Self(Rc::new(Inner {
+            client: Box::new(client),
+            history: RefCell::default(),
+            max_steps: max_steps.max(1),
+            busy: Cell::new(false),
+        }))
+    }
+
+    /// Whether the offline assistant is in use.
+    pub fn is_offline(&self) -> bool {
+        self.0.client.is_offline()
+    }
+
+    /// The conversation so far (without the system message).
+    pub fn history(&self) -> Vec<ChatMessage> {
+        self.0.history.borrow().clone()
+    }
+
+    /// Sends the person's message and runs the turn to its end. The dock's log shows
+    /// the message, each action's outcome and the answer (or the error).
+    pub async fn send(&self, cs: &Countersign, text: &str) -> Result<String, AssistantError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(AssistantError::Empty);
+        }
+        if self.0.busy.replace(true) {
+            return Err(AssistantError::Busy);
+        }
+        let dock = cs.dock();
+        dock.working.set(true);
+        cs.push_log(LogEntry::User(text.to_owned()));
+        self.0
+            .history
+            .borrow_mut()
+            .push(ChatMessage::text(Role::User, text));
+        let result = self.turn(cs).await;
+        match &result {
+            Ok(answer) => cs.push_log(LogEntry::Assistant(answer.clone())),
+            Err(e) => cs.push_log(LogEntry::Error(e.to_string())),
+        }
+        dock.working.set(false);
+        self.0.busy.set(false);
+        result
+    }
+
+    async fn turn(&self, cs: &Countersign) -> Result<String, AssistantError> {
+        for _ in 0..self.0.max_steps {
+            let mut messages = vec![system_message(cs)];
+            messages.extend(self.0.history.borrow().iter().cloned());
+            let request = ModelRequest {
+                messages,
+                tools: cs.executor().projection(),
+            };
+            match self.0.client.complete(request).await? {
+                ModelTurn::Text(answer) => {
+                    self.0
+                        .history
+                        .borrow_mut()
+                        .push(ChatMessage::text(Role::Assistant, answer.clone()));
+                    return Ok(answer);
+                }
+                ModelTurn::ToolCalls { text, calls } => {
+                    self.0.history.borrow_mut().push(ChatMessage {
+                        role: Role::Assistant,
+                        content: text.clone(),
+                        tool_calls: calls.clone(),
+                        tool_call_id: None,
+                    });
+                    if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
+                        cs.push_log(LogEntry::Assistant(text));
+                    }
+                    // Submit every call first, so the dock shows the whole queue ("1 of 3"),
+                    // then collect the results in order.
+                    let pending: Vec<_> = calls
+                        .iter()
+                        .map(|c| {
+                            cs.call(Call::new(c.id.clone(), c.name.clone(), c.arguments.clone()))
+                        })
+                        .collect();
+                    for (call, result) in calls.iter().zip(pending) {
+                        let settled = result.await;
+                        self.0.history.borrow_mut().push(ChatMessage::tool(
+                            call.id.clone(),
+                            settled.outcome.to_model_content(),
+                        ));
+                    }
+                }
+            }
+        }
+        Err(AssistantError::StepLimit(self.0.max_steps))
+    }
+}
+
+fn system_message(cs: &Countersign) -> ChatMessage {
+    let state = serde_json::Value::Object(cs.page_state()).to_string();
+    let text = match cs.locale() {
+        Locale::En => format!(
+            "You are the assistant inside this web page. You act only through the tools listed. \
+             A person approves consequential actions in the page, and some last steps only the person can do. \
+             A refusal (PERMISSION_DENIED, APPROVAL_TIMEOUT, HANDOFF_CANCELLED, HANDOFF_TIMEOUT, HANDOFF_FAILED) is a decision: \
+             tell the user it was not done and ask what to do next; never retry silently and never claim it happened. \
+             Current page state (read-only): {state}"
+        ),
+        Locale::Zh => format!(
+            "你是这个网页里的助手，只能通过列出的工具行动。重要操作由页面中的人批准，有些最后一步只能由人完成。\
+             被拒绝（PERMISSION_DENIED、APPROVAL_TIMEOUT、HANDOFF_CANCELLED、HANDOFF_TIMEOUT、HANDOFF_FAILED）是人的决定：\
+             告诉用户操作没有完成并询问下一步；不要静默重试，也不要声称已经完成。当前页面状态（只读）：{state}"
+        ),
+    };
+    ChatMessage::text(Role::System, text)
+}

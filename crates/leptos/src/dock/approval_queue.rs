@@ -1,0 +1,157 @@
+//! The approval queue: one card at a time, "n of m", Allow once / Always allow / Deny.
+
+use std::collections::BTreeSet;
+
+use countersign::{ApprovalPolicy, ApprovalRequest, CallId, Gesture, Kind};
+use leptos::ev::KeyboardEvent;
+use leptos::html;
+use leptos::prelude::*;
+
+use crate::context::Countersign;
+use crate::i18n::Strings;
+
+/// The queue of pending approvals; renders nothing while none wait.
+#[component]
+pub(crate) fn ApprovalQueue(
+    /// The page's Countersign, stored locally (it is not `Send`).
+    cs: StoredValue<Countersign, LocalStorage>,
+) -> impl IntoView {
+    let dock = cs.with_value(Countersign::dock);
+    let strings: &'static Strings = cs.with_value(|cs| cs.locale().strings());
+    let reason = RwSignal::new(String::new());
+    let card_ref = NodeRef::<html::Div>::new();
+    // Every call seen since the queue was last empty: "n of m" counts the batch.
+    let batch = RwSignal::new(BTreeSet::<CallId>::new());
+    let current = Memo::new(move |_| dock.approvals.with(|cards| cards.first().map(|c| c.call)));
+
+    Effect::new(move |_| {
+        let ids: Vec<CallId> = dock
+            .approvals
+            .with(|cards| cards.iter().map(|c| c.call).collect());
+        batch.update(|seen| {
+            if ids.is_empty() {
+                seen.clear();
+            } else {
+                seen.extend(ids);
+            }
+        });
+    });
+    // A new current card: clear the reason and move focus to the card.
+    Effect::new(move |_| {
+        if current.get().is_some() {
+            reason.set(String::new());
+            if let Some(card) = card_ref.get() {
+                let _ = card.focus();
+            }
+        }
+    });
+
+    move || {
+        let cards = dock.approvals.get();
+        let card = cards.first().cloned()?;
+        let total = batch.with(BTreeSet::len).max(cards.len());
+        let position = total.saturating_sub(cards.len()) + 1;
+        Some(card_view(
+            cs, strings, card, position, total, reason, card_ref,
+        ))
+    }
+}
+
+fn kind_class(kind: Kind) -> (&'static str, &'static str) {
+    match kind {
+        Kind::Read => ("cs-card cs-card--read", "cs-kind cs-kind--read"),
+        Kind::Write => ("cs-card cs-card--write", "cs-kind cs-kind--write"),
+        Kind::Danger => ("cs-card cs-card--danger", "cs-kind cs-kind--danger"),
+    }
+}
+
+fn card_view(
+    cs: StoredValue<Countersign, LocalStorage>,
+    strings: &'static Strings,
+    card: ApprovalRequest,
+    position: usize,
+    total: usize,
+    reason: RwSignal<String>,
+    card_ref: NodeRef<html::Div>,
+) -> impl IntoView {
+    let (card_class, kind_badge) = kind_class(card.kind);
+    let arguments = serde_json::to_string_pretty(&card.arguments).unwrap_or_default();
+    let offers_grant = card.offers_session_grant;
+    let every_time = card.policy == ApprovalPolicy::AskAlways;
+    let target = cs.with_value(|cs| cs.action_target(&card.action));
+    let call = card.call;
+    let stored = StoredValue::new(card.clone());
+    let approve = move |gesture: Gesture| {
+        // A second click finds the ticket spent: refused, nothing runs twice.
+        let card = stored.get_value();
+        cs.with_value(|cs| {
+            let _ = cs.approve(&card, gesture);
+        });
+    };
+    let deny = move || {
+        let why = reason.get_untracked();
+        cs.with_value(|cs| cs.deny(call, Some(why.as_str()).filter(|r| !r.trim().is_empty())));
+    };
+    let on_key = move |ev: KeyboardEvent| {
+        // Esc never approves: it only leaves the card waiting.
+        if ev.key() == "Escape" {
+            ev.prevent_default();
+            ev.stop_propagation();
+        }
+    };
+    view! {
+        <section class="cs-queue" aria-label=strings.approvals>
+            <h3 class="cs-section-title">{strings.approvals}</h3>
+            <div
+                class=card_class
+                role="alertdialog"
+                aria-labelledby="cs-card-title"
+                aria-describedby="cs-card-consequence"
+                tabindex="-1"
+                data-call=call.get().to_string()
+                node_ref=card_ref
+                on:keydown=on_key
+            >
+                <p class="cs-card__count">{strings.n_of_m(position, total)}</p>
+                <div class="cs-card__head">
+                    <h3 id="cs-card-title" class="cs-card__title">{card.title.clone()}</h3>
+                    <span class=kind_badge>{strings.kind(card.kind)}</span>
+                </div>
+                <p id="cs-card-consequence" class="cs-card__consequence">
+                    <span class="cs-label">{strings.consequence}</span>
+                    {card.consequence.clone().unwrap_or_else(|| card.action.clone())}
+                </p>
+                {every_time.then(|| view! { <p class="cs-card__hint">{strings.asked_every_time}</p> })}
+                <div>
+                    <span class="cs-label">{strings.arguments}</span>
+                    <pre class="cs-card__args">{arguments}</pre>
+                </div>
+                <label class="cs-card__reason">
+                    {strings.deny_reason}
+                    <input
+                        type="text"
+                        class="cs-reason"
+                        prop:value=move || reason.get()
+                        on:input=move |ev| reason.set(event_target_value(&ev))
+                    />
+                </label>
+                <div class="cs-buttons">
+                    <button class="cs-btn cs-btn--primary cs-allow-once" on:click=move |_| approve(Gesture::AllowOnce)>
+                        {strings.allow_once}
+                    </button>
+                    {offers_grant.then(|| view! {
+                        <button class="cs-btn cs-allow-session" on:click=move |_| approve(Gesture::AllowForSession)>
+                            {strings.allow_session}
+                        </button>
+                    })}
+                    <button class="cs-btn cs-btn--deny cs-deny" on:click=move |_| deny()>{strings.deny}</button>
+                    {target.map(|name| view! {
+                        <button class="cs-btn cs-btn--link cs-show" on:click=move |_| {
+                            cs.with_value(|cs| crate::highlight::point_at(cs, &name));
+                        }>{strings.show_in_page}</button>
+                    })}
+                </div>
+            </div>
+        </section>
+    }
+}

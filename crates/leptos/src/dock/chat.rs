@@ -1,0 +1,97 @@
+//! The chat: the conversation and action log, the input, a visible working state.
+
+use leptos::prelude::*;
+
+use crate::assistant::Assistant;
+use crate::context::{Countersign, LogEntry};
+use crate::i18n::Strings;
+
+/// The log and the input. Without an assistant the input is disabled.
+#[component]
+pub(crate) fn Chat(
+    /// The page's Countersign, stored locally (it is not `Send`).
+    cs: StoredValue<Countersign, LocalStorage>,
+    /// The assistant answering messages, if any.
+    assistant: StoredValue<Option<Assistant>, LocalStorage>,
+) -> impl IntoView {
+    let dock = cs.with_value(Countersign::dock);
+    let strings: &'static Strings = cs.with_value(|cs| cs.locale().strings());
+    let draft = RwSignal::new(String::new());
+    let enabled = assistant.with_value(Option::is_some);
+    let send = move || {
+        let text = draft.get_untracked();
+        if text.trim().is_empty() || dock.working.get_untracked() {
+            return;
+        }
+        let (Some(assistant), Some(cs)) = (assistant.get_value(), cs.try_get_value()) else {
+            return;
+        };
+        draft.set(String::new());
+        leptos::task::spawn_local(async move {
+            // The outcome (answer or error) is already in the log.
+            let _ = assistant.send(&cs, &text).await;
+        });
+    };
+    let log = move || {
+        let entries = dock.log.get();
+        if entries.is_empty() {
+            return view! { <p class="cs-empty">{strings.empty_chat}</p> }.into_any();
+        }
+        entries
+            .into_iter()
+            .map(|entry| entry_view(strings, entry))
+            .collect_view()
+            .into_any()
+    };
+    view! {
+        <section class="cs-chat">
+            <ol class="cs-log" aria-live="polite">{log}</ol>
+            <p class="cs-working" hidden=move || !dock.working.get()>{strings.working}</p>
+            <form class="cs-form" on:submit=move |ev| { ev.prevent_default(); send(); }>
+                <input
+                    type="text"
+                    class="cs-input"
+                    aria-label=strings.input_placeholder
+                    placeholder=strings.input_placeholder
+                    disabled=!enabled
+                    prop:value=move || draft.get()
+                    on:input=move |ev| draft.set(event_target_value(&ev))
+                />
+                <button type="submit" class="cs-btn cs-btn--primary cs-send" disabled=move || !enabled || dock.working.get()>
+                    {strings.send}
+                </button>
+            </form>
+        </section>
+    }
+}
+
+fn entry_view(strings: &'static Strings, entry: LogEntry) -> AnyView {
+    match entry {
+        LogEntry::User(text) => view! { <li class="cs-msg cs-msg--user">{text}</li> }.into_any(),
+        LogEntry::Assistant(text) => {
+            view! { <li class="cs-msg cs-msg--assistant">{text}</li> }.into_any()
+        }
+        LogEntry::Outcome {
+            action,
+            title,
+            code,
+        } => {
+            let class = if code.is_none() {
+                "cs-msg cs-msg--outcome cs-ok"
+            } else {
+                "cs-msg cs-msg--outcome cs-refused"
+            };
+            let code_text = code.map_or("OK", |c| c.as_str());
+            view! {
+                <li class=class data-action=action data-code=code_text>
+                    <strong>{title}</strong>" — "{strings.outcome(code)}
+                </li>
+            }
+            .into_any()
+        }
+        LogEntry::Error(text) => view! {
+            <li class="cs-msg cs-msg--error" role="alert">{strings.error_prefix}": "{text}</li>
+        }
+        .into_any(),
+    }
+}

@@ -1,0 +1,64 @@
+//! `<AgentDock/>`: the chat, the approval queue, handoffs and session grants.
+
+// `#[component]` expands to `pub` props structs and functions, visible or not.
+#![allow(unreachable_pub)]
+
+mod approval_queue;
+mod chat;
+mod grant_list;
+mod handoff_panel;
+
+use leptos::prelude::*;
+
+use crate::assistant::Assistant;
+use crate::context::use_countersign;
+use approval_queue::ApprovalQueue;
+use chat::Chat;
+use grant_list::GrantList;
+use handoff_panel::HandoffPanel;
+
+/// The dock's stylesheet (also usable on its own, e.g. in a server-rendered shell).
+pub const DOCK_CSS: &str = include_str!("dock.css");
+
+/// The assistant's side panel: the queue of approvals (one card at a time, with the
+/// consequence computed by the page), the current handoff with its steps highlighted on
+/// the page, the session grants, and the chat.
+///
+/// Needs [`crate::provide_countersign`] above it.
+#[component]
+pub fn AgentDock(
+    /// The assistant behind the chat. Default: none, and the chat input is disabled
+    /// (approvals and handoffs still work: calls can come from elsewhere).
+    #[prop(optional)]
+    assistant: Option<Assistant>,
+) -> impl IntoView {
+    let Some(cs) = use_countersign() else {
+        leptos::logging::error!("countersign: <AgentDock/> needs provide_countersign above it");
+        return view! { <aside class="cs-dock" role="alert">"countersign: no provider"</aside> }
+            .into_any();
+    };
+    let locale = cs.locale();
+    let strings = locale.strings();
+    let dock = cs.dock();
+    dock.offline
+        .set(assistant.as_ref().is_some_and(Assistant::is_offline));
+    let cs = StoredValue::new_local(cs);
+    let assistant = StoredValue::new_local(assistant);
+    crate::highlight::track(cs);
+    view! {
+        <aside class="cs-dock" lang=locale.tag() aria-label=strings.title>
+            <style>{DOCK_CSS}</style>
+            <header class="cs-dock__header">
+                <h2>{strings.title}</h2>
+                <span class="cs-badge cs-badge--offline" title=strings.offline_explained hidden=move || !dock.offline.get()>
+                    {strings.offline_badge}
+                </span>
+            </header>
+            <ApprovalQueue cs=cs />
+            <HandoffPanel cs=cs />
+            <GrantList cs=cs />
+            <Chat cs=cs assistant=assistant />
+        </aside>
+    }
+    .into_any()
+}

@@ -1,0 +1,289 @@
+//! The dock's words in English and Chinese. No string the dock shows is hard-coded in
+//! one language: every one comes from a [`Strings`] table.
+
+use countersign::{Code, Kind};
+
+/// A language the dock speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Locale {
+    /// English (the default).
+    #[default]
+    En,
+    /// Simplified Chinese.
+    Zh,
+}
+
+impl Locale {
+    /// The locale named by a `lang` value (`zh`, `zh-CN`, `en`…); English otherwise.
+    pub fn from_tag(tag: &str) -> Self {
+        if tag.trim().to_ascii_lowercase().starts_with("zh") {
+            Locale::Zh
+        } else {
+            Locale::En
+        }
+    }
+
+    /// The locale named by `?lang=` in a URL query string such as `?lang=zh&x=1`.
+    pub fn from_query(query: &str) -> Self {
+        query
+            .trim_start_matches('?')
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(key, _)| *key == "lang")
+            .map_or(Locale::En, |(_, value)| Locale::from_tag(value))
+    }
+
+    /// The BCP 47 tag, for `lang` attributes.
+    pub const fn tag(self) -> &'static str {
+        match self {
+            Locale::En => "en",
+            Locale::Zh => "zh-CN",
+        }
+    }
+
+    /// The table of words for this locale.
+    pub const fn strings(self) -> &'static Strings {
+        match self {
+            Locale::En => &EN,
+            Locale::Zh => &ZH,
+        }
+    }
+}
+
+/// Every word the dock shows.
+#[derive(Debug)]
+pub struct Strings {
+    /// The dock's heading.
+    pub title: &'static str,
+    /// The badge shown while the offline assistant is in use.
+    pub offline_badge: &'static str,
+    /// Its longer explanation (tooltip).
+    pub offline_explained: &'static str,
+    /// The chat input's placeholder.
+    pub input_placeholder: &'static str,
+    /// The send button.
+    pub send: &'static str,
+    /// Shown while the assistant works.
+    pub working: &'static str,
+    /// The approval queue's heading.
+    pub approvals: &'static str,
+    /// "{n} of {m}" in the queue.
+    pub n_of_m: &'static str,
+    /// The label before the consequence.
+    pub consequence: &'static str,
+    /// The label before the arguments.
+    pub arguments: &'static str,
+    /// "Allow once".
+    pub allow_once: &'static str,
+    /// "Always allow this session".
+    pub allow_session: &'static str,
+    /// "Deny".
+    pub deny: &'static str,
+    /// The deny reason field's label.
+    pub deny_reason: &'static str,
+    /// The hint that danger actions are asked every time.
+    pub asked_every_time: &'static str,
+    /// The button that points at the action's element in the page.
+    pub show_in_page: &'static str,
+    /// The grants list heading.
+    pub grants: &'static str,
+    /// "Revoke".
+    pub revoke: &'static str,
+    /// The handoff panel heading.
+    pub handoff: &'static str,
+    /// "Step".
+    pub step: &'static str,
+    /// "Next step".
+    pub next_step: &'static str,
+    /// "I've done it".
+    pub handoff_done: &'static str,
+    /// "Cancel".
+    pub handoff_cancel: &'static str,
+    /// "Time left".
+    pub time_left: &'static str,
+    /// What is checked when the person says done.
+    pub will_check: &'static str,
+    /// Kinds.
+    pub kind_read: &'static str,
+    /// Kinds.
+    pub kind_write: &'static str,
+    /// Kinds.
+    pub kind_danger: &'static str,
+    /// Outcome: done.
+    pub outcome_done: &'static str,
+    /// Outcome of a declined card.
+    pub outcome_denied: &'static str,
+    /// Outcome of an approval timeout.
+    pub outcome_approval_timeout: &'static str,
+    /// Outcome of a cancelled handoff.
+    pub outcome_handoff_cancelled: &'static str,
+    /// Outcome of a handoff timeout.
+    pub outcome_handoff_timeout: &'static str,
+    /// Outcome of a failed handoff: the step did not happen.
+    pub outcome_handoff_failed: &'static str,
+    /// Outcome of a removed or disabled action.
+    pub outcome_unavailable: &'static str,
+    /// Any other refusal.
+    pub outcome_refused: &'static str,
+    /// Shown when a model error ends a turn.
+    pub error_prefix: &'static str,
+    /// Shown when the step cap ends a turn.
+    pub step_limit: &'static str,
+    /// The empty chat's hint.
+    pub empty_chat: &'static str,
+}
+
+impl Strings {
+    /// The word for a kind.
+    pub const fn kind(&self, kind: Kind) -> &'static str {
+        match kind {
+            Kind::Read => self.kind_read,
+            Kind::Write => self.kind_write,
+            Kind::Danger => self.kind_danger,
+        }
+    }
+
+    /// "{n} of {m}".
+    pub fn n_of_m(&self, n: usize, m: usize) -> String {
+        self.n_of_m
+            .replace("{n}", &n.to_string())
+            .replace("{m}", &m.to_string())
+    }
+
+    /// A sentence for how a call ended, as the dock's log shows it.
+    pub const fn outcome(&self, code: Option<Code>) -> &'static str {
+        match code {
+            None => self.outcome_done,
+            Some(Code::PermissionDenied) => self.outcome_denied,
+            Some(Code::ApprovalTimeout) => self.outcome_approval_timeout,
+            Some(Code::HandoffCancelled) => self.outcome_handoff_cancelled,
+            Some(Code::HandoffTimeout) => self.outcome_handoff_timeout,
+            Some(Code::HandoffFailed) => self.outcome_handoff_failed,
+            Some(Code::Unavailable) => self.outcome_unavailable,
+            Some(_) => self.outcome_refused,
+        }
+    }
+
+    /// A countdown as `m:ss`.
+    pub fn countdown(&self, millis: u64) -> String {
+        let secs = millis.div_ceil(1000);
+        format!("{}:{:02}", secs / 60, secs % 60)
+    }
+}
+
+static EN: Strings = Strings {
+    title: "Assistant",
+    offline_badge: "Offline assistant",
+    offline_explained:
+        "No model is configured: a built-in offline assistant answers from a fixed phrase table.",
+    input_placeholder: "Ask the assistant…",
+    send: "Send",
+    working: "Working…",
+    approvals: "Needs your approval",
+    n_of_m: "{n} of {m}",
+    consequence: "What will happen",
+    arguments: "Arguments",
+    allow_once: "Allow once",
+    allow_session: "Always allow this session",
+    deny: "Deny",
+    deny_reason: "Reason (optional, sent to the assistant)",
+    asked_every_time: "Dangerous: asked every time.",
+    show_in_page: "Show in page",
+    grants: "Allowed for this session",
+    revoke: "Revoke",
+    handoff: "Your turn",
+    step: "Step",
+    next_step: "Next step",
+    handoff_done: "I've done it",
+    handoff_cancel: "Cancel",
+    time_left: "Time left",
+    will_check: "Will check",
+    kind_read: "Read",
+    kind_write: "Write",
+    kind_danger: "Danger",
+    outcome_done: "Done",
+    outcome_denied: "Not done: you declined",
+    outcome_approval_timeout: "Not done: nobody approved in time",
+    outcome_handoff_cancelled: "Not done: you cancelled the step",
+    outcome_handoff_timeout: "Not done: the step timed out",
+    outcome_handoff_failed: "The step did not happen: the page state did not change",
+    outcome_unavailable: "Not done: no longer available",
+    outcome_refused: "Refused",
+    error_prefix: "Error",
+    step_limit: "Stopped: the assistant reached its step limit.",
+    empty_chat: "Ask for something, e.g. \u{201c}rename the workspace to Apollo\u{201d}.",
+};
+
+static ZH: Strings = Strings {
+    title: "助手",
+    offline_badge: "离线助手",
+    offline_explained: "未配置模型：由内置离线助手按固定短语表回答。",
+    input_placeholder: "向助手提问…",
+    send: "发送",
+    working: "处理中…",
+    approvals: "需要你的批准",
+    n_of_m: "第 {n} 项，共 {m} 项",
+    consequence: "将会发生",
+    arguments: "参数",
+    allow_once: "允许一次",
+    allow_session: "本次会话始终允许",
+    deny: "拒绝",
+    deny_reason: "理由（可选，会告知助手）",
+    asked_every_time: "危险操作：每次都会询问。",
+    show_in_page: "在页面中显示",
+    grants: "本次会话已允许",
+    revoke: "撤销",
+    handoff: "轮到你了",
+    step: "步骤",
+    next_step: "下一步",
+    handoff_done: "我已完成",
+    handoff_cancel: "取消",
+    time_left: "剩余时间",
+    will_check: "将检查",
+    kind_read: "读取",
+    kind_write: "写入",
+    kind_danger: "危险",
+    outcome_done: "已完成",
+    outcome_denied: "未执行：你已拒绝",
+    outcome_approval_timeout: "未执行：无人及时批准",
+    outcome_handoff_cancelled: "未执行：你取消了这一步",
+    outcome_handoff_timeout: "未执行：这一步已超时",
+    outcome_handoff_failed: "这一步没有发生：页面状态没有变化",
+    outcome_unavailable: "未执行：该操作已不可用",
+    outcome_refused: "已拒绝",
+    error_prefix: "错误",
+    step_limit: "已停止：助手达到步数上限。",
+    empty_chat: "试试说：\u{201c}把工作区重命名为 Apollo\u{201d}。",
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lang_query_picks_the_locale() {
+        assert_eq!(Locale::from_query("?lang=zh"), Locale::Zh);
+        assert_eq!(Locale::from_query("?x=1&lang=zh-CN"), Locale::Zh);
+        assert_eq!(Locale::from_query("?lang=en"), Locale::En);
+        assert_eq!(Locale::from_query(""), Locale::En);
+        assert_eq!(Locale::from_query("?lang"), Locale::En);
+    }
+
+    #[test]
+    fn every_outcome_has_words_in_both_languages_and_they_differ() {
+        for code in std::iter::once(None).chain(Code::ALL.into_iter().map(Some)) {
+            let (en, zh) = (EN.outcome(code), ZH.outcome(code));
+            assert!(!en.is_empty() && !zh.is_empty());
+            assert_ne!(en, zh, "{code:?}");
+        }
+        assert_eq!(ZH.n_of_m(2, 3), "第 2 项，共 3 项");
+        assert_eq!(EN.n_of_m(2, 3), "2 of 3");
+    }
+
+    #[test]
+    fn countdowns_round_up_to_the_second() {
+        assert_eq!(EN.countdown(300_000), "5:00");
+        assert_eq!(EN.countdown(1), "0:01");
+        assert_eq!(EN.countdown(0), "0:00");
+    }
+}

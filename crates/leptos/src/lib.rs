@@ -1,0 +1,48 @@
+//! Countersign for Leptos 0.8 (CSR): declare actions from components, show the
+//! `<AgentDock/>`, point at page elements during handoffs, and run the in-page assistant.
+//!
+//! ```no_run
+//! use countersign::{Action, Confirm, Kind};
+//! use countersign_leptos::{provide_countersign, use_action, AgentDock, CountersignOptions};
+//! use leptos::prelude::*;
+//!
+//! #[component]
+//! fn App() -> impl IntoView {
+//!     let _ = provide_countersign(CountersignOptions::default());
+//!     view! { <Settings/> <AgentDock/> }
+//! }
+//!
+//! #[component]
+//! fn Settings() -> impl IntoView {
+//!     use_action(
+//!         Action::<countersign::NoParams>::new("reset_workspace", "Reset all settings.")
+//!             .kind(Kind::Danger)
+//!             .consequence(|_| "reset every setting to its default".into())
+//!             .run(|_| async { Ok::<_, String>(()) }),
+//!     );
+//!     view! { <p>"Settings"</p> }
+//! }
+//! ```
+
+pub mod assistant;
+mod clock;
+mod context;
+mod dock;
+mod highlight;
+mod i18n;
+mod use_action;
+mod use_page_state;
+mod use_target;
+
+pub use assistant::{Assistant, AssistantError, ModelClient, Reply, Rule, Scripted};
+pub use clock::now;
+pub use context::{
+    provide_countersign, use_countersign, Countersign, CountersignContext, CountersignOptions,
+    DockState, LogEntry, ProvideError, READ_PAGE_STATE,
+};
+pub use dock::{AgentDock, DOCK_CSS};
+pub use highlight::HIGHLIGHT_CLASS;
+pub use i18n::{Locale, Strings};
+pub use use_action::{use_action, use_action_with_options, UseActionOptions, UseActionReturn};
+pub use use_page_state::use_page_state;
+pub use use_target::use_target;

@@ -1,0 +1,627 @@
+//! The dock in headless Chromium: each test mounts a small page, drives the dock with
+//! real DOM events, and asserts both the outcome the model gets and the page state.
+#![cfg(target_arch = "wasm32")]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use countersign::{Action, Call, Confirm, Expect, Handoff, Kind, NoParams, Session, Settled};
+use countersign_leptos::{
+    provide_countersign, use_action, use_action_with_options, use_page_state, use_target,
+    AgentDock, Assistant, Countersign, CountersignOptions, Locale, Rule, Scripted,
+    UseActionOptions, HIGHLIGHT_CLASS,
+};
+use gloo_timers::future::TimeoutFuture;
+use leptos::prelude::*;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_test::*;
+use web_sys::{HtmlElement, HtmlInputElement};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+#[derive(Clone, Deserialize, JsonSchema)]
+struct Named {
+    /// A name.
+    name: String,
+}
+
+type Runs = Arc<Mutex<Vec<String>>>;
+
+fn logging(id: &str, kind: Kind, confirm: Confirm, runs: &Runs) -> Action<Named> {
+    let runs = Arc::clone(runs);
+    let tag = id.to_owned();
+    Action::<Named>::new(id, format!("Test action {id}."))
+        .title(format!("Title {id}"))
+        .kind(kind)
+        .confirm(confirm)
+        .consequence(|p| format!("set the name to `{}`", p.name))
+        .run(move |p: Named| {
+            let runs = Arc::clone(&runs);
+            let tag = tag.clone();
+            async move {
+                runs.lock().unwrap().push(format!("{tag}:{}", p.name));
+                Ok::<_, String>(serde_json::json!({ "name": p.name }))
+            }
+        })
+}
+
+#[derive(Clone, Copy)]
+struct PageSignals {
+    code: RwSignal<String>,
+    published: RwSignal<bool>,
+    temp_mounted: RwSignal<bool>,
+    enabled: RwSignal<bool>,
+}
+
+struct Page {
+    cs: Countersign,
+    runs: Runs,
+    root: HtmlElement,
+    signals: PageSignals,
+    _handle: leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>,
+}
+
+#[derive(Clone)]
+struct Setup {
+    locale: Locale,
+    handoff_timeout: Duration,
+    assistant: bool,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            locale: Locale::En,
+            handoff_timeout: Duration::from_secs(60),
+            assistant: false,
+        }
+    }
+}
+
+#[component]
+fn Temp(runs: Runs) -> impl IntoView {
+    use_action(logging("temp", Kind::Danger, Confirm::Unset, &runs));
+    view! { <p>"temporary"</p> }
+}
+
+#[component]
+fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoView {
+    use_action(logging("note", Kind::Write, Confirm::Unset, &runs));
+    use_action(logging("save", Kind::Write, Confirm::Ask, &runs));
+    use_action(logging("archive", Kind::Danger, Confirm::Ask, &runs));
+    let enabled = signals.enabled;
+    use_action(
+        logging("toggled", Kind::Write, Confirm::Unset, &runs)
+            .available(move || enabled.get_untracked()),
+    );
+    let published = signals.published;
+    use_action_with_options(
+        Action::<NoParams>::new("publish", "Publish.")
+            .title("Publish changes")
+            .kind(Kind::Danger)
+            .handoff(
+                Handoff::new(
+                    "Only you can enter the code.",
+                    Expect::new("the page shows published", move || {
+                        published.get_untracked()
+                    }),
+                )
+                .step("Type the verification code", Some("verification_code"))
+                .step("Press Publish", Some("publish_button"))
+                .timeout(timeout),
+            ),
+        UseActionOptions::default().target("publish_button"),
+    );
+    use_page_state("published", move || published.get_untracked());
+    let code_ref = use_target::<leptos::html::Input>("verification_code");
+    let button_ref = use_target::<leptos::html::Button>("publish_button");
+    let code = signals.code;
+    let temp = signals.temp_mounted;
+    view! {
+        <input id="code" node_ref=code_ref prop:value=move || code.get() on:input=move |ev| code.set(event_target_value(&ev)) />
+        <button id="publish" node_ref=button_ref on:click=move |_| {
+            if code.get_untracked() == "246810" { published.set(true); }
+        }>"Publish"</button>
+        <p id="status">{move || if published.get() { "published" } else { "draft" }}</p>
+        <Show when=move || temp.get()><Temp runs=runs.clone() /></Show>
+    }
+}
+
+fn mount(setup: Setup) -> Page {
+    let document = web_sys::window().unwrap().document().unwrap();
+    let root: HtmlElement = document.create_element("div").unwrap().unchecked_into();
+    document.body().unwrap().append_child(&root).unwrap();
+    let runs: Runs = Arc::default();
+    let slot: Rc<RefCell<Option<Countersign>>> = Rc::default();
+    let signals = PageSignals {
+        code: RwSignal::new(String::new()),
+        published: RwSignal::new(false),
+        temp_mounted: RwSignal::new(true),
+        enabled: RwSignal::new(true),
+    };
+    let (page_runs, page_slot) = (Arc::clone(&runs), Rc::clone(&slot));
+    let handle = leptos::mount::mount_to(root.clone(), move || {
+        let cs = provide_countersign(CountersignOptions {
+            session: Session::new("admin", Vec::<String>::new()),
+            locale: Some(setup.locale),
+            approval_timeout: None,
+        })
+        .unwrap();
+        *page_slot.borrow_mut() = Some(cs);
+        let assistant = setup.assistant.then(|| {
+            Assistant::new(Scripted::new(
+                setup.locale,
+                vec![
+                    Rule::new("save", serde_json::json!({"name": "{name}"}))
+                        .phrase("rename to {name}")
+                        .phrase("重命名为{name}"),
+                    Rule::new("archive", serde_json::json!({"name": "w"}))
+                        .phrase("archive")
+                        .phrase("归档"),
+                ],
+            ))
+        });
+        view! {
+            <main><Settings runs=page_runs.clone() signals=signals timeout=setup.handoff_timeout /></main>
+            {match assistant {
+                Some(a) => view! { <AgentDock assistant=a /> }.into_any(),
+                None => view! { <AgentDock /> }.into_any(),
+            }}
+        }
+        .into_any()
+    });
+    let cs = slot.borrow().clone().unwrap();
+    Page {
+        cs,
+        runs,
+        root,
+        signals,
+        _handle: handle,
+    }
+}
+
+impl Page {
+    fn q(&self, selector: &str) -> Option<HtmlElement> {
+        self.root
+            .query_selector(selector)
+            .unwrap()
+            .map(|e| e.unchecked_into())
+    }
+
+    fn all(&self, selector: &str) -> Vec<HtmlElement> {
+        let list = self.root.query_selector_all(selector).unwrap();
+        (0..list.length())
+            .filter_map(|i| list.get(i))
+            .map(|n| n.unchecked_into())
+            .collect()
+    }
+
+    fn click(&self, selector: &str) {
+        self.q(selector)
+            .unwrap_or_else(|| panic!("no `{selector}` to click"))
+            .click();
+    }
+
+    fn text(&self, selector: &str) -> String {
+        self.q(selector)
+            .map(|e| e.text_content().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    fn runs(&self) -> Vec<String> {
+        self.runs.lock().unwrap().clone()
+    }
+
+    fn call(&self, action: &str, args: &str) -> impl std::future::Future<Output = Settled> {
+        self.cs.call(Call::new("tc", action, args))
+    }
+
+    fn terminal_records(&self) -> usize {
+        self.cs
+            .audit()
+            .records()
+            .iter()
+            .filter(|r| r.is_terminal())
+            .count()
+    }
+
+    fn highlighted(&self) -> Vec<String> {
+        self.all(&format!(".{HIGHLIGHT_CLASS}"))
+            .iter()
+            .map(|e| e.id())
+            .collect()
+    }
+
+    fn type_into(&self, selector: &str, text: &str) {
+        let input: HtmlInputElement = self.q(selector).unwrap().unchecked_into();
+        input.set_value(text);
+        let event = web_sys::Event::new("input").unwrap();
+        input.dispatch_event(&event).unwrap();
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        self.root.remove();
+    }
+}
+
+async fn tick() {
+    TimeoutFuture::new(40).await;
+}
+
+fn code(s: &Settled) -> &'static str {
+    s.outcome.code_str()
+}
+
+#[wasm_bindgen_test]
+async fn none_runs_without_a_card() {
+    let page = mount(Setup::default());
+    let settled = page.call("note", r#"{"name":"a"}"#).await;
+    tick().await;
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(page.runs(), ["note:a"]);
+    assert!(page.q(".cs-card").is_none());
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn ask_shows_a_card_and_allow_runs_once() {
+    let page = mount(Setup::default());
+    let pending = page.call("save", r#"{"name":"Apollo"}"#);
+    tick().await;
+    assert!(page.runs().is_empty(), "ran before approval");
+    assert_eq!(page.text(".cs-card__title"), "Title save");
+    assert!(page
+        .text(".cs-card__consequence")
+        .contains("set the name to `Apollo`"));
+    assert!(page.text(".cs-card__args").contains("\"Apollo\""));
+    assert!(
+        page.q(".cs-allow-session").is_some(),
+        "Ask offers always-allow"
+    );
+    // Focus moved to the card.
+    let active = web_sys::window()
+        .unwrap()
+        .document()
+        .unwrap()
+        .active_element()
+        .unwrap();
+    assert!(
+        active.class_list().contains("cs-card"),
+        "focus is on {}",
+        active.class_name()
+    );
+    page.click(".cs-allow-once");
+    let settled = pending.await;
+    tick().await;
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(page.runs(), ["save:Apollo"]);
+    assert!(page.q(".cs-card").is_none(), "the card is gone");
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn always_allow_skips_the_next_card_and_is_revocable() {
+    let page = mount(Setup::default());
+    let first = page.call("save", r#"{"name":"a"}"#);
+    tick().await;
+    page.click(".cs-allow-session");
+    assert_eq!(code(&first.await), "OK");
+    tick().await;
+    assert_eq!(page.all(".cs-grant").len(), 1);
+    assert!(page.text(".cs-grants").contains("Title save"));
+
+    let second = page.call("save", r#"{"name":"b"}"#).await;
+    tick().await;
+    assert_eq!(code(&second), "OK");
+    assert!(page.q(".cs-card").is_none(), "granted call showed a card");
+
+    page.click(".cs-revoke");
+    tick().await;
+    assert!(page.q(".cs-grants").is_none());
+    let third = page.call("save", r#"{"name":"c"}"#);
+    tick().await;
+    assert!(page.q(".cs-card").is_some(), "asked again after revoking");
+    page.click(".cs-deny");
+    assert_eq!(code(&third.await), "PERMISSION_DENIED");
+    assert_eq!(page.runs(), ["save:a", "save:b"]);
+}
+
+#[wasm_bindgen_test]
+async fn ask_always_asks_every_time_and_offers_no_remember_option() {
+    let page = mount(Setup::default());
+    for round in 0..2 {
+        let pending = page.call("archive", r#"{"name":"w"}"#);
+        tick().await;
+        assert!(page.q(".cs-card").is_some(), "round {round}: not asked");
+        assert!(
+            page.q(".cs-allow-session").is_none(),
+            "round {round}: offered a remember option"
+        );
+        assert!(page.q(".cs-card--danger").is_some());
+        page.click(".cs-allow-once");
+        assert_eq!(code(&pending.await), "OK");
+        tick().await;
+    }
+    assert_eq!(page.runs().len(), 2);
+    assert!(page.q(".cs-grants").is_none());
+}
+
+#[wasm_bindgen_test]
+async fn deny_never_runs_and_the_model_gets_permission_denied_with_the_reason() {
+    let page = mount(Setup::default());
+    let pending = page.call("archive", r#"{"name":"w"}"#);
+    tick().await;
+    page.type_into(".cs-reason", "we still use it");
+    tick().await;
+    page.click(".cs-deny");
+    let settled = pending.await;
+    let json = settled.outcome.to_model_json();
+    assert_eq!(json["error"]["code"], "PERMISSION_DENIED");
+    assert!(json["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("we still use it"));
+    tick().await;
+    assert!(page.runs().is_empty());
+    assert!(page.q(".cs-card").is_none());
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn esc_on_a_card_approves_nothing() {
+    let page = mount(Setup::default());
+    let _pending = page.call("archive", r#"{"name":"w"}"#);
+    tick().await;
+    let init = web_sys::KeyboardEventInit::new();
+    init.set_key("Escape");
+    init.set_bubbles(true);
+    let esc = web_sys::KeyboardEvent::new_with_keyboard_event_init_dict("keydown", &init).unwrap();
+    page.q(".cs-card").unwrap().dispatch_event(&esc).unwrap();
+    tick().await;
+    assert!(page.runs().is_empty());
+    assert!(page.q(".cs-card").is_some(), "the card still waits");
+}
+
+#[wasm_bindgen_test]
+async fn double_click_on_allow_runs_once() {
+    let page = mount(Setup::default());
+    let pending = page.call("archive", r#"{"name":"w"}"#);
+    tick().await;
+    let allow = page.q(".cs-allow-once").unwrap();
+    allow.click();
+    allow.click();
+    assert_eq!(code(&pending.await), "OK");
+    tick().await;
+    assert_eq!(page.runs(), ["archive:w"]);
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn three_queued_calls_are_decided_independently() {
+    let page = mount(Setup::default());
+    let a = page.call("archive", r#"{"name":"one"}"#);
+    let b = page.call("archive", r#"{"name":"two"}"#);
+    let c = page.call("save", r#"{"name":"three"}"#);
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "1 of 3");
+    assert!(page.text(".cs-card__consequence").contains("one"));
+    page.click(".cs-allow-once");
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "2 of 3");
+    assert!(page.text(".cs-card__consequence").contains("two"));
+    page.click(".cs-deny");
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "3 of 3");
+    page.click(".cs-allow-once");
+    let (a, b, c) = (a.await, b.await, c.await);
+    assert_eq!(
+        (code(&a), code(&b), code(&c)),
+        ("OK", "PERMISSION_DENIED", "OK")
+    );
+    tick().await;
+    assert_eq!(page.runs(), ["archive:one", "save:three"]);
+    assert_eq!(page.terminal_records(), 3);
+}
+
+#[wasm_bindgen_test]
+async fn unmounting_during_a_pending_approval_settles_unavailable_and_removes_the_card() {
+    let page = mount(Setup::default());
+    let pending = page.call("temp", r#"{"name":"x"}"#);
+    tick().await;
+    assert_eq!(page.text(".cs-card__title"), "Title temp");
+    page.signals.temp_mounted.set(false);
+    let settled = pending.await;
+    tick().await;
+    assert_eq!(code(&settled), "UNAVAILABLE");
+    assert!(page.q(".cs-card").is_none(), "the card is gone");
+    assert!(page.runs().is_empty());
+    assert_eq!(page.terminal_records(), 1);
+    assert!(!page.cs.executor().action_ids().contains(&"temp".to_owned()));
+}
+
+#[wasm_bindgen_test]
+async fn availability_follows_a_signal() {
+    let page = mount(Setup::default());
+    let listed = |page: &Page| {
+        page.cs
+            .executor()
+            .projection()
+            .iter()
+            .any(|t| t.name == "toggled")
+    };
+    assert!(listed(&page));
+    page.signals.enabled.set(false);
+    assert!(!listed(&page), "a disabled action left the projection");
+    assert_eq!(
+        code(&page.call("toggled", r#"{"name":"x"}"#).await),
+        "UNAVAILABLE"
+    );
+    page.signals.enabled.set(true);
+    assert_eq!(code(&page.call("toggled", r#"{"name":"y"}"#).await), "OK");
+    assert_eq!(page.runs(), ["toggled:y"]);
+}
+
+#[wasm_bindgen_test]
+async fn a_handoff_gives_a_receipt_only_after_expect_passes_and_highlights_the_current_step() {
+    let page = mount(Setup::default());
+    let pending = page.call("publish", "{}");
+    tick().await;
+    assert!(
+        page.q(".cs-card").is_none(),
+        "a handoff is never also a card"
+    );
+    assert_eq!(page.all(".cs-steps li").len(), 2);
+    assert_eq!(
+        page.highlighted(),
+        ["code"],
+        "step 1 points at the code field"
+    );
+    assert!(
+        page.text(".cs-countdown").contains("1:00") || page.text(".cs-countdown").contains("0:59")
+    );
+    page.click(".cs-handoff-next");
+    tick().await;
+    assert_eq!(
+        page.highlighted(),
+        ["publish"],
+        "step 2 points at the button, not the field"
+    );
+    // The person does the step: the executor never filled or clicked anything.
+    assert_eq!(page.text("#status"), "draft");
+    page.type_into("#code", "246810");
+    tick().await;
+    page.click("#publish");
+    tick().await;
+    assert_eq!(page.text("#status"), "published");
+    page.click(".cs-handoff-done");
+    let settled = pending.await;
+    tick().await;
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(
+        settled.outcome.to_model_json()["receipt"]["done_by"],
+        "person"
+    );
+    assert!(page.q(".cs-handoff").is_none());
+    assert!(
+        page.highlighted().is_empty(),
+        "nothing stays highlighted after the handoff"
+    );
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn done_with_unchanged_state_is_handoff_failed_and_the_dock_says_so() {
+    let page = mount(Setup::default());
+    let pending = page.call("publish", "{}");
+    tick().await;
+    page.type_into("#code", "000000"); // a wrong code: Publish does nothing
+    page.click("#publish");
+    tick().await;
+    page.click(".cs-handoff-done");
+    assert_eq!(code(&pending.await), "HANDOFF_FAILED");
+    tick().await;
+    assert_eq!(page.text("#status"), "draft");
+    let logged = page
+        .q(".cs-msg--outcome[data-code='HANDOFF_FAILED']")
+        .expect("the log shows the failure");
+    assert!(logged.text_content().unwrap().contains("did not happen"));
+}
+
+#[wasm_bindgen_test]
+async fn cancel_gives_handoff_cancelled() {
+    let page = mount(Setup::default());
+    let pending = page.call("publish", "{}");
+    tick().await;
+    page.click(".cs-handoff-cancel");
+    assert_eq!(code(&pending.await), "HANDOFF_CANCELLED");
+    tick().await;
+    assert!(page.q(".cs-handoff").is_none());
+    assert!(page.highlighted().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn a_handoff_times_out_at_its_own_timeout() {
+    let page = mount(Setup {
+        handoff_timeout: Duration::from_millis(300),
+        ..Setup::default()
+    });
+    let pending = page.call("publish", "{}");
+    tick().await;
+    assert!(page.q(".cs-handoff").is_some());
+    let settled = pending.await; // the dock's timer fires; nobody clicks
+    tick().await;
+    assert_eq!(code(&settled), "HANDOFF_TIMEOUT");
+    assert!(page.q(".cs-handoff").is_none());
+    assert!(page.highlighted().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn chinese_copy_renders_when_the_locale_is_zh() {
+    let page = mount(Setup {
+        locale: Locale::Zh,
+        ..Setup::default()
+    });
+    let pending = page.call("save", r#"{"name":"阿波罗"}"#);
+    tick().await;
+    assert_eq!(page.text(".cs-allow-once"), "允许一次");
+    assert_eq!(page.text(".cs-allow-session"), "本次会话始终允许");
+    assert_eq!(page.text(".cs-deny"), "拒绝");
+    assert_eq!(page.text(".cs-card__count"), "第 1 项，共 1 项");
+    assert_eq!(page.text(".cs-kind"), "写入");
+    assert_eq!(
+        page.q(".cs-dock").unwrap().get_attribute("lang").as_deref(),
+        Some("zh-CN")
+    );
+    page.click(".cs-deny");
+    pending.await;
+    tick().await;
+    assert!(page.text(".cs-log").contains("未执行"));
+}
+
+#[wasm_bindgen_test]
+async fn the_chat_runs_a_turn_through_the_gate_and_reports_a_denial() {
+    let page = mount(Setup {
+        assistant: true,
+        ..Setup::default()
+    });
+    assert!(
+        page.q(".cs-badge--offline")
+            .map(|b| !b.hidden())
+            .unwrap_or(false),
+        "offline badge shown"
+    );
+    page.type_into(".cs-input", "please archive it");
+    tick().await;
+    page.click(".cs-send");
+    tick().await;
+    assert!(
+        !page.q(".cs-working").unwrap().hidden(),
+        "working state visible"
+    );
+    assert!(page.q(".cs-card").is_some());
+    page.click(".cs-deny");
+    tick().await;
+    tick().await;
+    assert!(page.q(".cs-working").unwrap().hidden());
+    let answer = page
+        .all(".cs-msg--assistant")
+        .last()
+        .unwrap()
+        .text_content()
+        .unwrap();
+    assert!(answer.contains("Not done"), "{answer}");
+    assert!(page.runs().is_empty());
+}
