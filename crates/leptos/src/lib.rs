@@ -34,7 +34,9 @@ mod use_action;
 mod use_page_state;
 mod use_target;
 
-pub use assistant::{Assistant, AssistantError, ModelClient, Reply, Rule, Scripted};
+pub use assistant::{
+    Assistant, AssistantError, Fallback, ModelClient, OpenAiCompatible, Reply, Rule, Scripted,
+};
 pub use clock::now;
 pub use context::{
     provide_countersign, use_countersign, Countersign, CountersignContext, CountersignOptions,

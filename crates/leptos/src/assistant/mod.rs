@@ -3,7 +3,9 @@
 //! until the model answers in text or the step cap is hit.
 
 mod client;
+mod fallback;
 mod message;
+mod openai;
 mod scripted;
 
 use std::cell::{Cell, RefCell};
@@ -13,7 +15,9 @@ use countersign::Call;
 use leptos::prelude::Set;
 
 pub use client::ModelClient;
+pub use fallback::Fallback;
 pub use message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
+pub use openai::{parse_completion, parse_error, OpenAiCompatible, DEFAULT_MODEL_TIMEOUT_MS};
 pub use scripted::{Reply, Rule, Scripted};
 
 use crate::context::{Countersign, LogEntry};
@@ -97,6 +101,7 @@ impl Assistant {
         }
         let dock = cs.dock();
         dock.working.set(true);
+        dock.offline.set(self.is_offline());
         cs.push_log(LogEntry::User(text.to_owned()));
         self.0
             .history
@@ -108,6 +113,8 @@ impl Assistant {
             Err(e) => cs.push_log(LogEntry::Error(e.to_string())),
         }
         dock.working.set(false);
+        // A fallback client may have switched to the offline assistant during the turn.
+        dock.offline.set(self.is_offline());
         self.0.busy.set(false);
         result
     }

@@ -1,0 +1,61 @@
+//! `Fallback`: a model client that falls back to the offline assistant when no model
+//! answers, and says so (the dock's "offline assistant" badge).
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use countersign::LocalBoxFuture;
+
+use super::client::ModelClient;
+use super::message::{ModelError, ModelRequest, ModelTurn};
+
+/// Tries the primary client; on "not configured" or "unavailable" switches to the
+/// offline one for the rest of the session. Malformed answers are errors, not a reason
+/// to switch silently.
+pub struct Fallback<P, O> {
+    primary: Rc<P>,
+    offline: Rc<O>,
+    using_offline: Rc<Cell<bool>>,
+}
+
+impl<P, O> std::fmt::Debug for Fallback<P, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fallback")
+            .field("using_offline", &self.using_offline.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: ModelClient + 'static, O: ModelClient + 'static> Fallback<P, O> {
+    /// Starts on the primary client unless `start_offline` (e.g. a failed probe).
+    pub fn new(primary: P, offline: O, start_offline: bool) -> Self {
+        Self {
+            primary: Rc::new(primary),
+            offline: Rc::new(offline),
+            using_offline: Rc::new(Cell::new(start_offline)),
+        }
+    }
+}
+
+impl<P: ModelClient + 'static, O: ModelClient + 'static> ModelClient for Fallback<P, O> {
+    fn complete(&self, request: ModelRequest) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
+        let (primary, offline, flag) = (
+            Rc::clone(&self.primary),
+            Rc::clone(&self.offline),
+            Rc::clone(&self.using_offline),
+        );
+        Box::pin(async move {
+            if !flag.get() {
+                match primary.complete(request.clone()).await {
+                    Err(ModelError::NotConfigured | ModelError::Unavailable(_)) => flag.set(true),
+                    other => return other,
+                }
+            }
+            offline.complete(request).await
+        })
+    }
+
+    fn is_offline(&self) -> bool {
+        self.using_offline.get()
+    }
+}

@@ -1,0 +1,313 @@
+//! `OpenAiCompatible`: Chat Completions with `tools`, posted to the gateway at the
+//! page's own origin. The provider's key never reaches the page: the gateway adds it.
+
+use countersign::{openai_tools, LocalBoxFuture};
+use serde_json::{json, Value};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+use super::client::ModelClient;
+use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
+
+/// How long one model request may take before it is abandoned.
+pub const DEFAULT_MODEL_TIMEOUT_MS: u32 = 60_000;
+
+/// A client for an OpenAI-compatible Chat Completions endpoint (by default the
+/// gateway's `/v1/chat/completions` at the page's origin).
+#[derive(Clone, Debug)]
+pub struct OpenAiCompatible {
+    base: String,
+    model: String,
+    timeout_ms: u32,
+}
+
+impl Default for OpenAiCompatible {
+    fn default() -> Self {
+        Self::new("/v1")
+    }
+}
+
+impl OpenAiCompatible {
+    /// A client for the API under `base` (e.g. `/v1`); the model is the gateway's default.
+    pub fn new(base: impl Into<String>) -> Self {
+        Self {
+            base: base.into().trim_end_matches('/').to_owned(),
+            model: String::from("default"),
+            timeout_ms: DEFAULT_MODEL_TIMEOUT_MS,
+        }
+    }
+
+    /// Names the model to ask for (the gateway may map or override it).
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// Whether a model answers here: `GET {base}/models` returns a model list.
+    /// Anything else (404, an HTML page, a "not configured" error) is `false`.
+    pub async fn probe(&self) -> bool {
+        match fetch("GET", &format!("{}/models", self.base), None, 5_000).await {
+            Ok((status, body)) if (200..300).contains(&status) => {
+                serde_json::from_str::<Value>(&body)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("data")
+                            .and_then(Value::as_array)
+                            .map(|d| !d.is_empty())
+                    })
+                    .unwrap_or(false)
+            }
+            _ => false,
+        }
+    }
+
+    /// The request body for a conversation (public so tests can check the wire format).
+    pub fn body(&self, request: &ModelRequest) -> Value {
+        let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
+        let mut body = serde_json::Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("messages".into(), Value::Array(messages));
+        if !request.tools.is_empty() {
+            body.insert("tools".into(), openai_tools(&request.tools));
+            body.insert("tool_choice".into(), json!("auto"));
+        }
+        Value::Object(body)
+    }
+}
+
+fn wire_message(message: &ChatMessage) -> Value {
+    let role = match message.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let mut out = serde_json::Map::new();
+    out.insert("role".into(), json!(role));
+    out.insert("content".into(), json!(message.content));
+    if !message.tool_calls.is_empty() {
+        let calls = message
+            .tool_calls
+            .iter()
+            .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+            .collect();
+        out.insert("tool_calls".into(), calls);
+    }
+    if let Some(id) = &message.tool_call_id {
+        out.insert("tool_call_id".into(), json!(id));
+    }
+    Value::Object(out)
+}
+
+/// Reads a Chat Completions response body into a turn.
+pub fn parse_completion(body: &str) -> Result<ModelTurn, ModelError> {
+    let value: Value =
+        serde_json::from_str(body).map_err(|e| ModelError::Malformed(format!("not JSON ({e})")))?;
+    let message = value
+        .pointer("/choices/0/message")
+        .ok_or_else(|| ModelError::Malformed("no choices[0].message".into()))?;
+    let text = message
+        .get("content")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let calls = match message.get("tool_calls") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(calls)) => calls
+            .iter()
+            .map(|c| {
+                let id = c.get("id").and_then(Value::as_str);
+                let name = c.pointer("/function/name").and_then(Value::as_str);
+                let arguments = c.pointer("/function/arguments");
+                match (id, name) {
+                    (Some(id), Some(name)) => Ok(ToolCall {
+                        id: id.to_owned(),
+                        name: name.to_owned(),
+                        // Arguments are a JSON string by the spec; some servers send an object.
+                        arguments: match arguments {
+                            Some(Value::String(s)) => s.clone(),
+                            Some(other) => other.to_string(),
+                            None => String::from("{}"),
+                        },
+                    }),
+                    _ => Err(ModelError::Malformed(
+                        "a tool call lacks an id or a function name".into(),
+                    )),
+                }
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(ModelError::Malformed("tool_calls is not a list".into())),
+    };
+    if calls.is_empty() {
+        Ok(ModelTurn::Text(text.unwrap_or_default()))
+    } else {
+        Ok(ModelTurn::ToolCalls { text, calls })
+    }
+}
+
+/// Reads an error body (`{"error":{"code","message"}}`) into a model error.
+pub fn parse_error(status: u16, body: &str) -> ModelError {
+    let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let code = value
+        .pointer("/error/code")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let message = value
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if code == "not_configured" {
+        ModelError::NotConfigured
+    } else if message.is_empty() {
+        ModelError::Unavailable(format!("HTTP {status}"))
+    } else {
+        ModelError::Unavailable(format!("HTTP {status}: {message}"))
+    }
+}
+
+impl ModelClient for OpenAiCompatible {
+    fn complete(&self, request: ModelRequest) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
+        let url = format!("{}/chat/completions", self.base);
+        let body = self.body(&request).to_string();
+        let timeout = self.timeout_ms;
+        Box::pin(async move {
+            let (status, text) = fetch("POST", &url, Some(&body), timeout)
+                .await
+                .map_err(ModelError::Unavailable)?;
+            if (200..300).contains(&status) {
+                parse_completion(&text)
+            } else {
+                Err(parse_error(status, &text))
+            }
+        })
+    }
+}
+
+async fn fetch(
+    method: &str,
+    url: &str,
+    body: Option<&str>,
+    timeout_ms: u32,
+) -> Result<(u16, String), String> {
+    let window = web_sys::window().ok_or("no window")?;
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    if let Some(body) = body {
+        init.set_body(&JsValue::from_str(body));
+    }
+    let abort = web_sys::AbortController::new().map_err(js_error)?;
+    init.set_signal(Some(&abort.signal()));
+    let request = web_sys::Request::new_with_str_and_init(url, &init).map_err(js_error)?;
+    request
+        .headers()
+        .set("content-type", "application/json")
+        .map_err(js_error)?;
+    let timer = gloo_timers::callback::Timeout::new(timeout_ms, move || abort.abort());
+    let response = JsFuture::from(window.fetch_with_request(&request))
+        .await
+        .map_err(js_error)?;
+    let response: web_sys::Response = response.dyn_into().map_err(js_error)?;
+    let text = JsFuture::from(response.text().map_err(js_error)?)
+        .await
+        .map_err(js_error)?;
+    drop(timer);
+    Ok((response.status(), text.as_string().unwrap_or_default()))
+}
+
+fn js_error(value: JsValue) -> String {
+    value
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| value.as_string())
+        .unwrap_or_else(|| "the request failed".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_call_response_becomes_calls() {
+        let body = r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":null,
+            "tool_calls":[{"id":"call_1","type":"function","function":{"name":"archive_workspace","arguments":"{}"}}]},
+            "finish_reason":"tool_calls"}]}"#;
+        assert_eq!(
+            parse_completion(body).unwrap(),
+            ModelTurn::ToolCalls {
+                text: None,
+                calls: vec![ToolCall {
+                    id: "call_1".into(),
+                    name: "archive_workspace".into(),
+                    arguments: "{}".into()
+                }],
+            }
+        );
+    }
+
+    #[test]
+    fn text_and_malformed_responses() {
+        let body = r#"{"choices":[{"message":{"role":"assistant","content":"Hello"}}]}"#;
+        assert_eq!(
+            parse_completion(body).unwrap(),
+            ModelTurn::Text("Hello".into())
+        );
+        assert!(matches!(
+            parse_completion("<html>"),
+            Err(ModelError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_completion(r#"{"choices":[]}"#),
+            Err(ModelError::Malformed(_))
+        ));
+        let bad = r#"{"choices":[{"message":{"tool_calls":[{"function":{"name":"x"}}]}}]}"#;
+        assert!(matches!(
+            parse_completion(bad),
+            Err(ModelError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn errors_map_to_not_configured_or_unavailable() {
+        assert_eq!(
+            parse_error(
+                503,
+                r#"{"error":{"code":"not_configured","message":"no upstream"}}"#
+            ),
+            ModelError::NotConfigured
+        );
+        assert_eq!(
+            parse_error(502, "oops"),
+            ModelError::Unavailable("HTTP 502".into())
+        );
+    }
+
+    #[test]
+    fn the_body_speaks_the_chat_completions_wire_format() {
+        let client = OpenAiCompatible::default().model("m");
+        let request = ModelRequest {
+            messages: vec![
+                ChatMessage::text(Role::User, "hi"),
+                ChatMessage {
+                    role: Role::Assistant,
+                    content: None,
+                    tool_calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "a".into(),
+                        arguments: "{}".into(),
+                    }],
+                    tool_call_id: None,
+                },
+                ChatMessage::tool("c1", r#"{"ok":true}"#),
+            ],
+            tools: Vec::new(),
+        };
+        let body = client.body(&request);
+        assert_eq!(body["model"], "m");
+        assert_eq!(
+            body["messages"][1]["tool_calls"][0]["function"]["name"],
+            "a"
+        );
+        assert_eq!(body["messages"][1]["content"], Value::Null);
+        assert_eq!(body["messages"][2]["tool_call_id"], "c1");
+        assert!(body.get("tools").is_none());
+    }
+}
