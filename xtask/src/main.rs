@@ -9,11 +9,16 @@ use std::process::{Command, ExitCode};
 
 /// The trunk release that builds with this machine's rustc (0.22 needs a newer one).
 const TRUNK_VERSION: &str = "0.21.14";
-/// Debian packages the browser tests and release builds need, with a binary each provides.
-const APT_PACKAGES: [(&str, &str); 3] = [
-    ("chromium", "chromium"),
-    ("chromium-driver", "chromedriver"),
-    ("binaryen", "wasm-opt"),
+/// Debian packages the browser tests and release builds need, with a file each installs.
+const APT_PACKAGES: [(&str, &str); 4] = [
+    ("chromium", "/usr/bin/chromium"),
+    ("chromium-driver", "/usr/bin/chromedriver"),
+    ("binaryen", "/usr/bin/wasm-opt"),
+    // Chinese glyphs for the zh screenshots (otherwise they render as boxes).
+    (
+        "fonts-wqy-microhei",
+        "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+    ),
 ];
 
 type Result<T = ()> = std::result::Result<T, String>;
@@ -28,13 +33,17 @@ fn main() -> ExitCode {
         "setup" => setup(),
         "test" => setup().and_then(|()| test()),
         "bench" => bench(rest),
-        "serve" => serve(),
+        "serve" => setup().and_then(|()| serve()),
+        "size" => setup().and_then(|()| size()),
         _ => {
             println!("usage: cargo xtask <setup|test|bench|serve>");
             println!("  setup  install what this machine lacks (wasm32 target, trunk, wasm-bindgen-cli, Chromium, ChromeDriver, binaryen)");
             println!("  test   setup, then fmt, clippy (native and wasm32), docs and every test");
             println!("  bench  run the benchmarks (extra arguments go to criterion)");
-            println!("  serve  run the main job");
+            println!("  serve  run the main job: the tutorial on http://127.0.0.1:8080/");
+            println!(
+                "  size   build the tutorial and a bare Leptos counter for release; compare sizes"
+            );
             return if task == "help" {
                 ExitCode::SUCCESS
             } else {
@@ -107,10 +116,6 @@ fn version_of(program: &str) -> Option<String> {
     })
 }
 
-fn on_path(program: &str) -> bool {
-    env::split_paths(&path_with_cargo_bin()).any(|dir| dir.join(program).is_file())
-}
-
 fn setup() -> Result {
     println!("==> setup: checking what this machine has");
     let targets = cmd("rustup")
@@ -130,11 +135,11 @@ fn setup() -> Result {
 
     let missing: Vec<&str> = APT_PACKAGES
         .iter()
-        .filter(|(_, bin)| !on_path(bin))
+        .filter(|(_, file)| !Path::new(file).is_file())
         .map(|(pkg, _)| *pkg)
         .collect();
     if missing.is_empty() {
-        println!("ok: chromium, chromedriver, wasm-opt");
+        println!("ok: chromium, chromedriver, wasm-opt, CJK font");
     } else {
         apt_install(&missing)?;
     }
@@ -259,7 +264,10 @@ fn test() -> Result {
         wasm,
     ]);
     c.args(["--", "-D", "warnings"]);
-    run("clippy (wasm32: the Leptos crate and its browser tests)", c)?;
+    run(
+        "clippy (wasm32: the Leptos crate, its browser tests, the tutorial)",
+        c,
+    )?;
 
     let mut c = cargo();
     c.args(["doc", "--workspace", "--no-deps"])
@@ -267,10 +275,11 @@ fn test() -> Result {
     run("cargo doc (every public item documented, links resolve)", c)?;
 
     let mut c = cargo();
-    c.args(["test", "--workspace"]);
+    c.args(["test", "--workspace", "--exclude", "countersign-e2e"]);
     run("native tests, doctests included", c)?;
 
     browser_tests()?;
+    end_to_end()?;
 
     println!("\n==> all checks passed");
     Ok(())
@@ -307,6 +316,21 @@ fn browser_tests() -> Result {
     run("browser tests: the dock in headless Chromium", c)
 }
 
+/// The tutorial built with trunk, served on loopback, driven through ChromeDriver.
+fn end_to_end() -> Result {
+    let dist = root().join("target").join("e2e-dist");
+    let mut c = cmd("trunk");
+    c.args(["build", "--dist"]).arg(&dist);
+    run(
+        "building the tutorial for the end-to-end tests (trunk build)",
+        c,
+    )?;
+    let mut c = cargo();
+    c.args(["test", "-p", "countersign-e2e", "--test", "tutorial"])
+        .env("COUNTERSIGN_DIST", &dist);
+    run("end-to-end: the tutorial in headless Chromium", c)
+}
+
 fn bench(extra: &[String]) -> Result {
     let mut c = cargo();
     c.args(["bench", "-p", "countersign", "--bench", "gate", "--"])
@@ -315,16 +339,68 @@ fn bench(extra: &[String]) -> Result {
 }
 
 fn serve() -> Result {
-    // The tutorial page arrives with the Leptos crate; until then the main job is the
-    // gate walkthrough, which runs the tutorial's four actions through the real executor.
-    let mut c = cargo();
-    c.args([
-        "run",
-        "--quiet",
-        "-p",
-        "countersign",
-        "--example",
-        "walkthrough",
-    ]);
-    run("the workspace-settings walkthrough (offline)", c)
+    println!("\n==> the workspace-settings tutorial");
+    println!("    open http://127.0.0.1:8080/  (Chinese: http://127.0.0.1:8080/?lang=zh)");
+    println!("    the offline assistant answers unless a model gateway runs on 127.0.0.1:8787");
+    println!("    the first build takes a few minutes; Ctrl-C stops the server\n");
+    let mut c = cmd("trunk");
+    c.args(["serve", "--address", "127.0.0.1", "--port", "8080"]);
+    run("trunk serve", c)
+}
+
+/// Builds the tutorial and the bare counter the same way (release, wasm-opt -Oz) and
+/// compares wasm + JS, raw and gzip -9.
+fn size() -> Result {
+    let out = root().join("target").join("size");
+    let builds = [
+        ("counter", root().join("examples/counter/index.html")),
+        ("tutorial", root().join("index.html")),
+    ];
+    let mut totals = Vec::new();
+    for (name, index) in &builds {
+        let dist = out.join(name);
+        let mut c = cmd("trunk");
+        c.args(["build", "--release", "--dist"])
+            .arg(&dist)
+            .arg(index);
+        run(&format!("trunk build --release ({name})"), c)?;
+        let mut raw = 0u64;
+        let mut gz = 0u64;
+        let entries = std::fs::read_dir(&dist).map_err(|e| format!("{}: {e}", dist.display()))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if ext == "wasm" || ext == "js" {
+                raw += entry.metadata().map(|m| m.len()).unwrap_or(0);
+                let out = cmd("gzip")
+                    .args(["-9", "-c"])
+                    .arg(&path)
+                    .output()
+                    .map_err(|e| format!("gzip: {e}"))?;
+                gz += out.stdout.len() as u64;
+                println!(
+                    "    {name}: {} {} bytes",
+                    path.file_name().and_then(|n| n.to_str()).unwrap_or(""),
+                    entry.metadata().map(|m| m.len()).unwrap_or(0)
+                );
+            }
+        }
+        totals.push((name, raw, gz));
+    }
+    println!("\n| build | wasm + JS | gzip -9 |\n| --- | --- | --- |");
+    for (name, raw, gz) in &totals {
+        println!(
+            "| {name} | {:.1} KB | {:.1} KB |",
+            *raw as f64 / 1024.0,
+            *gz as f64 / 1024.0
+        );
+    }
+    if let [(_, craw, cgz), (_, traw, tgz)] = totals.as_slice() {
+        println!(
+            "\ntutorial / counter: {:.2}x raw, {:.2}x gzip",
+            *traw as f64 / *craw as f64,
+            *tgz as f64 / *cgz as f64
+        );
+    }
+    Ok(())
 }

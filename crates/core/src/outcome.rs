@@ -163,6 +163,8 @@ pub struct Refusal {
 pub struct Receipt {
     /// The action that ran.
     pub action: String,
+    /// The action's title, as the person saw it.
+    pub title: String,
     /// What happened, in the registry's words (the consequence text), when the action has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consequence: Option<String>,

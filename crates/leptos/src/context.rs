@@ -312,10 +312,8 @@ impl Countersign {
     pub fn title_of(&self, action: &str) -> String {
         self.0
             .executor
-            .projection()
-            .into_iter()
-            .find(|t| t.name == action)
-            .map_or_else(|| action.to_owned(), |t| t.annotations.title)
+            .title_of(action)
+            .unwrap_or_else(|| action.to_owned())
     }
 
     /// Kind of a projected action, if visible.

@@ -35,7 +35,8 @@ mod use_page_state;
 mod use_target;
 
 pub use assistant::{
-    Assistant, AssistantError, Fallback, ModelClient, OpenAiCompatible, Reply, Rule, Scripted,
+    Assistant, AssistantError, Fallback, FallbackSwitch, ModelClient, OpenAiCompatible, Reply,
+    Rule, Scripted,
 };
 pub use clock::now;
 pub use context::{

@@ -479,6 +479,7 @@ impl Inner {
                 ),
                 Ok(()) => (
                     Outcome::Done(Receipt {
+                        title: live.action.meta().title.clone(),
                         action: id,
                         consequence: live.consequence.clone(),
                         done_by: DoneBy::Assistant,
@@ -657,6 +658,7 @@ impl Inner {
             HandoffState::Waiting => return,
             HandoffState::Completed => (
                 Outcome::Done(Receipt {
+                    title: meta.title.clone(),
                     action: id,
                     consequence: live.consequence.clone(),
                     done_by: DoneBy::Person,

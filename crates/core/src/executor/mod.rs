@@ -321,6 +321,16 @@ impl Executor {
         self.with(|inner| inner.live.len())
     }
 
+    /// The title of a registered action (available or not), if it is registered.
+    pub fn title_of(&self, action: &str) -> Option<String> {
+        self.with(|inner| {
+            inner
+                .actions
+                .get(action)
+                .map(|e| e.action.meta().title.clone())
+        })
+    }
+
     /// The ids of the registered actions, sorted.
     pub fn action_ids(&self) -> Vec<String> {
         self.with(|inner| {

@@ -37,6 +37,29 @@ impl<P: ModelClient + 'static, O: ModelClient + 'static> Fallback<P, O> {
     }
 }
 
+impl<P, O> Fallback<P, O> {
+    /// A handle to switch back to the primary client later (e.g. after a probe succeeds).
+    pub fn switch(&self) -> FallbackSwitch {
+        FallbackSwitch(Rc::clone(&self.using_offline))
+    }
+}
+
+/// Switches a [`Fallback`] between its primary and offline clients.
+#[derive(Clone, Debug)]
+pub struct FallbackSwitch(Rc<Cell<bool>>);
+
+impl FallbackSwitch {
+    /// Uses the primary client (`true`) or the offline one (`false`) from the next request on.
+    pub fn set_online(&self, online: bool) {
+        self.0.set(!online);
+    }
+
+    /// Whether the offline client is in use.
+    pub fn is_offline(&self) -> bool {
+        self.0.get()
+    }
+}
+
 impl<P: ModelClient + 'static, O: ModelClient + 'static> ModelClient for Fallback<P, O> {
     fn complete(&self, request: ModelRequest) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
         let (primary, offline, flag) = (

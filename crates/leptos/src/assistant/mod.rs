@@ -15,7 +15,7 @@ use countersign::Call;
 use leptos::prelude::Set;
 
 pub use client::ModelClient;
-pub use fallback::Fallback;
+pub use fallback::{Fallback, FallbackSwitch};
 pub use message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
 pub use openai::{parse_completion, parse_error, OpenAiCompatible, DEFAULT_MODEL_TIMEOUT_MS};
 pub use scripted::{Reply, Rule, Scripted};

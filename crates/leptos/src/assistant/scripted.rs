@@ -2,7 +2,8 @@
 //! Chinese) to tool calls from a table the app supplies, and reacts to results like a
 //! model should: a refusal is reported as "not done" and never retried.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 use countersign::{Code, LocalBoxFuture};
 use serde_json::Value;
@@ -81,6 +82,9 @@ pub struct Scripted {
     locale: Locale,
     help: Option<Reply>,
     next_id: Cell<u64>,
+    // Titles of every tool seen, so a result still reads well after its action left
+    // the projection (e.g. publish, once published).
+    titles: RefCell<HashMap<String, String>>,
 }
 
 impl Scripted {
@@ -91,6 +95,7 @@ impl Scripted {
             locale,
             help: None,
             next_id: Cell::new(1),
+            titles: RefCell::default(),
         }
     }
 
@@ -102,6 +107,12 @@ impl Scripted {
 
     /// Plans the next turn for a conversation (the synchronous core of [`ModelClient::complete`]).
     pub fn plan(&self, request: &ModelRequest) -> ModelTurn {
+        self.titles.borrow_mut().extend(
+            request
+                .tools
+                .iter()
+                .map(|t| (t.name.clone(), t.annotations.title.clone())),
+        );
         let locale = self.language(&request.messages);
         match request.messages.last() {
             Some(last) if last.role == Role::Tool => ModelTurn::Text(self.report(request, locale)),
@@ -201,11 +212,12 @@ impl Scripted {
                     .as_ref()
                     .and_then(|id| calls.iter().find(|c| &c.id == id))
                     .map_or("", |c| c.name.as_str());
-                let title = request
-                    .tools
-                    .iter()
-                    .find(|t| t.name == action)
-                    .map_or_else(|| action.to_owned(), |t| t.annotations.title.clone());
+                let title = self
+                    .titles
+                    .borrow()
+                    .get(action)
+                    .cloned()
+                    .unwrap_or_else(|| action.to_owned());
                 let rule = self.rules.iter().find(|r| r.action == action);
                 describe(m.content.as_deref().unwrap_or(""), &title, rule, locale)
             })
@@ -229,18 +241,19 @@ fn is_cjk(c: char) -> bool {
     matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3400}'..='\u{4dbf}' | '\u{3000}'..='\u{303f}' | '\u{ff00}'..='\u{ffef}')
 }
 
-/// Where `phrase` occurs in `text` (ASCII case-insensitive) and what fills its slot.
+/// Where `phrase` occurs in `text` (ASCII case-insensitive, on word boundaries so
+/// "publish" does not match "published") and what fills its slot.
 fn match_phrase(phrase: &str, text: &str) -> Option<(usize, Option<String>)> {
     let lower = text.to_ascii_lowercase();
     let phrase = phrase.to_ascii_lowercase();
-    match phrase
+    let slot = phrase
         .split_once('{')
-        .and_then(|(before, rest)| rest.split_once('}').map(|(_, after)| (before, after)))
-    {
-        None => lower.find(&phrase).map(|at| (at, None)),
+        .and_then(|(before, rest)| rest.split_once('}').map(|(_, after)| (before, after)));
+    match slot {
+        None => find_word(&lower, &phrase).map(|at| (at, None)),
         Some((before, after)) => {
-            let at = lower.find(before)?;
-            let start = at + before.len();
+            let at = find_word(&lower, before.trim_end())?;
+            let start = at + before.trim_end().len();
             let rest = text.get(start..)?;
             let rest_lower = lower.get(start..)?;
             let end = if after.trim().is_empty() {
@@ -252,6 +265,29 @@ fn match_phrase(phrase: &str, text: &str) -> Option<(usize, Option<String>)> {
             (!slot.is_empty()).then_some((at, Some(slot)))
         }
     }
+}
+
+/// The first occurrence of `needle` in `haystack` not inside an ASCII word.
+fn find_word(haystack: &str, needle: &str) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    let mut from = 0;
+    while let Some(found) = haystack.get(from..).and_then(|h| h.find(needle)) {
+        let at = from + found;
+        let end = at + needle.len();
+        let before = haystack.get(..at).and_then(|h| h.chars().next_back());
+        let after = haystack.get(end..).and_then(|h| h.chars().next());
+        let joins = |c: Option<char>, edge: Option<char>| {
+            c.is_some_and(|c| c.is_ascii_alphanumeric())
+                && edge.is_some_and(|e| e.is_ascii_alphanumeric())
+        };
+        if !joins(before, needle.chars().next()) && !joins(after, needle.chars().next_back()) {
+            return Some(at);
+        }
+        from = at + needle.chars().next().map_or(1, char::len_utf8);
+    }
+    None
 }
 
 /// Where a trailing slot ends: at the next clause separator, or the end.
@@ -551,6 +587,23 @@ mod tests {
             panic!()
         };
         assert!(text.contains("离线助手") && text.contains("归档"), "{text}");
+    }
+
+    #[test]
+    fn phrases_match_whole_words_only() {
+        let p = planner();
+        assert!(matches!(
+            p.plan(&request(vec![user("is it archived?")])),
+            ModelTurn::Text(_)
+        ));
+        assert_eq!(
+            calls(p.plan(&request(vec![user("Archive it!")])))[0].0,
+            "archive_workspace"
+        );
+        assert_eq!(
+            calls(p.plan(&request(vec![user("请归档")])))[0].0,
+            "archive_workspace"
+        );
     }
 
     #[test]

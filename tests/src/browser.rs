@@ -1,0 +1,263 @@
+//! ChromeDriver and a small vocabulary for driving the page as a person would.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Map, Value};
+use tokio::process::{Child, Command};
+
+const CHROME_ARGS: [&str; 10] = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--window-size=1280,900",
+];
+
+/// A running ChromeDriver with one headless Chromium session.
+pub struct Browser {
+    /// The WebDriver session.
+    pub client: Client,
+    _driver: Child,
+}
+
+impl std::fmt::Debug for Browser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Browser")
+    }
+}
+
+impl Browser {
+    /// Starts ChromeDriver on a free loopback port and opens a headless session.
+    pub async fn start() -> Result<Self, String> {
+        let driver_path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .ok_or("chromedriver is not installed; run `cargo xtask setup`")?;
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+            probe.local_addr().map_err(|e| e.to_string())?.port()
+        };
+        let driver = Command::new(driver_path)
+            .arg(format!("--port={port}"))
+            .kill_on_drop(true)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("could not start chromedriver ({e})"))?;
+        let url = format!("http://127.0.0.1:{port}");
+        let mut caps = Map::new();
+        let mut chrome = Map::new();
+        chrome.insert("args".into(), json!(CHROME_ARGS));
+        if std::path::Path::new("/usr/bin/chromium").is_file() {
+            chrome.insert("binary".into(), json!("/usr/bin/chromium"));
+        }
+        caps.insert("goog:chromeOptions".into(), Value::Object(chrome));
+        let mut last = String::new();
+        for _ in 0..100 {
+            match ClientBuilder::native()
+                .capabilities(caps.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => {
+                    return Ok(Self {
+                        client,
+                        _driver: driver,
+                    })
+                }
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(format!("could not open a browser session: {last}"))
+    }
+}
+
+/// The page under test, with the folder its screenshots go to.
+#[derive(Debug)]
+pub struct Ui<'a> {
+    /// The WebDriver session.
+    pub client: &'a Client,
+    /// The server's base URL.
+    pub base: String,
+    /// Where screenshots go.
+    pub shots: PathBuf,
+}
+
+/// How long a wait for the page may take.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+impl Ui<'_> {
+    /// Opens the tutorial (`lang` is `en` or `zh`) and waits for the dock.
+    pub async fn open(&self, lang: &str) -> Result<(), String> {
+        self.client
+            .goto(&format!("{}/?lang={lang}", self.base))
+            .await
+            .map_err(|e| format!("could not open the page: {e}"))?;
+        self.wait_for(".cs-dock").await?;
+        self.wait_for("#current-name").await
+    }
+
+    /// Waits until an element matches `css`.
+    pub async fn wait_for(&self, css: &str) -> Result<(), String> {
+        self.client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(css))
+            .await
+            .map(|_| ())
+            .map_err(|_| format!("`{css}` never appeared"))
+    }
+
+    /// Waits until no element matches `css`.
+    pub async fn wait_gone(&self, css: &str) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if self.count(css).await? == 0 {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(format!("`{css}` never went away"))
+    }
+
+    /// Waits until the text of `css` contains `needle`.
+    pub async fn wait_text(&self, css: &str, needle: &str) -> Result<String, String> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut last = String::new();
+        while tokio::time::Instant::now() < deadline {
+            last = self.text(css).await.unwrap_or_default();
+            if last.contains(needle) {
+                return Ok(last);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(format!(
+            "`{css}` never contained {needle:?}; it shows {last:?}"
+        ))
+    }
+
+    /// The text of the last element matching `css`.
+    pub async fn text(&self, css: &str) -> Result<String, String> {
+        let all = self
+            .client
+            .find_all(Locator::Css(css))
+            .await
+            .map_err(|e| e.to_string())?;
+        match all.last() {
+            Some(el) => el.text().await.map_err(|e| e.to_string()),
+            None => Err(format!("no `{css}`")),
+        }
+    }
+
+    /// How many elements match `css`.
+    pub async fn count(&self, css: &str) -> Result<usize, String> {
+        self.client
+            .find_all(Locator::Css(css))
+            .await
+            .map(|v| v.len())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Clicks the element matching `css`.
+    pub async fn click(&self, css: &str) -> Result<(), String> {
+        let el = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .map_err(|_| format!("no `{css}` to click"))?;
+        el.click()
+            .await
+            .map_err(|e| format!("could not click `{css}`: {e}"))
+    }
+
+    /// Types into the element matching `css`, as keystrokes.
+    pub async fn type_into(&self, css: &str, text: &str) -> Result<(), String> {
+        let el = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .map_err(|_| format!("no `{css}` to type into"))?;
+        el.send_keys(text)
+            .await
+            .map_err(|e| format!("could not type into `{css}`: {e}"))
+    }
+
+    /// The `value` of an input.
+    pub async fn value(&self, css: &str) -> Result<String, String> {
+        let el = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .map_err(|_| format!("no `{css}`"))?;
+        el.prop("value")
+            .await
+            .map_err(|e| e.to_string())
+            .map(Option::unwrap_or_default)
+    }
+
+    /// Whether the element matching `css` has `class`.
+    pub async fn has_class(&self, css: &str, class: &str) -> Result<bool, String> {
+        let el = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .map_err(|_| format!("no `{css}`"))?;
+        let classes = el
+            .attr("class")
+            .await
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        Ok(classes.split_whitespace().any(|c| c == class))
+    }
+
+    /// Sends a message to the assistant through the dock's chat.
+    pub async fn say(&self, text: &str) -> Result<(), String> {
+        self.type_into(".cs-input", text).await?;
+        self.click(".cs-send").await
+    }
+
+    /// The assistant's latest answer, once it contains `needle`.
+    pub async fn answer_contains(&self, needle: &str) -> Result<String, String> {
+        self.wait_text(".cs-msg--assistant", needle).await
+    }
+
+    /// Saves a screenshot as `<name>.png` in the screenshot folder.
+    pub async fn shot(&self, name: &str) -> Result<(), String> {
+        let png = self.client.screenshot().await.map_err(|e| e.to_string())?;
+        std::fs::write(self.shots.join(format!("{name}.png")), png).map_err(|e| e.to_string())
+    }
+
+    /// Resizes the window.
+    pub async fn size(&self, width: u32, height: u32) -> Result<(), String> {
+        self.client
+            .set_window_size(width, height)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Runs a script in the page and returns its result.
+    pub async fn eval(&self, script: &str) -> Result<Value, String> {
+        self.client
+            .execute(script, vec![])
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Fails with `message` unless `condition` holds.
+pub fn ensure(condition: bool, message: impl Into<String>) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message.into())
+    }
+}

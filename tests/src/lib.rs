@@ -1,0 +1,15 @@
+//! Helpers for the real-browser end-to-end tests: build the tutorial, serve it on
+//! loopback, start ChromeDriver, and drive the page as a person would.
+#![allow(clippy::print_stdout)]
+
+mod browser;
+mod serve;
+
+pub use browser::{ensure, Browser, Ui, WAIT};
+pub use serve::{build_tutorial, serve_dir, workspace_root};
+
+/// A test failure: what was expected and what the page showed.
+pub type Failure = String;
+
+/// One scenario's result.
+pub type Outcome = Result<(), Failure>;

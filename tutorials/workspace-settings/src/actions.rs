@@ -1,0 +1,107 @@
+//! The page's four actions, declared from the settings component.
+
+use countersign::{Action, Confirm, Expect, Handoff, Kind, NoParams};
+use countersign_leptos::{use_action_with_options, UseActionOptions};
+use leptos::prelude::*;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::copy::Copy;
+use crate::workspace::{validate_name, Workspace};
+
+/// Params of `save_workspace_name`.
+#[derive(Clone, Deserialize, JsonSchema)]
+struct Rename {
+    /// The new workspace name: 1 to 64 characters, no control characters.
+    name: String,
+}
+
+/// Registers the page's actions for as long as the settings component is mounted.
+pub(crate) fn declare(ws: Workspace, copy: &'static Copy) {
+    // Save name: Write + confirm Ask → asked the first time; "always allow this session" is offered.
+    use_action_with_options(
+        Action::<Rename>::new("save_workspace_name", copy.save_desc)
+            .title(copy.save_title)
+            .kind(Kind::Write)
+            .confirm(Confirm::Ask)
+            .scope("workspace.write")
+            .available(move || !ws.archived.get_untracked())
+            .validate(|p| validate_name(&p.name))
+            .consequence(move |p| copy.rename_consequence(&ws.name.get_untracked(), p.name.trim()))
+            .run(move |p: Rename| async move {
+                ws.rename(p.name.trim());
+                Ok::<_, String>(json!({ "name": ws.name.get_untracked() }))
+            })
+            .verify(move |p, _| {
+                if ws.name.get_untracked() == p.name.trim() {
+                    Ok(())
+                } else {
+                    Err("the page still shows the old name".into())
+                }
+            }),
+        UseActionOptions::default().target("workspace_name"),
+    );
+
+    // Archive: Danger declared with confirm Ask as well; still asked every time (AskAlways).
+    use_action_with_options(
+        Action::<NoParams>::new("archive_workspace", copy.archive_desc)
+            .title(copy.archive_title)
+            .kind(Kind::Danger)
+            .confirm(Confirm::Ask)
+            .scope("workspace.admin")
+            .available(move || !ws.archived.get_untracked())
+            .consequence(move |_| copy.archive_consequence(&ws.name.get_untracked()))
+            .run(move |_| async move {
+                ws.archived.set(true);
+                Ok::<_, String>(json!({ "archived": true }))
+            })
+            .verify(move |_, _| {
+                if ws.archived.get_untracked() {
+                    Ok(())
+                } else {
+                    Err("the page does not show the workspace as archived".into())
+                }
+            }),
+        UseActionOptions::default().target("archive_button"),
+    );
+
+    // Reset: Danger → asked every time; the consequence states what is lost.
+    use_action_with_options(
+        Action::<NoParams>::new("reset_workspace", copy.reset_desc)
+            .title(copy.reset_title)
+            .kind(Kind::Danger)
+            .scope("workspace.admin")
+            .available(move || !ws.archived.get_untracked())
+            .consequence(move |_| {
+                copy.reset_consequence(
+                    &ws.name.get_untracked(),
+                    ws.description.with_untracked(|d| d.chars().count()),
+                )
+            })
+            .run(move |_| async move {
+                ws.reset();
+                Ok::<_, String>(json!({ "name": ws.name.get_untracked() }))
+            }),
+        UseActionOptions::default().target("reset_button"),
+    );
+
+    // Publish: Danger with a handoff. The assistant cannot do it: the person types the
+    // code and presses Publish; only the page turning "published" completes it.
+    use_action_with_options(
+        Action::<NoParams>::new("publish_changes", copy.publish_desc)
+            .title(copy.publish_title)
+            .kind(Kind::Danger)
+            .scope("workspace.admin")
+            .available(move || !ws.archived.get_untracked() && !ws.published.get_untracked())
+            .handoff(
+                Handoff::new(
+                    copy.publish_reason,
+                    Expect::new(copy.publish_expect, move || ws.published.get_untracked()),
+                )
+                .step(copy.publish_step_one, Some("verification_code"))
+                .step(copy.publish_step_two, Some("publish_button")),
+            ),
+        UseActionOptions::default().target("publish_button"),
+    );
+}

@@ -1,0 +1,63 @@
+//! The workspace-settings tutorial: four actions (save name, archive, reset, publish with
+//! a handoff), read-only page state, and the in-page assistant in the `<AgentDock/>`.
+//!
+//! Run it with `cargo xtask serve`; read `tutorials/workspace-settings/README.md`.
+
+mod actions;
+mod copy;
+mod planner;
+mod settings;
+mod workspace;
+
+use countersign::Session;
+use countersign_leptos::{
+    provide_countersign, AgentDock, Assistant, CountersignOptions, Fallback, Locale,
+    OpenAiCompatible,
+};
+use leptos::prelude::*;
+
+/// The tutorial app: settings on the left, the dock on the right (below on narrow screens).
+///
+/// The assistant is the model behind the gateway at this origin when one answers
+/// (`GET /v1/models`), and the built-in offline assistant otherwise.
+#[component]
+pub fn App() -> impl IntoView {
+    let query = web_sys::window()
+        .and_then(|w| w.location().search().ok())
+        .unwrap_or_default();
+    let locale = Locale::from_query(&query);
+    let options = CountersignOptions {
+        session: Session::new("admin", ["workspace.write", "workspace.admin"]),
+        locale: Some(locale),
+        approval_timeout: None,
+    };
+    let cs = match provide_countersign(options) {
+        Ok(cs) => cs,
+        Err(e) => return view! { <p class="fatal" role="alert">{e.to_string()}</p> }.into_any(),
+    };
+    let copy = copy::copy(locale);
+    let ws = workspace::Workspace::new(copy.default_description);
+    let fallback = Fallback::new(OpenAiCompatible::default(), planner::offline(locale), true);
+    let switch = fallback.switch();
+    let assistant = Assistant::new(fallback);
+    let offline = cs.dock().offline;
+    leptos::task::spawn_local(async move {
+        if OpenAiCompatible::default().probe().await {
+            switch.set_online(true);
+            offline.set(false);
+        }
+    });
+    if let Some(document) = web_sys::window().and_then(|w| w.document()) {
+        if let Some(root) = document.document_element() {
+            let _ = root.set_attribute("lang", locale.tag());
+        }
+        document.set_title(copy.title);
+    }
+    view! {
+        <div class="layout">
+            <settings::Settings ws=ws copy=copy />
+            <AgentDock assistant=assistant />
+        </div>
+    }
+    .into_any()
+}
