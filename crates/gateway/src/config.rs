@@ -1,0 +1,87 @@
+//! The gateway's settings, from flags and environment (see `main.rs`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A secret that never prints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// The OpenAI-compatible model server the gateway forwards to.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    /// The API base, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// The model to use; the page's choice is replaced by it.
+    pub model: String,
+    /// The provider key, added by the gateway; `None` for servers that take none.
+    pub key: Option<Secret>,
+}
+
+/// Who may call the API routes.
+#[derive(Clone, Debug)]
+pub struct Access {
+    /// If set, every API call needs `Authorization: Bearer <token>`. If not, only
+    /// same-origin requests from the page are accepted.
+    pub token: Option<Secret>,
+    /// Origins whose browser requests are accepted (exact `scheme://host:port`).
+    pub allowed_origins: Vec<String>,
+}
+
+/// All the gateway's settings.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// The model upstream, if one is configured.
+    pub upstream: Option<Upstream>,
+    /// Who may call.
+    pub access: Access,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// The most records one audit batch may hold.
+    pub max_audit_batch: usize,
+    /// How long the upstream may take to start answering.
+    pub upstream_timeout: Duration,
+    /// How long a stream may stay silent before it is cut.
+    pub stream_idle_timeout: Duration,
+    /// Requests per minute per client address on the model route; `None` turns it off.
+    pub rate_per_minute: Option<u32>,
+    /// The built page to serve at `/`, if any.
+    pub dist: Option<PathBuf>,
+}
+
+impl GatewayConfig {
+    /// Settings for tests and embedding: no upstream, no token, the given origins.
+    pub fn local(allowed_origins: Vec<String>) -> Self {
+        Self {
+            upstream: None,
+            access: Access {
+                token: None,
+                allowed_origins,
+            },
+            max_body_bytes: 1024 * 1024,
+            max_audit_batch: 1000,
+            upstream_timeout: Duration::from_secs(60),
+            stream_idle_timeout: Duration::from_secs(60),
+            rate_per_minute: None,
+            dist: None,
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! `countersign-gateway`: serve the page, proxy the model, keep the audit trail.
+//!
+//! ```text
+//! countersign-gateway serve --dist dist --upstream https://api.openai.com/v1 --model gpt-4o-mini
+//! COUNTERSIGN_UPSTREAM_KEY=sk-... (the key is read from the environment only)
+//! countersign-gateway verify --audit-file countersign-audit.jsonl
+//! ```
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use countersign_gateway::{
+    app, verify_file, Access, AppState, AuditStore, GatewayConfig, Secret, Upstream,
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "countersign-gateway",
+    version,
+    about = "Serve the page, proxy the model with a server-side key, keep a hash-chained audit trail"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the gateway.
+    Serve(ServeArgs),
+    /// Check an audit file's hash chain; report the first broken link.
+    Verify {
+        /// The audit file.
+        #[arg(
+            long,
+            env = "COUNTERSIGN_AUDIT_FILE",
+            default_value = "countersign-audit.jsonl"
+        )]
+        audit_file: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// Address to listen on (loopback by default).
+    #[arg(long, env = "COUNTERSIGN_LISTEN", default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// The built page to serve at `/` (trunk's `dist/`).
+    #[arg(long, env = "COUNTERSIGN_DIST")]
+    dist: Option<PathBuf>,
+    /// The upstream API base, e.g. `https://api.openai.com/v1`. Without it the page
+    /// uses its offline assistant.
+    #[arg(long, env = "COUNTERSIGN_UPSTREAM_URL")]
+    upstream: Option<String>,
+    /// The upstream model name.
+    #[arg(
+        long,
+        env = "COUNTERSIGN_UPSTREAM_MODEL",
+        default_value = "gpt-4o-mini"
+    )]
+    model: String,
+    /// The audit file (JSON Lines, hash-chained).
+    #[arg(
+        long,
+        env = "COUNTERSIGN_AUDIT_FILE",
+        default_value = "countersign-audit.jsonl"
+    )]
+    audit_file: PathBuf,
+    /// An origin whose browser requests are accepted (repeatable). Defaults to this
+    /// gateway's own address and trunk's dev server on 127.0.0.1:8080.
+    #[arg(
+        long = "allowed-origin",
+        env = "COUNTERSIGN_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    allowed_origins: Vec<String>,
+    /// Require this bearer token on API calls (read from the environment only).
+    #[arg(skip)]
+    token: Option<String>,
+    /// The largest request body, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Seconds the upstream may take to start answering.
+    #[arg(long, default_value_t = 60)]
+    upstream_timeout_secs: u64,
+    /// Model requests per minute per client address (0 turns the limit off).
+    #[arg(long, default_value_t = 60)]
+    rate_per_minute: u32,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Verify { audit_file } => match verify_file(&audit_file) {
+            Ok(v) => {
+                println!("ok: {} records, chain intact, head {}", v.lines, v.head);
+                if v.torn_tail_bytes > 0 {
+                    println!("note: an incomplete final line ({} bytes) was never acknowledged; the gateway cuts it off at start", v.torn_tail_bytes);
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("broken: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Serve(mut args) => {
+            args.token = std::env::var("COUNTERSIGN_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty());
+            match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt.block_on(serve(args)),
+                Err(e) => {
+                    eprintln!("countersign-gateway: cannot start the runtime: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let mut origins = args.allowed_origins.clone();
+    if origins.is_empty() {
+        let port = args.listen.port();
+        origins = vec![
+            format!("http://{}", args.listen),
+            format!("http://localhost:{port}"),
+            "http://127.0.0.1:8080".into(),
+            "http://localhost:8080".into(),
+        ];
+    }
+    let key = std::env::var("COUNTERSIGN_UPSTREAM_KEY")
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(Secret::new);
+    let config = GatewayConfig {
+        upstream: args.upstream.clone().map(|base_url| Upstream {
+            base_url,
+            model: args.model.clone(),
+            key,
+        }),
+        access: Access {
+            token: args.token.clone().map(Secret::new),
+            allowed_origins: origins,
+        },
+        max_body_bytes: args.max_body_bytes,
+        max_audit_batch: 1000,
+        upstream_timeout: Duration::from_secs(args.upstream_timeout_secs),
+        stream_idle_timeout: Duration::from_secs(args.upstream_timeout_secs),
+        rate_per_minute: Some(args.rate_per_minute).filter(|n| *n > 0),
+        dist: args.dist.clone(),
+    };
+    let audit = match AuditStore::open(&args.audit_file) {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("countersign-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let state = match AppState::new(config, audit) {
+        Ok(state) => state,
+        Err(e) => {
+            eprintln!("countersign-gateway: cannot build the HTTP client: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("countersign-gateway: cannot listen on {}: {e}", args.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    let model = if args.upstream.is_some() {
+        args.model.as_str()
+    } else {
+        "none (offline assistant)"
+    };
+    println!(
+        "countersign-gateway: http://{} (model: {model}; audit: {})",
+        args.listen,
+        args.audit_file.display()
+    );
+    let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    match axum::serve(listener, service)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("countersign-gateway: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The model proxy: `/v1/models` and `/v1/chat/completions`, forwarded to the
+//! configured OpenAI-compatible upstream with the key added here and never echoed.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, StreamExt};
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::redact::Redactor;
+use crate::AppState;
+
+/// The largest non-streaming upstream answer accepted.
+const MAX_UPSTREAM_BODY: usize = 8 * 1024 * 1024;
+
+/// `GET /v1/models`: the configured model, or `not_configured`.
+pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let upstream = state
+        .config
+        .upstream
+        .as_ref()
+        .ok_or_else(ApiError::not_configured)?;
+    Ok(Json(json!({
+        "object": "list",
+        "data": [{ "id": upstream.model, "object": "model", "created": 0, "owned_by": "countersign-gateway" }]
+    })))
+}
+
+/// The body, or a JSON 413 if it was over the cap (or could not be read).
+pub(crate) fn body_or_413(
+    body: Result<Bytes, BytesRejection>,
+    max: usize,
+) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is over the limit of {max} bytes"),
+            )
+        } else {
+            ApiError::bad_request("unreadable_body", "the body could not be read")
+        }
+    })
+}
+
+/// Checks that a body is declared JSON.
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let ok = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as `application/json`",
+        ))
+    }
+}
+
+/// `POST /v1/chat/completions`: forwarded as is, but for the model, which the gateway
+/// sets. Streaming answers pass through chunk by chunk.
+pub(crate) async fn chat_completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    require_json(&headers)?;
+    let body = body_or_413(body, state.config.max_body_bytes)?;
+    let upstream = state
+        .config
+        .upstream
+        .clone()
+        .ok_or_else(ApiError::not_configured)?;
+    let mut request: Value = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request("invalid_json", format!("the body is not valid JSON ({e})"))
+    })?;
+    let object = request.as_object_mut().ok_or_else(|| {
+        ApiError::bad_request("invalid_request", "the body must be a JSON object")
+    })?;
+    if !object.get("messages").is_some_and(Value::is_array) {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "`messages` must be a list",
+        ));
+    }
+    object.insert("model".into(), json!(upstream.model));
+    let streaming = object.get("stream").and_then(Value::as_bool) == Some(true);
+
+    let mut call = state
+        .http
+        .post(format!(
+            "{}/chat/completions",
+            upstream.base_url.trim_end_matches('/')
+        ))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(request.to_string());
+    if let Some(key) = &upstream.key {
+        call = call.bearer_auth(key.expose());
+    }
+    let secret = upstream
+        .key
+        .as_ref()
+        .map(|k| k.expose().to_owned())
+        .unwrap_or_default();
+    let response = match tokio::time::timeout(state.config.upstream_timeout, call.send()).await {
+        Err(_) => return Err(timed_out()),
+        Ok(Err(e)) if e.is_timeout() => return Err(timed_out()),
+        Ok(Err(_)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unavailable",
+                "the model upstream could not be reached",
+            ))
+        }
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    if !status.is_success() {
+        let body = read_limited(response, state.config.upstream_timeout)
+            .await
+            .unwrap_or_default();
+        return Err(upstream_error(status.as_u16(), &body));
+    }
+    if streaming {
+        let is_sse = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            return Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_malformed",
+                "the model upstream did not answer with an event stream",
+            ));
+        }
+        return Ok(stream_through(
+            response,
+            secret,
+            state.config.stream_idle_timeout,
+        ));
+    }
+    let body = read_limited(response, state.config.upstream_timeout).await?;
+    let parsed: Value = serde_json::from_slice(&body).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_malformed",
+            "the model upstream answered with something that is not JSON",
+        )
+    })?;
+    if !parsed.get("choices").is_some_and(Value::is_array) {
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_malformed",
+            "the model upstream's answer has no `choices`",
+        ));
+    }
+    let mut out = Response::new(Body::from(Redactor::whole(&secret, &body)));
+    out.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(out)
+}
+
+fn timed_out() -> ApiError {
+    ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "upstream_timeout",
+        "the model upstream did not answer in time",
+    )
+}
+
+/// An upstream refusal, without echoing its message (which may quote the key).
+fn upstream_error(status: u16, body: &[u8]) -> ApiError {
+    let code = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/code")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .filter(|c| c.len() <= 64 && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+    let detail = code.map(|c| format!(" (`{c}`)")).unwrap_or_default();
+    let gateway_status = if status == 429 {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    ApiError::new(
+        gateway_status,
+        "upstream_error",
+        format!("the model upstream answered HTTP {status}{detail}"),
+    )
+}
+
+async fn read_limited(response: reqwest::Response, limit: Duration) -> Result<Vec<u8>, ApiError> {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    let read = async {
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|_| {
+                ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_unavailable",
+                    "the model upstream's answer broke off",
+                )
+            })?;
+            if body.len() + chunk.len() > MAX_UPSTREAM_BODY {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_malformed",
+                    "the model upstream's answer is too large",
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(())
+    };
+    tokio::time::timeout(limit, read)
+        .await
+        .map_err(|_| timed_out())??;
+    Ok(body)
+}
+
+/// Passes an SSE stream through, redacting the key and ending with an error event if
+/// the upstream falls silent for longer than `idle`.
+fn stream_through(response: reqwest::Response, secret: String, idle: Duration) -> Response {
+    let upstream = response.bytes_stream();
+    let state = (upstream, Redactor::new(&secret), false);
+    let body = stream::unfold(
+        state,
+        move |(mut upstream, mut redactor, done)| async move {
+            if done {
+                return None;
+            }
+            match tokio::time::timeout(idle, upstream.next()).await {
+                Ok(Some(Ok(chunk))) => Some((
+                    Ok::<Bytes, std::io::Error>(redactor.push(&chunk)),
+                    (upstream, redactor, false),
+                )),
+                Ok(None) => Some((Ok(redactor.finish()), (upstream, redactor, true))),
+                Ok(Some(Err(_))) | Err(_) => {
+                    let mut tail = redactor.finish().to_vec();
+                    tail.extend_from_slice(
+                    b"\n\ndata: {\"error\":{\"code\":\"upstream_timeout\",\"message\":\"the model upstream stopped answering\",\"type\":\"countersign_gateway\"}}\n\n",
+                );
+                    Some((Ok(Bytes::from(tail)), (upstream, redactor, true)))
+                }
+            }
+        },
+    );
+    let mut out = Response::new(Body::from_stream(body));
+    let headers = out.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    out.into_response()
+}

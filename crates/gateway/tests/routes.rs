@@ -1,0 +1,379 @@
+//! Every route in-process (`oneshot`, no socket), including every kind of bad input.
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use common::{config, state};
+use countersign::{AuditRecord, Call, Config, Executor, MemoryAudit, Session, Timestamp};
+use countersign_gateway::{app, verify_file, GatewayConfig, Secret};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value, String) {
+    let mut request = request;
+    request
+        .extensions_mut()
+        .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    let json = if content_type.starts_with("application/json") {
+        serde_json::from_str(&text).unwrap()
+    } else {
+        Value::Null
+    };
+    (status, json, text)
+}
+
+fn page(method: &str, uri: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .header("origin", "http://127.0.0.1:8787")
+        .header("sec-fetch-site", "same-origin")
+        .body(body.into())
+        .unwrap()
+}
+
+fn code(json: &Value) -> &str {
+    json["error"]["code"].as_str().unwrap_or("<none>")
+}
+
+fn records(n: usize) -> Vec<AuditRecord> {
+    let audit = MemoryAudit::new();
+    let exec = Executor::new(
+        Config::new("page-1", Session::default(), [1; 32]),
+        audit.clone(),
+    );
+    for i in 0..n {
+        exec.submit(
+            Call::new(format!("t{i}"), "nope", "{}"),
+            Timestamp::from_millis(i as u64),
+        );
+    }
+    audit.records()
+}
+
+#[tokio::test]
+async fn health_answers_without_auth() {
+    let (s, _dir) = state(config(None));
+    let (status, json, _) = send(
+        &app(s),
+        Request::get("/v1/health").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(json, json!({"ok": true, "model": false}));
+}
+
+#[tokio::test]
+async fn without_an_upstream_the_model_routes_say_not_configured() {
+    let (s, _dir) = state(config(None));
+    let app = app(s);
+    let (status, json, _) = send(&app, page("GET", "/v1/models", Body::empty())).await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::SERVICE_UNAVAILABLE, "not_configured")
+    );
+    let (status, json, _) = send(
+        &app,
+        page("POST", "/v1/chat/completions", common::chat_body(false)),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::SERVICE_UNAVAILABLE, "not_configured")
+    );
+    assert!(json["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("offline assistant"));
+}
+
+#[tokio::test]
+async fn models_lists_the_configured_model() {
+    let (s, _dir) = state(config(Some("http://127.0.0.1:9/v1".into())));
+    let (status, json, _) = send(&app(s), page("GET", "/v1/models", Body::empty())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(json["data"][0]["id"], "gpt-4o-mini");
+}
+
+#[tokio::test]
+async fn malformed_and_wrongly_typed_bodies_are_clear_400s() {
+    let (s, _dir) = state(config(Some("http://127.0.0.1:9/v1".into())));
+    let app = app(s);
+    for (body, expected) in [
+        ("{", "invalid_json"),
+        ("", "invalid_json"),
+        ("[1,2]", "invalid_request"),
+        ("{\"messages\":\"hi\"}", "invalid_request"),
+        ("{}", "invalid_request"),
+    ] {
+        let (status, json, _) = send(&app, page("POST", "/v1/chat/completions", body)).await;
+        assert_eq!(
+            (status, code(&json)),
+            (StatusCode::BAD_REQUEST, expected),
+            "{body:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_a_413_json_error() {
+    let mut cfg = config(Some("http://127.0.0.1:9/v1".into()));
+    cfg.max_body_bytes = 1024;
+    let (s, _dir) = state(cfg);
+    let app = app(s);
+    let big = format!("{{\"messages\":[],\"x\":\"{}\"}}", "a".repeat(4096));
+    let (status, json, _) = send(&app, page("POST", "/v1/chat/completions", big.clone())).await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    let (status, json, _) = send(&app, page("POST", "/v1/audit", format!("[{big}]"))).await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_content_type_is_a_415() {
+    let (s, _dir) = state(config(Some("http://127.0.0.1:9/v1".into())));
+    let app = app(s);
+    for ct in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "application/jsonp",
+    ] {
+        let request = Request::post("/v1/chat/completions")
+            .header("content-type", ct)
+            .header("sec-fetch-site", "same-origin")
+            .body(Body::from(common::chat_body(false)))
+            .unwrap();
+        let (status, json, _) = send(&app, request).await;
+        assert_eq!(
+            (status, code(&json)),
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            "{ct}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_token_is_required_when_configured() {
+    let mut cfg = config(None);
+    cfg.access.token = Some(Secret::new("tok-123"));
+    let (s, _dir) = state(cfg);
+    let app = app(s);
+    let with = |auth: Option<&str>| {
+        let mut b = Request::get("/v1/models");
+        if let Some(a) = auth {
+            b = b.header("authorization", a);
+        }
+        b.body(Body::empty()).unwrap()
+    };
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("tok-123"),
+        Some("Bearer tok-1234"),
+        Some("Basic dG9rLTEyMw=="),
+    ] {
+        let (status, json, _) = send(&app, with(auth)).await;
+        assert_eq!(
+            (status, code(&json)),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{auth:?}"
+        );
+    }
+    let (status, json, _) = send(&app, with(Some("Bearer tok-123"))).await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::SERVICE_UNAVAILABLE, "not_configured"),
+        "auth passed, route answered"
+    );
+}
+
+#[tokio::test]
+async fn same_origin_mode_refuses_requests_that_are_not_from_the_page() {
+    let (s, _dir) = state(config(None));
+    let app = app(s);
+    let bare = Request::get("/v1/models").body(Body::empty()).unwrap();
+    let (status, json, _) = send(&app, bare).await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::UNAUTHORIZED, "unauthorized")
+    );
+    let cross_site = Request::get("/v1/models")
+        .header("sec-fetch-site", "cross-site")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, cross_site).await.0, StatusCode::UNAUTHORIZED);
+    let same = Request::get("/v1/models")
+        .header("sec-fetch-site", "same-origin")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, same).await.0, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn a_disallowed_origin_is_refused_even_with_a_token() {
+    let mut cfg = config(None);
+    cfg.access.token = Some(Secret::new("tok"));
+    let (s, _dir) = state(cfg);
+    let request = Request::get("/v1/models")
+        .header("origin", "https://evil.example")
+        .header("authorization", "Bearer tok")
+        .body(Body::empty())
+        .unwrap();
+    let (status, json, _) = send(&app(s), request).await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::FORBIDDEN, "origin_not_allowed")
+    );
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_are_json_errors() {
+    let (s, _dir) = state(config(None));
+    let app = app(s);
+    let (status, json, _) = send(&app, page("GET", "/v1/nope", Body::empty())).await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::NOT_FOUND, "unknown_route")
+    );
+    let (status, json, _) = send(
+        &app,
+        Request::get("/etc/passwd").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::NOT_FOUND, "unknown_route")
+    );
+    let (status, json, _) = send(&app, page("DELETE", "/v1/audit", Body::empty())).await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+    );
+}
+
+#[tokio::test]
+async fn an_audit_batch_is_appended_durably_and_idempotently() {
+    let (s, dir) = state(config(None));
+    let app = app(s);
+    let batch = serde_json::to_string(&records(5)).unwrap();
+    let (status, json, _) = send(&app, page("POST", "/v1/audit", batch.clone())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(json, json!({"appended": 5, "duplicates": 0, "last_seq": 5}));
+    // The page retries the same batch after a lost answer: nothing is duplicated.
+    let (_, json, _) = send(&app, page("POST", "/v1/audit", batch)).await;
+    assert_eq!(json, json!({"appended": 0, "duplicates": 5, "last_seq": 5}));
+    let (status, _, text) = send(&app, page("GET", "/v1/audit", Body::empty())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(text.lines().count(), 5);
+    let verified = verify_file(&dir.path().join("audit.jsonl")).unwrap();
+    assert_eq!(verified.lines, 5);
+}
+
+#[tokio::test]
+async fn an_audit_batch_with_a_broken_record_is_refused_whole() {
+    let (s, dir) = state(config(None));
+    let app = app(s);
+    let mut values: Vec<Value> = records(3)
+        .into_iter()
+        .map(|r| serde_json::to_value(r).unwrap())
+        .collect();
+    values[2].as_object_mut().unwrap().remove("args_sha256");
+    let (status, json, _) = send(
+        &app,
+        page("POST", "/v1/audit", serde_json::to_string(&values).unwrap()),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::BAD_REQUEST, "invalid_audit_record")
+    );
+    assert!(json["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("record 2"));
+    for bad in ["{\"not\":\"an array\"}", "[1]", "nonsense"] {
+        let (status, _, _) = send(&app, page("POST", "/v1/audit", bad)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    assert_eq!(
+        verify_file(&dir.path().join("audit.jsonl")).unwrap().lines,
+        0,
+        "nothing was written"
+    );
+}
+
+#[tokio::test]
+async fn an_audit_batch_over_the_record_cap_is_refused() {
+    let mut cfg: GatewayConfig = config(None);
+    cfg.max_audit_batch = 2;
+    let (s, _dir) = state(cfg);
+    let (status, json, _) = send(
+        &app(s),
+        page(
+            "POST",
+            "/v1/audit",
+            serde_json::to_string(&records(3)).unwrap(),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&json)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "batch_too_large")
+    );
+}
+
+#[tokio::test]
+async fn the_model_route_is_rate_limited_per_client() {
+    let mut cfg = config(None);
+    cfg.rate_per_minute = Some(2);
+    let (s, _dir) = state(cfg);
+    let app = app(s);
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let (status, json, _) = send(
+            &app,
+            page("POST", "/v1/chat/completions", common::chat_body(false)),
+        )
+        .await;
+        statuses.push((status, code(&json).to_owned()));
+    }
+    assert_eq!(statuses[0].1, "not_configured");
+    assert_eq!(
+        statuses[3],
+        (StatusCode::TOO_MANY_REQUESTS, "rate_limited".to_owned()),
+        "{statuses:?}"
+    );
+    // Other routes are not limited by it.
+    assert_eq!(
+        send(&app, page("GET", "/v1/models", Body::empty())).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
