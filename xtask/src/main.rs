@@ -154,6 +154,29 @@ fn setup() -> Result {
         }
     }
 
+    let has_sdk = cmd("python3")
+        .args(["-c", "import openai"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if has_sdk {
+        println!("ok: python openai SDK");
+    } else {
+        let mut c = cmd("python3");
+        c.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "openai",
+        ]);
+        run(
+            "installing the OpenAI Python SDK (a real client for the gateway tests)",
+            c,
+        )?;
+    }
+
     match locked_version("wasm-bindgen")? {
         None => println!("skip: wasm-bindgen-cli (no crate in Cargo.lock uses wasm-bindgen yet)"),
         Some(want) => match version_of("wasm-bindgen") {
