@@ -90,6 +90,10 @@ pub struct Ui<'a> {
     pub base: String,
     /// Where screenshots go.
     pub shots: PathBuf,
+    /// Whether the offline assistant is expected (no model behind the page).
+    pub offline: bool,
+    /// A prefix for screenshot names (which pass of the suite this is).
+    pub prefix: &'static str,
 }
 
 /// How long a wait for the page may take.
@@ -233,7 +237,37 @@ impl Ui<'_> {
     /// Saves a screenshot as `<name>.png` in the screenshot folder.
     pub async fn shot(&self, name: &str) -> Result<(), String> {
         let png = self.client.screenshot().await.map_err(|e| e.to_string())?;
-        std::fs::write(self.shots.join(format!("{name}.png")), png).map_err(|e| e.to_string())
+        std::fs::write(self.shots.join(format!("{}{name}.png", self.prefix)), png)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether the element matching `css` is displayed.
+    pub async fn displayed(&self, css: &str) -> Result<bool, String> {
+        let el = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .map_err(|_| format!("no `{css}`"))?;
+        el.is_displayed().await.map_err(|e| e.to_string())
+    }
+
+    /// Checks the assistant badge: "Offline assistant" without a model, hidden with one.
+    pub async fn check_badge(&self, offline_text: &str) -> Result<(), String> {
+        if self.offline {
+            self.wait_text(".cs-badge--offline", offline_text)
+                .await
+                .map(|_| ())
+        } else {
+            // The page learns about the model from the gateway shortly after loading.
+            let deadline = tokio::time::Instant::now() + WAIT;
+            while tokio::time::Instant::now() < deadline {
+                if !self.displayed(".cs-badge--offline").await? {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err("the offline badge stayed although a model answers".into())
+        }
     }
 
     /// Resizes the window.

@@ -3,9 +3,13 @@
 #![allow(clippy::print_stdout)]
 
 mod browser;
+mod gateway;
+mod model;
 mod serve;
 
 pub use browser::{ensure, Browser, Ui, WAIT};
+pub use gateway::{Gateway, E2E_KEY};
+pub use model::scripted_model;
 pub use serve::{build_tutorial, serve_dir, workspace_root};
 
 /// A test failure: what was expected and what the page showed.

@@ -133,6 +133,17 @@ impl MemoryAudit {
             .collect()
     }
 
+    /// Up to `max` records starting at position `from` (for shipping in batches).
+    pub fn slice(&self, from: usize, max: usize) -> Vec<AuditRecord> {
+        self.0
+            .borrow()
+            .iter()
+            .skip(from)
+            .take(max)
+            .cloned()
+            .collect()
+    }
+
     /// How many records there are.
     pub fn len(&self) -> usize {
         self.0.borrow().len()

@@ -41,7 +41,7 @@ use tower_http::services::ServeDir;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-pub use audit_store::{verify_file, AuditStore, StoreError, Verified};
+pub use audit_store::{verify_bytes, verify_file, AuditStore, StoreError, Verified};
 pub use config::{Access, GatewayConfig, Secret, Upstream};
 pub use error::ApiError;
 

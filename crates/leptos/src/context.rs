@@ -97,6 +97,7 @@ pub(crate) struct Shared {
     timer: RefCell<Option<gloo_timers::callback::Timeout>>,
     ticker: RefCell<Option<gloo_timers::callback::Interval>>,
     builtins: RefCell<Vec<countersign::Registration>>,
+    pub(crate) shipper: crate::audit_ship::ShipperSlot,
 }
 
 /// The page's Countersign: cheap to clone, single-threaded (it lives in the page).
@@ -188,6 +189,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         timer: RefCell::default(),
         ticker: RefCell::default(),
         builtins: RefCell::default(),
+        shipper: RefCell::default(),
     }));
     cs.register_page_state_action();
     provide_context(CountersignContext(SendWrapper::new(cs.clone())));
@@ -460,6 +462,7 @@ impl Countersign {
         dock.grants.set(exec.grants());
         dock.now_ms.set(now().as_millis());
         self.rearm();
+        crate::audit_ship::ship(&self.0);
     }
 
     fn rearm(&self) {

@@ -25,10 +25,12 @@
 //! ```
 
 pub mod assistant;
+mod audit_ship;
 mod clock;
 mod context;
 mod dock;
 mod highlight;
+mod http;
 mod i18n;
 mod use_action;
 mod use_page_state;
@@ -38,6 +40,7 @@ pub use assistant::{
     Assistant, AssistantError, Fallback, FallbackSwitch, ModelClient, OpenAiCompatible, Reply,
     Rule, Scripted,
 };
+pub use audit_ship::{backoff_ms, ShippingStatus, AUDIT_BATCH, MAX_BACKOFF_MS};
 pub use clock::now;
 pub use context::{
     provide_countersign, use_countersign, Countersign, CountersignContext, CountersignOptions,

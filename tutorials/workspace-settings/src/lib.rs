@@ -6,6 +6,8 @@
 mod actions;
 mod copy;
 mod planner;
+
+pub use planner::offline as offline_assistant;
 mod settings;
 mod workspace;
 
@@ -18,8 +20,9 @@ use leptos::prelude::*;
 
 /// The tutorial app: settings on the left, the dock on the right (below on narrow screens).
 ///
-/// The assistant is the model behind the gateway at this origin when one answers
-/// (`GET /v1/models`), and the built-in offline assistant otherwise.
+/// The assistant is the model behind the gateway at this origin when it has one
+/// (`GET /v1/health`), and the built-in offline assistant otherwise. With a gateway the
+/// audit trail is shipped to it.
 #[component]
 pub fn App() -> impl IntoView {
     let query = web_sys::window()
@@ -41,10 +44,16 @@ pub fn App() -> impl IntoView {
     let switch = fallback.switch();
     let assistant = Assistant::new(fallback);
     let offline = cs.dock().offline;
+    let shipping = cs.clone();
     leptos::task::spawn_local(async move {
-        if OpenAiCompatible::default().probe().await {
-            switch.set_online(true);
-            offline.set(false);
+        // With the gateway at this origin: keep the audit trail there, and use its model
+        // if it has one. Without it (plain `trunk serve`): offline assistant, audit in memory.
+        if let Some(has_model) = OpenAiCompatible::default().health().await {
+            shipping.ship_audit("/v1/audit");
+            if has_model {
+                switch.set_online(true);
+                offline.set(false);
+            }
         }
     });
     if let Some(document) = web_sys::window().and_then(|w| w.document()) {

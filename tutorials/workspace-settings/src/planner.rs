@@ -3,8 +3,9 @@
 use countersign_leptos::{Locale, Reply, Rule, Scripted, READ_PAGE_STATE};
 use serde_json::json;
 
-/// The built-in offline assistant for the workspace-settings page.
-pub(crate) fn offline(locale: Locale) -> Scripted {
+/// The built-in offline assistant for the workspace-settings page (also the scripted
+/// model the end-to-end tests put behind the gateway).
+pub fn offline(locale: Locale) -> Scripted {
     Scripted::new(
         locale,
         vec![

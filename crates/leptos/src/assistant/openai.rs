@@ -3,11 +3,10 @@
 
 use countersign::{openai_tools, LocalBoxFuture};
 use serde_json::{json, Value};
-use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
 
 use super::client::ModelClient;
 use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
+use crate::http::fetch;
 
 /// How long one model request may take before it is abandoned.
 pub const DEFAULT_MODEL_TIMEOUT_MS: u32 = 60_000;
@@ -59,6 +58,20 @@ impl OpenAiCompatible {
             }
             _ => false,
         }
+    }
+
+    /// Whether a Countersign gateway answers at this origin (`GET {base}/health`), and
+    /// if so whether it has a model: `None` (no gateway), `Some(false)`, `Some(true)`.
+    pub async fn health(&self) -> Option<bool> {
+        let (status, body) = fetch("GET", &format!("{}/health", self.base), None, 5_000)
+            .await
+            .ok()?;
+        if !(200..300).contains(&status) {
+            return None;
+        }
+        let value: Value = serde_json::from_str(&body).ok()?;
+        (value.get("ok").and_then(Value::as_bool) == Some(true))
+            .then(|| value.get("model").and_then(Value::as_bool) == Some(true))
     }
 
     /// The request body for a conversation (public so tests can check the wire format).
@@ -180,45 +193,6 @@ impl ModelClient for OpenAiCompatible {
             }
         })
     }
-}
-
-async fn fetch(
-    method: &str,
-    url: &str,
-    body: Option<&str>,
-    timeout_ms: u32,
-) -> Result<(u16, String), String> {
-    let window = web_sys::window().ok_or("no window")?;
-    let init = web_sys::RequestInit::new();
-    init.set_method(method);
-    if let Some(body) = body {
-        init.set_body(&JsValue::from_str(body));
-    }
-    let abort = web_sys::AbortController::new().map_err(js_error)?;
-    init.set_signal(Some(&abort.signal()));
-    let request = web_sys::Request::new_with_str_and_init(url, &init).map_err(js_error)?;
-    request
-        .headers()
-        .set("content-type", "application/json")
-        .map_err(js_error)?;
-    let timer = gloo_timers::callback::Timeout::new(timeout_ms, move || abort.abort());
-    let response = JsFuture::from(window.fetch_with_request(&request))
-        .await
-        .map_err(js_error)?;
-    let response: web_sys::Response = response.dyn_into().map_err(js_error)?;
-    let text = JsFuture::from(response.text().map_err(js_error)?)
-        .await
-        .map_err(js_error)?;
-    drop(timer);
-    Ok((response.status(), text.as_string().unwrap_or_default()))
-}
-
-fn js_error(value: JsValue) -> String {
-    value
-        .dyn_ref::<js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| value.as_string())
-        .unwrap_or_else(|| "the request failed".into())
 }
 
 #[cfg(test)]

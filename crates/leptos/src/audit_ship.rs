@@ -1,0 +1,131 @@
+//! Shipping the page's audit records to the gateway: in batches, in order, retried with
+//! backoff while the gateway is away, never duplicated (the gateway keeps each id once).
+
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
+
+use crate::context::{Countersign, Shared};
+use crate::http::fetch;
+
+/// Records per request.
+pub const AUDIT_BATCH: usize = 100;
+/// The longest wait between retries, in milliseconds.
+pub const MAX_BACKOFF_MS: u32 = 30_000;
+
+/// The wait before the next retry after `failures` failures in a row: 1 s, 2 s, 4 s…
+/// capped at [`MAX_BACKOFF_MS`].
+pub fn backoff_ms(failures: u32) -> u32 {
+    let exponent = failures.saturating_sub(1).min(15);
+    1_000u32.saturating_mul(1 << exponent).min(MAX_BACKOFF_MS)
+}
+
+#[derive(Default)]
+pub(crate) struct Shipper {
+    endpoint: String,
+    /// Records acknowledged by the gateway (a prefix of the trail).
+    acknowledged: usize,
+    in_flight: bool,
+    failures: u32,
+    retry: Option<gloo_timers::callback::Timeout>,
+}
+
+/// What shipping has done so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShippingStatus {
+    /// Records the gateway acknowledged.
+    pub acknowledged: usize,
+    /// Failed attempts in a row (0 when the last one succeeded).
+    pub failures: u32,
+}
+
+impl Countersign {
+    /// Starts sending every audit record (past and future) to `endpoint` (the gateway's
+    /// `/v1/audit`). Safe to call once; later calls change the endpoint.
+    pub fn ship_audit(&self, endpoint: impl Into<String>) {
+        {
+            let mut slot = self.0.shipper.borrow_mut();
+            let shipper = slot.get_or_insert_with(Shipper::default);
+            shipper.endpoint = endpoint.into();
+        }
+        ship(&self.0);
+    }
+
+    /// How shipping is going, if it was started.
+    pub fn shipping_status(&self) -> Option<ShippingStatus> {
+        self.0.shipper.borrow().as_ref().map(|s| ShippingStatus {
+            acknowledged: s.acknowledged,
+            failures: s.failures,
+        })
+    }
+}
+
+/// Sends the next batch if one is waiting and none is in flight.
+pub(crate) fn ship(shared: &Rc<Shared>) {
+    let (endpoint, from) = {
+        let mut slot = shared.shipper.borrow_mut();
+        let Some(shipper) = slot.as_mut() else { return };
+        if shipper.in_flight
+            || shipper.retry.is_some()
+            || shipper.acknowledged >= shared.audit.len()
+        {
+            return;
+        }
+        shipper.in_flight = true;
+        (shipper.endpoint.clone(), shipper.acknowledged)
+    };
+    let batch = shared.audit.slice(from, AUDIT_BATCH);
+    let count = batch.len();
+    let body = serde_json::to_string(&batch).unwrap_or_else(|_| "[]".into());
+    let weak: Weak<Shared> = Rc::downgrade(shared);
+    leptos::task::spawn_local(async move {
+        let ok = matches!(fetch("POST", &endpoint, Some(&body), 15_000).await, Ok((status, _)) if (200..300).contains(&status));
+        let Some(shared) = weak.upgrade() else { return };
+        let retry_in = {
+            let mut slot = shared.shipper.borrow_mut();
+            let Some(shipper) = slot.as_mut() else { return };
+            shipper.in_flight = false;
+            if ok {
+                // INVARIANT: only acknowledged records advance the mark; a failed batch is
+                // sent again, whole, and the gateway drops ids it already has.
+                shipper.acknowledged = from + count;
+                shipper.failures = 0;
+                None
+            } else {
+                shipper.failures += 1;
+                Some(backoff_ms(shipper.failures))
+            }
+        };
+        match retry_in {
+            None => ship(&shared),
+            Some(wait) => {
+                let again = Rc::downgrade(&shared);
+                let timer = gloo_timers::callback::Timeout::new(wait, move || {
+                    if let Some(shared) = again.upgrade() {
+                        if let Some(s) = shared.shipper.borrow_mut().as_mut() {
+                            s.retry = None;
+                        }
+                        ship(&shared);
+                    }
+                });
+                if let Some(s) = shared.shipper.borrow_mut().as_mut() {
+                    s.retry = Some(timer);
+                }
+            }
+        }
+    });
+}
+
+pub(crate) type ShipperSlot = RefCell<Option<Shipper>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second_and_is_capped() {
+        let waits: Vec<u32> = (1..=7).map(backoff_ms).collect();
+        assert_eq!(waits, [1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000]);
+        assert_eq!(backoff_ms(u32::MAX), MAX_BACKOFF_MS);
+        assert_eq!(backoff_ms(0), 1_000);
+    }
+}

@@ -1,0 +1,97 @@
+//! The real gateway, in process on loopback, stoppable and restartable on the same port.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use countersign_gateway::{app, AppState, AuditStore, GatewayConfig, Secret, Upstream};
+use tokio::sync::oneshot;
+
+/// The provider key the test gateway holds; the page must never see it.
+pub const E2E_KEY: &str = "sk-e2e-never-in-the-page-41d9";
+
+/// A running gateway.
+#[derive(Debug)]
+pub struct Gateway {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Its audit store (shared across restarts).
+    pub audit: AuditStore,
+    config: GatewayConfig,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Gateway {
+    /// Starts the gateway serving `dist`, with `model` as its upstream.
+    pub async fn start(dist: PathBuf, model: String, audit_file: PathBuf) -> Result<Self, String> {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let mut config = GatewayConfig::local(vec![format!("http://{addr}")]);
+        config.upstream = Some(Upstream {
+            base_url: model,
+            model: "scripted".into(),
+            key: Some(Secret::new(E2E_KEY)),
+        });
+        config.dist = Some(dist);
+        config.upstream_timeout = Duration::from_secs(10);
+        let audit = AuditStore::open(audit_file).map_err(|e| e.to_string())?;
+        let mut gateway = Self {
+            addr,
+            audit,
+            config,
+            stop: None,
+        };
+        gateway.run(listener)?;
+        Ok(gateway)
+    }
+
+    fn run(&mut self, listener: tokio::net::TcpListener) -> Result<(), String> {
+        let state =
+            AppState::new(self.config.clone(), self.audit.clone()).map_err(|e| e.to_string())?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, service)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        self.stop = Some(tx);
+        Ok(())
+    }
+
+    /// The page's URL.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops serving (the page stays loaded in the browser).
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        // Wait until the port refuses connections.
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(self.addr).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Serves again on the same port, with the same audit store.
+    pub async fn restart(&mut self) -> Result<(), String> {
+        let mut last = String::new();
+        for _ in 0..100 {
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(listener) => return self.run(listener),
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(format!("could not listen on {} again: {last}", self.addr))
+    }
+}
