@@ -32,7 +32,7 @@ pub fn build_tutorial() -> Result<PathBuf, String> {
     println!("building the tutorial with trunk into {}", dist.display());
     let status = Command::new("trunk")
         .current_dir(&root)
-        .args(["build", "--dist"])
+        .args(["build", "--release", "--dist"])
         .arg(&dist)
         .status()
         .map_err(|e| format!("could not start trunk ({e}); run `cargo xtask setup`"))?;

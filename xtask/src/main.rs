@@ -9,11 +9,15 @@ use std::process::{Command, ExitCode};
 
 /// The trunk release that builds with this machine's rustc (0.22 needs a newer one).
 const TRUNK_VERSION: &str = "0.21.14";
-/// Debian packages the browser tests and release builds need, with a file each installs.
-const APT_PACKAGES: [(&str, &str); 4] = [
+/// The binaryen release whose `wasm-opt` trunk runs for release builds. Debian's
+/// binaryen 108 produces modules that fail to instantiate with this rustc and
+/// wasm-bindgen ("WebAssembly.Table.set(): Argument 1 is invalid"), so the npm build of
+/// binaryen is installed into `target/tools` and put first on PATH.
+const BINARYEN_NPM: &str = "132.0.0";
+/// Debian packages the browser tests need, with a file each installs.
+const APT_PACKAGES: [(&str, &str); 3] = [
     ("chromium", "/usr/bin/chromium"),
     ("chromium-driver", "/usr/bin/chromedriver"),
-    ("binaryen", "/usr/bin/wasm-opt"),
     // Chinese glyphs for the zh screenshots (otherwise they render as boxes).
     (
         "fonts-wqy-microhei",
@@ -73,9 +77,17 @@ fn cargo_bin_dir() -> PathBuf {
         .join("bin")
 }
 
-/// PATH with cargo's bin folder first, so freshly installed tools are found.
+fn npm_tools_dir() -> PathBuf {
+    root().join("target").join("tools")
+}
+
+/// PATH with the project's npm tools and cargo's bin folder first, so the tools setup
+/// installed are the ones used.
 fn path_with_cargo_bin() -> OsString {
-    let mut dirs = vec![cargo_bin_dir()];
+    let mut dirs = vec![
+        npm_tools_dir().join("node_modules").join(".bin"),
+        cargo_bin_dir(),
+    ];
     if let Some(path) = env::var_os("PATH") {
         dirs.extend(env::split_paths(&path));
     }
@@ -139,9 +151,36 @@ fn setup() -> Result {
         .map(|(pkg, _)| *pkg)
         .collect();
     if missing.is_empty() {
-        println!("ok: chromium, chromedriver, wasm-opt, CJK font");
+        println!("ok: chromium, chromedriver, CJK font");
     } else {
         apt_install(&missing)?;
+    }
+
+    match version_of("wasm-opt") {
+        Some(v)
+            if v.contains(&format!(
+                "version_{}",
+                BINARYEN_NPM.split('.').next().unwrap_or("")
+            )) =>
+        {
+            println!("ok: {v} (npm binaryen)")
+        }
+        found => {
+            println!("wasm-opt: have {found:?}, need binaryen {BINARYEN_NPM} from npm");
+            if version_of("npm").is_none() {
+                apt_install(&["nodejs", "npm"])?;
+            }
+            let dir = npm_tools_dir();
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut c = cmd("npm");
+            c.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&dir)
+                .arg(format!("binaryen@{BINARYEN_NPM}"));
+            run(
+                &format!("installing binaryen {BINARYEN_NPM} (wasm-opt) from npm"),
+                c,
+            )?;
+        }
     }
 
     match version_of("trunk") {
@@ -342,10 +381,11 @@ fn browser_tests() -> Result {
 /// The tutorial built with trunk, served on loopback, driven through ChromeDriver.
 fn end_to_end() -> Result {
     let dist = root().join("target").join("e2e-dist");
+    // The release build, as people get it: wasm-opt and all.
     let mut c = cmd("trunk");
-    c.args(["build", "--dist"]).arg(&dist);
+    c.args(["build", "--release", "--dist"]).arg(&dist);
     run(
-        "building the tutorial for the end-to-end tests (trunk build)",
+        "building the tutorial for the end-to-end tests (trunk build --release)",
         c,
     )?;
     let mut c = cargo();
@@ -362,13 +402,41 @@ fn bench(extra: &[String]) -> Result {
 }
 
 fn serve() -> Result {
+    // One process on 127.0.0.1: the gateway serves the built page, the model endpoint and
+    // the audit store. With no upstream configured the page uses its offline assistant.
+    let dist = root().join("target").join("serve").join("dist");
+    let audit = root().join("target").join("serve").join("audit.jsonl");
+    let mut c = cmd("trunk");
+    c.args(["build", "--release", "--dist"]).arg(&dist);
+    run("building the tutorial (trunk build --release)", c)?;
+    let mut c = cargo();
+    c.args(["build", "-p", "countersign-gateway"]);
+    run("building the gateway", c)?;
+    let model = env::var("COUNTERSIGN_UPSTREAM_URL").map_or_else(
+        |_| "none: the offline assistant answers (set COUNTERSIGN_UPSTREAM_URL, COUNTERSIGN_UPSTREAM_MODEL and COUNTERSIGN_UPSTREAM_KEY for a model)".to_owned(),
+        |url| format!("{url} (key from COUNTERSIGN_UPSTREAM_KEY, never sent to the page)"),
+    );
     println!("\n==> the workspace-settings tutorial");
     println!("    open http://127.0.0.1:8080/  (Chinese: http://127.0.0.1:8080/?lang=zh)");
-    println!("    the offline assistant answers unless a model gateway runs on 127.0.0.1:8787");
-    println!("    the first build takes a few minutes; Ctrl-C stops the server\n");
-    let mut c = cmd("trunk");
-    c.args(["serve", "--address", "127.0.0.1", "--port", "8080"]);
-    run("trunk serve", c)
+    println!("    model: {model}");
+    println!("    audit trail: {} (check it: cargo run -p countersign-gateway -- verify --audit-file <that file>)", audit.display());
+    println!("    Ctrl-C stops the server\n");
+    let mut c = cargo();
+    c.args([
+        "run",
+        "--quiet",
+        "-p",
+        "countersign-gateway",
+        "--",
+        "serve",
+        "--listen",
+        "127.0.0.1:8080",
+        "--dist",
+    ])
+    .arg(&dist)
+    .arg("--audit-file")
+    .arg(&audit);
+    run("countersign-gateway", c)
 }
 
 /// Builds the tutorial and the bare counter the same way (release, wasm-opt -Oz) and
