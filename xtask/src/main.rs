@@ -398,7 +398,16 @@ fn bench(extra: &[String]) -> Result {
     let mut c = cargo();
     c.args(["bench", "-p", "countersign", "--bench", "gate", "--"])
         .args(extra);
-    run("benchmark: gate overhead and lookup (criterion)", c)
+    run("benchmark: gate overhead and lookup (criterion)", c)?;
+    if !Path::new("/usr/bin/wrk").is_file() {
+        apt_install(&["wrk"])?;
+    }
+    let mut c = cargo();
+    c.args(["bench", "-p", "countersign-gateway", "--bench", "proxy"]);
+    run(
+        "benchmark: gateway proxy overhead (wrk) and durable audit appends",
+        c,
+    )
 }
 
 fn serve() -> Result {

@@ -1,0 +1,175 @@
+//! Gateway benchmarks, side by side in one run:
+//! - proxy overhead: `wrk` against the test upstream directly, then through the gateway
+//!   (same request, same connections); throughput ratio and added p50/p99 latency;
+//! - audit appends with a durable flush (`fdatasync` per batch), batch sizes 1 and 100.
+//!
+//! Run with `cargo xtask bench` (it installs Debian's `wrk` if missing).
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout,
+    clippy::indexing_slicing
+)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{chat_body, config, serve, state, upstream, Behaviour};
+use countersign::{AuditRecord, Call, Config, Executor, MemoryAudit, Session, Timestamp};
+use countersign_gateway::{AuditStore, Secret};
+
+struct Load {
+    rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn wrk(url: &str, script: &std::path::Path, seconds: u32) -> Load {
+    let out = Command::new("wrk")
+        .args(["-t2", "-c16", &format!("-d{seconds}s"), "--latency", "-s"])
+        .arg(script)
+        .arg(url)
+        .output()
+        .expect("wrk runs (cargo xtask bench installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let field = |prefix: &str| -> String {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_else(|| panic!("no `{prefix}` in wrk output:\n{text}"))
+            .to_owned()
+    };
+    assert!(!text.contains("Non-2xx"), "errors under load:\n{text}");
+    Load {
+        rps: field("Requests/sec:").parse().unwrap(),
+        p50_ms: millis(&field("50%")),
+        p99_ms: millis(&field("99%")),
+    }
+}
+
+fn millis(value: &str) -> f64 {
+    let (number, factor) = if let Some(v) = value.strip_suffix("us") {
+        (v, 0.001)
+    } else if let Some(v) = value.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = value.strip_suffix('s') {
+        (v, 1000.0)
+    } else {
+        (value, 1.0)
+    };
+    number.parse::<f64>().unwrap() * factor
+}
+
+fn records(n: usize, offset: usize) -> Vec<AuditRecord> {
+    let audit = MemoryAudit::new();
+    let exec = Executor::new(
+        Config::new("bench", Session::default(), [3; 32]),
+        audit.clone(),
+    );
+    for i in 0..n {
+        exec.submit(
+            Call::new("t", "nope", "{}"),
+            Timestamp::from_millis(i as u64),
+        );
+    }
+    let mut out = audit.records();
+    for (i, r) in out.iter_mut().enumerate() {
+        r.id = format!("bench-{}", offset + i);
+    }
+    out
+}
+
+fn main() {
+    let seconds: u32 = std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let pair = |behaviour: Behaviour| {
+        rt.block_on(async {
+            let (up, _seen) = upstream(behaviour).await;
+            let mut cfg = config(Some(up.clone()));
+            cfg.access.token = Some(Secret::new("bench-token"));
+            cfg.upstream_timeout = Duration::from_secs(30);
+            let (s, dir) = state(cfg);
+            std::mem::forget(dir);
+            let base = serve(s).await;
+            (
+                format!("{up}/chat/completions"),
+                format!("{base}/v1/chat/completions"),
+            )
+        })
+    };
+    let script = std::env::temp_dir().join("countersign-bench-post.lua");
+    let body = chat_body(false).replace('\\', "\\\\").replace('"', "\\\"");
+    std::fs::write(
+        &script,
+        format!("wrk.method = \"POST\"\nwrk.body = \"{body}\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.headers[\"Authorization\"] = \"Bearer bench-token\"\n"),
+    )
+    .unwrap();
+    // Two upstreams: one that answers at once (the gateway's pure CPU cost, on the same
+    // two cores as the upstream and wrk), and one that takes 20 ms like a (fast) model.
+    for (label, behaviour) in [
+        ("instant upstream", Behaviour::Recorded),
+        (
+            "upstream taking 20 ms per answer",
+            Behaviour::Slow(Duration::from_millis(20)),
+        ),
+    ] {
+        let (direct, gateway) = pair(behaviour);
+        // Warm both paths, then measure them back to back in this one run.
+        let _ = wrk(&direct, &script, 1);
+        let _ = wrk(&gateway, &script, 1);
+        let d = wrk(&direct, &script, seconds);
+        let g = wrk(&gateway, &script, seconds);
+        println!("\n## Proxy overhead, {label} (wrk -t2 -c16 -d{seconds}s, POST /v1/chat/completions, 1.3 KB completion)\n");
+        println!("| path | requests/s | p50 | p99 |\n| --- | --- | --- | --- |");
+        println!(
+            "| test upstream directly | {:.0} | {:.3} ms | {:.3} ms |",
+            d.rps, d.p50_ms, d.p99_ms
+        );
+        println!(
+            "| through the gateway | {:.0} | {:.3} ms | {:.3} ms |",
+            g.rps, g.p50_ms, g.p99_ms
+        );
+        println!(
+            "\nthroughput ratio {:.2} (target >= 0.8); added p50 {:.3} ms (target <= 1 ms), added p99 {:.3} ms",
+            g.rps / d.rps,
+            g.p50_ms - d.p50_ms,
+            g.p99_ms - d.p99_ms
+        );
+    }
+
+    println!("\n## Audit appends with fdatasync before acknowledging\n");
+    println!("| batch size | records | seconds | records/s |\n| --- | --- | --- | --- |");
+    let dir = tempfile::tempdir().unwrap();
+    let store = AuditStore::open(dir.path().join("bench.jsonl")).unwrap();
+    let mut offset = 0;
+    for (batch, batches) in [(1usize, 300usize), (100, 200)] {
+        let prepared: Vec<Vec<AuditRecord>> = (0..batches)
+            .map(|b| records(batch, offset + b * batch))
+            .collect();
+        offset += batch * batches;
+        let started = Instant::now();
+        for records in prepared {
+            store.append_blocking(records).unwrap();
+        }
+        let elapsed = started.elapsed().max(Duration::from_micros(1));
+        let total = batch * batches;
+        println!(
+            "| {batch} | {total} | {:.3} | {:.0} |",
+            elapsed.as_secs_f64(),
+            total as f64 / elapsed.as_secs_f64()
+        );
+    }
+    println!("\ntarget: >= 20,000 records/s at batch 100");
+}
