@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{chat_body, config, serve, state, upstream, Behaviour};
-use countersign::{AuditRecord, Call, Config, Executor, MemoryAudit, Session, Timestamp};
+use countersign::AuditRecord;
 use countersign_gateway::{AuditStore, Secret};
 
 struct Load {
@@ -66,22 +66,7 @@ fn millis(value: &str) -> f64 {
 }
 
 fn records(n: usize, offset: usize) -> Vec<AuditRecord> {
-    let audit = MemoryAudit::new();
-    let exec = Executor::new(
-        Config::new("bench", Session::default(), [3; 32]),
-        audit.clone(),
-    );
-    for i in 0..n {
-        exec.submit(
-            Call::new("t", "nope", "{}"),
-            Timestamp::from_millis(i as u64),
-        );
-    }
-    let mut out = audit.records();
-    for (i, r) in out.iter_mut().enumerate() {
-        r.id = format!("bench-{}", offset + i);
-    }
-    out
+    common::records(n, "bench", offset)
 }
 
 fn main() {

@@ -12,7 +12,9 @@ use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use countersign::{AuditRecord, Call, Config, Executor, MemoryAudit, Session, Timestamp};
+use countersign::AuditRecord;
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_countersign-gateway");
 
@@ -60,22 +62,7 @@ async fn wait_healthy(client: &reqwest::Client, base: &str) {
 }
 
 fn batch(start: usize, n: usize) -> Vec<AuditRecord> {
-    let audit = MemoryAudit::new();
-    let exec = Executor::new(
-        Config::new("kill", Session::default(), [2; 32]),
-        audit.clone(),
-    );
-    for i in 0..n {
-        exec.submit(
-            Call::new("t", "nope", "{}"),
-            Timestamp::from_millis(i as u64),
-        );
-    }
-    let mut records = audit.records();
-    for (i, r) in records.iter_mut().enumerate() {
-        r.id = format!("kill-{}", start + i);
-    }
-    records
+    common::records(n, "kill", start)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

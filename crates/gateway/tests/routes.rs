@@ -16,7 +16,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use common::{config, state};
-use countersign::{AuditRecord, Call, Config, Executor, MemoryAudit, Session, Timestamp};
+use countersign::AuditRecord;
 use countersign_gateway::{app, verify_file, GatewayConfig, Secret};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
@@ -60,18 +60,7 @@ fn code(json: &Value) -> &str {
 }
 
 fn records(n: usize) -> Vec<AuditRecord> {
-    let audit = MemoryAudit::new();
-    let exec = Executor::new(
-        Config::new("page-1", Session::default(), [1; 32]),
-        audit.clone(),
-    );
-    for i in 0..n {
-        exec.submit(
-            Call::new(format!("t{i}"), "nope", "{}"),
-            Timestamp::from_millis(i as u64),
-        );
-    }
-    audit.records()
+    common::records(n, "page-1", 0)
 }
 
 #[tokio::test]

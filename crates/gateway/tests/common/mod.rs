@@ -18,6 +18,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
+use countersign::{AuditRecord, Call, Config, Executor, MemoryAudit, Session, Timestamp};
 use countersign_gateway::{app, AppState, AuditStore, GatewayConfig, Secret, Upstream};
 
 pub const KEY: &str = "sk-test-DO-NOT-LEAK-7f3a9c21e5";
@@ -179,4 +180,24 @@ pub fn page_post(client: &reqwest::Client, url: String, body: String) -> reqwest
         .header("origin", "http://127.0.0.1:8787")
         .header("sec-fetch-site", "same-origin")
         .body(body)
+}
+
+/// `n` real audit records (made by the executor) with ids `{prefix}-{offset}`, `{prefix}-{offset+1}`…
+pub fn records(n: usize, prefix: &str, offset: usize) -> Vec<AuditRecord> {
+    let audit = MemoryAudit::new();
+    let exec = Executor::new(
+        Config::new(prefix, Session::default(), [2; 32]),
+        audit.clone(),
+    );
+    for i in 0..n {
+        exec.submit(
+            Call::new("t", "nope", "{}"),
+            Timestamp::from_millis(i as u64),
+        );
+    }
+    let mut records = audit.records();
+    for (i, r) in records.iter_mut().enumerate() {
+        r.id = format!("{prefix}-{}", offset + i);
+    }
+    records
 }
