@@ -1,3 +1,5 @@
+#![doc = include_str!("../README.md")]
+//!
 //! The Countersign gateway: one process on loopback that serves the built page, proxies
 //! the page's model requests to an OpenAI-compatible upstream with a key the page
 //! never sees, and keeps the audit trail in a hash-chained file.

@@ -59,6 +59,33 @@ impl Countersign {
     }
 }
 
+/// The page is going away: hands every unacknowledged record to `navigator.sendBeacon`,
+/// which delivers it after the page is gone. Best effort; the gateway keeps each id once,
+/// so records that also arrive by the normal path are not duplicated.
+pub(crate) fn flush_with_beacon(shared: &Rc<Shared>) {
+    let (endpoint, from) = match shared.shipper.borrow().as_ref() {
+        Some(s) => (s.endpoint.clone(), s.acknowledged),
+        None => return,
+    };
+    let Some(navigator) = web_sys::window().map(|w| w.navigator()) else {
+        return;
+    };
+    let mut from = from;
+    while from < shared.audit.len() {
+        let batch = shared.audit.slice(from, AUDIT_BATCH);
+        from += batch.len();
+        let Ok(body) = serde_json::to_string(&batch) else {
+            return;
+        };
+        let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(&body));
+        let options = web_sys::BlobPropertyBag::new();
+        options.set_type("application/json");
+        if let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options) {
+            let _ = navigator.send_beacon_with_opt_blob(&endpoint, Some(&blob));
+        }
+    }
+}
+
 /// Sends the next batch if one is waiting and none is in flight.
 pub(crate) fn ship(shared: &Rc<Shared>) {
     let (endpoint, from) = {

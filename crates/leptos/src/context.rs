@@ -192,6 +192,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         shipper: RefCell::default(),
     }));
     cs.register_page_state_action();
+    cs.settle_on_pagehide();
     provide_context(CountersignContext(SendWrapper::new(cs.clone())));
     let on_leave = SendWrapper::new(cs.clone());
     on_cleanup(move || on_leave.take().shutdown());
@@ -376,6 +377,26 @@ impl Countersign {
 
     pub(crate) fn push_log(&self, entry: LogEntry) {
         self.0.dock.log.update(|log| log.push(entry));
+    }
+
+    /// Navigating away or closing the tab settles every live call (one terminal record
+    /// each) and hands the unshipped audit records to `sendBeacon`.
+    fn settle_on_pagehide(&self) {
+        use wasm_bindgen::closure::Closure;
+        use wasm_bindgen::JsCast;
+        let weak = Rc::downgrade(&self.0);
+        let on_hide = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+            if let Some(shared) = weak.upgrade() {
+                Countersign(Rc::clone(&shared)).shutdown();
+                crate::audit_ship::flush_with_beacon(&shared);
+            }
+        });
+        if let Some(window) = web_sys::window() {
+            let _ = window
+                .add_event_listener_with_callback("pagehide", on_hide.as_ref().unchecked_ref());
+        }
+        // The listener lives as long as the page; it holds only a weak reference.
+        on_hide.forget();
     }
 
     fn register_page_state_action(&self) {

@@ -625,3 +625,23 @@ async fn the_chat_runs_a_turn_through_the_gate_and_reports_a_denial() {
     assert!(answer.contains("Not done"), "{answer}");
     assert!(page.runs().is_empty());
 }
+
+#[wasm_bindgen_test]
+async fn leaving_the_page_settles_every_pending_call_once() {
+    let page = mount(Setup::default());
+    let card = page.call("archive", r#"{"name":"w"}"#);
+    let handoff = page.call("publish", "{}");
+    tick().await;
+    let hide = web_sys::Event::new("pagehide").unwrap();
+    web_sys::window().unwrap().dispatch_event(&hide).unwrap();
+    let (card, handoff) = (card.await, handoff.await);
+    tick().await;
+    assert_eq!(
+        (code(&card), code(&handoff)),
+        ("UNAVAILABLE", "UNAVAILABLE")
+    );
+    assert!(page.runs().is_empty());
+    assert_eq!(page.terminal_records(), 2);
+    assert!(page.q(".cs-card").is_none() && page.q(".cs-handoff").is_none());
+    assert!(page.highlighted().is_empty());
+}
