@@ -42,6 +42,8 @@ pub enum Decider {
     Person,
     /// A deadline passing.
     Timer,
+    /// The session's mode (away, unattended, bypass).
+    Mode,
     /// The host: the action was unregistered, the page closed, a run was abandoned.
     Host,
     /// The action itself (`run`, `verify`, a handoff's `expect`).
@@ -73,6 +75,9 @@ pub struct AuditRecord {
     pub confirm: Option<Confirm>,
     /// The resolved approval policy, once resolved.
     pub policy: Option<ApprovalPolicy>,
+    /// The session's mode when the decision was made.
+    #[serde(default)]
+    pub mode: crate::Mode,
     /// The stage that made the decision.
     pub stage: Stage,
     /// What happened.

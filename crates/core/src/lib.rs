@@ -8,6 +8,7 @@ mod call;
 mod digest;
 mod executor;
 mod handoff;
+mod mode;
 mod outcome;
 mod policy;
 mod projection;
@@ -26,6 +27,7 @@ pub use executor::{
 pub use handoff::{
     Expect, Handoff, HandoffMachine, HandoffState, HandoffStep, DEFAULT_HANDOFF_TIMEOUT,
 };
+pub use mode::Mode;
 pub use outcome::{Code, DoneBy, Outcome, Receipt, Refusal, RetryHint, Settled, Stage};
 pub use policy::{ApprovalPolicy, Confirm, Kind};
 pub use projection::{openai_tools, ToolAnnotations, ToolSpec};

@@ -3,6 +3,8 @@
 //! - nothing with policy `Ask`/`AskAlways` runs without a ticket minted from its own card
 //!   (or, for `Ask` only, a session grant that existed when it arrived);
 //! - `AskAlways` never runs on a grant;
+//! - under every mode: away lets nothing gated run, unattended stands in for a person
+//!   only on `Ask`, bypass never turns a handoff into a run;
 //! - every call ends in exactly one terminal outcome and one terminal audit record.
 
 #![allow(
@@ -22,7 +24,7 @@ use std::time::Duration;
 use common::{at, Named};
 use countersign::{
     Action, ApprovalPolicy, ApprovalRequest, AuditEvent, Call, CallId, Config, Confirm, Decider,
-    Executor, Expect, Gesture, Handoff, Job, Kind, MemoryAudit, Registration, Session, Step,
+    Executor, Expect, Gesture, Handoff, Job, Kind, MemoryAudit, Mode, Registration, Session, Step,
 };
 use proptest::prelude::*;
 
@@ -50,6 +52,7 @@ enum Op {
     HandoffCancel(usize),
     RunJob(usize),
     DropJob(usize),
+    SetMode(Mode),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -68,6 +71,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..4usize).prop_map(Op::HandoffCancel),
         3 => (0..4usize).prop_map(Op::RunJob),
         1 => (0..4usize).prop_map(Op::DropJob),
+        1 => prop_oneof![Just(Mode::Default), Just(Mode::Away), Just(Mode::Unattended), Just(Mode::Bypass)].prop_map(Op::SetMode),
     ]
 }
 
@@ -269,6 +273,7 @@ impl Sim {
                     let _ = self.exec.complete(done, now);
                 }
             }
+            Op::SetMode(mode) => self.exec.set_mode(mode),
             Op::DropJob(k) => {
                 if !self.jobs.is_empty() {
                     drop(self.jobs.remove(k % self.jobs.len()));
@@ -286,18 +291,21 @@ impl Sim {
             let call = self.tag_call[tag];
             let (_, kind, confirm) = ACTIONS[self.call_action[&call]];
             let first = &self.audit.for_call(call)[0];
+            // Only the mode the call was decided in may stand in for a person.
+            let by_mode = first.decided_by == Decider::Mode;
             match ApprovalPolicy::resolve(kind, confirm) {
                 ApprovalPolicy::None => assert_eq!(first.event, AuditEvent::Allowed),
                 ApprovalPolicy::Ask => assert!(
                     self.approved.contains_key(&call)
                         || (self.granted_at_submit.contains(&call)
-                            && first.decided_by == Decider::SessionGrant),
+                            && first.decided_by == Decider::SessionGrant)
+                        || (by_mode && matches!(first.mode, Mode::Unattended | Mode::Bypass)),
                     "an Ask call ran without a ticket or grant"
                 ),
                 ApprovalPolicy::AskAlways => {
-                    assert_eq!(
-                        self.approved.get(&call),
-                        Some(&Gesture::AllowOnce),
+                    assert!(
+                        self.approved.get(&call) == Some(&Gesture::AllowOnce)
+                            || (by_mode && first.mode == Mode::Bypass),
                         "AskAlways ran without its own ticket"
                     );
                     assert_ne!(
@@ -307,6 +315,11 @@ impl Sim {
                     );
                 }
             }
+            assert!(
+                first.mode != Mode::Away
+                    || matches!(first.decided_by, Decider::Policy | Decider::SessionGrant),
+                "something gated ran while away"
+            );
         }
         assert!(
             self.exec.grants().iter().all(|g| g.action == "ask"),

@@ -78,6 +78,7 @@ pub(crate) struct Inner {
     audit: Box<dyn AuditSink>,
     pub(crate) settled: VecDeque<Settled>,
     pub(crate) last_now: Timestamp,
+    pub(crate) mode: crate::Mode,
 }
 
 impl Inner {
@@ -98,6 +99,7 @@ impl Inner {
             audit,
             settled: VecDeque::new(),
             last_now: Timestamp::default(),
+            mode: crate::Mode::Default,
         }
     }
 
@@ -219,9 +221,13 @@ impl Inner {
 
         // decide
         let granted = self.grants.iter().any(|g| g.action == meta.id);
-        let decision = stages::decide(meta, prepared.as_ref(), granted);
+        let decision = stages::apply_mode(
+            stages::decide(meta, prepared.as_ref(), granted),
+            self.mode,
+            &meta.id,
+        );
         let consequence = match decision {
-            Decision::Deny(_) => None,
+            Decision::Deny(..) => None,
             _ => prepared.consequence(),
         };
         let live = |state| Live {
@@ -235,12 +241,14 @@ impl Inner {
             state,
         };
         match decision {
-            Decision::Deny(r) => {
-                Next::Settled(self.refuse_early(&ctx, r, Decider::Classifier, now))
-            }
+            Decision::Deny(r, by) => Next::Settled(self.refuse_early(&ctx, r, by, now)),
             Decision::Run(by) => {
                 let reason = match by {
                     Decider::SessionGrant => "allowed by a session grant".to_owned(),
+                    Decider::Mode => format!(
+                        "allowed without asking: the session is in `{}` mode",
+                        self.mode.as_str()
+                    ),
                     _ => format!("policy `{}` needs no approval", policy_name(meta.policy)),
                 };
                 self.record(
@@ -833,6 +841,7 @@ impl Inner {
             kind: ctx.meta.map(|m| m.kind),
             confirm: ctx.meta.map(|m| m.confirm),
             policy: ctx.meta.map(|m| m.policy),
+            mode: self.mode,
             stage,
             event,
             decided_by: by,

@@ -316,6 +316,17 @@ impl Executor {
         self.with(|inner| inner.settled.drain(..).collect())
     }
 
+    /// Switches the session's mode; later decisions use (and record) it. Calls already
+    /// waiting for a person keep waiting.
+    pub fn set_mode(&self, mode: crate::Mode) {
+        self.with(|inner| inner.mode = mode);
+    }
+
+    /// The session's mode.
+    pub fn mode(&self) -> crate::Mode {
+        self.with(|inner| inner.mode)
+    }
+
     /// How many calls have not settled yet.
     pub fn live_calls(&self) -> usize {
         self.with(|inner| inner.live.len())

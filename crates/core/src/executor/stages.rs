@@ -112,8 +112,38 @@ pub(crate) enum Decision {
     Ask(ApprovalPolicy, Decider),
     /// Hand the last step to the person.
     Handoff,
-    /// Refuse with `POLICY_DENIED`.
-    Deny(Refusal),
+    /// Refuse with `POLICY_DENIED`, and who decided so.
+    Deny(Refusal, Decider),
+}
+
+/// decide, second half: the session's mode turns an "ask" into a run or a refusal.
+///
+/// INVARIANT: no mode turns a handoff into a run, and no mode lifts an action's own deny.
+pub(crate) fn apply_mode(decision: Decision, mode: crate::Mode, id: &str) -> Decision {
+    use crate::Mode;
+    let refuse = |why: &str| {
+        Decision::Deny(
+            refusal(
+                Code::PolicyDenied,
+                Stage::Decide,
+                format!("{} was not done: {why}", name(id)),
+            ),
+            Decider::Mode,
+        )
+    };
+    match (mode, decision) {
+        (Mode::Default, d) | (_, d @ (Decision::Run(_) | Decision::Deny(..))) => d,
+        (Mode::Away, _) => {
+            refuse("nobody is at the page to approve it. ask again when the person is back")
+        }
+        (Mode::Unattended, Decision::Ask(ApprovalPolicy::Ask, _)) => Decision::Run(Decider::Mode),
+        (Mode::Unattended, Decision::Handoff) => {
+            refuse("its last step needs a person, and this session runs unattended")
+        }
+        (Mode::Unattended, _) => refuse("it is asked every time, and this session runs unattended"),
+        (Mode::Bypass, Decision::Handoff) => Decision::Handoff,
+        (Mode::Bypass, Decision::Ask(..)) => Decision::Run(Decider::Mode),
+    }
 }
 
 /// decide: policy, session grants and the action's classification → allow / ask / deny.
@@ -123,15 +153,18 @@ pub(crate) enum Decision {
 pub(crate) fn decide(meta: &ActionMeta, prepared: &dyn PreparedCall, granted: bool) -> Decision {
     let verdict = prepared.classify();
     if let Verdict::Deny(reason) = verdict {
-        return Decision::Deny(refusal(
-            Code::PolicyDenied,
-            Stage::Decide,
-            format!(
-                "{} is not allowed with these arguments: {}; nothing was done. do not retry it",
-                name(&meta.id),
-                quote(&reason, 200)
+        return Decision::Deny(
+            refusal(
+                Code::PolicyDenied,
+                Stage::Decide,
+                format!(
+                    "{} is not allowed with these arguments: {}; nothing was done. do not retry it",
+                    name(&meta.id),
+                    quote(&reason, 200)
+                ),
             ),
-        ));
+            Decider::Classifier,
+        );
     }
     if meta.handoff.is_some() {
         // INVARIANT: a handoff is never also put behind an approval.

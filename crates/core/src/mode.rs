@@ -1,0 +1,34 @@
+//! Modes: who is at the page, and so what "ask" can mean right now.
+
+use serde::{Deserialize, Serialize};
+
+/// The session's mode. Every decision records the mode that made it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// A person is at the page: the resolved policy applies as declared.
+    #[default]
+    Default,
+    /// Nobody is there to approve: anything that would ask (or hand off) is refused with
+    /// a reason the model understands; what needs no approval, or is covered by a session
+    /// grant the person made earlier, still runs.
+    Away,
+    /// Evaluation runs: `Ask` is approved automatically and recorded as such;
+    /// `AskAlways` and handoffs are still refused.
+    Unattended,
+    /// Development only: approvals are skipped (loudly, in the UI and the audit).
+    /// Handoffs are never turned into automatic runs, and an action's own denials hold.
+    Bypass,
+}
+
+impl Mode {
+    /// The mode's name as audit records write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mode::Default => "default",
+            Mode::Away => "away",
+            Mode::Unattended => "unattended",
+            Mode::Bypass => "bypass",
+        }
+    }
+}
