@@ -11,6 +11,7 @@ mod handoff;
 mod mode;
 mod outcome;
 mod policy;
+mod policy_file;
 mod projection;
 mod registry;
 mod ticket;
@@ -30,6 +31,7 @@ pub use handoff::{
 pub use mode::Mode;
 pub use outcome::{Code, DoneBy, Outcome, Receipt, Refusal, RetryHint, Settled, Stage};
 pub use policy::{ApprovalPolicy, Confirm, Kind};
+pub use policy_file::{Override, PolicyError, PolicyFile, RolePolicy, MAX_POLICY_BYTES};
 pub use projection::{openai_tools, ToolAnnotations, ToolSpec};
 pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
 pub use ticket::{ApprovalRequest, Gesture, Grant, GrantId, NotPending, Ticket, TicketError};

@@ -65,8 +65,20 @@ struct Ctx<'a> {
     started: Timestamp,
 }
 
+/// Where the levels and scopes come from.
+#[derive(Debug, Clone)]
+pub(crate) enum PolicyState {
+    /// No policy file: the declarations and the session's own scopes.
+    Declared,
+    /// A valid policy file.
+    Loaded(crate::PolicyFile),
+    /// A policy file that failed to load: every call is refused.
+    Broken(crate::PolicyError),
+}
+
 pub(crate) struct Inner {
     pub(crate) executor: u64,
+    pub(crate) policy: PolicyState,
     pub(crate) config: Config,
     pub(crate) actions: HashMap<String, Entry>,
     pub(crate) live: BTreeMap<CallId, Live>,
@@ -88,6 +100,7 @@ impl Inner {
         )));
         Self {
             executor,
+            policy: PolicyState::Declared,
             config,
             actions: HashMap::new(),
             live: BTreeMap::new(),
@@ -100,6 +113,26 @@ impl Inner {
             settled: VecDeque::new(),
             last_now: Timestamp::default(),
             mode: crate::Mode::Default,
+        }
+    }
+
+    /// The policy this session's calls of an action get: the policy file's override for
+    /// the session's role if any, else the declaration's.
+    pub(crate) fn effective_policy(&self, meta: &crate::action::ActionMeta) -> ApprovalPolicy {
+        match &self.policy {
+            PolicyState::Loaded(file) => {
+                file.resolve(&self.config.session.role, &meta.id, meta.kind, meta.confirm)
+            }
+            PolicyState::Declared | PolicyState::Broken(_) => meta.policy,
+        }
+    }
+
+    /// The scopes the session holds: its role's in the policy file, else its own.
+    pub(crate) fn scopes(&self) -> std::collections::BTreeSet<String> {
+        match &self.policy {
+            PolicyState::Loaded(file) => file.scopes(&self.config.session.role),
+            PolicyState::Declared => self.config.session.scopes.clone(),
+            PolicyState::Broken(_) => std::collections::BTreeSet::new(),
         }
     }
 
@@ -213,7 +246,12 @@ impl Inner {
         ctx.digest = ArgsDigest::of_value(&arguments);
 
         // scope, availability
-        if let Err(r) = stages::scope(meta, &self.config.session)
+        if let PolicyState::Broken(e) = &self.policy {
+            let r = stages::policy_broken(&meta.id, e);
+            return Next::Settled(self.refuse_early(&ctx, r, Decider::Policy, now));
+        }
+        let scopes = self.scopes();
+        if let Err(r) = stages::scope(meta, &self.config.session, &scopes)
             .and_then(|()| stages::availability(action.as_ref()))
         {
             return Next::Settled(self.refuse_early(&ctx, r, Decider::Pipeline, now));
@@ -222,7 +260,12 @@ impl Inner {
         // decide
         let granted = self.grants.iter().any(|g| g.action == meta.id);
         let decision = stages::apply_mode(
-            stages::decide(meta, prepared.as_ref(), granted),
+            stages::decide(
+                meta,
+                self.effective_policy(meta),
+                prepared.as_ref(),
+                granted,
+            ),
             self.mode,
             &meta.id,
         );
@@ -249,7 +292,10 @@ impl Inner {
                         "allowed without asking: the session is in `{}` mode",
                         self.mode.as_str()
                     ),
-                    _ => format!("policy `{}` needs no approval", policy_name(meta.policy)),
+                    _ => format!(
+                        "policy `{}` needs no approval",
+                        policy_name(self.effective_policy(meta))
+                    ),
                 };
                 self.record(
                     &ctx,
@@ -840,7 +886,7 @@ impl Inner {
             action: truncate_escaped(ctx.action_id, crate::registry::MAX_ACTION_ID_LEN),
             kind: ctx.meta.map(|m| m.kind),
             confirm: ctx.meta.map(|m| m.confirm),
-            policy: ctx.meta.map(|m| m.policy),
+            policy: ctx.meta.map(|m| self.effective_policy(m)),
             mode: self.mode,
             stage,
             event,

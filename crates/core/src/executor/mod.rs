@@ -164,14 +164,17 @@ impl Executor {
     /// scopes, as tools, sorted by name.
     pub fn projection(&self) -> Vec<ToolSpec> {
         self.with(|inner| {
+            if matches!(inner.policy, inner::PolicyState::Broken(_)) {
+                // Fail closed: with a broken policy file the model is offered nothing.
+                return Vec::new();
+            }
+            let scopes = inner.scopes();
             let mut tools: Vec<ToolSpec> = inner
                 .actions
                 .values()
                 .filter(|e| {
                     let meta = e.action.meta();
-                    meta.scope
-                        .as_ref()
-                        .is_none_or(|s| inner.config.session.holds(s))
+                    meta.scope.as_ref().is_none_or(|s| scopes.contains(s))
                         && e.action.is_available()
                 })
                 .map(|e| {
@@ -181,7 +184,7 @@ impl Executor {
                         description: describe(
                             &meta.description,
                             meta.kind,
-                            meta.policy,
+                            inner.effective_policy(meta),
                             meta.handoff.is_some(),
                         ),
                         parameters: meta.schema.clone(),
@@ -189,7 +192,7 @@ impl Executor {
                             title: meta.title.clone(),
                             read_only_hint: meta.kind == crate::Kind::Read,
                             destructive_hint: meta.kind == crate::Kind::Danger,
-                            approval: meta.policy,
+                            approval: inner.effective_policy(meta),
                             handoff: meta.handoff.is_some(),
                         },
                     }
@@ -314,6 +317,29 @@ impl Executor {
     /// watch to answer the model (timeouts and unregistering settle calls too).
     pub fn drain_settled(&self) -> Vec<Settled> {
         self.with(|inner| inner.settled.drain(..).collect())
+    }
+
+    /// Loads the deployment's policy file (JSON; see [`crate::PolicyFile`]): the session's
+    /// role then gets the file's scopes and per-action levels. A malformed file is refused
+    /// with its line, and the executor then refuses every call (fail closed) until a valid
+    /// file is loaded: it never runs with no policy after being told to use one.
+    pub fn load_policy(&self, text: &str) -> Result<(), crate::PolicyError> {
+        let parsed = crate::PolicyFile::from_json(text);
+        self.with(|inner| {
+            inner.policy = match &parsed {
+                Ok(file) => inner::PolicyState::Loaded(file.clone()),
+                Err(e) => inner::PolicyState::Broken(e.clone()),
+            }
+        });
+        parsed.map(|_| ())
+    }
+
+    /// The error of the last policy file, while the executor refuses everything because of it.
+    pub fn policy_error(&self) -> Option<crate::PolicyError> {
+        self.with(|inner| match &inner.policy {
+            inner::PolicyState::Broken(e) => Some(e.clone()),
+            _ => None,
+        })
     }
 
     /// Switches the session's mode; later decisions use (and record) it. Calls already

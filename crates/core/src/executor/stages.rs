@@ -65,10 +65,15 @@ pub(crate) fn validate(
     Ok((prepared, value))
 }
 
-/// scope: the session's role must hold the action's scope.
-pub(crate) fn scope(meta: &ActionMeta, session: &Session) -> Result<(), Refusal> {
+/// scope: the session's role must hold the action's scope (`scopes` is the role's
+/// scopes from the policy file when one is loaded, else the session's own).
+pub(crate) fn scope(
+    meta: &ActionMeta,
+    session: &Session,
+    scopes: &std::collections::BTreeSet<String>,
+) -> Result<(), Refusal> {
     match &meta.scope {
-        Some(scope) if !session.holds(scope) => Err(refusal(
+        Some(scope) if !scopes.contains(scope) => Err(refusal(
             Code::ScopeMissing,
             Stage::Scope,
             format!(
@@ -92,6 +97,19 @@ pub(crate) fn availability(action: &dyn ErasedAction) -> Result<(), Refusal> {
             "is not available in the page right now",
         ))
     }
+}
+
+/// A broken policy file: nothing runs until it is fixed (fail closed).
+pub(crate) fn policy_broken(id: &str, error: &crate::PolicyError) -> Refusal {
+    refusal(
+        Code::PolicyDenied,
+        Stage::Scope,
+        format!(
+            "{} was not done: the deployment's policy file is invalid ({}), so nothing runs until it is fixed",
+            name(id),
+            quote(&error.to_string(), 200)
+        ),
+    )
 }
 
 /// An `UNAVAILABLE` refusal saying why.
@@ -150,7 +168,12 @@ pub(crate) fn apply_mode(decision: Decision, mode: crate::Mode, id: &str) -> Dec
 ///
 /// A classifier can only raise the bar: its `Ask` is treated as `AskAlways`, because a
 /// grant for the whole action must not cover the arguments the action itself flagged.
-pub(crate) fn decide(meta: &ActionMeta, prepared: &dyn PreparedCall, granted: bool) -> Decision {
+pub(crate) fn decide(
+    meta: &ActionMeta,
+    policy: ApprovalPolicy,
+    prepared: &dyn PreparedCall,
+    granted: bool,
+) -> Decision {
     let verdict = prepared.classify();
     if let Verdict::Deny(reason) = verdict {
         return Decision::Deny(
@@ -170,7 +193,7 @@ pub(crate) fn decide(meta: &ActionMeta, prepared: &dyn PreparedCall, granted: bo
         // INVARIANT: a handoff is never also put behind an approval.
         return Decision::Handoff;
     }
-    match (meta.policy, verdict) {
+    match (policy, verdict) {
         (_, Verdict::Ask) => Decision::Ask(ApprovalPolicy::AskAlways, Decider::Classifier),
         (ApprovalPolicy::None, _) => Decision::Run(Decider::Policy),
         (ApprovalPolicy::Ask, _) if granted => Decision::Run(Decider::SessionGrant),

@@ -1,0 +1,150 @@
+//! The deployment's policy file: per-role scopes and levels, fail-closed on a bad file,
+//! and handoffs that no file can turn into automatic runs.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use common::{code, drive, World};
+use countersign::{
+    Action, ApprovalPolicy, Confirm, Expect, Handoff, Kind, NoParams, Session, Step,
+};
+
+const POLICY: &str = r#"{
+  "roles": {
+    "viewer": { "scopes": ["workspace.read"],
+                "overrides": { "save": { "confirm": "always" }, "publish": { "confirm": "off" } } },
+    "editor": { "scopes": ["workspace.read", "workspace.write"],
+                "overrides": { "save": { "confirm": "always" } } },
+    "admin":  { "scopes": ["workspace.read", "workspace.write"],
+                "overrides": { "save": { "confirm": "off" }, "publish": { "kind": "read", "confirm": "off" } } }
+  }
+}"#;
+
+fn world(role: &str) -> World {
+    // The session claims every scope; with a policy file only the file's count.
+    let mut w = World::with_session(Session::new(role, ["workspace.read", "workspace.write"]));
+    w.add(
+        w.action("save", Kind::Write, Confirm::Ask)
+            .scope("workspace.write"),
+    );
+    w.add(w.action("note", Kind::Write, Confirm::Unset));
+    w.regs.push(
+        w.exec
+            .register(
+                Action::<NoParams>::new("publish", "p")
+                    .kind(Kind::Danger)
+                    .handoff(Handoff::new("r", Expect::new("e", || false)).step("s", None)),
+            )
+            .unwrap(),
+    );
+    w
+}
+
+#[test]
+fn the_same_action_is_asked_every_time_for_one_role_and_not_at_all_for_another() {
+    let editor = world("editor");
+    editor.exec.load_policy(POLICY).unwrap();
+    let Step::Approval(card) = editor.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!("editor was not asked")
+    };
+    assert_eq!(card.policy, ApprovalPolicy::AskAlways);
+    assert!(!card.offers_session_grant);
+
+    let admin = world("admin");
+    admin.exec.load_policy(POLICY).unwrap();
+    let s = drive(&admin.exec, admin.call("save", r#"{"name":"a"}"#, 0), 1).unwrap();
+    assert_eq!(code(&s), "OK");
+    let record = &admin.terminal(s.call)[0];
+    assert_eq!(
+        record.policy,
+        Some(ApprovalPolicy::None),
+        "the audit records the effective policy"
+    );
+    assert_eq!(
+        record.confirm,
+        Some(Confirm::Ask),
+        "and the declaration's confirm"
+    );
+    let tool = admin
+        .exec
+        .projection()
+        .into_iter()
+        .find(|t| t.name == "save")
+        .unwrap();
+    assert_eq!(tool.annotations.approval, ApprovalPolicy::None);
+}
+
+#[test]
+fn scopes_come_from_the_file_not_from_what_the_session_claims() {
+    let viewer = world("viewer");
+    viewer.exec.load_policy(POLICY).unwrap();
+    let Step::Settled(s) = viewer.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(code(&s), "SCOPE_MISSING");
+    assert!(s.outcome.to_model_json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("`workspace.write`"));
+    assert!(viewer.exec.projection().iter().all(|t| t.name != "save"));
+    // A role the file does not name holds nothing.
+    let stranger = world("stranger");
+    stranger.exec.load_policy(POLICY).unwrap();
+    let Step::Settled(s) = stranger.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(code(&s), "SCOPE_MISSING");
+    assert!(viewer.runs().is_empty() && stranger.runs().is_empty());
+}
+
+#[test]
+fn no_file_can_turn_a_handoff_into_an_automatic_run() {
+    for role in ["viewer", "admin"] {
+        let w = world(role);
+        w.exec.load_policy(POLICY).unwrap();
+        assert!(
+            matches!(w.call("publish", "{}", 0), Step::Handoff(_)),
+            "{role}"
+        );
+    }
+}
+
+#[test]
+fn a_malformed_file_is_refused_with_its_line_and_then_nothing_runs() {
+    let w = world("admin");
+    let broken = "{\n  \"roles\": {\n    \"admin\": { \"scopes\": [\"workspace.write\"], \"overides\": {} }\n  }\n}";
+    let e = w.exec.load_policy(broken).unwrap_err();
+    assert_eq!(e.line, 3);
+    assert!(e.message.contains("unknown field `overides`"), "{e}");
+    assert_eq!(w.exec.policy_error(), Some(e));
+    // Fail closed: even an action that needs no approval is refused, and the model sees nothing.
+    for action in ["note", "save"] {
+        let Step::Settled(s) = w.call(action, r#"{"name":"a"}"#, 0) else {
+            panic!("{action} was not refused")
+        };
+        assert_eq!(code(&s), "POLICY_DENIED", "{action}");
+        let message = s.outcome.to_model_json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            message.contains("policy file is invalid") && message.contains("line 3"),
+            "{message}"
+        );
+        assert_eq!(w.terminal(s.call).len(), 1);
+    }
+    assert!(w.exec.projection().is_empty());
+    assert!(w.runs().is_empty());
+    // A valid file restores service.
+    w.exec.load_policy(POLICY).unwrap();
+    assert_eq!(w.exec.policy_error(), None);
+    assert_eq!(
+        code(&drive(&w.exec, w.call("note", r#"{"name":"a"}"#, 1), 2).unwrap()),
+        "OK"
+    );
+}
