@@ -53,7 +53,16 @@ enum Op {
     RunJob(usize),
     DropJob(usize),
     SetMode(Mode),
+    LoadPolicy(usize),
 }
+
+/// Policy files the sequences switch between: overrides that raise and lower levels
+/// (never a handoff's), and one that is broken.
+const POLICIES: [&str; 3] = [
+    r#"{"roles":{"admin":{"overrides":{"plain":{"confirm":"always"},"always":{"confirm":"off"},"ask":{"confirm":"unset"}}}}}"#,
+    r#"{"roles":{"admin":{"overrides":{"ask":{"kind":"danger"},"hand":{"confirm":"off"},"off":{"confirm":"ask"}}}}}"#,
+    r#"{"roles":{"admin":{"overides":{}}}}"#,
+];
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -72,6 +81,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..4usize).prop_map(Op::RunJob),
         1 => (0..4usize).prop_map(Op::DropJob),
         1 => prop_oneof![Just(Mode::Default), Just(Mode::Away), Just(Mode::Unattended), Just(Mode::Bypass)].prop_map(Op::SetMode),
+        1 => (0..POLICIES.len()).prop_map(Op::LoadPolicy),
     ]
 }
 
@@ -274,6 +284,9 @@ impl Sim {
                 }
             }
             Op::SetMode(mode) => self.exec.set_mode(mode),
+            Op::LoadPolicy(i) => {
+                let _ = self.exec.load_policy(POLICIES[i]);
+            }
             Op::DropJob(k) => {
                 if !self.jobs.is_empty() {
                     drop(self.jobs.remove(k % self.jobs.len()));
@@ -289,11 +302,13 @@ impl Sim {
         assert_eq!(unique.len(), ran.len(), "a call ran twice");
         for tag in ran.iter() {
             let call = self.tag_call[tag];
-            let (_, kind, confirm) = ACTIONS[self.call_action[&call]];
             let first = &self.audit.for_call(call)[0];
+            // The level that applied is the one in force when the call was decided
+            // (declaration, or the policy file's override), as its first record says.
+            let policy = first.policy.expect("a call that ran was resolved");
             // Only the mode the call was decided in may stand in for a person.
             let by_mode = first.decided_by == Decider::Mode;
-            match ApprovalPolicy::resolve(kind, confirm) {
+            match policy {
                 ApprovalPolicy::None => assert_eq!(first.event, AuditEvent::Allowed),
                 ApprovalPolicy::Ask => assert!(
                     self.approved.contains_key(&call)
