@@ -36,6 +36,7 @@ type CheckFn<P> = dyn Fn(&P) -> Result<(), String>;
 type ClassifyFn<P> = dyn Fn(&P) -> Verdict;
 type TextFn<P> = dyn Fn(&P) -> String;
 type VerifyFn<P> = dyn Fn(&P, &Value) -> Result<(), String>;
+type RememberFn<P> = dyn Fn(&P) -> crate::GrantRule;
 
 /// A declared action with typed params `P`.
 ///
@@ -77,6 +78,7 @@ pub struct Action<P> {
     pub(crate) run: Option<Rc<RunFn<P>>>,
     pub(crate) verify: Option<Rc<VerifyFn<P>>>,
     pub(crate) handoff: Option<Handoff>,
+    pub(crate) remember: Option<Rc<RememberFn<P>>>,
 }
 
 impl<P> std::fmt::Debug for Action<P> {
@@ -113,6 +115,7 @@ where
             run: None,
             verify: None,
             handoff: None,
+            remember: None,
         }
     }
 
@@ -198,6 +201,14 @@ where
         self
     }
 
+    /// What "always allow this session" remembers from the approved call: a pattern over
+    /// its arguments (a prefix, a glob, an exact value), so the grant covers the calls the
+    /// person meant, not every future call. Default: every call of the action.
+    pub fn remember(mut self, rule: impl Fn(&P) -> crate::GrantRule + 'static) -> Self {
+        self.remember = Some(Rc::new(rule));
+        self
+    }
+
     /// Makes the last step the person's: the executor never runs anything, it shows the
     /// steps and waits for the [`Handoff`]'s `expect` to hold.
     pub fn handoff(mut self, handoff: Handoff) -> Self {
@@ -255,6 +266,7 @@ pub(crate) trait PreparedCall {
     fn classify(&self) -> Verdict;
     fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>>;
     fn verify(&self, output: &Value) -> Result<(), String>;
+    fn grant_rule(&self) -> Option<crate::GrantRule>;
 }
 
 struct Typed<P> {
@@ -315,6 +327,10 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
             .verify
             .as_ref()
             .map_or(Ok(()), |verify| verify(&self.params, output))
+    }
+
+    fn grant_rule(&self) -> Option<crate::GrantRule> {
+        self.action.remember.as_ref().map(|rule| rule(&self.params))
     }
 }
 

@@ -7,6 +7,7 @@ mod audit;
 mod call;
 mod digest;
 mod executor;
+mod grant_rule;
 mod handoff;
 mod mode;
 mod outcome;
@@ -25,6 +26,7 @@ pub use digest::{ArgsDigest, BadDigest};
 pub use executor::{
     Completion, Config, Executor, HandoffView, Job, Registration, Step, DEFAULT_APPROVAL_TIMEOUT,
 };
+pub use grant_rule::{GrantRule, Matcher};
 pub use handoff::{
     Expect, Handoff, HandoffMachine, HandoffState, HandoffStep, DEFAULT_HANDOFF_TIMEOUT,
 };

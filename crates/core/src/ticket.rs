@@ -55,6 +55,8 @@ pub struct ApprovalRequest {
     pub args_sha256: ArgsDigest,
     /// Whether the card may offer "always allow this session".
     pub offers_session_grant: bool,
+    /// What that grant would remember, when offered.
+    pub grant_rule: Option<crate::GrantRule>,
     /// When the request was made.
     pub asked_at: Timestamp,
     /// When it times out as `APPROVAL_TIMEOUT`.
@@ -138,7 +140,7 @@ pub struct NotPending;
 pub struct GrantId(pub(crate) u64);
 
 /// "Always allow this session" for one `Ask` action, made by a person; revocable.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Grant {
     /// Its id, to revoke it.
     pub id: GrantId,
@@ -150,4 +152,6 @@ pub struct Grant {
     pub granted_at: Timestamp,
     /// The call whose card the person pressed it on.
     pub from_call: CallId,
+    /// Which later calls it covers.
+    pub rule: crate::GrantRule,
 }

@@ -258,7 +258,10 @@ impl Inner {
         }
 
         // decide
-        let granted = self.grants.iter().any(|g| g.action == meta.id);
+        let granted = self
+            .grants
+            .iter()
+            .any(|g| g.action == meta.id && g.rule.matcher.matches(&arguments));
         let decision = stages::apply_mode(
             stages::decide(
                 meta,
@@ -324,6 +327,11 @@ impl Inner {
                     arguments,
                     args_sha256: ctx.digest,
                     offers_session_grant: policy.offers_session_grant(),
+                    grant_rule: policy.offers_session_grant().then(|| {
+                        prepared.grant_rule().unwrap_or_else(|| {
+                            crate::GrantRule::any(format!("every call of {}", meta.title))
+                        })
+                    }),
                     asked_at: now,
                     deadline: now.saturating_add(self.config.approval_timeout),
                     nonce: self.nonce(id),
@@ -417,12 +425,17 @@ impl Inner {
                 "the person allowed it once".to_owned(),
             ),
             Gesture::AllowForSession => {
+                let rule = request
+                    .grant_rule
+                    .clone()
+                    .unwrap_or_else(|| crate::GrantRule::any(format!("every call of {title}")));
                 let grant = Grant {
                     id: GrantId(self.next_grant),
                     action: action.meta().id.clone(),
                     title,
                     granted_at: now,
                     from_call: call,
+                    rule,
                 };
                 self.next_grant += 1;
                 let reason = format!(

@@ -1,0 +1,172 @@
+//! What "always allow this session" remembers: a pattern over the arguments the person
+//! approved, supplied by the action, so a grant covers *those* calls, not every call.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A pattern over a call's arguments. Fields are addressed by JSON pointer (`/path`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "match", rename_all = "snake_case")]
+pub enum Matcher {
+    /// Every call of the action.
+    Any,
+    /// The field equals this value exactly.
+    Exact {
+        /// The field, as a JSON pointer (e.g. `/path`).
+        pointer: String,
+        /// The value it must equal.
+        value: Value,
+    },
+    /// The field is a string starting with `prefix`.
+    Prefix {
+        /// The field, as a JSON pointer.
+        pointer: String,
+        /// The prefix.
+        prefix: String,
+    },
+    /// The field is a string matching a glob (`*` within a path segment, `**` across
+    /// segments, `?` one character, `{a,b}` alternatives).
+    Glob {
+        /// The field, as a JSON pointer.
+        pointer: String,
+        /// The glob.
+        pattern: String,
+    },
+}
+
+impl Matcher {
+    /// Whether `arguments` (the call's JSON object) match.
+    pub fn matches(&self, arguments: &Value) -> bool {
+        match self {
+            Matcher::Any => true,
+            Matcher::Exact { pointer, value } => arguments.pointer(pointer) == Some(value),
+            Matcher::Prefix { pointer, prefix } => arguments
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                // A prefix never matches a path that climbs out of it.
+                .is_some_and(|s| s.starts_with(prefix.as_str()) && !s.contains("..")),
+            Matcher::Glob { pointer, pattern } => arguments
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.contains("..") && glob_match::glob_match(pattern, s)),
+        }
+    }
+}
+
+/// The rule a grant remembers, with the words the card shows for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GrantRule {
+    /// What the grant will cover, in the person's words ("writing files under `drafts/`").
+    pub description: String,
+    /// The pattern later calls must match to skip the card.
+    pub matcher: Matcher,
+}
+
+impl GrantRule {
+    /// A rule covering every call of the action.
+    pub fn any(description: impl Into<String>) -> Self {
+        Self {
+            description: description.into(),
+            matcher: Matcher::Any,
+        }
+    }
+
+    /// A rule covering calls whose `pointer` field equals `value`.
+    pub fn exact(
+        description: impl Into<String>,
+        pointer: impl Into<String>,
+        value: impl Into<Value>,
+    ) -> Self {
+        Self {
+            description: description.into(),
+            matcher: Matcher::Exact {
+                pointer: pointer.into(),
+                value: value.into(),
+            },
+        }
+    }
+
+    /// A rule covering calls whose `pointer` field starts with `prefix`.
+    pub fn prefix(
+        description: impl Into<String>,
+        pointer: impl Into<String>,
+        prefix: impl Into<String>,
+    ) -> Self {
+        Self {
+            description: description.into(),
+            matcher: Matcher::Prefix {
+                pointer: pointer.into(),
+                prefix: prefix.into(),
+            },
+        }
+    }
+
+    /// A rule covering calls whose `pointer` field matches the glob `pattern`.
+    pub fn glob(
+        description: impl Into<String>,
+        pointer: impl Into<String>,
+        pattern: impl Into<String>,
+    ) -> Self {
+        Self {
+            description: description.into(),
+            matcher: Matcher::Glob {
+                pointer: pointer.into(),
+                pattern: pattern.into(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn matchers_cover_what_they_say_and_nothing_else() {
+        let drafts = Matcher::Prefix {
+            pointer: "/path".into(),
+            prefix: "drafts/".into(),
+        };
+        assert!(drafts.matches(&json!({"path": "drafts/a.md"})));
+        assert!(!drafts.matches(&json!({"path": "config.json"})));
+        assert!(
+            !drafts.matches(&json!({"path": "drafts/../.env"})),
+            "no climbing out"
+        );
+        assert!(!drafts.matches(&json!({"path": 7})));
+        assert!(!drafts.matches(&json!({})));
+
+        let md = Matcher::Glob {
+            pointer: "/path".into(),
+            pattern: "notes/*.md".into(),
+        };
+        assert!(md.matches(&json!({"path": "notes/a.md"})));
+        assert!(
+            !md.matches(&json!({"path": "notes/sub/a.md"})),
+            "`*` stays in a segment"
+        );
+        assert!(!md.matches(&json!({"path": "notes/a.txt"})));
+        let deep = Matcher::Glob {
+            pointer: "/path".into(),
+            pattern: "notes/**/*.md".into(),
+        };
+        assert!(deep.matches(&json!({"path": "notes/sub/a.md"})));
+
+        let exact = Matcher::Exact {
+            pointer: "/name".into(),
+            value: json!("Apollo"),
+        };
+        assert!(exact.matches(&json!({"name": "Apollo", "x": 1})));
+        assert!(!exact.matches(&json!({"name": "apollo"})));
+        assert!(Matcher::Any.matches(&json!({})));
+    }
+
+    #[test]
+    fn matchers_round_trip_as_data_for_storage() {
+        let rule = GrantRule::prefix("files under drafts/", "/path", "drafts/");
+        let text = serde_json::to_string(&rule).unwrap();
+        assert!(text.contains("\"match\":\"prefix\""));
+        assert_eq!(serde_json::from_str::<GrantRule>(&text).unwrap(), rule);
+    }
+}

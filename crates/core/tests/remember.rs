@@ -1,0 +1,152 @@
+//! "Always allow this session" remembers the pattern the person approved, not the
+//! whole action: the action supplies it from the arguments.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use common::{at, drive, World};
+use countersign::{Action, Confirm, Decider, Gesture, GrantRule, Kind, Matcher, Step};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Clone, Deserialize, JsonSchema)]
+struct WriteFile {
+    /// The file's path.
+    path: String,
+}
+
+fn folder(path: &str) -> String {
+    path.rfind('/')
+        .map_or_else(String::new, |i| path[..=i].to_owned())
+}
+
+fn world() -> (World, Rc<RefCell<Vec<String>>>) {
+    let mut w = World::new();
+    let written = Rc::new(RefCell::new(Vec::new()));
+    let log = Rc::clone(&written);
+    w.regs.push(
+        w.exec
+            .register(
+                Action::<WriteFile>::new("write_file", "Write a file.")
+                    .kind(Kind::Write)
+                    .confirm(Confirm::Ask)
+                    .remember(|p| {
+                        let dir = folder(&p.path);
+                        if dir.is_empty() {
+                            GrantRule::exact(
+                                format!("writing `{}`", p.path),
+                                "/path",
+                                p.path.clone(),
+                            )
+                        } else {
+                            GrantRule::prefix(format!("writing files under `{dir}`"), "/path", dir)
+                        }
+                    })
+                    .run(move |p: WriteFile| {
+                        let log = Rc::clone(&log);
+                        async move {
+                            log.borrow_mut().push(p.path);
+                            Ok::<_, String>(())
+                        }
+                    }),
+            )
+            .unwrap(),
+    );
+    (w, written)
+}
+
+fn write(w: &World, path: &str, at_ms: u64) -> Step {
+    w.call("write_file", &format!(r#"{{"path":"{path}"}}"#), at_ms)
+}
+
+#[test]
+fn a_grant_covers_the_approved_folder_and_asks_for_anything_else() {
+    let (w, written) = world();
+    let Step::Approval(card) = write(&w, "drafts/a.md", 0) else {
+        panic!()
+    };
+    let rule = card.grant_rule.clone().unwrap();
+    assert_eq!(rule.description, "writing files under `drafts/`");
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowForSession), at(1))
+            .unwrap(),
+        2,
+    );
+    assert_eq!(
+        w.exec.grants()[0].rule.matcher,
+        Matcher::Prefix {
+            pointer: "/path".into(),
+            prefix: "drafts/".into()
+        }
+    );
+
+    let step = write(&w, "drafts/b.md", 3);
+    let Step::Perform(_) = &step else {
+        panic!("same folder was asked again")
+    };
+    let settled = drive(&w.exec, step, 4).unwrap();
+    assert_eq!(
+        w.audit.for_call(settled.call)[0].decided_by,
+        Decider::SessionGrant
+    );
+
+    for other in [
+        "config.json",
+        "secrets/.env",
+        "drafts/../.env",
+        "draftsX/a.md",
+    ] {
+        assert!(
+            matches!(write(&w, other, 5), Step::Approval(_)),
+            "{other} was not asked"
+        );
+    }
+    assert_eq!(written.borrow().as_slice(), ["drafts/a.md", "drafts/b.md"]);
+}
+
+#[test]
+fn without_a_rule_the_grant_covers_every_call_of_the_action() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(card.grant_rule.as_ref().unwrap().matcher, Matcher::Any);
+    assert!(card
+        .grant_rule
+        .as_ref()
+        .unwrap()
+        .description
+        .contains("every call"));
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowForSession), at(1))
+            .unwrap(),
+        2,
+    );
+    assert!(matches!(
+        w.call("save", r#"{"name":"anything"}"#, 3),
+        Step::Perform(_)
+    ));
+}
+
+#[test]
+fn ask_always_cards_offer_no_rule() {
+    let mut w = World::new();
+    w.add(w.action("archive", Kind::Danger, Confirm::Unset));
+    let Step::Approval(card) = w.call("archive", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    assert!(card.grant_rule.is_none());
+}
