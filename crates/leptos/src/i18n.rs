@@ -83,6 +83,8 @@ pub struct Strings {
     pub deny_reason: &'static str,
     /// The hint that danger actions are asked every time.
     pub asked_every_time: &'static str,
+    /// The label before what "always allow" would cover.
+    pub grant_covers: &'static str,
     /// The button that points at the action's element in the page.
     pub show_in_page: &'static str,
     /// The grants list heading.
@@ -188,6 +190,7 @@ static EN: Strings = Strings {
     deny: "Deny",
     deny_reason: "Reason (optional, sent to the assistant)",
     asked_every_time: "Dangerous: asked every time.",
+    grant_covers: "“Always allow” covers",
     show_in_page: "Show in page",
     grants: "Allowed for this session",
     revoke: "Revoke",
@@ -230,6 +233,7 @@ static ZH: Strings = Strings {
     deny: "拒绝",
     deny_reason: "理由（可选，会告知助手）",
     asked_every_time: "危险操作：每次都会询问。",
+    grant_covers: "“始终允许”的范围",
     show_in_page: "在页面中显示",
     grants: "本次会话已允许",
     revoke: "撤销",

@@ -317,11 +317,17 @@ async fn always_allow_skips_the_next_card_and_is_revocable() {
     let page = mount(Setup::default());
     let first = page.call("save", r#"{"name":"a"}"#);
     tick().await;
+    assert!(
+        page.text(".cs-card__rule")
+            .contains("every call of Title save"),
+        "the card says what the grant covers"
+    );
     page.click(".cs-allow-session");
     assert_eq!(code(&first.await), "OK");
     tick().await;
     assert_eq!(page.all(".cs-grant").len(), 1);
     assert!(page.text(".cs-grants").contains("Title save"));
+    assert!(page.text(".cs-grant__rule").contains("every call"));
 
     let second = page.call("save", r#"{"name":"b"}"#).await;
     tick().await;

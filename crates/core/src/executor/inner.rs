@@ -30,7 +30,7 @@ pub(crate) struct Entry {
 }
 
 pub(crate) enum LiveState {
-    Approval(ApprovalRequest),
+    Approval(Box<ApprovalRequest>),
     Performing,
     Handoff(HandoffMachine),
 }
@@ -50,7 +50,7 @@ pub(crate) struct Live {
 /// What `submit` / `approve` tell the public layer to do next.
 pub(crate) enum Next {
     Settled(Settled),
-    Approval(ApprovalRequest),
+    Approval(Box<ApprovalRequest>),
     Handoff(CallId),
     Perform(CallId, crate::action::LocalBoxFuture<Result<Value, String>>),
 }
@@ -348,8 +348,8 @@ impl Inner {
                     now,
                 );
                 self.live
-                    .insert(id, live(LiveState::Approval(request.clone())));
-                Next::Approval(request)
+                    .insert(id, live(LiveState::Approval(Box::new(request.clone()))));
+                Next::Approval(Box::new(request))
             }
             Decision::Handoff => {
                 let timeout = meta.handoff.as_ref().map(|h| h.timeout).unwrap_or_default();

@@ -262,7 +262,7 @@ impl Executor {
                 .live
                 .values()
                 .filter_map(|l| match &l.state {
-                    LiveState::Approval(r) => Some(r.clone()),
+                    LiveState::Approval(r) => Some((**r).clone()),
                     _ => None,
                 })
                 .collect()
@@ -380,7 +380,7 @@ impl Executor {
     fn step(&self, next: Next) -> Step {
         match next {
             Next::Settled(s) => Step::Settled(s),
-            Next::Approval(r) => Step::Approval(r),
+            Next::Approval(r) => Step::Approval(*r),
             Next::Handoff(call) => match self.with(|inner| handoff_view(inner, call)) {
                 Some(view) => Step::Handoff(view),
                 None => Step::Settled(

@@ -77,6 +77,7 @@ fn card_view(
     let (card_class, kind_badge) = kind_class(card.kind);
     let arguments = serde_json::to_string_pretty(&card.arguments).unwrap_or_default();
     let offers_grant = card.offers_session_grant;
+    let grant_rule = card.grant_rule.as_ref().map(|r| r.description.clone());
     let every_time = card.policy == ApprovalPolicy::AskAlways;
     let target = cs.with_value(|cs| cs.action_target(&card.action));
     let call = card.call;
@@ -135,6 +136,9 @@ fn card_view(
                         on:input=move |ev| reason.set(event_target_value(&ev))
                     />
                 </label>
+                {grant_rule.map(|rule| view! {
+                    <p class="cs-card__rule"><span class="cs-label">{strings.grant_covers}</span>{rule}</p>
+                })}
                 <div class="cs-buttons">
                     <button class="cs-btn cs-btn--primary cs-allow-once" on:click=move |_| approve(Gesture::AllowOnce)>
                         {strings.allow_once}

@@ -22,7 +22,10 @@ pub(crate) fn GrantList(
                     let id = grant.id;
                     view! {
                         <li class="cs-grant" data-action=grant.action.clone()>
-                            <span>{grant.title.clone()}</span>
+                            <span>
+                                <strong>{grant.title.clone()}</strong>
+                                <span class="cs-label cs-grant__rule">{grant.rule.description.clone()}</span>
+                            </span>
                             <button class="cs-btn cs-btn--link cs-revoke" on:click=move |_| cs.with_value(|cs| cs.revoke(id))>
                                 {strings.revoke}
                             </button>
