@@ -37,6 +37,8 @@ type ClassifyFn<P> = dyn Fn(&P) -> Verdict;
 type TextFn<P> = dyn Fn(&P) -> String;
 type VerifyFn<P> = dyn Fn(&P, &Value) -> Result<(), String>;
 type RememberFn<P> = dyn Fn(&P) -> crate::GrantRule;
+type PreviewFn<P> = dyn Fn(&P) -> crate::Preview;
+type QuestionFn<P> = dyn Fn(&P) -> String;
 
 /// A declared action with typed params `P`.
 ///
@@ -79,6 +81,9 @@ pub struct Action<P> {
     pub(crate) verify: Option<Rc<VerifyFn<P>>>,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) remember: Option<Rc<RememberFn<P>>>,
+    pub(crate) preview: Option<Rc<PreviewFn<P>>>,
+    pub(crate) second_question: Option<Rc<QuestionFn<P>>>,
+    pub(crate) reversal: bool,
 }
 
 impl<P> std::fmt::Debug for Action<P> {
@@ -116,6 +121,9 @@ where
             verify: None,
             handoff: None,
             remember: None,
+            preview: None,
+            second_question: None,
+            reversal: false,
         }
     }
 
@@ -209,6 +217,28 @@ where
         self
     }
 
+    /// A dry run: what the call would change, computed without side effects and shown on
+    /// the approval card (a text diff, counts of what will be deleted).
+    pub fn preview(mut self, dry_run: impl Fn(&P) -> crate::Preview + 'static) -> Self {
+        self.preview = Some(Rc::new(dry_run));
+        self
+    }
+
+    /// Double confirmation: after the person's first yes, a second, differently worded
+    /// question must be answered yes too. Such an action never offers "always allow".
+    pub fn confirm_twice(mut self, question: impl Fn(&P) -> String + 'static) -> Self {
+        self.second_question = Some(Rc::new(question));
+        self
+    }
+
+    /// Marks a reversal (undo, close, cancel): an escape that no mode refuses and that a
+    /// broken policy file does not block. Its own approval policy still applies when a
+    /// person is there to give it.
+    pub fn reversal(mut self) -> Self {
+        self.reversal = true;
+        self
+    }
+
     /// Makes the last step the person's: the executor never runs anything, it shows the
     /// steps and waits for the [`Handoff`]'s `expect` to hold.
     pub fn handoff(mut self, handoff: Handoff) -> Self {
@@ -230,6 +260,8 @@ where
             scope: self.scope.clone(),
             schema,
             handoff: self.handoff.clone(),
+            reversal: self.reversal,
+            confirm_twice: self.second_question.is_some(),
         };
         Ok(Rc::new(Typed {
             meta,
@@ -250,6 +282,8 @@ pub(crate) struct ActionMeta {
     pub(crate) scope: Option<String>,
     pub(crate) schema: Value,
     pub(crate) handoff: Option<Handoff>,
+    pub(crate) reversal: bool,
+    pub(crate) confirm_twice: bool,
 }
 
 /// A registered action with its param type erased.
@@ -267,6 +301,8 @@ pub(crate) trait PreparedCall {
     fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>>;
     fn verify(&self, output: &Value) -> Result<(), String>;
     fn grant_rule(&self) -> Option<crate::GrantRule>;
+    fn preview(&self) -> Option<crate::Preview>;
+    fn second_question(&self) -> Option<String>;
 }
 
 struct Typed<P> {
@@ -331,6 +367,20 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
 
     fn grant_rule(&self) -> Option<crate::GrantRule> {
         self.action.remember.as_ref().map(|rule| rule(&self.params))
+    }
+
+    fn preview(&self) -> Option<crate::Preview> {
+        self.action
+            .preview
+            .as_ref()
+            .map(|dry_run| dry_run(&self.params))
+    }
+
+    fn second_question(&self) -> Option<String> {
+        self.action
+            .second_question
+            .as_ref()
+            .map(|q| q(&self.params))
     }
 }
 

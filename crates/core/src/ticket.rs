@@ -57,6 +57,12 @@ pub struct ApprovalRequest {
     pub offers_session_grant: bool,
     /// What that grant would remember, when offered.
     pub grant_rule: Option<crate::GrantRule>,
+    /// The dry run's preview of the effect, if the action has one.
+    pub preview: Option<crate::Preview>,
+    /// 1 for the first question; 2 for a double-confirmed action's second one.
+    pub round: u8,
+    /// The second question's words (round 2 only), from the action.
+    pub question: Option<String>,
     /// When the request was made.
     pub asked_at: Timestamp,
     /// When it times out as `APPROVAL_TIMEOUT`.

@@ -246,11 +246,15 @@ impl Inner {
         ctx.digest = ArgsDigest::of_value(&arguments);
 
         // scope, availability
-        if let PolicyState::Broken(e) = &self.policy {
+        if let (PolicyState::Broken(e), false) = (&self.policy, meta.reversal) {
             let r = stages::policy_broken(&meta.id, e);
             return Next::Settled(self.refuse_early(&ctx, r, Decider::Policy, now));
         }
-        let scopes = self.scopes();
+        let scopes = match (&self.policy, meta.reversal) {
+            // A reversal stays possible under a broken file, with the session's own scopes.
+            (PolicyState::Broken(_), true) => self.config.session.scopes.clone(),
+            _ => self.scopes(),
+        };
         if let Err(r) = stages::scope(meta, &self.config.session, &scopes)
             .and_then(|()| stages::availability(action.as_ref()))
         {
@@ -271,6 +275,7 @@ impl Inner {
             ),
             self.mode,
             &meta.id,
+            meta.reversal,
         );
         let consequence = match decision {
             Decision::Deny(..) => None,
@@ -326,15 +331,18 @@ impl Inner {
                     consequence: consequence.clone(),
                     arguments,
                     args_sha256: ctx.digest,
-                    offers_session_grant: policy.offers_session_grant(),
-                    grant_rule: policy.offers_session_grant().then(|| {
+                    offers_session_grant: policy.offers_session_grant() && !meta.confirm_twice,
+                    grant_rule: (policy.offers_session_grant() && !meta.confirm_twice).then(|| {
                         prepared.grant_rule().unwrap_or_else(|| {
                             crate::GrantRule::any(format!("every call of {}", meta.title))
                         })
                     }),
+                    preview: prepared.preview(),
+                    round: 1,
+                    question: None,
                     asked_at: now,
                     deadline: now.saturating_add(self.config.approval_timeout),
-                    nonce: self.nonce(id),
+                    nonce: self.nonce(id, 1),
                     executor: self.executor,
                 };
                 let reason = format!("policy `{}` asks a person", policy_name(policy));
@@ -401,6 +409,7 @@ impl Inner {
         let action = Rc::clone(&live.action);
         let generation = live.generation;
         let title = request.title.clone();
+        let card = (**request).clone();
         let still_registered = self
             .actions
             .get(&action.meta().id)
@@ -455,6 +464,33 @@ impl Inner {
             reason,
             now,
         );
+        if action.meta().confirm_twice && card.round == 1 {
+            // INVARIANT: a double-confirmed action runs only after a second ticket, minted
+            // from a second card with its own nonce.
+            let mut second = card;
+            second.round = 2;
+            second.question = self
+                .live
+                .get(&call)
+                .and_then(|l| l.prepared.second_question());
+            second.asked_at = now;
+            second.deadline = now.saturating_add(self.config.approval_timeout);
+            second.nonce = self.nonce(call, 2);
+            if let Some(live) = self.live.get_mut(&call) {
+                live.state = LiveState::Approval(Box::new(second.clone()));
+            }
+            let reason = "the action asks a second, differently worded question".to_owned();
+            self.record_live(
+                call,
+                Stage::Approve,
+                AuditEvent::Asked,
+                Decider::Policy,
+                None,
+                reason,
+                now,
+            );
+            return Ok(Next::Approval(Box::new(second)));
+        }
         let fut = self.live.get(&call).and_then(|l| l.prepared.run());
         match fut {
             Some(fut) => {
@@ -911,9 +947,16 @@ impl Inner {
         });
     }
 
-    fn nonce(&self, call: CallId) -> Nonce {
-        let digest =
-            Sha256::digest([&self.config.secret[..], b"nonce", &call.0.to_le_bytes()].concat());
+    fn nonce(&self, call: CallId, round: u8) -> Nonce {
+        let digest = Sha256::digest(
+            [
+                &self.config.secret[..],
+                b"nonce",
+                &call.0.to_le_bytes(),
+                &[round],
+            ]
+            .concat(),
+        );
         let mut out = [0u8; 16];
         for (slot, byte) in out.iter_mut().zip(digest.iter()) {
             *slot = *byte;

@@ -137,8 +137,20 @@ pub(crate) enum Decision {
 /// decide, second half: the session's mode turns an "ask" into a run or a refusal.
 ///
 /// INVARIANT: no mode turns a handoff into a run, and no mode lifts an action's own deny.
-pub(crate) fn apply_mode(decision: Decision, mode: crate::Mode, id: &str) -> Decision {
+pub(crate) fn apply_mode(
+    decision: Decision,
+    mode: crate::Mode,
+    id: &str,
+    reversal: bool,
+) -> Decision {
     use crate::Mode;
+    // INVARIANT: a reversal (undo, close, cancel) is never blocked by a mode: escape must
+    // stay possible when nobody can approve.
+    if reversal && mode != Mode::Default {
+        if let Decision::Ask(..) = decision {
+            return Decision::Run(Decider::Mode);
+        }
+    }
     let refuse = |why: &str| {
         Decision::Deny(
             refusal(

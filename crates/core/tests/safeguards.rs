@@ -1,0 +1,156 @@
+//! Previews, double confirmation and reversal actions.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use common::{at, code, drive, World};
+use countersign::{AuditEvent, Confirm, Gesture, Kind, Mode, Preview, Step, TicketError};
+
+#[test]
+fn the_card_carries_the_dry_runs_preview_and_the_dry_run_changes_nothing() {
+    let mut w = World::new();
+    w.add(w.action("rewrite", Kind::Write, Confirm::Ask).preview(|p| {
+        Preview::of_text(
+            "title: Atlas\nowner: design",
+            &format!("title: {}\nowner: design", p.name),
+        )
+        .count("files touched", 1)
+    }));
+    let Step::Approval(card) = w.call("rewrite", r#"{"name":"Apollo"}"#, 0) else {
+        panic!()
+    };
+    let preview = card.preview.clone().unwrap();
+    assert_eq!(
+        preview.diff.as_deref(),
+        Some("- title: Atlas\n+ title: Apollo\n  owner: design\n")
+    );
+    assert_eq!(preview.counts, [("files touched".to_owned(), 1)]);
+    assert!(w.runs().is_empty(), "the preview ran the action");
+}
+
+#[test]
+fn a_double_confirmed_action_needs_two_yeses_and_offers_no_grant() {
+    let mut w = World::new();
+    w.add(
+        w.action("delete", Kind::Write, Confirm::Ask)
+            .confirm_twice(|p| format!("Really delete `{}`? This cannot be undone.", p.name)),
+    );
+    let Step::Approval(first) = w.call("delete", r#"{"name":"repo"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!((first.round, first.offers_session_grant), (1, false));
+    assert_eq!(
+        w.exec
+            .approve(first.countersign(Gesture::AllowForSession), at(1))
+            .unwrap_err(),
+        TicketError::GrantNotOffered
+    );
+    let Step::Approval(second) = w
+        .exec
+        .approve(first.countersign(Gesture::AllowOnce), at(2))
+        .unwrap()
+    else {
+        panic!("ran after one yes")
+    };
+    assert!(w.runs().is_empty());
+    assert_eq!(second.round, 2);
+    assert_eq!(
+        second.question.as_deref(),
+        Some("Really delete `repo`? This cannot be undone.")
+    );
+    // The first card's ticket cannot answer the second question.
+    assert_eq!(
+        w.exec
+            .approve(first.countersign(Gesture::AllowOnce), at(3))
+            .unwrap_err(),
+        TicketError::Mismatch
+    );
+    let settled = drive(
+        &w.exec,
+        w.exec
+            .approve(second.countersign(Gesture::AllowOnce), at(4))
+            .unwrap(),
+        5,
+    )
+    .unwrap();
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(w.runs(), ["delete:repo"]);
+    let events: Vec<AuditEvent> = w
+        .audit
+        .for_call(settled.call)
+        .iter()
+        .map(|r| r.event)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            AuditEvent::Asked,
+            AuditEvent::Approved,
+            AuditEvent::Asked,
+            AuditEvent::Approved,
+            AuditEvent::Settled
+        ]
+    );
+}
+
+#[test]
+fn a_no_to_the_second_question_is_a_denial() {
+    let mut w = World::new();
+    w.add(
+        w.action("delete", Kind::Danger, Confirm::Unset)
+            .confirm_twice(|_| "Sure?".into()),
+    );
+    let Step::Approval(first) = w.call("delete", r#"{"name":"repo"}"#, 0) else {
+        panic!()
+    };
+    let Step::Approval(second) = w
+        .exec
+        .approve(first.countersign(Gesture::AllowOnce), at(1))
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        code(&w.exec.deny(second.call, None, at(2)).unwrap()),
+        "PERMISSION_DENIED"
+    );
+    assert!(w.runs().is_empty());
+    assert_eq!(w.terminal(second.call).len(), 1);
+}
+
+#[test]
+fn reversals_stay_possible_when_everything_else_is_refused() {
+    let mut w = World::new();
+    w.add(w.action("undo", Kind::Write, Confirm::Ask).reversal());
+    w.add(w.action("purge", Kind::Danger, Confirm::Unset));
+    for mode in [Mode::Away, Mode::Unattended] {
+        w.exec.set_mode(mode);
+        assert_eq!(
+            code(&drive(&w.exec, w.call("purge", r#"{"name":"x"}"#, 0), 1).unwrap()),
+            "POLICY_DENIED",
+            "{mode:?}"
+        );
+        assert_eq!(
+            code(&drive(&w.exec, w.call("undo", r#"{"name":"x"}"#, 0), 1).unwrap()),
+            "OK",
+            "{mode:?}"
+        );
+    }
+    // A broken policy file blocks everything but the escape.
+    w.exec.set_mode(Mode::Default);
+    assert!(w.exec.load_policy("{").is_err());
+    assert_eq!(
+        code(&drive(&w.exec, w.call("purge", r#"{"name":"x"}"#, 0), 1).unwrap()),
+        "POLICY_DENIED"
+    );
+    assert!(
+        matches!(w.call("undo", r#"{"name":"y"}"#, 0), Step::Approval(_)),
+        "with a person there, the undo's own policy applies"
+    );
+    assert_eq!(w.runs(), ["undo:x", "undo:x"]);
+}
