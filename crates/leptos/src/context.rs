@@ -78,6 +78,10 @@ pub struct DockState {
     pub offline: RwSignal<bool>,
     /// The clock, ticking once a second while something waits (for countdowns).
     pub now_ms: RwSignal<u64>,
+    /// The session's mode (the dock shows a banner outside `Default`).
+    pub mode: RwSignal<countersign::Mode>,
+    /// The policy file's error while it is broken (the dock shows it).
+    pub policy_error: RwSignal<Option<String>>,
 }
 
 type TargetFn = Rc<dyn Fn() -> Option<web_sys::Element>>;
@@ -174,6 +178,8 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         working: RwSignal::new(false),
         offline: RwSignal::new(false),
         now_ms: RwSignal::new(now().as_millis()),
+        mode: RwSignal::new(countersign::Mode::Default),
+        policy_error: RwSignal::new(None),
     };
     let cs = Countersign(Rc::new(Shared {
         executor,
@@ -269,6 +275,47 @@ impl Countersign {
     pub fn show_step(&self, call: CallId, index: usize) {
         let _ = self.0.executor.show_step(call, index);
         self.pump();
+    }
+
+    /// Switches the session's mode (and the dock's banner).
+    pub fn set_mode(&self, mode: countersign::Mode) {
+        self.0.executor.set_mode(mode);
+        self.0.dock.mode.set(mode);
+        self.pump();
+    }
+
+    /// Loads the deployment's policy file (JSON). A malformed file is refused with its
+    /// line; the executor then refuses every call until a valid one is loaded, and the
+    /// dock says why.
+    pub fn load_policy(&self, text: &str) -> Result<(), countersign::PolicyError> {
+        let result = self.0.executor.load_policy(text);
+        self.0
+            .dock
+            .policy_error
+            .set(result.as_ref().err().map(ToString::to_string));
+        self.pump();
+        result
+    }
+
+    /// Fetches the policy file from `url` (same origin) and loads it. A file that cannot
+    /// be fetched counts as broken: fail closed.
+    pub async fn load_policy_from(&self, url: &str) -> Result<(), countersign::PolicyError> {
+        let unavailable = |why: String| countersign::PolicyError {
+            line: 0,
+            column: 0,
+            message: why,
+        };
+        let error = match crate::http::fetch("GET", url, None, 10_000).await {
+            Ok((status, body)) if (200..300).contains(&status) => return self.load_policy(&body),
+            Ok((status, _)) => {
+                unavailable(format!("the file could not be fetched (HTTP {status})"))
+            }
+            Err(e) => unavailable(format!("the file could not be fetched ({e})")),
+        };
+        self.0.executor.fail_policy(error.clone());
+        self.0.dock.policy_error.set(Some(error.to_string()));
+        self.pump();
+        Err(error)
     }
 
     /// Revokes a session grant.

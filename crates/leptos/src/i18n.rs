@@ -85,6 +85,18 @@ pub struct Strings {
     pub asked_every_time: &'static str,
     /// The label before what "always allow" would cover.
     pub grant_covers: &'static str,
+    /// The label of a card's preview.
+    pub preview: &'static str,
+    /// The heading of a double confirmation's second card.
+    pub second_confirmation: &'static str,
+    /// The banner while away.
+    pub mode_away: &'static str,
+    /// The banner while unattended.
+    pub mode_unattended: &'static str,
+    /// The banner while approvals are bypassed.
+    pub mode_bypass: &'static str,
+    /// The banner when the policy file is broken.
+    pub policy_broken: &'static str,
     /// The button that points at the action's element in the page.
     pub show_in_page: &'static str,
     /// The grants list heading.
@@ -191,6 +203,12 @@ static EN: Strings = Strings {
     deny_reason: "Reason (optional, sent to the assistant)",
     asked_every_time: "Dangerous: asked every time.",
     grant_covers: "“Always allow” covers",
+    preview: "Preview",
+    second_confirmation: "Second confirmation",
+    mode_away: "Away: nothing that needs your approval will run.",
+    mode_unattended: "Unattended: “ask” actions are approved automatically and recorded; dangerous ones are refused.",
+    mode_bypass: "BYPASS: approvals are skipped (development only). Every call is recorded.",
+    policy_broken: "The policy file is invalid, so nothing will run:",
     show_in_page: "Show in page",
     grants: "Allowed for this session",
     revoke: "Revoke",
@@ -234,6 +252,12 @@ static ZH: Strings = Strings {
     deny_reason: "理由（可选，会告知助手）",
     asked_every_time: "危险操作：每次都会询问。",
     grant_covers: "“始终允许”的范围",
+    preview: "预览",
+    second_confirmation: "二次确认",
+    mode_away: "离开模式：需要你批准的操作都不会执行。",
+    mode_unattended: "无人值守：“询问”类操作自动批准并记录；危险操作一律拒绝。",
+    mode_bypass: "绕过模式：跳过所有审批（仅限开发），每次调用都会记录。",
+    policy_broken: "策略文件无效，因此任何操作都不会执行：",
     show_in_page: "在页面中显示",
     grants: "本次会话已允许",
     revoke: "撤销",

@@ -100,6 +100,16 @@ fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoVie
     use_action(logging("note", Kind::Write, Confirm::Unset, &runs));
     use_action(logging("save", Kind::Write, Confirm::Ask, &runs));
     use_action(logging("archive", Kind::Danger, Confirm::Ask, &runs));
+    use_action(
+        logging("rewrite", Kind::Write, Confirm::Ask, &runs).preview(|p| {
+            countersign::Preview::of_text("title: Atlas", &format!("title: {}", p.name))
+                .count("files touched", 1)
+        }),
+    );
+    use_action(
+        logging("delete", Kind::Danger, Confirm::Unset, &runs)
+            .confirm_twice(|p| format!("Really delete `{}`?", p.name)),
+    );
     let enabled = signals.enabled;
     use_action(
         logging("toggled", Kind::Write, Confirm::Unset, &runs)
@@ -650,4 +660,91 @@ async fn leaving_the_page_settles_every_pending_call_once() {
     assert_eq!(page.terminal_records(), 2);
     assert!(page.q(".cs-card").is_none() && page.q(".cs-handoff").is_none());
     assert!(page.highlighted().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn the_card_shows_the_dry_run_preview() {
+    let page = mount(Setup::default());
+    let pending = page.call("rewrite", r#"{"name":"Apollo"}"#);
+    tick().await;
+    assert_eq!(page.text(".cs-diff__del"), "- title: Atlas\n");
+    assert_eq!(page.text(".cs-diff__add"), "+ title: Apollo\n");
+    assert!(page.text(".cs-counts").contains("files touched: 1"));
+    assert!(page.runs().is_empty(), "the preview ran the action");
+    page.click(".cs-deny");
+    assert_eq!(code(&pending.await), "PERMISSION_DENIED");
+}
+
+#[wasm_bindgen_test]
+async fn a_double_confirmed_action_asks_a_second_different_question() {
+    let page = mount(Setup::default());
+    let pending = page.call("delete", r#"{"name":"repo"}"#);
+    tick().await;
+    assert!(page.q(".cs-card__second").is_none());
+    page.click(".cs-allow-once");
+    tick().await;
+    assert!(page.runs().is_empty(), "ran after one yes");
+    assert!(page
+        .text(".cs-card__second")
+        .contains("Really delete `repo`?"));
+    assert!(page.q(".cs-allow-session").is_none());
+    page.click(".cs-allow-once");
+    assert_eq!(code(&pending.await), "OK");
+    tick().await;
+    assert_eq!(page.runs(), ["delete:repo"]);
+}
+
+#[wasm_bindgen_test]
+async fn away_mode_is_announced_and_refuses_what_would_ask() {
+    let page = mount(Setup::default());
+    page.cs.set_mode(countersign::Mode::Away);
+    tick().await;
+    assert!(page.text(".cs-banner--away").contains("Away"));
+    let settled = page.call("archive", r#"{"name":"w"}"#).await;
+    assert_eq!(code(&settled), "POLICY_DENIED");
+    assert!(page.q(".cs-card").is_none());
+    assert_eq!(
+        code(&page.call("note", r#"{"name":"n"}"#).await),
+        "OK",
+        "what needs no approval still runs"
+    );
+    page.cs.set_mode(countersign::Mode::Bypass);
+    tick().await;
+    assert!(page.text(".cs-banner--bypass").contains("BYPASS"));
+    page.cs.set_mode(countersign::Mode::Default);
+    tick().await;
+    assert!(page.q(".cs-banner").is_none());
+    assert_eq!(page.runs(), ["note:n"]);
+}
+
+#[wasm_bindgen_test]
+async fn a_broken_policy_file_is_shown_and_nothing_runs() {
+    let page = mount(Setup::default());
+    let error = page
+        .cs
+        .load_policy("{\n  \"roles\": {\n    \"admin\": { \"scope\": [] }\n  }\n}")
+        .unwrap_err();
+    assert_eq!(error.line, 3);
+    tick().await;
+    assert!(
+        page.text(".cs-banner--error").contains("line 3"),
+        "{}",
+        page.text(".cs-banner--error")
+    );
+    assert_eq!(
+        code(&page.call("note", r#"{"name":"n"}"#).await),
+        "POLICY_DENIED"
+    );
+    assert!(page.runs().is_empty());
+    // A policy that cannot even be fetched fails closed too.
+    let fetched = page.cs.load_policy_from("/no-such-policy.json").await;
+    assert!(fetched.is_err());
+    assert_eq!(
+        code(&page.call("note", r#"{"name":"n"}"#).await),
+        "POLICY_DENIED"
+    );
+    page.cs.load_policy(r#"{"roles":{"admin":{}}}"#).unwrap();
+    tick().await;
+    assert!(page.q(".cs-banner--error").is_none());
+    assert_eq!(code(&page.call("note", r#"{"name":"n"}"#).await), "OK");
 }

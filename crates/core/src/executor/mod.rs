@@ -334,6 +334,12 @@ impl Executor {
         parsed.map(|_| ())
     }
 
+    /// Marks the policy as unusable (e.g. the file could not be fetched): every call is
+    /// refused with `error` until a valid file is loaded.
+    pub fn fail_policy(&self, error: crate::PolicyError) {
+        self.with(|inner| inner.policy = inner::PolicyState::Broken(error));
+    }
+
     /// The error of the last policy file, while the executor refuses everything because of it.
     pub fn policy_error(&self) -> Option<crate::PolicyError> {
         self.with(|inner| match &inner.policy {

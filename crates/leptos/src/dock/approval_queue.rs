@@ -78,6 +78,8 @@ fn card_view(
     let arguments = serde_json::to_string_pretty(&card.arguments).unwrap_or_default();
     let offers_grant = card.offers_session_grant;
     let grant_rule = card.grant_rule.as_ref().map(|r| r.description.clone());
+    let second = (card.round > 1).then(|| card.question.clone().unwrap_or_default());
+    let preview = card.preview.clone().map(|p| preview_view(strings, p));
     let every_time = card.policy == ApprovalPolicy::AskAlways;
     let target = cs.with_value(|cs| cs.action_target(&card.action));
     let call = card.call;
@@ -122,7 +124,13 @@ fn card_view(
                     <span class="cs-label">{strings.consequence}</span>
                     {card.consequence.clone().unwrap_or_else(|| card.action.clone())}
                 </p>
+                {second.map(|question| view! {
+                    <p class="cs-card__second" role="alert">
+                        <strong>{strings.second_confirmation}</strong>" "{question}
+                    </p>
+                })}
                 {every_time.then(|| view! { <p class="cs-card__hint">{strings.asked_every_time}</p> })}
+                {preview}
                 <div>
                     <span class="cs-label">{strings.arguments}</span>
                     <pre class="cs-card__args">{arguments}</pre>
@@ -157,5 +165,37 @@ fn card_view(
                 </div>
             </div>
         </section>
+    }
+}
+
+/// The dry run's preview: a diff with removed and added lines marked, and counts.
+fn preview_view(strings: &'static Strings, preview: countersign::Preview) -> impl IntoView {
+    let lines = preview
+        .diff
+        .unwrap_or_default()
+        .lines()
+        .map(|line| {
+            let class = if line.starts_with('+') {
+                "cs-diff__add"
+            } else if line.starts_with('-') {
+                "cs-diff__del"
+            } else {
+                "cs-diff__same"
+            };
+            let text = format!("{line}\n");
+            view! { <span class=class>{text}</span> }
+        })
+        .collect_view();
+    let counts = preview
+        .counts
+        .into_iter()
+        .map(|(label, n)| view! { <li>{label}": "<strong>{n}</strong></li> })
+        .collect_view();
+    view! {
+        <div class="cs-card__preview">
+            <span class="cs-label">{strings.preview}</span>
+            <pre class="cs-diff">{lines}</pre>
+            <ul class="cs-counts">{counts}</ul>
+        </div>
     }
 }

@@ -17,6 +17,29 @@ use chat::Chat;
 use grant_list::GrantList;
 use handoff_panel::HandoffPanel;
 
+/// Loud notices: a mode other than default, a broken policy file.
+#[component]
+fn Banners(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
+    use countersign::Mode;
+    let dock = cs.with_value(crate::Countersign::dock);
+    let strings = cs.with_value(|cs| cs.locale().strings());
+    let mode = move || {
+        match dock.mode.get() {
+            Mode::Default => None,
+            Mode::Away => Some(("cs-banner cs-banner--away", strings.mode_away)),
+            Mode::Unattended => Some(("cs-banner cs-banner--unattended", strings.mode_unattended)),
+            Mode::Bypass => Some(("cs-banner cs-banner--bypass", strings.mode_bypass)),
+        }
+        .map(|(class, text)| view! { <p class=class role="status">{text}</p> })
+    };
+    let policy = move || {
+        dock.policy_error.get().map(|e| {
+            view! { <p class="cs-banner cs-banner--error" role="alert">{strings.policy_broken}" "{e}</p> }
+        })
+    };
+    view! { {mode} {policy} }
+}
+
 /// The dock's stylesheet (also usable on its own, e.g. in a server-rendered shell).
 pub const DOCK_CSS: &str = include_str!("dock.css");
 
@@ -54,6 +77,7 @@ pub fn AgentDock(
                     {strings.offline_badge}
                 </span>
             </header>
+            <Banners cs=cs />
             <ApprovalQueue cs=cs />
             <HandoffPanel cs=cs />
             <GrantList cs=cs />
