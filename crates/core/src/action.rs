@@ -39,6 +39,25 @@ type VerifyFn<P> = dyn Fn(&P, &Value) -> Result<(), String>;
 type RememberFn<P> = dyn Fn(&P) -> crate::GrantRule;
 type PreviewFn<P> = dyn Fn(&P) -> crate::Preview;
 type QuestionFn<P> = dyn Fn(&P) -> String;
+type RewriteFn<P> = dyn Fn(&P) -> Rewrite;
+
+/// What an action's rewrite hook does with a call before it is approved or run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rewrite {
+    /// Run it as asked.
+    Keep,
+    /// Run it with these arguments instead (normalised); the card shows them.
+    Arguments(Value),
+    /// Run another action instead (a downgrade: delete → move to trash).
+    Action {
+        /// The replacement action's id.
+        action: String,
+        /// Its arguments.
+        arguments: Value,
+        /// Why, for the audit.
+        why: String,
+    },
+}
 
 /// A declared action with typed params `P`.
 ///
@@ -84,6 +103,7 @@ pub struct Action<P> {
     pub(crate) preview: Option<Rc<PreviewFn<P>>>,
     pub(crate) second_question: Option<Rc<QuestionFn<P>>>,
     pub(crate) reversal: bool,
+    pub(crate) rewrite: Option<Rc<RewriteFn<P>>>,
 }
 
 impl<P> std::fmt::Debug for Action<P> {
@@ -124,6 +144,7 @@ where
             preview: None,
             second_question: None,
             reversal: false,
+            rewrite: None,
         }
     }
 
@@ -231,6 +252,14 @@ where
         self
     }
 
+    /// Rewrites calls between decide and approve: normalise arguments, or replace this
+    /// action with a reversible one. Any change re-enters the pipeline from the start, so
+    /// the replacement is validated, scoped and decided on its own terms.
+    pub fn rewrite(mut self, hook: impl Fn(&P) -> Rewrite + 'static) -> Self {
+        self.rewrite = Some(Rc::new(hook));
+        self
+    }
+
     /// Marks a reversal (undo, close, cancel): an escape that no mode refuses and that a
     /// broken policy file does not block. Its own approval policy still applies when a
     /// person is there to give it.
@@ -303,6 +332,7 @@ pub(crate) trait PreparedCall {
     fn grant_rule(&self) -> Option<crate::GrantRule>;
     fn preview(&self) -> Option<crate::Preview>;
     fn second_question(&self) -> Option<String>;
+    fn rewrite(&self) -> Option<Rewrite>;
 }
 
 struct Typed<P> {
@@ -381,6 +411,10 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
             .second_question
             .as_ref()
             .map(|q| q(&self.params))
+    }
+
+    fn rewrite(&self) -> Option<Rewrite> {
+        self.action.rewrite.as_ref().map(|hook| hook(&self.params))
     }
 }
 

@@ -22,6 +22,9 @@ pub enum AuditEvent {
     Granted,
     /// The last step was handed to the person.
     HandedOff,
+    /// The action rewrote the call (normalised arguments, or a safer action); the call
+    /// re-entered the pipeline.
+    Rewritten,
     /// The call ended; `outcome` says how. Exactly one per call.
     Settled,
 }

@@ -19,7 +19,7 @@ mod registry;
 mod ticket;
 mod time;
 
-pub use action::{Action, LocalBoxFuture, NoParams, Verdict};
+pub use action::{Action, LocalBoxFuture, NoParams, Rewrite, Verdict};
 pub use arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 pub use audit::{AuditEvent, AuditRecord, AuditSink, Decider, MemoryAudit};
 pub use call::{Call, CallId, Session};

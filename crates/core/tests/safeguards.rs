@@ -154,3 +154,114 @@ fn reversals_stay_possible_when_everything_else_is_refused() {
     );
     assert_eq!(w.runs(), ["undo:x", "undo:x"]);
 }
+
+#[test]
+fn a_normalising_rewrite_shows_and_runs_the_final_arguments() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask).rewrite(|p| {
+        let trimmed = p.name.trim().to_owned();
+        if trimmed == p.name {
+            countersign::Rewrite::Keep
+        } else {
+            countersign::Rewrite::Arguments(serde_json::json!({ "name": trimmed }))
+        }
+    }));
+    let Step::Approval(card) = w.call("save", r#"{"name":"  Apollo  "}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(
+        card.arguments,
+        serde_json::json!({"name": "Apollo"}),
+        "the card shows what will run"
+    );
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowOnce), at(1))
+            .unwrap(),
+        2,
+    );
+    assert_eq!(w.runs(), ["save:Apollo"]);
+    let events: Vec<AuditEvent> = w
+        .audit
+        .for_call(card.call)
+        .iter()
+        .map(|r| r.event)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            AuditEvent::Rewritten,
+            AuditEvent::Asked,
+            AuditEvent::Approved,
+            AuditEvent::Settled
+        ]
+    );
+    let records = w.audit.for_call(card.call);
+    assert_ne!(
+        records[0].args_sha256, records[1].args_sha256,
+        "the digest follows the rewrite"
+    );
+}
+
+#[test]
+fn a_downgrade_replaces_a_destructive_action_with_a_reversible_one() {
+    let mut w = World::new();
+    w.add(
+        w.action("delete_file", Kind::Danger, Confirm::Unset)
+            .rewrite(|p| countersign::Rewrite::Action {
+                action: "trash_file".into(),
+                arguments: serde_json::json!({ "name": p.name }),
+                why: "deleting moves to the trash".into(),
+            }),
+    );
+    w.add(w.action("trash_file", Kind::Write, Confirm::Unset));
+    let settled = drive(&w.exec, w.call("delete_file", r#"{"name":"a.md"}"#, 0), 1).unwrap();
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(
+        w.runs(),
+        ["trash_file:a.md"],
+        "only the reversible action ran"
+    );
+    let first = &w.audit.for_call(settled.call)[0];
+    assert_eq!(
+        (first.event, first.action.as_str()),
+        (AuditEvent::Rewritten, "delete_file")
+    );
+    assert!(first.reason.contains("trash_file"));
+    assert_eq!(w.terminal(settled.call)[0].action, "trash_file");
+}
+
+#[test]
+fn rewrites_cannot_loop_or_escape_the_pipeline() {
+    let mut w = World::new();
+    w.add(w.action("spin", Kind::Write, Confirm::Unset).rewrite(|p| {
+        countersign::Rewrite::Arguments(serde_json::json!({ "name": format!("{}x", p.name) }))
+    }));
+    w.add(
+        w.action("escape", Kind::Write, Confirm::Unset)
+            .rewrite(|_| countersign::Rewrite::Action {
+                action: "invented".into(),
+                arguments: serde_json::json!({}),
+                why: "?".into(),
+            }),
+    );
+    let Step::Settled(s) = w.call("spin", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(code(&s), "INVALID_ARGS");
+    assert!(s.outcome.to_model_json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("kept rewriting itself"));
+    let Step::Settled(s) = w.call("escape", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(
+        code(&s),
+        "UNKNOWN_ACTION",
+        "the replacement is resolved like any call"
+    );
+    assert!(w.runs().is_empty());
+    assert_eq!(w.terminal(s.call).len(), 1);
+}

@@ -21,6 +21,38 @@ use crate::ticket::{
 };
 use crate::time::Timestamp;
 
+/// How many times one call may be rewritten before it is refused.
+const MAX_REWRITES: u8 = 3;
+
+/// What an action's rewrite hook asks for, if it changes anything: the action to run,
+/// its arguments, and why (for the audit).
+fn rewritten(
+    meta: &crate::action::ActionMeta,
+    prepared: &dyn PreparedCall,
+    arguments: &Value,
+) -> Option<(String, Value, String)> {
+    match prepared.rewrite()? {
+        crate::Rewrite::Keep => None,
+        crate::Rewrite::Arguments(new) => {
+            (ArgsDigest::of_value(&new) != ArgsDigest::of_value(arguments)).then(|| {
+                (
+                    meta.id.clone(),
+                    new,
+                    "arguments normalised by the action".to_owned(),
+                )
+            })
+        }
+        crate::Rewrite::Action {
+            action,
+            arguments,
+            why,
+        } => {
+            let why = format!("replaced by `{action}`: {why}");
+            Some((action, arguments, why))
+        }
+    }
+}
+
 /// The longest tool call id accepted from the model.
 pub(crate) const MAX_TOOL_CALL_ID_LEN: usize = 256;
 
@@ -191,6 +223,19 @@ impl Inner {
         self.tick(now);
         let id = CallId(self.next_call);
         self.next_call += 1;
+        self.pipeline(id, call, now, now, 0)
+    }
+
+    /// resolve → validate → scope → availability → decide (→ rewrite, which re-enters
+    /// here with the new arguments or action) for one call.
+    fn pipeline(
+        &mut self,
+        id: CallId,
+        call: Call,
+        started: Timestamp,
+        now: Timestamp,
+        depth: u8,
+    ) -> Next {
         // Refusals before validation record the digest of the raw text; an oversized
         // text is hashed as bytes, never parsed.
         let raw_digest = || {
@@ -206,7 +251,7 @@ impl Inner {
             action_id: &call.action,
             meta: None,
             digest: ArgsDigest::of_bytes(&[]),
-            started: now,
+            started,
         };
 
         if call.tool_call_id.len() > MAX_TOOL_CALL_ID_LEN {
@@ -277,6 +322,38 @@ impl Inner {
             &meta.id,
             meta.reversal,
         );
+        if !matches!(decision, Decision::Deny(..)) {
+            if let Some((action_id, new_arguments, why)) =
+                rewritten(meta, prepared.as_ref(), &arguments)
+            {
+                if depth >= MAX_REWRITES {
+                    let r = refusal(
+                        Code::InvalidArgs,
+                        Stage::Decide,
+                        format!("{} kept rewriting itself; nothing was done", name(&meta.id)),
+                    );
+                    return Next::Settled(self.refuse_early(&ctx, r, Decider::Action, now));
+                }
+                // INVARIANT: a rewritten call re-enters the pipeline from resolve, so the
+                // new arguments (or the replacement action) pass every stage again, and
+                // the card and the ticket are for what will actually run.
+                self.record(
+                    &ctx,
+                    Stage::Decide,
+                    AuditEvent::Rewritten,
+                    Decider::Action,
+                    None,
+                    why,
+                    now,
+                );
+                let next = Call {
+                    tool_call_id: call.tool_call_id.clone(),
+                    action: action_id,
+                    arguments: new_arguments.to_string(),
+                };
+                return self.pipeline(id, next, started, now, depth + 1);
+            }
+        }
         let consequence = match decision {
             Decision::Deny(..) => None,
             _ => prepared.consequence(),
@@ -287,7 +364,7 @@ impl Inner {
             generation,
             prepared: Rc::clone(&prepared),
             digest: ctx.digest,
-            started: now,
+            started,
             consequence: consequence.clone(),
             state,
         };
