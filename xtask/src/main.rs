@@ -317,17 +317,18 @@ fn test() -> Result {
     run("clippy (wasm32: the core builds for the page)", c)?;
 
     let mut c = cargo();
-    c.args([
-        "clippy",
-        "-p",
+    c.args(["clippy", "--all-targets", "--target", wasm]);
+    for package in [
         "countersign-leptos",
-        "--all-targets",
-        "--target",
-        wasm,
-    ]);
+        "workspace-settings",
+        "counter",
+        "notes",
+    ] {
+        c.args(["-p", package]);
+    }
     c.args(["--", "-D", "warnings"]);
     run(
-        "clippy (wasm32: the Leptos crate, its browser tests, the tutorial)",
+        "clippy (wasm32: the Leptos crate, the tutorial, the examples, their browser tests)",
         c,
     )?;
 
@@ -359,23 +360,37 @@ fn browser_tests() -> Result {
                 .find(|p| p.is_file())
         })
         .ok_or("chromedriver is not installed; run `cargo xtask setup`")?;
-    let mut c = cargo();
-    c.args([
-        "test",
-        "--target",
-        "wasm32-unknown-unknown",
-        "-p",
-        "countersign-leptos",
-        "--test",
-        "dock",
-    ])
-    .env("CHROMEDRIVER", chromedriver)
-    .env(
-        "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
-        "wasm-bindgen-test-runner",
-    )
-    .env("WASM_BINDGEN_TEST_TIMEOUT", "120");
-    run("browser tests: the dock in headless Chromium", c)
+    for (package, test, what) in [
+        (
+            "countersign-leptos",
+            "dock",
+            "browser tests: the dock in headless Chromium",
+        ),
+        (
+            "notes",
+            "web",
+            "browser tests: the notes example (classification, rules, previews, modes)",
+        ),
+    ] {
+        let mut c = cargo();
+        c.args([
+            "test",
+            "--target",
+            "wasm32-unknown-unknown",
+            "-p",
+            package,
+            "--test",
+            test,
+        ])
+        .env("CHROMEDRIVER", &chromedriver)
+        .env(
+            "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
+            "wasm-bindgen-test-runner",
+        )
+        .env("WASM_BINDGEN_TEST_TIMEOUT", "120");
+        run(what, c)?;
+    }
+    Ok(())
 }
 
 /// The tutorial built with trunk, served on loopback, driven through ChromeDriver.
