@@ -65,6 +65,9 @@ pub struct GatewayConfig {
     pub rate_per_minute: Option<u32>,
     /// The built page to serve at `/`, if any.
     pub dist: Option<PathBuf>,
+    /// The deployment's policy file (validated at start), served to the page at
+    /// `GET /v1/policy`.
+    pub policy: Option<String>,
 }
 
 impl GatewayConfig {
@@ -82,6 +85,7 @@ impl GatewayConfig {
             stream_idle_timeout: Duration::from_secs(60),
             rate_per_minute: None,
             dist: None,
+            policy: None,
         }
     }
 }

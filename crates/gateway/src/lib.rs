@@ -13,6 +13,7 @@
 //! | `POST /v1/chat/completions` | forwarded upstream (streaming or not), key added here |
 //! | `POST /v1/audit` | a JSON array of audit records, appended durably, idempotent by id |
 //! | `GET /v1/audit` | the audit file (JSON Lines) |
+//! | `GET /v1/policy` | the deployment's policy file, or 404 `no_policy` |
 //! | anything else under `/v1` | 404 `unknown_route` |
 //! | other paths | the built page (`--dist`), if configured |
 //!
@@ -101,6 +102,7 @@ pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .route("/v1/models", get(proxy::models))
         .route("/v1/audit", post(append_audit).get(export_audit))
+        .route("/v1/policy", get(policy))
         .merge(model)
         .route("/v1/{*rest}", axum::routing::any(unknown_route))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -125,6 +127,23 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// `GET /v1/policy`: the policy file the gateway was started with (validated then).
+async fn policy(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let text = state.config.policy.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_policy",
+            "this gateway has no policy file",
+        )
+    })?;
+    let mut response = Response::new(axum::body::Body::from(text));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
 }
 
 async fn health(State(state): State<AppState>) -> Json<Value> {

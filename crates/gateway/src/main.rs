@@ -87,6 +87,10 @@ struct ServeArgs {
     /// Seconds the upstream may take to start answering.
     #[arg(long, default_value_t = 60)]
     upstream_timeout_secs: u64,
+    /// The deployment's policy file (JSON: roles, scopes, per-role levels), served to the
+    /// page; a malformed file stops the gateway at start, naming the line.
+    #[arg(long, env = "COUNTERSIGN_POLICY_FILE")]
+    policy_file: Option<PathBuf>,
     /// Model requests per minute per client address (0 turns the limit off).
     #[arg(long, default_value_t = 60)]
     rate_per_minute: u32,
@@ -140,6 +144,25 @@ async fn serve(args: ServeArgs) -> ExitCode {
             "http://localhost:8080".into(),
         ];
     }
+    let policy = match &args.policy_file {
+        None => None,
+        Some(path) => match std::fs::read_to_string(path) {
+            Err(e) => {
+                eprintln!(
+                    "countersign-gateway: cannot read the policy file {}: {e}",
+                    path.display()
+                );
+                return ExitCode::FAILURE;
+            }
+            Ok(text) => match countersign::PolicyFile::from_json(&text) {
+                Ok(_) => Some(text),
+                Err(e) => {
+                    eprintln!("countersign-gateway: {}: {e}", path.display());
+                    return ExitCode::FAILURE;
+                }
+            },
+        },
+    };
     let key = std::env::var("COUNTERSIGN_UPSTREAM_KEY")
         .ok()
         .filter(|k| !k.is_empty())
@@ -160,6 +183,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         stream_idle_timeout: Duration::from_secs(args.upstream_timeout_secs),
         rate_per_minute: Some(args.rate_per_minute).filter(|n| *n > 0),
         dist: args.dist.clone(),
+        policy,
     };
     let audit = match AuditStore::open(&args.audit_file) {
         Ok(store) => store,

@@ -212,3 +212,35 @@ fn verify_reports_the_first_broken_link() {
         Err(countersign_gateway::StoreError::Broken { line: 4, .. })
     ));
 }
+
+#[test]
+fn a_malformed_policy_file_stops_the_gateway_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.json");
+    std::fs::write(
+        &policy,
+        "{\n  \"roles\": {\n    \"admin\": { \"scope\": [] }\n  }\n}",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+            "--policy-file",
+        ])
+        .arg(&policy)
+        .arg("--audit-file")
+        .arg(dir.path().join("audit.jsonl"))
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the gateway started with a broken policy"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("line 3") && stderr.contains("unknown field `scope`"),
+        "{stderr}"
+    );
+}

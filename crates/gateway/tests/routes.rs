@@ -366,3 +366,24 @@ async fn the_model_route_is_rate_limited_per_client() {
         StatusCode::SERVICE_UNAVAILABLE
     );
 }
+
+#[tokio::test]
+async fn the_policy_file_is_served_to_the_page() {
+    let (s, _dir) = state(config(None));
+    let (status, json, _) = send(&app(s), page("GET", "/v1/policy", Body::empty())).await;
+    assert_eq!((status, code(&json)), (StatusCode::NOT_FOUND, "no_policy"));
+    let mut cfg = config(None);
+    cfg.policy = Some(r#"{"roles":{"admin":{"scopes":["a"]}}}"#.into());
+    let (s, _dir) = state(cfg);
+    let (status, json, _) = send(&app(s), page("GET", "/v1/policy", Body::empty())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(json["roles"]["admin"]["scopes"][0], "a");
+    // Like every API route, not for other sites.
+    let (s, _dir) = state({
+        let mut c = config(None);
+        c.policy = Some("{}".into());
+        c
+    });
+    let bare = Request::get("/v1/policy").body(Body::empty()).unwrap();
+    assert_eq!(send(&app(s), bare).await.0, StatusCode::UNAUTHORIZED);
+}
