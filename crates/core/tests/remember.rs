@@ -150,3 +150,50 @@ fn ask_always_cards_offer_no_rule() {
     };
     assert!(card.grant_rule.is_none());
 }
+
+#[test]
+fn a_stored_grant_is_restored_only_where_a_fresh_one_could_be_made() {
+    let (mut w, written) = world();
+    w.add(w.action("archive", Kind::Danger, Confirm::Unset));
+    w.add(
+        w.action("twice", Kind::Write, Confirm::Ask)
+            .confirm_twice(|_| "sure?".into()),
+    );
+    let rule = GrantRule::prefix("files under drafts/", "/path", "drafts/");
+    assert!(w
+        .exec
+        .restore_grant("write_file", rule.clone(), at(0))
+        .is_ok());
+    assert!(
+        matches!(write(&w, "drafts/c.md", 1), Step::Perform(_)),
+        "the restored grant covers drafts/"
+    );
+    assert!(
+        matches!(write(&w, "notes/c.md", 1), Step::Approval(_)),
+        "and nothing else"
+    );
+    use countersign::TicketError;
+    assert_eq!(
+        w.exec
+            .restore_grant("archive", GrantRule::any("all"), at(0))
+            .unwrap_err(),
+        TicketError::GrantNotOffered
+    );
+    assert_eq!(
+        w.exec
+            .restore_grant("twice", GrantRule::any("all"), at(0))
+            .unwrap_err(),
+        TicketError::GrantNotOffered
+    );
+    assert_eq!(
+        w.exec
+            .restore_grant("invented", GrantRule::any("all"), at(0))
+            .unwrap_err(),
+        TicketError::NotPending
+    );
+    assert_eq!(w.exec.grants().len(), 1);
+    assert!(
+        written.borrow().is_empty(),
+        "a step that was never driven ran"
+    );
+}

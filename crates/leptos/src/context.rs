@@ -102,6 +102,7 @@ pub(crate) struct Shared {
     ticker: RefCell<Option<gloo_timers::callback::Interval>>,
     builtins: RefCell<Vec<countersign::Registration>>,
     pub(crate) shipper: crate::audit_ship::ShipperSlot,
+    pub(crate) grant_store: crate::grant_store::GrantStoreSlot,
 }
 
 /// The page's Countersign: cheap to clone, single-threaded (it lives in the page).
@@ -196,6 +197,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         ticker: RefCell::default(),
         builtins: RefCell::default(),
         shipper: RefCell::default(),
+        grant_store: RefCell::default(),
     }));
     cs.register_page_state_action();
     cs.settle_on_pagehide();
@@ -505,6 +507,7 @@ impl Countersign {
     /// Delivers settlements, refreshes the dock's signals and re-arms the timer.
     /// Called after every executor step.
     pub fn pump(&self) {
+        crate::grant_store::sync(&self.0);
         let settled = self.0.executor.drain_settled();
         for s in settled {
             let title = self.title_of(&s.action);

@@ -29,6 +29,7 @@ mod audit_ship;
 mod clock;
 mod context;
 mod dock;
+mod grant_store;
 mod highlight;
 mod http;
 mod i18n;
@@ -47,6 +48,7 @@ pub use context::{
     DockState, LogEntry, ProvideError, READ_PAGE_STATE,
 };
 pub use dock::{AgentDock, DOCK_CSS};
+pub use grant_store::{read_stored, StoredGrant};
 pub use highlight::HIGHLIGHT_CLASS;
 pub use i18n::{Locale, Strings};
 pub use use_action::{use_action, use_action_with_options, UseActionOptions, UseActionReturn};

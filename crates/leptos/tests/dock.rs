@@ -748,3 +748,62 @@ async fn a_broken_policy_file_is_shown_and_nothing_runs() {
     assert!(page.q(".cs-banner--error").is_none());
     assert_eq!(code(&page.call("note", r#"{"name":"n"}"#).await), "OK");
 }
+
+#[wasm_bindgen_test]
+async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired() {
+    let key = "cs-test-grants";
+    let storage = web_sys::window().unwrap().local_storage().unwrap().unwrap();
+    storage.remove_item(key).unwrap();
+    let hour = Duration::from_secs(3600);
+    {
+        let page = mount(Setup::default());
+        page.cs.persist_grants(key, hour);
+        let first = page.call("save", r#"{"name":"a"}"#);
+        tick().await;
+        page.click(".cs-allow-session");
+        assert_eq!(code(&first.await), "OK");
+        tick().await;
+        let stored = countersign_leptos::read_stored(key, js_sys::Date::now());
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].action, "save");
+    }
+    {
+        // A new page load: the grant comes back when its action registers.
+        let page = mount(Setup::default());
+        page.cs.persist_grants(key, hour);
+        tick().await;
+        assert_eq!(page.cs.executor().grants().len(), 1, "restored");
+        assert_eq!(code(&page.call("save", r#"{"name":"b"}"#).await), "OK");
+        tick().await;
+        assert!(
+            page.q(".cs-card").is_none(),
+            "a restored grant skipped the card"
+        );
+        page.click(".cs-revoke");
+        tick().await;
+        assert!(
+            countersign_leptos::read_stored(key, js_sys::Date::now()).is_empty(),
+            "revoking forgets it"
+        );
+    }
+    // Expired entries, and entries for actions that can never be granted, are not restored.
+    let now = js_sys::Date::now();
+    let planted = serde_json::json!([
+        { "action": "save", "rule": { "description": "all", "matcher": { "match": "any" } }, "expires_at_ms": now - 1.0 },
+        { "action": "archive", "rule": { "description": "all", "matcher": { "match": "any" } }, "expires_at_ms": now + 1e7 }
+    ]);
+    storage.set_item(key, &planted.to_string()).unwrap();
+    let page = mount(Setup::default());
+    page.cs.persist_grants(key, hour);
+    tick().await;
+    assert!(page.cs.executor().grants().is_empty());
+    let pending = page.call("archive", r#"{"name":"w"}"#);
+    tick().await;
+    assert!(
+        page.q(".cs-card").is_some(),
+        "a planted grant for an ask-always action was honoured"
+    );
+    page.click(".cs-deny");
+    pending.await;
+    storage.remove_item(key).unwrap();
+}

@@ -515,20 +515,8 @@ impl Inner {
                     .grant_rule
                     .clone()
                     .unwrap_or_else(|| crate::GrantRule::any(format!("every call of {title}")));
-                let grant = Grant {
-                    id: GrantId(self.next_grant),
-                    action: action.meta().id.clone(),
-                    title,
-                    granted_at: now,
-                    from_call: call,
-                    rule,
-                };
-                self.next_grant += 1;
-                let reason = format!(
-                    "the person allowed it for the session (grant {})",
-                    grant.id.0
-                );
-                self.grants.push(grant);
+                let id = self.add_grant(&action.meta().id, &title, rule, now, call);
+                let reason = format!("the person allowed it for the session (grant {})", id.0);
                 (AuditEvent::Granted, reason)
             }
         };
@@ -793,6 +781,27 @@ impl Inner {
                 now,
             );
         }
+    }
+
+    pub(crate) fn add_grant(
+        &mut self,
+        action: &str,
+        title: &str,
+        rule: crate::GrantRule,
+        now: Timestamp,
+        from_call: CallId,
+    ) -> GrantId {
+        let id = GrantId(self.next_grant);
+        self.next_grant += 1;
+        self.grants.push(Grant {
+            id,
+            action: action.to_owned(),
+            title: title.to_owned(),
+            granted_at: now,
+            from_call,
+            rule,
+        });
+        id
     }
 
     pub(crate) fn revoke(&mut self, grant: GrantId) -> bool {

@@ -285,6 +285,32 @@ impl Executor {
         self.with(|inner| inner.grants.clone())
     }
 
+    /// Restores a grant a person made in an earlier page session (e.g. from the page's
+    /// storage). Refused unless the action is registered, its level for this session is
+    /// `Ask`, and it does not ask twice: a stored grant can never cover more than a fresh
+    /// "always allow" could. Storage is trusted like the page's own script.
+    pub fn restore_grant(
+        &self,
+        action: &str,
+        rule: crate::GrantRule,
+        now: Timestamp,
+    ) -> Result<GrantId, TicketError> {
+        self.with(|inner| {
+            let meta = inner
+                .actions
+                .get(action)
+                .map(|e| e.action.meta().clone())
+                .ok_or(TicketError::NotPending)?;
+            if inner.effective_policy(&meta) != crate::ApprovalPolicy::Ask
+                || meta.confirm_twice
+                || meta.handoff.is_some()
+            {
+                return Err(TicketError::GrantNotOffered);
+            }
+            Ok(inner.add_grant(action, &meta.title, rule, now, CallId(0)))
+        })
+    }
+
     /// Revokes a grant; later calls are asked again. `false` if there was none.
     pub fn revoke(&self, grant: GrantId) -> bool {
         self.with(|inner| inner.revoke(grant))
