@@ -295,12 +295,18 @@ impl Inner {
             let r = stages::policy_broken(&meta.id, e);
             return Next::Settled(self.refuse_early(&ctx, r, Decider::Policy, now));
         }
-        let scopes = match (&self.policy, meta.reversal) {
+        let holds = |scope: &str| match (&self.policy, meta.reversal) {
+            (PolicyState::Loaded(file), _) => file
+                .roles
+                .get(&self.config.session.role)
+                .is_some_and(|r| r.scopes.contains(scope)),
             // A reversal stays possible under a broken file, with the session's own scopes.
-            (PolicyState::Broken(_), true) => self.config.session.scopes.clone(),
-            _ => self.scopes(),
+            (PolicyState::Declared, _) | (PolicyState::Broken(_), true) => {
+                self.config.session.holds(scope)
+            }
+            (PolicyState::Broken(_), false) => false,
         };
-        if let Err(r) = stages::scope(meta, &self.config.session, &scopes)
+        if let Err(r) = stages::scope(meta, &self.config.session, holds)
             .and_then(|()| stages::availability(action.as_ref()))
         {
             return Next::Settled(self.refuse_early(&ctx, r, Decider::Pipeline, now));

@@ -70,10 +70,10 @@ pub(crate) fn validate(
 pub(crate) fn scope(
     meta: &ActionMeta,
     session: &Session,
-    scopes: &std::collections::BTreeSet<String>,
+    holds: impl Fn(&str) -> bool,
 ) -> Result<(), Refusal> {
     match &meta.scope {
-        Some(scope) if !scopes.contains(scope) => Err(refusal(
+        Some(scope) if !holds(scope) => Err(refusal(
             Code::ScopeMissing,
             Stage::Scope,
             format!(
