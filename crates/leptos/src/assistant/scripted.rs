@@ -352,6 +352,11 @@ fn describe(content: &str, title: &str, rule: Option<&Rule>, locale: Locale) -> 
             let value = receipt.get("result").map(single_value).unwrap_or_default();
             return answer.get(locale).replace("{value}", &value);
         }
+        // The receipt names the action's title even when the tool list no longer does.
+        let title = receipt
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or(title);
         let what = receipt
             .get("consequence")
             .and_then(Value::as_str)
@@ -573,6 +578,31 @@ mod tests {
         assert_eq!(
             p.plan(&req),
             ModelTurn::Text("The workspace is called Atlas.".into())
+        );
+    }
+
+    #[test]
+    fn a_receipt_is_reported_by_its_title_even_when_the_tool_is_gone() {
+        let p = planner();
+        let call = ToolCall {
+            id: "c2".into(),
+            name: "publish_changes".into(),
+            arguments: "{}".into(),
+        };
+        let ok = json!({"ok": true, "receipt": {"action": "publish_changes", "title": "Publish changes", "done_by": "person", "result": {}}});
+        let req = request(vec![
+            user("publish"),
+            ChatMessage {
+                role: Role::Assistant,
+                content: None,
+                tool_calls: vec![call],
+                tool_call_id: None,
+            },
+            ChatMessage::tool("c2", ok.to_string()),
+        ]);
+        assert_eq!(
+            p.plan(&req),
+            ModelTurn::Text("Done: Publish changes.".into())
         );
     }
 
