@@ -807,3 +807,28 @@ async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired()
     pending.await;
     storage.remove_item(key).unwrap();
 }
+
+#[wasm_bindgen_test]
+async fn garbage_in_storage_restores_nothing_and_breaks_nothing() {
+    let key = "cs-test-garbage";
+    let storage = web_sys::window().unwrap().local_storage().unwrap().unwrap();
+    for planted in [
+        "not json",
+        "{\"action\":\"save\"}",
+        "[{\"action\":\"save\"}]",
+        &"[".repeat(10_000),
+        "null",
+    ] {
+        storage.set_item(key, planted).unwrap();
+        let page = mount(Setup::default());
+        page.cs.persist_grants(key, Duration::from_secs(60));
+        tick().await;
+        assert!(page.cs.executor().grants().is_empty(), "{planted:.20}");
+        let pending = page.call("save", r#"{"name":"a"}"#);
+        tick().await;
+        assert!(page.q(".cs-card").is_some(), "still asked");
+        page.click(".cs-deny");
+        pending.await;
+    }
+    storage.remove_item(key).unwrap();
+}
