@@ -368,24 +368,6 @@ impl Countersign {
             .unwrap_or_else(|| action.to_owned())
     }
 
-    /// Kind of a projected action, if visible.
-    pub fn kind_of(&self, action: &str) -> Option<Kind> {
-        self.0
-            .executor
-            .projection()
-            .into_iter()
-            .find(|t| t.name == action)
-            .map(|t| {
-                if t.annotations.destructive_hint {
-                    Kind::Danger
-                } else if t.annotations.read_only_hint {
-                    Kind::Read
-                } else {
-                    Kind::Write
-                }
-            })
-    }
-
     pub(crate) fn add_target(&self, name: &str, f: TargetFn) -> u64 {
         let key = self.next_key();
         self.0
@@ -575,14 +557,6 @@ impl Countersign {
         self.pump();
         *self.0.timer.borrow_mut() = None;
         *self.0.ticker.borrow_mut() = None;
-    }
-
-    /// Whether an outcome was a refusal the model must not retry silently.
-    pub fn is_decision(outcome: &Outcome) -> bool {
-        matches!(
-            outcome.code().map(Code::retry),
-            Some(countersign::RetryHint::AskUser)
-        )
     }
 }
 

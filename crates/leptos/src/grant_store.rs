@@ -69,11 +69,16 @@ pub(crate) fn sync(shared: &Rc<Shared>) {
     let mut slot = shared.grant_store.borrow_mut();
     let Some(store) = slot.as_mut() else { return };
     let wall = js_sys::Date::now();
-    let registered = shared.executor.action_ids();
-    let (ready, later): (Vec<StoredGrant>, Vec<StoredGrant>) = store
-        .waiting
-        .drain(..)
-        .partition(|g| registered.contains(&g.action));
+    // Only saved grants still waiting need the registry (most pumps have none).
+    let (ready, later): (Vec<StoredGrant>, Vec<StoredGrant>) = if store.waiting.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        let registered = shared.executor.action_ids();
+        store
+            .waiting
+            .drain(..)
+            .partition(|g| registered.contains(&g.action))
+    };
     store.waiting = later
         .into_iter()
         .filter(|g| g.expires_at_ms > wall)

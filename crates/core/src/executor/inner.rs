@@ -130,7 +130,7 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub(crate) fn new(config: Config, audit: Box<dyn AuditSink>) -> Self {
-        let executor = u64::from_le_bytes(first8(&Sha256::digest(
+        let executor = u64::from_le_bytes(prefix(&Sha256::digest(
             [&config.secret[..], b"executor"].concat(),
         )));
         Self {
@@ -559,17 +559,14 @@ impl Inner {
             ]
             .concat(),
         );
-        let mut out = [0u8; 16];
-        for (slot, byte) in out.iter_mut().zip(digest.iter()) {
-            *slot = *byte;
-        }
-        Nonce(out)
+        Nonce(prefix(&digest))
     }
 }
 
-fn first8(bytes: &[u8]) -> [u8; 8] {
-    let mut out = [0u8; 8];
-    for (slot, byte) in out.iter_mut().zip(bytes.iter()) {
+/// The first `N` bytes of `bytes` (zero-padded if shorter).
+fn prefix<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    for (slot, byte) in out.iter_mut().zip(bytes) {
         *slot = *byte;
     }
     out

@@ -323,8 +323,8 @@ impl Executor {
 
     /// Settles every call whose deadline is at or before `now`; returns them.
     pub fn handle_timeout(&self, now: Timestamp) -> Vec<Settled> {
-        let before = self.with(|inner| inner.settled.len());
         self.with(|inner| {
+            let before = inner.settled.len();
             inner.handle_timeout(now);
             inner.settled.iter().skip(before).cloned().collect()
         })
@@ -332,8 +332,8 @@ impl Executor {
 
     /// Settles every live call as `UNAVAILABLE` (the page is closing or navigating away).
     pub fn shutdown(&self, now: Timestamp) -> Vec<Settled> {
-        let before = self.with(|inner| inner.settled.len());
         self.with(|inner| {
+            let before = inner.settled.len();
             inner.shutdown(now);
             inner.settled.iter().skip(before).cloned().collect()
         })

@@ -68,15 +68,7 @@ impl Inner {
                 (AuditEvent::Granted, reason)
             }
         };
-        self.record_live(
-            call,
-            Stage::Approve,
-            event,
-            Decider::Person,
-            None,
-            reason,
-            now,
-        );
+        self.record_live(call, Stage::Approve, event, Decider::Person, reason, now);
         if action.meta().confirm_twice && card.round == 1 {
             // INVARIANT: a double-confirmed action runs only after a second ticket, minted
             // from a second card with its own nonce.
@@ -98,7 +90,6 @@ impl Inner {
                 Stage::Approve,
                 AuditEvent::Asked,
                 Decider::Policy,
-                None,
                 reason,
                 now,
             );

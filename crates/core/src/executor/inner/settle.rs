@@ -169,14 +169,13 @@ impl Inner {
         settled
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A non-terminal record for a live call.
     pub(super) fn record_live(
         &mut self,
         call: CallId,
         stage: Stage,
         event: AuditEvent,
         by: Decider,
-        outcome: Option<&Outcome>,
         reason: String,
         now: Timestamp,
     ) {
@@ -193,7 +192,7 @@ impl Inner {
             digest: live.digest,
             started: live.started,
         };
-        self.record(&ctx, stage, event, by, outcome, reason, now);
+        self.record(&ctx, stage, event, by, None, reason, now);
     }
 
     #[allow(clippy::too_many_arguments)]
