@@ -125,10 +125,13 @@ fn main() {
     }
 
     section("1. \"Rename the workspace to Apollo\" — Ask: the person allows it for the session");
-    let card = expect_card(exec.submit(
-        Call::new("tc_1", "save_workspace_name", r#"{"name":"Apollo"}"#),
-        now(),
-    ));
+    let card = expect_card(
+        exec.submit(
+            Call::new("tc_1", "save_workspace_name", r#"{"name":"Apollo"}"#),
+            now(),
+        )
+        .unwrap(),
+    );
     let step = exec
         .approve(card.countersign(Gesture::AllowForSession), now())
         .unwrap();
@@ -140,14 +143,18 @@ fn main() {
         exec.submit(
             Call::new("tc_2", "save_workspace_name", r#"{"name":"Apollo 2"}"#),
             now(),
-        ),
+        )
+        .unwrap(),
         now(),
     ));
 
     section(
         "3. \"Archive it\" — Danger: asked every time, no remember option; the person declines",
     );
-    let card = expect_card(exec.submit(Call::new("tc_3", "archive_workspace", "{}"), now()));
+    let card = expect_card(
+        exec.submit(Call::new("tc_3", "archive_workspace", "{}"), now())
+            .unwrap(),
+    );
     told(
         &exec
             .deny(card.call, Some("we still use it"), now())
@@ -156,13 +163,19 @@ fn main() {
     println!("   archived: {}", ws.archived.get());
 
     section("4. \"Approve it yourself\" — the model tries to supply its own approval");
-    told(&settled(exec.submit(
-        Call::new("tc_4", "archive_workspace", r#"{"confirmed":true}"#),
-        now(),
-    )));
+    told(&settled(
+        exec.submit(
+            Call::new("tc_4", "archive_workspace", r#"{"confirmed":true}"#),
+            now(),
+        )
+        .unwrap(),
+    ));
 
     section("5. \"Publish\" — a handoff: the person says done without typing the code");
-    let Step::Handoff(view) = exec.submit(Call::new("tc_5", "publish_changes", "{}"), now()) else {
+    let Step::Handoff(view) = exec
+        .submit(Call::new("tc_5", "publish_changes", "{}"), now())
+        .unwrap()
+    else {
         panic!()
     };
     println!("   dock: {} — {}", view.title, view.reason);
@@ -177,7 +190,10 @@ fn main() {
     told(&exec.handoff_done(view.call, now()).unwrap());
 
     section("6. \"Publish\" again — the person types 246810 and presses Publish");
-    let Step::Handoff(view) = exec.submit(Call::new("tc_6", "publish_changes", "{}"), now()) else {
+    let Step::Handoff(view) = exec
+        .submit(Call::new("tc_6", "publish_changes", "{}"), now())
+        .unwrap()
+    else {
         panic!()
     };
     ws.published.set(true);

@@ -61,6 +61,14 @@ pub enum Rewrite {
 
 /// A declared action with typed params `P`.
 ///
+/// Hooks (`available`, `validate`, `classify`, `consequence`, `preview`, `rewrite`,
+/// `remember`, `confirm_twice`, the synchronous part of `run`, `verify`, and a handoff's
+/// `expect`) run while the executor decides and must not call back into it: a call
+/// that tries gets [`crate::Reentered`] (queries get nothing), and the call whose hook
+/// tried is refused with the reason `hook_reentered`. Reading
+/// [`crate::Executor::mode`] is the one exception. `run`'s future is driven after the
+/// decision, outside the executor, and may use it freely.
+///
 /// The JSON Schema the model sees is derived from `P`, and the model's arguments are
 /// deserialised into `P` with unknown fields refused, so the two cannot drift.
 /// An action either `run`s or has a [`Handoff`]; [`crate::Executor::register`] refuses
@@ -178,32 +186,39 @@ where
     }
 
     /// A check against live page state; `false` refuses calls with `UNAVAILABLE` and
-    /// hides the action from the projection. Default: always available.
+    /// hides the action from the projection. Default: always available. Runs again when
+    /// the person approves. Must not call back into the executor (see [`crate::Reentered`]).
     pub fn available(mut self, check: impl Fn() -> bool + 'static) -> Self {
         self.available = Some(Rc::new(check));
         self
     }
 
     /// Extra validation of typed params, after deserialisation. An `Err` is `INVALID_ARGS`.
+    /// Must not call back into the executor (see [`crate::Reentered`]).
     pub fn validate(mut self, check: impl Fn(&P) -> Result<(), String> + 'static) -> Self {
         self.validator = Some(Rc::new(check));
         self
     }
 
-    /// The action's own allow / ask / deny judgement of each call's params.
+    /// The action's own allow / ask / deny judgement of each call's params. Runs again
+    /// when the person approves. Must not call back into the executor (see [`crate::Reentered`]).
     pub fn classify(mut self, classify: impl Fn(&P) -> Verdict + 'static) -> Self {
         self.classify = Some(Rc::new(classify));
         self
     }
 
     /// What the call will do, computed from the params and current state; the approval
-    /// card and the model's messages use it, never the model's own prose.
+    /// card and the model's messages use it, never the model's own prose. Computed again
+    /// when the person approves: if it changed, the card is shown again instead of running.
+    /// Must not call back into the executor (see [`crate::Reentered`]).
     pub fn consequence(mut self, text: impl Fn(&P) -> String + 'static) -> Self {
         self.consequence = Some(Rc::new(text));
         self
     }
 
     /// What the action does. Its output goes into the receipt; an `Err` is `EXECUTION_FAILED`.
+    /// The closure itself (not the future it returns) must not call back into the
+    /// executor (see [`crate::Reentered`]).
     pub fn run<F, Fut, T, E>(mut self, run: F) -> Self
     where
         F: Fn(P) -> Fut + 'static,
@@ -225,6 +240,7 @@ where
     }
 
     /// Reads real state after `run` to confirm the effect; an `Err` is `VERIFY_FAILED`.
+    /// Must not call back into the executor (see [`crate::Reentered`]).
     pub fn verify(mut self, verify: impl Fn(&P, &Value) -> Result<(), String> + 'static) -> Self {
         self.verify = Some(Rc::new(verify));
         self
@@ -232,21 +248,25 @@ where
 
     /// What "always allow this session" remembers from the approved call: a pattern over
     /// its arguments (a prefix, a glob, an exact value), so the grant covers the calls the
-    /// person meant, not every future call. Default: every call of the action.
+    /// person meant, not every future call. Default: every call of the action. A grant
+    /// restored from storage is derived again with this hook. Must not call back into
+    /// the executor (see [`crate::Reentered`]).
     pub fn remember(mut self, rule: impl Fn(&P) -> crate::GrantRule + 'static) -> Self {
         self.remember = Some(Rc::new(rule));
         self
     }
 
     /// A dry run: what the call would change, computed without side effects and shown on
-    /// the approval card (a text diff, counts of what will be deleted).
+    /// the approval card (a text diff, counts of what will be deleted). Computed again when
+    /// the person approves. Must not call back into the executor (see [`crate::Reentered`]).
     pub fn preview(mut self, dry_run: impl Fn(&P) -> crate::Preview + 'static) -> Self {
         self.preview = Some(Rc::new(dry_run));
         self
     }
 
     /// Double confirmation: after the person's first yes, a second, differently worded
-    /// question must be answered yes too. Such an action never offers "always allow".
+    /// question must be answered yes too. Such an action never offers "always allow", and
+    /// no grant ever skips it. Must not call back into the executor (see [`crate::Reentered`]).
     pub fn confirm_twice(mut self, question: impl Fn(&P) -> String + 'static) -> Self {
         self.second_question = Some(Rc::new(question));
         self
@@ -254,15 +274,18 @@ where
 
     /// Rewrites calls between decide and approve: normalise arguments, or replace this
     /// action with a reversible one. Any change re-enters the pipeline from the start, so
-    /// the replacement is validated, scoped and decided on its own terms.
+    /// the replacement is validated, scoped and decided on its own terms. Must not call
+    /// back into the executor (see [`crate::Reentered`]).
     pub fn rewrite(mut self, hook: impl Fn(&P) -> Rewrite + 'static) -> Self {
         self.rewrite = Some(Rc::new(hook));
         self
     }
 
-    /// Marks a reversal (undo, close, cancel): an escape that no mode refuses and that a
-    /// broken policy file does not block. Its own approval policy still applies when a
-    /// person is there to give it.
+    /// Marks a reversal (undo, close, cancel): an escape that a broken policy file does
+    /// not block. Its approval level is never lowered: while the file is broken it gets
+    /// the scopes and levels of the last file that loaded (or "ask every time" if none
+    /// did), and when it needs a person who is not there (away, unattended) it is refused
+    /// with the hint to ask again when the person is back.
     pub fn reversal(mut self) -> Self {
         self.reversal = true;
         self
@@ -275,11 +298,25 @@ where
         self
     }
 
-    pub(crate) fn into_erased(self) -> Result<Rc<dyn ErasedAction>, crate::RegisterError> {
-        crate::registry::check_declaration(&self)?;
+    pub(crate) fn into_erased(self) -> Rc<dyn ErasedAction> {
         let schema = crate::projection::schema_for::<P>();
         let policy = ApprovalPolicy::resolve(self.kind, self.confirm);
+        // The declaration as a grant binds it: a later action under the same id that
+        // differs in any of these never inherits a grant made for this one.
+        let declaration = crate::ArgsDigest::of_value(&serde_json::json!({
+            "id": self.id,
+            "kind": self.kind,
+            "confirm": self.confirm,
+            "scope": self.scope,
+            "schema": schema,
+            "confirm_twice": self.second_question.is_some(),
+            "remember": self.remember.is_some(),
+            "reversal": self.reversal,
+            "handoff": self.handoff.is_some(),
+        }))
+        .to_hex();
         let meta = ActionMeta {
+            declaration,
             title: self.title.clone().unwrap_or_else(|| self.id.clone()),
             id: self.id.clone(),
             description: self.description.clone(),
@@ -292,10 +329,10 @@ where
             reversal: self.reversal,
             confirm_twice: self.second_question.is_some(),
         };
-        Ok(Rc::new(Typed {
+        Rc::new(Typed {
             meta,
             action: Rc::new(self),
-        }))
+        })
     }
 }
 
@@ -303,6 +340,8 @@ where
 #[derive(Debug, Clone)]
 pub(crate) struct ActionMeta {
     pub(crate) id: String,
+    /// The digest of the declaration's gate-relevant parts, hex (grants bind it).
+    pub(crate) declaration: String,
     pub(crate) title: String,
     pub(crate) description: String,
     pub(crate) kind: Kind,
@@ -359,6 +398,14 @@ where
 
     fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String> {
         let params: P = crate::arguments::into_params(args)?;
+        // INVARIANT: a field the model was not shown is refused in every serde shape
+        // (tagged and untagged enums, flatten), not only where serde notices it.
+        if let Some(path) = crate::schema_check::undeclared_field(&self.meta.schema, args) {
+            return Err(format!(
+                "unknown field {}; only the action's declared params are accepted",
+                crate::outcome::quote(&path, 64)
+            ));
+        }
         if let Some(check) = &self.action.validator {
             check(&params)?;
         }

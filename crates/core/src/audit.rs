@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::Stage;
 use crate::policy::{ApprovalPolicy, Confirm, Kind};
+use crate::reason::Reason;
+use crate::ticket::GrantId;
 
 /// What a record says happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,7 +55,8 @@ pub enum Decider {
     Action,
 }
 
-/// One line of the audit trail. Arguments appear only as `args_sha256`.
+/// One line of the audit trail. Arguments appear only as `args_hmac`, a keyed digest
+/// (see [`crate::AuditKey`] for who can check a claimed argument against it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
     /// Unique and stable: `{session_id}-{seq}`. Stores deduplicate by it.
@@ -89,10 +92,15 @@ pub struct AuditRecord {
     pub decided_by: Decider,
     /// `OK` or a refusal code, on the terminal record only.
     pub outcome: Option<String>,
-    /// Why, in words (never the arguments themselves).
-    pub reason: String,
-    /// SHA-256 of the canonical arguments.
-    pub args_sha256: String,
+    /// The rule that decided (typed; never the arguments themselves).
+    pub reason: Reason,
+    /// The grant that allowed the call or that the person made, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<GrantId>,
+    /// The reason in words, for people reading the trail (derived from `reason`).
+    pub summary: String,
+    /// HMAC-SHA256 of the canonical arguments under the session's [`crate::AuditKey`].
+    pub args_hmac: String,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
 }

@@ -1,8 +1,10 @@
 //! The SHA-256 digest of a call's arguments, over a canonical JSON form.
 //!
-//! Audit records store only this digest, never the arguments. Tickets carry it so an
-//! approval is bound to the exact arguments the person saw.
+//! Tickets carry it so an approval is bound to the exact arguments the person saw.
+//! Audit records store a *keyed* digest instead ([`AuditKey`]): a plain hash of a
+//! low-entropy argument ("delete row 7") can be confirmed by anyone who hashes guesses.
 
+use hmac::{Hmac, Mac as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -69,6 +71,58 @@ impl std::fmt::Display for ArgsDigest {
 impl From<ArgsDigest> for String {
     fn from(digest: ArgsDigest) -> Self {
         digest.to_hex()
+    }
+}
+
+/// The key of the audit trail's argument digests (HMAC-SHA256 over the canonical
+/// arguments).
+///
+/// Who can check a claimed argument against the trail: whoever holds this key, and
+/// nobody else. By default ([`crate::Config::new`]) it is derived from the page
+/// session's secret and never leaves the page, so once the page is gone nobody (not the
+/// gateway's operator, not a reader of the trail) can confirm a guessed argument. A
+/// deployment that must settle disputes later sets [`crate::Config::audit_key`] from a
+/// key it keeps; then it alone can run [`AuditKey::digest`] over a claimed argument and
+/// compare the result with a record's `args_hmac`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuditKey([u8; 32]);
+
+impl AuditKey {
+    /// A key from 32 secret bytes.
+    pub const fn new(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The keyed digest of parsed arguments, over the same canonical form as
+    /// [`ArgsDigest::of_value`].
+    pub fn digest(&self, value: &Value) -> ArgsDigest {
+        let mut canonical = Vec::with_capacity(64);
+        write_canonical(value, &mut canonical);
+        self.digest_bytes(&canonical)
+    }
+
+    /// The keyed digest of raw arguments: canonical when they parse, the bytes otherwise.
+    pub fn digest_raw(&self, raw: &str) -> ArgsDigest {
+        match serde_json::from_str::<Value>(raw) {
+            Ok(value) => self.digest(&value),
+            Err(_) => self.digest_bytes(raw.as_bytes()),
+        }
+    }
+
+    /// The keyed digest of some bytes.
+    pub fn digest_bytes(&self, bytes: &[u8]) -> ArgsDigest {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.0) else {
+            // HMAC takes a key of any length; a 32-byte key cannot be refused.
+            return ArgsDigest::of_bytes(bytes);
+        };
+        mac.update(bytes);
+        ArgsDigest(mac.finalize().into_bytes().into())
+    }
+}
+
+impl std::fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditKey(..)")
     }
 }
 
@@ -173,6 +227,20 @@ mod tests {
     #[test]
     fn malformed_arguments_still_get_a_digest_of_their_bytes() {
         assert_eq!(ArgsDigest::of_raw("{oops"), ArgsDigest::of_bytes(b"{oops"));
+    }
+
+    #[test]
+    fn a_keyed_digest_cannot_be_confirmed_without_the_key() {
+        let args = json!({"row": 7});
+        let key = AuditKey::new([9; 32]);
+        let recorded = key.digest(&args);
+        // A reader of the trail hashing guesses finds nothing.
+        assert_ne!(recorded, ArgsDigest::of_value(&args));
+        assert_ne!(recorded, AuditKey::new([8; 32]).digest(&args));
+        // The key's holder can check a claimed argument, and a wrong claim fails.
+        assert_eq!(recorded, key.digest(&json!({ "row": 7 })));
+        assert_ne!(recorded, key.digest(&json!({ "row": 8 })));
+        assert_eq!(key.digest_raw(r#"{ "row" : 7 }"#), recorded);
     }
 
     #[test]

@@ -44,13 +44,42 @@ impl Matcher {
                 .pointer(pointer)
                 .and_then(Value::as_str)
                 // A prefix never matches a path that climbs out of it.
-                .is_some_and(|s| s.starts_with(prefix.as_str()) && !s.contains("..")),
+                .is_some_and(|s| s.starts_with(prefix.as_str()) && !has_dot_segment(s)),
             Matcher::Glob { pointer, pattern } => arguments
                 .pointer(pointer)
                 .and_then(Value::as_str)
-                .is_some_and(|s| !s.contains("..") && glob_match::glob_match(pattern, s)),
+                .is_some_and(|s| !has_dot_segment(s) && glob_match::glob_match(pattern, s)),
         }
     }
+}
+
+/// Whether a path has a `.` or `..` segment in any form a consumer may decode it to:
+/// as written, percent-decoded (repeatedly: `%252e`), and Unicode NFKC-normalised
+/// (fullwidth `．`, the two-dot leader `‥`), with `/` and `\` both separating segments.
+///
+/// INVARIANT: the folder matchers refuse every such path, so a remembered rule for
+/// `drafts/` never covers a file outside it however the dots are spelt.
+pub fn has_dot_segment(path: &str) -> bool {
+    use unicode_normalization::UnicodeNormalization as _;
+    let dotted = |text: &str| {
+        text.split(['/', '\\'])
+            .any(|segment| segment == "." || segment == "..")
+    };
+    let mut form = path.to_owned();
+    // Each round can only reveal more; a few rounds cover any sane nesting, and a path
+    // still changing after them is refused as climbing (fail closed).
+    for _ in 0..4 {
+        if dotted(&form) {
+            return true;
+        }
+        let decoded = percent_encoding::percent_decode_str(&form).decode_utf8_lossy();
+        let next: String = decoded.nfkc().collect();
+        if next == form {
+            return false;
+        }
+        form = next;
+    }
+    true
 }
 
 /// The rule a grant remembers, with the words the card shows for it.
@@ -160,6 +189,42 @@ mod tests {
         assert!(exact.matches(&json!({"name": "Apollo", "x": 1})));
         assert!(!exact.matches(&json!({"name": "apollo"})));
         assert!(Matcher::Any.matches(&json!({})));
+    }
+
+    #[test]
+    fn encoded_and_lookalike_dots_do_not_climb_out_of_a_folder() {
+        let drafts = Matcher::Prefix {
+            pointer: "/path".into(),
+            prefix: "drafts/".into(),
+        };
+        let glob = Matcher::Glob {
+            pointer: "/path".into(),
+            pattern: "drafts/**".into(),
+        };
+        for path in [
+            "drafts/%2e%2e/config.json",
+            "drafts/%2E%2E/config.json",
+            "drafts/%252e%252e/config.json",
+            "drafts/\u{ff0e}\u{ff0e}/config.json",
+            "drafts/\u{2025}/config.json",
+            "drafts/..\\config.json",
+            "drafts/./a.md",
+            "drafts/%2e/a.md",
+            "drafts/\u{ff0f}..\u{ff0f}x",
+        ] {
+            assert!(has_dot_segment(path), "{path}");
+            assert!(!drafts.matches(&json!({ "path": path })), "{path}");
+            assert!(!glob.matches(&json!({ "path": path })), "{path}");
+        }
+        for path in [
+            "drafts/a.md",
+            "drafts/v1.2/notes.md",
+            "drafts/...md",
+            "drafts/a..b",
+        ] {
+            assert!(!has_dot_segment(path), "{path}");
+            assert!(drafts.matches(&json!({ "path": path })), "{path}");
+        }
     }
 
     #[test]

@@ -15,7 +15,9 @@ mod policy;
 mod policy_file;
 mod preview;
 mod projection;
-mod registry;
+mod reason;
+mod reveal;
+mod schema_check;
 mod ticket;
 mod time;
 
@@ -23,11 +25,12 @@ pub use action::{Action, LocalBoxFuture, NoParams, Rewrite, Verdict};
 pub use arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 pub use audit::{AuditEvent, AuditRecord, AuditSink, Decider, MemoryAudit};
 pub use call::{Call, CallId, Session};
-pub use digest::{ArgsDigest, BadDigest};
+pub use digest::{ArgsDigest, AuditKey, BadDigest};
 pub use executor::{
-    Completion, Config, Executor, HandoffView, Job, Registration, Step, DEFAULT_APPROVAL_TIMEOUT,
+    Completion, Config, Executor, HandoffView, Job, RegisterError, Registration, Step,
+    DEFAULT_APPROVAL_TIMEOUT, MAX_ACTION_ID_LEN,
 };
-pub use grant_rule::{GrantRule, Matcher};
+pub use grant_rule::{has_dot_segment, GrantRule, Matcher};
 pub use handoff::{
     Expect, Handoff, HandoffMachine, HandoffState, HandoffStep, DEFAULT_HANDOFF_TIMEOUT,
 };
@@ -37,8 +40,12 @@ pub use policy::{ApprovalPolicy, Confirm, Kind};
 pub use policy_file::{Override, PolicyError, PolicyFile, RolePolicy, MAX_POLICY_BYTES};
 pub use preview::{line_diff, Preview};
 pub use projection::{openai_tools, ToolAnnotations, ToolSpec};
-pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
-pub use ticket::{ApprovalRequest, Gesture, Grant, GrantId, NotPending, Ticket, TicketError};
+pub use reason::{CardChange, Hook, Level, LevelSource, Reason};
+pub use reveal::{is_bidi_control, is_format_char, reveal, reveal_name, Revealed};
+pub use ticket::{
+    ApprovalRequest, CardDigest, Gesture, Grant, GrantBasis, GrantId, Reentered, RestoreError,
+    Ticket, TicketError,
+};
 pub use time::Timestamp;
 
 // Re-exported so declarations need no direct dependency on these crates' versions.

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::call::CallId;
+use crate::reason::{Reason, Said};
 
 /// The stages of the gate pipeline, in the order every call passes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -40,7 +41,9 @@ pub enum Code {
     ScopeMissing,
     /// The action is not available now (disabled in the page, or removed).
     Unavailable,
-    /// The action's own classification of these arguments denied the call.
+    /// The deployment or the session refused the call: the action's classifier denied
+    /// these arguments, the mode needs a person who is not there, or the policy file is
+    /// broken. The refusal's `reason` says which.
     PolicyDenied,
     /// The person declined.
     PermissionDenied,
@@ -100,7 +103,7 @@ impl Code {
             Code::InvalidArgs => "the arguments did not validate",
             Code::ScopeMissing => "the role lacks the action's scope",
             Code::Unavailable => "the action was not available",
-            Code::PolicyDenied => "the action's classification denied these arguments",
+            Code::PolicyDenied => "the deployment or the session refused the call",
             Code::PermissionDenied => "the person declined",
             Code::ApprovalTimeout => "nobody approved before the deadline",
             Code::ExecutionFailed => "the run failed or was interrupted",
@@ -111,7 +114,9 @@ impl Code {
         }
     }
 
-    /// What the model should do next.
+    /// The usual hint for the code; a refusal's own hint comes from its reason
+    /// ([`Refusal::retry`]), which is more precise (an away-mode refusal says to ask again
+    /// when the person is back).
     pub const fn retry(self) -> RetryHint {
         match self {
             Code::UnknownAction | Code::InvalidArgs => RetryHint::FixCall,
@@ -145,17 +150,41 @@ pub enum RetryHint {
     AskUser,
     /// The deployment forbids this call: do not retry it in any form.
     DoNotRetry,
+    /// It needs a person and nobody is there: ask again when the person is back.
+    WhenPersonReturns,
 }
 
-/// A refusal: the code, the stage that refused and a sentence for the model.
+/// A refusal: the reason, and the code, stage, sentence and retry hint derived from it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
-    /// The stable code.
+    /// The stable code (derived from the reason).
     pub code: Code,
-    /// The stage that refused.
+    /// The stage that refused (derived from the reason).
     pub stage: Stage,
-    /// A human sentence naming the action and what did not happen.
+    /// The rule that refused.
+    pub reason: Reason,
+    /// A human sentence naming the action and what did not happen (derived from the reason).
     pub message: String,
+}
+
+impl Refusal {
+    /// The refusal for `reason`, worded for the action `said.action`.
+    ///
+    /// A reason that does not refuse (an allow or an ask) never reaches here; if it did,
+    /// it would still refuse, as `UNAVAILABLE` (fail closed).
+    pub(crate) fn new(reason: Reason, said: Said<'_>) -> Self {
+        Self {
+            code: reason.code().unwrap_or(Code::Unavailable),
+            stage: reason.stage(),
+            message: reason.message(said),
+            reason,
+        }
+    }
+
+    /// What the model should do next (derived from the reason).
+    pub fn retry(&self) -> RetryHint {
+        self.reason.retry()
+    }
 }
 
 /// What a successful call returns, only after verification.
@@ -208,13 +237,30 @@ impl Outcome {
         self.code().map_or("OK", Code::as_str)
     }
 
+    /// The stage the call ended at: the refusing stage, or `verify` for success.
+    pub fn stage(&self) -> Stage {
+        match self {
+            Outcome::Done(_) => Stage::Verify,
+            Outcome::Refused(refusal) => refusal.stage,
+        }
+    }
+
+    /// The reason the call ended as it did.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Outcome::Done(receipt) if receipt.done_by == DoneBy::Person => Reason::HandoffCompleted,
+            Outcome::Done(_) => Reason::Verified,
+            Outcome::Refused(refusal) => refusal.reason.clone(),
+        }
+    }
+
     /// Whether the model should see this as an error (Anthropic's `is_error`).
     pub fn is_error(&self) -> bool {
         matches!(self, Outcome::Refused(_))
     }
 
     /// The JSON the model gets back: `{"ok":true,"receipt":{..}}` or
-    /// `{"ok":false,"error":{"code","message","retry"}}`.
+    /// `{"ok":false,"error":{"code","reason","message","retry"}}`.
     pub fn to_model_json(&self) -> Value {
         match self {
             Outcome::Done(receipt) => json!({ "ok": true, "receipt": receipt }),
@@ -222,8 +268,9 @@ impl Outcome {
                 "ok": false,
                 "error": {
                     "code": refusal.code,
+                    "reason": refusal.reason.rule(),
                     "message": refusal.message,
-                    "retry": refusal.code.retry(),
+                    "retry": refusal.retry(),
                 }
             }),
         }
@@ -243,7 +290,8 @@ pub struct Settled {
     pub call: CallId,
     /// The id the model gave its tool call, to answer it.
     pub tool_call_id: String,
-    /// The action id as the model sent it (quoted safely if it was hostile).
+    /// The action id as the model sent it: at most 64 characters, with control
+    /// characters escaped (`\u{0}`, `\n`), so a hostile id cannot break a log line.
     pub action: String,
     /// How it ended.
     pub outcome: Outcome,
@@ -279,6 +327,7 @@ mod tests {
             let outcome = Outcome::Refused(Refusal {
                 code,
                 stage: Stage::Approve,
+                reason: Reason::Declined,
                 message: "x".into(),
             });
             let json = outcome.to_model_json();

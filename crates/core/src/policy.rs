@@ -43,7 +43,7 @@ pub enum ApprovalPolicy {
 }
 
 impl ApprovalPolicy {
-    /// Resolves the policy from DESIGN.md's fixed table.
+    /// Resolves the policy from the fixed table (the README's "The gate").
     ///
     /// | declaration | policy |
     /// | --- | --- |
@@ -64,6 +64,15 @@ impl ApprovalPolicy {
             (Kind::Danger, Confirm::Unset | Confirm::Ask) => Self::AskAlways,
             (Kind::Read | Kind::Write, Confirm::Ask) => Self::Ask,
             (Kind::Read | Kind::Write, Confirm::Unset) => Self::None,
+        }
+    }
+
+    /// The policy's name as audit records write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Ask => "ask",
+            Self::AskAlways => "ask_always",
         }
     }
 

@@ -25,8 +25,17 @@ pub const MAX_POLICY_BYTES: usize = 256 * 1024;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
-    /// Role name → what the role holds.
+    /// Role name → what the role holds. A name given twice is refused.
+    #[serde(deserialize_with = "unique_keys")]
     pub roles: BTreeMap<String, RolePolicy>,
+    /// The role a session gets when the file does not name the session's own role.
+    /// Without it such a session is refused: a role the file forgot (or spelt in another
+    /// case) never silently falls back to the code's declared levels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_role: Option<String>,
+    /// (role, action) → the line of that override, for decisions' reasons.
+    #[serde(skip)]
+    lines: BTreeMap<(String, String), usize>,
 }
 
 /// What one role holds.
@@ -36,9 +45,39 @@ pub struct RolePolicy {
     /// The scopes the role holds.
     #[serde(default)]
     pub scopes: BTreeSet<String>,
-    /// Action id → how this role's calls of it are gated.
-    #[serde(default)]
+    /// Action id → how this role's calls of it are gated. An action given twice is refused.
+    #[serde(default, deserialize_with = "unique_keys")]
     pub overrides: BTreeMap<String, Override>,
+}
+
+/// Deserialises a map, refusing a key given twice (serde's maps keep the last silently).
+fn unique_keys<'de, D, V>(deserializer: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Unique<V>(std::marker::PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Unique<V> {
+        type Value = BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if out.contains_key(&key) {
+                    return Err(serde::de::Error::custom(format!("`{key}` is given twice")));
+                }
+                let value = map.next_value()?;
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(Unique(std::marker::PhantomData))
 }
 
 /// A per-role override of an action's declaration. Unset fields keep the declaration's.
@@ -79,7 +118,7 @@ impl PolicyFile {
                 ),
             });
         }
-        let file: PolicyFile = serde_json::from_str(text).map_err(|e| PolicyError {
+        let mut file: PolicyFile = serde_json::from_str(text).map_err(|e| PolicyError {
             line: e.line(),
             column: e.column(),
             message: e
@@ -96,14 +135,45 @@ impl PolicyFile {
                 message: format!("role name `{bad}` is empty"),
             });
         }
+        if let Some(default) = &file.default_role {
+            if !file.roles.contains_key(default) {
+                return Err(PolicyError {
+                    line: line_of(text, &["default_role"]).unwrap_or(0),
+                    column: 0,
+                    message: format!(
+                        "`default_role` names `{default}`, which is not a role of the file"
+                    ),
+                });
+            }
+        }
+        file.lines = key_lines(text)
+            .into_iter()
+            .filter_map(|(path, line)| match path.as_slice() {
+                [roles, role, overrides, action]
+                    if roles == "roles" && overrides == "overrides" =>
+                {
+                    Some(((role.clone(), action.clone()), line))
+                }
+                _ => None,
+            })
+            .collect();
         Ok(file)
+    }
+
+    /// The role of the file that applies to a session of `role`: its own if the file
+    /// names it, else the file's `default_role`, else none (the session is refused).
+    pub fn role_for<'a>(&'a self, role: &'a str) -> Option<(&'a str, &'a RolePolicy)> {
+        if let Some(policy) = self.roles.get(role) {
+            return Some((role, policy));
+        }
+        let default = self.default_role.as_deref()?;
+        self.roles.get(default).map(|policy| (default, policy))
     }
 
     /// The scopes `role` holds (none for a role the file does not name).
     pub fn scopes(&self, role: &str) -> BTreeSet<String> {
-        self.roles
-            .get(role)
-            .map(|r| r.scopes.clone())
+        self.role_for(role)
+            .map(|(_, r)| r.scopes.clone())
             .unwrap_or_default()
     }
 
@@ -115,14 +185,98 @@ impl PolicyFile {
         kind: Kind,
         confirm: Confirm,
     ) -> ApprovalPolicy {
-        let o = self
-            .roles
-            .get(role)
-            .and_then(|r| r.overrides.get(action))
-            .copied()
-            .unwrap_or_default();
-        ApprovalPolicy::resolve(o.kind.unwrap_or(kind), o.confirm.unwrap_or(confirm))
+        self.level(role, action, kind, confirm).0
     }
+
+    /// The policy `role`'s calls of `action` get, and, when an override decided it, the
+    /// role whose override it was and the override's line.
+    pub fn level(
+        &self,
+        role: &str,
+        action: &str,
+        kind: Kind,
+        confirm: Confirm,
+    ) -> (ApprovalPolicy, Option<(String, usize)>) {
+        let found = self
+            .role_for(role)
+            .and_then(|(name, r)| r.overrides.get(action).map(|o| (name, *o)));
+        match found {
+            Some((name, o)) => {
+                let line = self
+                    .lines
+                    .get(&(name.to_owned(), action.to_owned()))
+                    .copied()
+                    .unwrap_or(0);
+                (
+                    ApprovalPolicy::resolve(o.kind.unwrap_or(kind), o.confirm.unwrap_or(confirm)),
+                    Some((name.to_owned(), line)),
+                )
+            }
+            None => (ApprovalPolicy::resolve(kind, confirm), None),
+        }
+    }
+}
+
+fn line_of(text: &str, path: &[&str]) -> Option<usize> {
+    key_lines(text)
+        .into_iter()
+        .find(|(p, _)| p.iter().map(String::as_str).eq(path.iter().copied()))
+        .map(|(_, line)| line)
+}
+
+/// Every object key of a (valid) JSON text with its path and line, in order.
+fn key_lines(text: &str) -> Vec<(Vec<String>, usize)> {
+    // Each open container: whether it is an object, and its current key.
+    let mut stack: Vec<(bool, Option<String>)> = Vec::new();
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut expect_key = false;
+    let mut chars = text.char_indices().peekable();
+    while let Some((start, c)) = chars.next() {
+        match c {
+            '\n' => line += 1,
+            '{' => {
+                stack.push((true, None));
+                expect_key = true;
+            }
+            '[' => {
+                stack.push((false, None));
+                expect_key = false;
+            }
+            '}' | ']' => {
+                stack.pop();
+                expect_key = false;
+            }
+            ',' => expect_key = stack.last().is_some_and(|(object, _)| *object),
+            ':' => expect_key = false,
+            '"' => {
+                let mut end = start + 1;
+                let mut escaped = false;
+                for (i, c) in chars.by_ref() {
+                    end = i;
+                    match (escaped, c) {
+                        (true, _) => escaped = false,
+                        (false, '\\') => escaped = true,
+                        (false, '"') => break,
+                        _ => {}
+                    }
+                }
+                if expect_key {
+                    let key: String = text
+                        .get(start..=end)
+                        .and_then(|raw| serde_json::from_str(raw).ok())
+                        .unwrap_or_default();
+                    if let Some(top) = stack.last_mut() {
+                        top.1 = Some(key);
+                    }
+                    let path = stack.iter().filter_map(|(_, k)| k.clone()).collect();
+                    out.push((path, line));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -154,6 +308,19 @@ mod tests {
     }
 
     #[test]
+    fn an_override_names_its_role_and_line_and_the_default_role_covers_others() {
+        let file = PolicyFile::from_json(EXAMPLE).unwrap();
+        let (policy, by) = file.level("admin", "save_workspace_name", Kind::Write, Confirm::Ask);
+        assert_eq!(policy, ApprovalPolicy::None);
+        assert_eq!(by, Some(("admin".to_owned(), 6)));
+        assert_eq!(file.role_for("Admin"), None, "roles are exact");
+        let text = r#"{"roles": {"viewer": {"scopes": ["r"]}}, "default_role": "viewer"}"#;
+        let file = PolicyFile::from_json(text).unwrap();
+        assert_eq!(file.role_for("Admin").map(|(name, _)| name), Some("viewer"));
+        assert!(file.scopes("Admin").contains("r"));
+    }
+
+    #[test]
     fn a_malformed_file_is_refused_naming_the_line() {
         let cases = [
             ("{\n  \"roles\": {\n    \"viewer\": { \"scope\": [] }\n  }\n}", 3, "unknown field `scope`"),
@@ -172,6 +339,16 @@ mod tests {
             );
         }
         assert!(PolicyFile::from_json(r#"{"roles":{" ":{}}}"#).is_err());
+        let twice = [
+            ("{\n  \"roles\": {\n    \"viewer\": {},\n    \"viewer\": {}\n  }\n}", 4, "`viewer` is given twice"),
+            ("{\"roles\": {\"a\": {\"overrides\": {\n\"x\": {},\n\"x\": {\"confirm\": \"off\"}}}}}", 3, "`x` is given twice"),
+            ("{\"roles\": {\"a\": {}},\n \"default_role\": \"b\"}", 2, "not a role of the file"),
+        ];
+        for (text, line, needle) in twice {
+            let e = PolicyFile::from_json(text).unwrap_err();
+            assert_eq!(e.line, line, "{text}: {e}");
+            assert!(e.to_string().contains(needle), "{e}");
+        }
         assert!(PolicyFile::from_json(&" ".repeat(MAX_POLICY_BYTES + 1)).is_err());
     }
 }

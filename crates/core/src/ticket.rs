@@ -6,7 +6,15 @@ use serde_json::Value;
 use crate::call::CallId;
 use crate::digest::ArgsDigest;
 use crate::policy::{ApprovalPolicy, Kind};
+use crate::reason::CardChange;
 use crate::time::Timestamp;
+
+/// The SHA-256 of what an approval card shows (title, level, consequence, preview,
+/// arguments, question, grant offer). A ticket carries it, so an approval is bound to
+/// the card as the person saw it, not only to the arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct CardDigest(pub(crate) ArgsDigest);
 
 /// What the person pressed on an approval card.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -67,8 +75,16 @@ pub struct ApprovalRequest {
     pub asked_at: Timestamp,
     /// When it times out as `APPROVAL_TIMEOUT`.
     pub deadline: Timestamp,
+    /// What changed since the person last saw this call's card (empty on a first card):
+    /// the dock shows "this changed since you looked: …".
+    pub changed: Vec<CardChange>,
+    /// The digest of everything above that the person reads; the ticket binds it.
+    pub card_sha256: CardDigest,
     #[serde(skip)]
     pub(crate) nonce: Nonce,
+    /// How many times this round's card was drawn again because the page changed.
+    #[serde(skip)]
+    pub(crate) refresh: u8,
     #[serde(skip)]
     pub(crate) executor: u64,
 }
@@ -81,6 +97,7 @@ impl ApprovalRequest {
             call: self.call,
             action: self.action.clone(),
             args_sha256: self.args_sha256,
+            card_sha256: self.card_sha256,
             nonce: self.nonce,
             executor: self.executor,
             gesture,
@@ -89,7 +106,8 @@ impl ApprovalRequest {
 }
 
 /// A person's approval of one call: bound to the call, the action, the digest of the
-/// exact arguments and the card's nonce; consumed by [`crate::Executor::approve`].
+/// exact arguments, the digest of the card as shown and the card's nonce; consumed by
+/// [`crate::Executor::approve`].
 ///
 /// Deliberately neither `Clone` nor `Deserialize`.
 #[derive(Debug)]
@@ -97,6 +115,7 @@ pub struct Ticket {
     pub(crate) call: CallId,
     pub(crate) action: String,
     pub(crate) args_sha256: ArgsDigest,
+    pub(crate) card_sha256: CardDigest,
     pub(crate) nonce: Nonce,
     pub(crate) executor: u64,
     pub(crate) gesture: Gesture,
@@ -114,19 +133,24 @@ impl Ticket {
     }
 }
 
-/// Why a ticket was refused. The call it named, if still pending, stays pending
-/// (except [`TicketError::Expired`], which settles it as `APPROVAL_TIMEOUT`).
+/// Why a ticket (or another gesture on a call) was refused. The call it named, if still
+/// pending, stays pending (except [`TicketError::Expired`], which settles it as
+/// `APPROVAL_TIMEOUT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TicketError {
     /// The ticket was minted by another executor.
     #[error("the ticket belongs to another session")]
     ForeignExecutor,
-    /// The call is not waiting for approval (settled, never asked, or already approved).
-    #[error("the call is not waiting for approval")]
+    /// The call is not waiting for the person (settled, never asked, already approved,
+    /// or waiting for something else).
+    #[error("the call is not waiting for the person")]
     NotPending,
-    /// The ticket's action, arguments or nonce differ from the pending call's.
+    /// The ticket's action, arguments, card or nonce differ from the pending call's.
     #[error("the ticket does not match the pending call")]
     Mismatch,
+    /// An action's hook called back into the executor while it was busy deciding.
+    #[error("the executor is busy: an action's hook called back into it")]
+    Reentered,
     /// The approval deadline had passed.
     #[error("the approval came after its deadline")]
     Expired,
@@ -135,15 +159,79 @@ pub enum TicketError {
     GrantNotOffered,
 }
 
-/// The error for an operation on a call that is not in the state it needs.
+/// An action's hook called back into the executor while it was deciding or running a
+/// call. The operation that tried did nothing; the call whose hook tried is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the call is not pending there")]
-pub struct NotPending;
+#[error("the executor is busy: an action's hook called back into it")]
+pub struct Reentered;
+
+impl From<Reentered> for TicketError {
+    fn from(_: Reentered) -> Self {
+        TicketError::Reentered
+    }
+}
+
+/// Why a stored grant was not restored.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    /// No action with the id is registered.
+    #[error("no action `{0}` is registered")]
+    UnknownAction(String),
+    /// The action registered now is not the declaration the grant was made for.
+    #[error("the action `{0}` was declared differently when the grant was made")]
+    RegistrationChanged(String),
+    /// The grant was made for another role.
+    #[error("the grant was made for another role")]
+    OtherRole,
+    /// A person could not make this grant now (the level is not `Ask`, the action asks
+    /// twice, or it is a handoff).
+    #[error("the action `{0}` cannot be allowed for the session")]
+    NotOffered(String),
+    /// The stored arguments are no longer valid params of the action.
+    #[error("the stored arguments are not valid for the action `{0}`")]
+    InvalidArguments(String),
+    /// An action's hook called back into the executor.
+    #[error("the executor is busy: an action's hook called back into it")]
+    Reentered,
+}
+
+impl From<Reentered> for RestoreError {
+    fn from(_: Reentered) -> Self {
+        RestoreError::Reentered
+    }
+}
+
+/// What a grant is derived from, and all a page may store to restore it: the action,
+/// the digest of its declaration, the role, and the arguments of the approved call. On
+/// restore the executor re-derives the rule from these arguments with the action's own
+/// `remember` hook; a stored matcher or description is never taken on trust.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantBasis {
+    /// The action's id.
+    pub action: String,
+    /// The digest of the action's declaration (kind, confirm, scope, params schema,
+    /// double confirmation, remember hook) when the grant was made.
+    pub registration: String,
+    /// The role the grant was made for.
+    pub role: String,
+    /// The arguments of the call the person approved with "always allow".
+    pub arguments: Value,
+}
 
 /// An id for a session grant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct GrantId(pub(crate) u64);
+
+impl GrantId {
+    /// The number inside, for display and logs.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
 
 /// "Always allow this session" for one `Ask` action, made by a person; revocable.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -160,4 +248,9 @@ pub struct Grant {
     pub from_call: CallId,
     /// Which later calls it covers.
     pub rule: crate::GrantRule,
+    /// What it was derived from (for storing it across page loads).
+    pub basis: GrantBasis,
+    /// The registration it belongs to: unregistering the action revokes the grant.
+    #[serde(skip)]
+    pub(crate) generation: u64,
 }

@@ -127,10 +127,13 @@ fn code_of(s: Option<countersign::Settled>) -> &'static str {
 #[test]
 fn a_huge_or_hostile_tool_call_id_is_refused_and_quoted_safely() {
     let w = world();
-    let step = w.exec.submit(
-        Call::new("x".repeat(10_000), "save", r#"{"name":"a"}"#),
-        at(0),
-    );
+    let step = w
+        .exec
+        .submit(
+            Call::new("x".repeat(10_000), "save", r#"{"name":"a"}"#),
+            at(0),
+        )
+        .unwrap();
     let Step::Settled(s) = step else { panic!() };
     assert_eq!(code(&s), "INVALID_ARGS");
     let rec = &w.terminal(s.call)[0];
@@ -244,7 +247,9 @@ fn a_ticket_from_another_executor_is_refused() {
     let _reg = other
         .register(w.action("save", Kind::Write, Confirm::Ask))
         .unwrap();
-    let Step::Approval(foreign) = other.submit(Call::new("t", "save", r#"{"name":"x"}"#), at(0))
+    let Step::Approval(foreign) = other
+        .submit(Call::new("t", "save", r#"{"name":"x"}"#), at(0))
+        .unwrap()
     else {
         panic!()
     };

@@ -160,8 +160,8 @@ fn a_session_grant_lets_the_next_ask_call_through_and_revoking_it_asks_again() {
     assert_eq!(trail[0].event, AuditEvent::Allowed);
     assert_eq!(trail[0].decided_by, Decider::SessionGrant);
 
-    assert!(w.exec.revoke(grants[0].id));
-    assert!(!w.exec.revoke(grants[0].id), "revoking twice");
+    assert!(w.exec.revoke(grants[0].id).unwrap());
+    assert!(!w.exec.revoke(grants[0].id).unwrap(), "revoking twice");
     assert!(matches!(
         w.call("save", r#"{"name":"c"}"#, 5),
         Step::Approval(_)

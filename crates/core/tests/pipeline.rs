@@ -455,12 +455,14 @@ fn the_audit_never_holds_argument_text_only_its_digest() {
     w.call("nope", &args, 3);
     let all = serde_json::to_string(&w.audit.records()).unwrap();
     assert!(!all.contains(secret), "{all}");
-    let expected = countersign::ArgsDigest::of_raw(&args).to_hex();
-    assert!(w
-        .audit
-        .for_call(card.call)
-        .iter()
-        .all(|r| r.args_sha256 == expected));
+    // The digest is keyed: the session's audit key confirms the arguments, a plain
+    // SHA-256 of a guess does not.
+    let key = countersign::Config::new("test", countersign::Session::default(), [42; 32]).audit_key;
+    let expected = key.digest_raw(&args).to_hex();
+    let plain = countersign::ArgsDigest::of_raw(&args).to_hex();
+    let records = w.audit.for_call(card.call);
+    assert!(records.iter().all(|r| r.args_hmac == expected));
+    assert!(records.iter().all(|r| r.args_hmac != plain));
 }
 
 #[test]
@@ -543,7 +545,9 @@ fn empty_arguments_work_for_no_param_actions_and_extras_are_refused() {
             code(
                 &drive(
                     &w.exec,
-                    w.exec.submit(Call::new("t", "refresh", args), at(0)),
+                    w.exec
+                        .submit(Call::new("t", "refresh", args), at(0))
+                        .unwrap(),
                     0
                 )
                 .unwrap()
@@ -554,6 +558,7 @@ fn empty_arguments_work_for_no_param_actions_and_extras_are_refused() {
     let Step::Settled(s) = w
         .exec
         .submit(Call::new("t", "refresh", r#"{"force":true}"#), at(0))
+        .unwrap()
     else {
         panic!()
     };

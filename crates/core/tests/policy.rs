@@ -92,13 +92,19 @@ fn scopes_come_from_the_file_not_from_what_the_session_claims() {
         .unwrap()
         .contains("`workspace.write`"));
     assert!(viewer.exec.projection().iter().all(|t| t.name != "save"));
-    // A role the file does not name holds nothing.
+    // A role the file does not name is refused: the file is not in force for it, and
+    // nothing but reversals runs (break 6).
     let stranger = world("stranger");
-    stranger.exec.load_policy(POLICY).unwrap();
-    let Step::Settled(s) = stranger.call("save", r#"{"name":"a"}"#, 0) else {
+    let e = stranger.exec.load_policy(POLICY).unwrap_err();
+    assert!(e.message.contains("`stranger` is not in the file"), "{e}");
+    let Step::Settled(s) = stranger.call("note", r#"{"name":"a"}"#, 0) else {
         panic!()
     };
-    assert_eq!(code(&s), "SCOPE_MISSING");
+    assert_eq!(code(&s), "POLICY_DENIED");
+    assert_eq!(
+        s.outcome.to_model_json()["error"]["reason"],
+        "policy_file_broken"
+    );
     assert!(viewer.runs().is_empty() && stranger.runs().is_empty());
 }
 

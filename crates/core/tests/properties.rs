@@ -192,7 +192,8 @@ impl Sim {
                 let granted = self.exec.grants().iter().any(|g| g.action == id);
                 let step = self
                     .exec
-                    .submit(Call::new("tc", id, format!(r#"{{"name":"{tag}"}}"#)), now);
+                    .submit(Call::new("tc", id, format!(r#"{{"name":"{tag}"}}"#)), now)
+                    .unwrap();
                 let call = step_call(&step);
                 self.submitted.push(call);
                 self.tag_call.insert(tag, call);
@@ -203,7 +204,10 @@ impl Sim {
                 self.take(step);
             }
             Op::SubmitUnknown => {
-                let step = self.exec.submit(Call::new("tc", "invented", "{}"), now);
+                let step = self
+                    .exec
+                    .submit(Call::new("tc", "invented", "{}"), now)
+                    .unwrap();
                 self.submitted.push(step_call(&step));
                 self.take(step);
             }
@@ -255,7 +259,7 @@ impl Sim {
             }
             Op::RevokeAll => {
                 for g in self.exec.grants() {
-                    assert!(self.exec.revoke(g.id));
+                    assert!(self.exec.revoke(g.id).unwrap());
                 }
             }
             Op::HandoffDone(k, ok) => {

@@ -13,9 +13,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use common::{at, drive, World};
-use countersign::{Action, Confirm, Decider, Gesture, GrantRule, Kind, Matcher, Step};
+use countersign::{
+    Action, Confirm, Decider, Gesture, GrantBasis, GrantRule, Kind, Matcher, RestoreError, Step,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::json;
 
 #[derive(Clone, Deserialize, JsonSchema)]
 struct WriteFile {
@@ -151,6 +154,15 @@ fn ask_always_cards_offer_no_rule() {
     assert!(card.grant_rule.is_none());
 }
 
+fn basis(w: &World, action: &str, role: &str, arguments: serde_json::Value) -> GrantBasis {
+    GrantBasis {
+        action: action.into(),
+        registration: w.exec.registration(action).unwrap_or_default(),
+        role: role.into(),
+        arguments,
+    }
+}
+
 #[test]
 fn a_stored_grant_is_restored_only_where_a_fresh_one_could_be_made() {
     let (mut w, written) = world();
@@ -159,11 +171,16 @@ fn a_stored_grant_is_restored_only_where_a_fresh_one_could_be_made() {
         w.action("twice", Kind::Write, Confirm::Ask)
             .confirm_twice(|_| "sure?".into()),
     );
-    let rule = GrantRule::prefix("files under drafts/", "/path", "drafts/");
-    assert!(w
-        .exec
-        .restore_grant("write_file", rule.clone(), at(0))
-        .is_ok());
+    let stored = basis(&w, "write_file", "admin", json!({"path": "drafts/a.md"}));
+    w.exec.restore_grant(&stored, at(0)).unwrap();
+    // The rule is derived again by the action's own `remember`, never read from storage.
+    assert_eq!(
+        w.exec.grants()[0].rule.matcher,
+        Matcher::Prefix {
+            pointer: "/path".into(),
+            prefix: "drafts/".into()
+        }
+    );
     assert!(
         matches!(write(&w, "drafts/c.md", 1), Step::Perform(_)),
         "the restored grant covers drafts/"
@@ -172,28 +189,44 @@ fn a_stored_grant_is_restored_only_where_a_fresh_one_could_be_made() {
         matches!(write(&w, "notes/c.md", 1), Step::Approval(_)),
         "and nothing else"
     );
-    use countersign::TicketError;
+    let refused = |b: GrantBasis| w.exec.restore_grant(&b, at(0)).unwrap_err();
     assert_eq!(
-        w.exec
-            .restore_grant("archive", GrantRule::any("all"), at(0))
-            .unwrap_err(),
-        TicketError::GrantNotOffered
+        refused(basis(&w, "archive", "admin", json!({"name": "a"}))),
+        RestoreError::NotOffered("archive".into())
     );
     assert_eq!(
-        w.exec
-            .restore_grant("twice", GrantRule::any("all"), at(0))
-            .unwrap_err(),
-        TicketError::GrantNotOffered
+        refused(basis(&w, "twice", "admin", json!({"name": "a"}))),
+        RestoreError::NotOffered("twice".into())
     );
     assert_eq!(
-        w.exec
-            .restore_grant("invented", GrantRule::any("all"), at(0))
-            .unwrap_err(),
-        TicketError::NotPending
+        refused(basis(&w, "invented", "admin", json!({}))),
+        RestoreError::UnknownAction("invented".into())
+    );
+    assert_eq!(
+        refused(basis(&w, "write_file", "viewer", json!({"path": "a"}))),
+        RestoreError::OtherRole
+    );
+    assert_eq!(
+        refused(basis(&w, "write_file", "admin", json!({"path": 7}))),
+        RestoreError::InvalidArguments("write_file".into())
+    );
+    let mut changed = basis(&w, "write_file", "admin", json!({"path": "a"}));
+    changed.registration = "0".repeat(64);
+    assert_eq!(
+        refused(changed),
+        RestoreError::RegistrationChanged("write_file".into())
     );
     assert_eq!(w.exec.grants().len(), 1);
     assert!(
         written.borrow().is_empty(),
         "a step that was never driven ran"
     );
+}
+
+#[test]
+fn storage_cannot_hand_the_executor_a_matcher() {
+    // Break 5: a stored "match anything" rule under a harmless description trashed
+    // config.json. A basis has no rule to forge, and extra fields are refused.
+    let forged = r#"{"action":"write_file","registration":"x","role":"admin","arguments":{"path":"drafts/a"},"rule":{"description":"under drafts/","matcher":{"match":"any"}}}"#;
+    assert!(serde_json::from_str::<GrantBasis>(forged).is_err());
 }

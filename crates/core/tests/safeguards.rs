@@ -9,7 +9,9 @@
 mod common;
 
 use common::{at, code, drive, World};
-use countersign::{AuditEvent, Confirm, Gesture, Kind, Mode, Preview, Step, TicketError};
+use countersign::{
+    ApprovalPolicy, AuditEvent, Confirm, Gesture, Kind, Mode, Preview, Step, TicketError,
+};
 
 #[test]
 fn the_card_carries_the_dry_runs_preview_and_the_dry_run_changes_nothing() {
@@ -124,35 +126,91 @@ fn a_no_to_the_second_question_is_a_denial() {
 }
 
 #[test]
-fn reversals_stay_possible_when_everything_else_is_refused() {
+fn a_reversal_is_never_lowered_by_a_mode() {
+    // Break 3: `.reversal()` used to turn every ask into a run while nobody was there.
     let mut w = World::new();
     w.add(w.action("undo", Kind::Write, Confirm::Ask).reversal());
-    w.add(w.action("purge", Kind::Danger, Confirm::Unset));
-    for mode in [Mode::Away, Mode::Unattended] {
-        w.exec.set_mode(mode);
+    w.add(w.action("restore", Kind::Danger, Confirm::Unset).reversal());
+    w.add(
+        w.action("flagged", Kind::Write, Confirm::Unset)
+            .classify(|_| countersign::Verdict::Ask)
+            .reversal(),
+    );
+    w.exec.set_mode(Mode::Away);
+    for action in ["undo", "restore", "flagged"] {
+        let s = drive(&w.exec, w.call(action, r#"{"name":"x"}"#, 0), 1).unwrap();
+        let json = s.outcome.to_model_json();
+        assert_eq!(json["error"]["code"], "POLICY_DENIED", "{action}");
+        assert_eq!(json["error"]["reason"], "mode_refused", "{action}");
+        assert_eq!(json["error"]["retry"], "when_person_returns", "{action}");
+        assert!(json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("when the person is back"));
+    }
+    w.exec.set_mode(Mode::Unattended);
+    for action in ["restore", "flagged"] {
+        let s = drive(&w.exec, w.call(action, r#"{"name":"x"}"#, 0), 1).unwrap();
         assert_eq!(
-            code(&drive(&w.exec, w.call("purge", r#"{"name":"x"}"#, 0), 1).unwrap()),
+            code(&s),
             "POLICY_DENIED",
-            "{mode:?}"
-        );
-        assert_eq!(
-            code(&drive(&w.exec, w.call("undo", r#"{"name":"x"}"#, 0), 1).unwrap()),
-            "OK",
-            "{mode:?}"
+            "{action}: asked every time, nobody there"
         );
     }
-    // A broken policy file blocks everything but the escape.
-    w.exec.set_mode(Mode::Default);
+    // Unattended stands in for a person on `Ask`, for a reversal as for anything else.
+    let s = drive(&w.exec, w.call("undo", r#"{"name":"u"}"#, 0), 1).unwrap();
+    assert_eq!(code(&s), "OK");
+    assert_eq!(w.runs(), ["undo:u"]);
+}
+
+#[test]
+fn a_broken_file_leaves_reversals_the_last_good_file_or_asks_every_time() {
+    // Break 4: a broken file used to widen a reversal to the session's claimed scopes and
+    // its declared level.
+    let mut w = World::new();
+    w.add(w.action("undo", Kind::Write, Confirm::Unset).reversal());
+    w.add(
+        w.action("scoped_undo", Kind::Write, Confirm::Unset)
+            .scope("workspace.write")
+            .reversal(),
+    );
+    w.add(w.action("purge", Kind::Danger, Confirm::Unset));
+    // Never a good file: asked every time, no grant offered.
     assert!(w.exec.load_policy("{").is_err());
+    let Step::Approval(card) = w.call("undo", r#"{"name":"y"}"#, 0) else {
+        panic!("a reversal under a broken file with no good file is asked")
+    };
+    assert_eq!(card.policy, ApprovalPolicy::AskAlways);
+    assert!(!card.offers_session_grant);
+    w.exec.deny(card.call, None, at(1)).unwrap();
     assert_eq!(
         code(&drive(&w.exec, w.call("purge", r#"{"name":"x"}"#, 0), 1).unwrap()),
         "POLICY_DENIED"
     );
-    assert!(
-        matches!(w.call("undo", r#"{"name":"y"}"#, 0), Step::Approval(_)),
-        "with a person there, the undo's own policy applies"
+    // A good file narrows: admin's `undo` is asked every time and `workspace.write` is
+    // gone. Then the file breaks: the good file still holds for the reversals.
+    let good = r#"{"roles":{"admin":{"scopes":[],"overrides":{"undo":{"confirm":"always"}}}}}"#;
+    w.exec.load_policy(good).unwrap();
+    assert!(w.exec.load_policy(r#"{"roles":"#).is_err());
+    let Step::Approval(card) = w.call("undo", r#"{"name":"z"}"#, 2) else {
+        panic!("the last good file's level holds")
+    };
+    assert_eq!(card.policy, ApprovalPolicy::AskAlways);
+    let s = drive(&w.exec, w.call("scoped_undo", r#"{"name":"z"}"#, 3), 4).unwrap();
+    assert_eq!(
+        code(&s),
+        "SCOPE_MISSING",
+        "the session's claimed scope does not count"
     );
-    assert_eq!(w.runs(), ["undo:x", "undo:x"]);
+    let records = w.audit.for_call(card.call);
+    assert_eq!(
+        records[0].reason,
+        countersign::Reason::Level(countersign::Level {
+            policy: ApprovalPolicy::AskAlways,
+            source: countersign::LevelSource::BrokenFileFallback { last_good: true }
+        })
+    );
+    assert!(w.runs().is_empty());
 }
 
 #[test]
@@ -199,7 +257,7 @@ fn a_normalising_rewrite_shows_and_runs_the_final_arguments() {
     );
     let records = w.audit.for_call(card.call);
     assert_ne!(
-        records[0].args_sha256, records[1].args_sha256,
+        records[0].args_hmac, records[1].args_hmac,
         "the digest follows the rewrite"
     );
 }
@@ -228,7 +286,12 @@ fn a_downgrade_replaces_a_destructive_action_with_a_reversible_one() {
         (first.event, first.action.as_str()),
         (AuditEvent::Rewritten, "delete_file")
     );
-    assert!(first.reason.contains("trash_file"));
+    assert_eq!(
+        first.reason,
+        countersign::Reason::Rewritten {
+            to: "trash_file".into()
+        }
+    );
     assert_eq!(w.terminal(settled.call)[0].action, "trash_file");
 }
 

@@ -8,29 +8,54 @@
 //! in, asks [`Executor::poll_timeout`] when to call [`Executor::handle_timeout`], and
 //! drives each [`Job`]'s future itself, handing the [`Completion`] back.
 
-mod inner;
-mod stages;
+mod approve;
+mod availability;
+mod card;
+mod decide;
+mod grants;
+mod job;
+mod perform;
+mod pipeline;
+mod registration;
+pub(crate) mod registry;
+mod resolve;
+mod scope;
+mod settle;
+mod state;
+mod validate;
+mod verify;
 
-use std::cell::RefCell;
-use std::rc::{Rc, Weak};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use sha2::Digest as _;
 
 use crate::action::{Action, LocalBoxFuture};
 use crate::arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 use crate::audit::AuditSink;
 use crate::call::{Call, CallId, Session};
+use crate::digest::AuditKey;
 use crate::handoff::HandoffStep;
+use crate::mode::Mode;
 use crate::outcome::Settled;
 use crate::projection::{describe, ToolAnnotations, ToolSpec};
-use crate::registry::RegisterError;
-use crate::ticket::{ApprovalRequest, Grant, GrantId, NotPending, Ticket, TicketError};
+use crate::ticket::{
+    ApprovalRequest, Grant, GrantBasis, GrantId, Reentered, RestoreError, Ticket, TicketError,
+};
 use crate::time::Timestamp;
-use inner::{Inner, LiveState, Next};
+
+pub use job::{Completion, Job};
+pub use registration::Registration;
+pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
+
+use job::Guard;
+use registration::{apply, Mailbox};
+use state::{ExecutorState, LiveState, PolicyState};
 
 /// How long an approval card waits unless configured otherwise.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -48,6 +73,9 @@ pub struct Config {
     pub max_argument_bytes: usize,
     /// Secret randomness for card nonces (the page fills it from `crypto.getRandomValues`).
     pub secret: [u8; 32],
+    /// The key of the audit records' argument digests. Default: derived from `secret`,
+    /// so it lives only in this page session (see [`AuditKey`] for who can check what).
+    pub audit_key: AuditKey,
 }
 
 impl Config {
@@ -58,13 +86,18 @@ impl Config {
             session,
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
+            audit_key: AuditKey::new(state::prefix(&sha2::Sha256::digest(
+                [&secret[..], b"audit"].concat(),
+            ))),
             secret,
         }
     }
 }
 
 /// What happens next to a call.
+// Returned once per call and taken apart at once; boxing the card would cost every caller.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Step {
     /// It ended (refused, or done); the same value is queued for [`Executor::drain_settled`].
     Settled(Settled),
@@ -97,94 +130,121 @@ pub struct HandoffView {
     pub deadline: Timestamp,
 }
 
-enum Deferred {
-    Unregister { id: String, generation: u64 },
-    Abandoned(CallId),
+/// What `submit` / `approve` tell the facade to do next.
+pub(crate) enum Next {
+    Settled(Settled),
+    Approval(Box<ApprovalRequest>),
+    Handoff(CallId),
+    Perform(CallId, LocalBoxFuture<Result<Value, String>>),
 }
-
-type Mailbox = Rc<RefCell<Vec<Deferred>>>;
 
 /// The gate. Cheap to clone: clones share one registry, one queue, one audit trail.
 ///
-/// Single-threaded by design (page code runs on one thread). Action hooks
-/// (`available`, `consequence`, `classify`, `verify`, `expect`) run while the executor
-/// is busy and must not call back into it.
+/// Single-threaded by design (page code runs on one thread). An action's hooks run
+/// while the executor decides and must not call back into it: from inside a hook,
+/// commands return [`Reentered`] (or an error type holding it), queries return nothing,
+/// and the call whose hook tried is refused (reason `hook_reentered`). Only
+/// [`Executor::mode`] may be read from a hook.
 #[derive(Clone)]
 pub struct Executor {
-    inner: Rc<RefCell<Inner>>,
+    state: Rc<RefCell<ExecutorState>>,
     mailbox: Mailbox,
+    mode: Rc<Cell<Mode>>,
+    reentered: Rc<Cell<bool>>,
 }
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let inner = self.inner.borrow();
-        f.debug_struct("Executor")
-            .field("session", &inner.config.session_id)
-            .field("actions", &inner.actions.len())
-            .field("live_calls", &inner.live.len())
-            .finish_non_exhaustive()
+        let mut out = f.debug_struct("Executor");
+        if let Ok(state) = self.state.try_borrow() {
+            out.field("session", &state.config.session_id)
+                .field("actions", &state.registry.len())
+                .field("live_calls", &state.live.len());
+        }
+        out.finish_non_exhaustive()
     }
 }
 
 impl Executor {
     /// An executor with no actions, writing audit records to `audit`.
     pub fn new(config: Config, audit: impl AuditSink + 'static) -> Self {
+        let mode = Rc::new(Cell::new(Mode::Default));
+        let reentered = Rc::new(Cell::new(false));
+        let state = ExecutorState::new(
+            config,
+            Box::new(audit),
+            Rc::clone(&mode),
+            Rc::clone(&reentered),
+        );
         Self {
-            inner: Rc::new(RefCell::new(Inner::new(config, Box::new(audit)))),
+            state: Rc::new(RefCell::new(state)),
             mailbox: Rc::default(),
+            mode,
+            reentered,
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
-        let mut inner = self.inner.borrow_mut();
+    /// Runs `f` on the state, after applying what was posted meanwhile. From inside a
+    /// hook the state is borrowed: that is [`Reentered`], and the hook's call is refused.
+    fn with<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Reentered> {
+        let Ok(mut state) = self.state.try_borrow_mut() else {
+            self.reentered.set(true);
+            return Err(Reentered);
+        };
         let deferred = std::mem::take(&mut *self.mailbox.borrow_mut());
-        apply(&mut inner, deferred);
-        f(&mut inner)
+        apply(&mut state, deferred);
+        Ok(f(&mut state))
+    }
+
+    /// A query: from inside a hook it answers nothing (and the hook's call is refused).
+    fn read<R: Default>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> R {
+        self.with(f).unwrap_or_default()
     }
 
     /// Registers an action. Dropping the returned [`Registration`] (or calling
-    /// [`Registration::unregister`]) removes it and settles its waiting calls as `UNAVAILABLE`.
+    /// [`Registration::unregister`]) removes it, revokes its grants and settles its
+    /// waiting calls as `UNAVAILABLE`.
     pub fn register<P>(&self, action: Action<P>) -> Result<Registration, RegisterError>
     where
         P: DeserializeOwned + JsonSchema + Clone + 'static,
     {
-        let erased = action.into_erased()?;
+        registry::check_declaration(&action)?;
+        let erased = action.into_erased();
         let id = erased.meta().id.clone();
-        let generation = self.with(|inner| inner.insert_action(erased))?;
+        let generation = self.with(|state| state.registry.insert(erased))??;
         Ok(Registration {
             id,
             generation,
-            inner: Rc::downgrade(&self.inner),
+            state: Rc::downgrade(&self.state),
             mailbox: Rc::downgrade(&self.mailbox),
             done: false,
         })
     }
 
     /// The projection: registered actions that are available and within the session's
-    /// scopes, as tools, sorted by name.
+    /// scopes, as tools, sorted by name. While the policy file is broken, only reversals.
     pub fn projection(&self) -> Vec<ToolSpec> {
-        self.with(|inner| {
-            if matches!(inner.policy, inner::PolicyState::Broken(_)) {
-                // Fail closed: with a broken policy file the model is offered nothing.
-                return Vec::new();
-            }
-            let scopes = inner.scopes();
-            let mut tools: Vec<ToolSpec> = inner
-                .actions
-                .values()
+        self.read(|state| {
+            let mut tools: Vec<ToolSpec> = state
+                .registry
+                .entries()
                 .filter(|e| {
                     let meta = e.action.meta();
-                    meta.scope.as_ref().is_none_or(|s| scopes.contains(s))
-                        && e.action.is_available()
+                    state.blocked_by_broken_file(meta).is_none()
+                        && meta.scope.as_ref().is_none_or(|s| state.holds(s))
+                        && state
+                            .hook(crate::reason::Hook::Available, || e.action.is_available())
+                            .unwrap_or(false)
                 })
                 .map(|e| {
                     let meta = e.action.meta();
+                    let policy = state.level(meta).policy;
                     ToolSpec {
                         name: meta.id.clone(),
                         description: describe(
                             &meta.description,
                             meta.kind,
-                            inner.effective_policy(meta),
+                            policy,
                             meta.handoff.is_some(),
                         ),
                         parameters: meta.schema.clone(),
@@ -192,7 +252,7 @@ impl Executor {
                             title: meta.title.clone(),
                             read_only_hint: meta.kind == crate::Kind::Read,
                             destructive_hint: meta.kind == crate::Kind::Danger,
-                            approval: inner.effective_policy(meta),
+                            approval: policy,
                             handoff: meta.handoff.is_some(),
                         },
                     }
@@ -205,15 +265,17 @@ impl Executor {
 
     /// Takes one call from the model through resolve, validate, scope, availability and
     /// decide. Stops at the first refusal; `run` is never reached then.
-    pub fn submit(&self, call: Call, now: Timestamp) -> Step {
-        let next = self.with(|inner| inner.submit(call, now));
-        self.step(next)
+    pub fn submit(&self, call: Call, now: Timestamp) -> Result<Step, Reentered> {
+        let next = self.with(|state| state.submit(call, now))?;
+        Ok(self.step(next))
     }
 
-    /// Applies a person's ticket. On success the call may run ([`Step::Perform`]), or
-    /// settles `UNAVAILABLE` if the action went away meanwhile.
+    /// Applies a person's ticket. The card is drawn again from the current state first:
+    /// if what it shows changed, nothing runs and the new card comes back
+    /// ([`Step::Approval`], with `changed` saying what). Otherwise the call may run
+    /// ([`Step::Perform`]), or settles if the action went away or is now refused.
     pub fn approve(&self, ticket: Ticket, now: Timestamp) -> Result<Step, TicketError> {
-        let next = self.with(|inner| inner.approve(ticket, now))?;
+        let next = self.with(|state| state.approve(ticket, now))??;
         Ok(self.step(next))
     }
 
@@ -223,42 +285,49 @@ impl Executor {
         call: CallId,
         reason: Option<&str>,
         now: Timestamp,
-    ) -> Result<Settled, NotPending> {
-        self.with(|inner| inner.deny(call, reason, now))
+    ) -> Result<Settled, TicketError> {
+        self.with(|state| state.deny(call, reason, now))?
     }
 
     /// Hands back a finished job: verifies and settles the call. `None` if the call was
-    /// already settled (e.g. by [`Executor::shutdown`]).
+    /// already settled (e.g. by [`Executor::shutdown`]) or the executor is busy.
     pub fn complete(&self, mut completion: Completion, now: Timestamp) -> Option<Settled> {
         completion.guard.armed = false;
-        if completion.guard.executor != self.with(|inner| inner.executor) {
-            return None;
-        }
         let call = completion.guard.call;
+        let executor = completion.guard.executor;
         let result = std::mem::replace(&mut completion.result, Err(String::new()));
-        self.with(|inner| inner.complete(call, result, now))
+        let settled = self
+            .with(|state| (state.executor == executor).then(|| state.complete(call, result, now)))
+            .ok()
+            .flatten()
+            .flatten();
+        if settled.is_none() {
+            // Not handed back after all: the drop settles it instead of hanging.
+            completion.guard.armed = true;
+        }
+        settled
     }
 
     /// The person says the handoff is done: the `expect` check reads the page now;
     /// a receipt if it holds, `HANDOFF_FAILED` if not.
-    pub fn handoff_done(&self, call: CallId, now: Timestamp) -> Result<Settled, NotPending> {
-        self.with(|inner| inner.handoff_event(call, true, now))
+    pub fn handoff_done(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
+        self.with(|state| state.handoff_event(call, true, now))?
     }
 
     /// The person cancels the handoff: `HANDOFF_CANCELLED`.
-    pub fn handoff_cancel(&self, call: CallId, now: Timestamp) -> Result<Settled, NotPending> {
-        self.with(|inner| inner.handoff_event(call, false, now))
+    pub fn handoff_cancel(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
+        self.with(|state| state.handoff_event(call, false, now))?
     }
 
     /// Moves a handoff's highlight to step `index`.
-    pub fn show_step(&self, call: CallId, index: usize) -> Result<(), NotPending> {
-        self.with(|inner| inner.show_step(call, index))
+    pub fn show_step(&self, call: CallId, index: usize) -> Result<(), TicketError> {
+        self.with(|state| state.show_step(call, index))?
     }
 
     /// Pending approval cards, oldest first.
     pub fn approvals(&self) -> Vec<ApprovalRequest> {
-        self.with(|inner| {
-            inner
+        self.read(|state| {
+            state
                 .live
                 .values()
                 .filter_map(|l| match &l.state {
@@ -271,161 +340,183 @@ impl Executor {
 
     /// Handoffs waiting for the person, oldest first.
     pub fn handoffs(&self) -> Vec<HandoffView> {
-        self.with(|inner| {
-            inner
+        self.read(|state| {
+            state
                 .live
                 .keys()
-                .filter_map(|c| handoff_view(inner, *c))
+                .filter_map(|c| handoff_view(state, *c))
                 .collect()
         })
     }
 
     /// The session grants in force.
     pub fn grants(&self) -> Vec<Grant> {
-        self.with(|inner| inner.grants.clone())
+        self.read(|state| state.grants.clone())
     }
 
-    /// Restores a grant a person made in an earlier page session (e.g. from the page's
-    /// storage). Refused unless the action is registered, its level for this session is
-    /// `Ask`, and it does not ask twice: a stored grant can never cover more than a fresh
-    /// "always allow" could. Storage is trusted like the page's own script.
+    /// Restores a grant a person made in an earlier page session, from its
+    /// [`GrantBasis`] (all a page should store). Refused unless the same declaration is
+    /// registered, the role is the same, and a person could make the grant now (`Ask`,
+    /// not asked twice, no handoff); the rule is derived again from the stored arguments
+    /// with the action's own `remember` hook, never read from storage.
     pub fn restore_grant(
         &self,
-        action: &str,
-        rule: crate::GrantRule,
+        basis: &GrantBasis,
         now: Timestamp,
-    ) -> Result<GrantId, TicketError> {
-        self.with(|inner| {
-            let meta = inner
-                .actions
-                .get(action)
-                .map(|e| e.action.meta().clone())
-                .ok_or(TicketError::NotPending)?;
-            if inner.effective_policy(&meta) != crate::ApprovalPolicy::Ask
-                || meta.confirm_twice
-                || meta.handoff.is_some()
-            {
-                return Err(TicketError::GrantNotOffered);
-            }
-            Ok(inner.add_grant(action, &meta.title, rule, now, CallId(0)))
-        })
+    ) -> Result<GrantId, RestoreError> {
+        self.with(|state| state.restore_grant(basis, now))?
     }
 
     /// Revokes a grant; later calls are asked again. `false` if there was none.
-    pub fn revoke(&self, grant: GrantId) -> bool {
-        self.with(|inner| inner.revoke(grant))
+    pub fn revoke(&self, grant: GrantId) -> Result<bool, Reentered> {
+        self.with(|state| state.revoke(grant))
     }
 
     /// The earliest deadline of any waiting call: call [`Executor::handle_timeout`] then.
+    /// It changes when a card or handoff starts, is drawn again or ends.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        self.with(|inner| inner.poll_timeout())
+        self.read(|state| state.poll_timeout())
     }
 
     /// Settles every call whose deadline is at or before `now`; returns them.
     pub fn handle_timeout(&self, now: Timestamp) -> Vec<Settled> {
-        self.with(|inner| {
-            let before = inner.settled.len();
-            inner.handle_timeout(now);
-            inner.settled.iter().skip(before).cloned().collect()
+        self.read(|state| {
+            let before = state.settled.len();
+            state.handle_timeout(now);
+            state.settled.iter().skip(before).cloned().collect()
         })
     }
 
     /// Settles every live call as `UNAVAILABLE` (the page is closing or navigating away).
     pub fn shutdown(&self, now: Timestamp) -> Vec<Settled> {
-        self.with(|inner| {
-            let before = inner.settled.len();
-            inner.shutdown(now);
-            inner.settled.iter().skip(before).cloned().collect()
+        self.read(|state| {
+            let before = state.settled.len();
+            state.shutdown(now);
+            state.settled.iter().skip(before).cloned().collect()
         })
     }
 
     /// Every settlement since the last drain, in order: the one place a host needs to
     /// watch to answer the model (timeouts and unregistering settle calls too).
     pub fn drain_settled(&self) -> Vec<Settled> {
-        self.with(|inner| inner.settled.drain(..).collect())
+        self.read(|state| state.settled.drain(..).collect())
     }
 
     /// Loads the deployment's policy file (JSON; see [`crate::PolicyFile`]): the session's
-    /// role then gets the file's scopes and per-action levels. A malformed file is refused
-    /// with its line, and the executor then refuses every call (fail closed) until a valid
-    /// file is loaded: it never runs with no policy after being told to use one.
+    /// role then gets the file's scopes and per-action levels. A malformed file, or one
+    /// that names neither the session's role nor a `default_role`, is refused with its
+    /// line; the executor then refuses every call but reversals (fail closed) until a
+    /// valid file is loaded, and reversals keep the last good file's scopes and levels.
     pub fn load_policy(&self, text: &str) -> Result<(), crate::PolicyError> {
         let parsed = crate::PolicyFile::from_json(text);
-        self.with(|inner| {
-            inner.policy = match &parsed {
-                Ok(file) => inner::PolicyState::Loaded(file.clone()),
-                Err(e) => inner::PolicyState::Broken(e.clone()),
+        let busy = crate::PolicyError {
+            line: 0,
+            column: 0,
+            message: Reentered.to_string(),
+        };
+        self.with(|state| {
+            let role = &state.config.session.role;
+            let checked = parsed.and_then(|file| match file.role_for(role) {
+                Some(_) => Ok(file),
+                None => Err(crate::PolicyError {
+                    line: 0,
+                    column: 0,
+                    message: format!(
+                        "the session's role `{role}` is not in the file, and the file names no `default_role`"
+                    ),
+                }),
+            });
+            match checked {
+                Ok(file) => {
+                    state.policy = PolicyState::Loaded(file);
+                    Ok(())
+                }
+                Err(error) => {
+                    state.break_policy(error.clone());
+                    Err(error)
+                }
             }
-        });
-        parsed.map(|_| ())
+        })
+        .unwrap_or(Err(busy))
     }
 
-    /// Marks the policy as unusable (e.g. the file could not be fetched): every call is
-    /// refused with `error` until a valid file is loaded.
-    pub fn fail_policy(&self, error: crate::PolicyError) {
-        self.with(|inner| inner.policy = inner::PolicyState::Broken(error));
+    /// Marks the policy as unusable (e.g. the file could not be fetched): every call but
+    /// reversals is refused with `error` until a valid file is loaded.
+    pub fn fail_policy(&self, error: crate::PolicyError) -> Result<(), Reentered> {
+        self.with(|state| state.break_policy(error))
     }
 
-    /// The error of the last policy file, while the executor refuses everything because of it.
+    /// The error of the last policy file, while the executor refuses calls because of it.
     pub fn policy_error(&self) -> Option<crate::PolicyError> {
-        self.with(|inner| match &inner.policy {
-            inner::PolicyState::Broken(e) => Some(e.clone()),
+        self.read(|state| match &state.policy {
+            PolicyState::Broken { error, .. } => Some(error.clone()),
             _ => None,
         })
     }
 
     /// Switches the session's mode; later decisions use (and record) it. Calls already
     /// waiting for a person keep waiting.
-    pub fn set_mode(&self, mode: crate::Mode) {
-        self.with(|inner| inner.mode = mode);
+    pub fn set_mode(&self, mode: Mode) {
+        self.mode.set(mode);
     }
 
-    /// The session's mode.
-    pub fn mode(&self) -> crate::Mode {
-        self.with(|inner| inner.mode)
+    /// The session's mode. The one query a hook may make.
+    pub fn mode(&self) -> Mode {
+        self.mode.get()
     }
 
     /// How many calls have not settled yet.
     pub fn live_calls(&self) -> usize {
-        self.with(|inner| inner.live.len())
+        self.read(|state| state.live.len())
     }
 
     /// The title of a registered action (available or not), if it is registered.
     pub fn title_of(&self, action: &str) -> Option<String> {
-        self.with(|inner| {
-            inner
-                .actions
+        self.read(|state| {
+            state
+                .registry
                 .get(action)
                 .map(|e| e.action.meta().title.clone())
         })
     }
 
+    /// The digest of a registered action's declaration (kind, confirm, scope, params
+    /// schema, double confirmation, remember hook): what a grant's basis binds.
+    pub fn registration(&self, action: &str) -> Option<String> {
+        self.read(|state| {
+            state
+                .registry
+                .get(action)
+                .map(|e| e.action.meta().declaration.clone())
+        })
+    }
+
     /// The ids of the registered actions, sorted.
     pub fn action_ids(&self) -> Vec<String> {
-        self.with(|inner| {
-            let mut ids: Vec<String> = inner.actions.keys().cloned().collect();
-            ids.sort_unstable();
-            ids
-        })
+        self.read(|state| state.registry.ids())
     }
 
     fn step(&self, next: Next) -> Step {
         match next {
             Next::Settled(s) => Step::Settled(s),
             Next::Approval(r) => Step::Approval(*r),
-            Next::Handoff(call) => match self.with(|inner| handoff_view(inner, call)) {
-                Some(view) => Step::Handoff(view),
-                None => Step::Settled(
-                    self.with(|inner| inner.settled.iter().rev().find(|s| s.call == call).cloned())
-                        .unwrap_or_else(|| lost(call)),
-                ),
-            },
+            Next::Handoff(call) => {
+                let view = self.read(|state| handoff_view(state, call));
+                match view {
+                    Some(view) => Step::Handoff(view),
+                    // Not reachable: a handoff just started is live. Kept total.
+                    None => Step::Settled(
+                        self.read(|state| state.last_settled_for(call).ok())
+                            .unwrap_or_else(|| lost(call)),
+                    ),
+                }
+            }
             Next::Perform(call, future) => Step::Perform(Job {
                 future,
                 guard: Guard {
                     call,
-                    executor: self.with(|inner| inner.executor),
-                    inner: Rc::downgrade(&self.inner),
+                    executor: self.read(|state| state.executor),
+                    state: Rc::downgrade(&self.state),
                     mailbox: Rc::downgrade(&self.mailbox),
                     armed: true,
                 },
@@ -434,18 +525,21 @@ impl Executor {
     }
 }
 
-// Not reachable: a handoff just started is live. Kept total rather than panicking.
 fn lost(call: CallId) -> Settled {
+    let reason = crate::Reason::Unavailable;
     Settled {
         call,
         tool_call_id: String::new(),
         action: String::new(),
-        outcome: crate::Outcome::Refused(stages::unavailable("", "was lost")),
+        outcome: crate::Outcome::Refused(crate::Refusal::new(
+            reason,
+            crate::reason::Said::default(),
+        )),
     }
 }
 
-fn handoff_view(inner: &Inner, call: CallId) -> Option<HandoffView> {
-    let live = inner.live.get(&call)?;
+fn handoff_view(state: &ExecutorState, call: CallId) -> Option<HandoffView> {
+    let live = state.live.get(&call)?;
     let LiveState::Handoff(machine) = &live.state else {
         return None;
     };
@@ -463,146 +557,14 @@ fn handoff_view(inner: &Inner, call: CallId) -> Option<HandoffView> {
     })
 }
 
-fn apply(inner: &mut Inner, deferred: Vec<Deferred>) {
-    for item in deferred {
-        match item {
-            Deferred::Unregister { id, generation } => inner.unregister(&id, generation),
-            Deferred::Abandoned(call) => inner.abandon(call),
-        }
-    }
-}
-
-fn post(inner: &Weak<RefCell<Inner>>, mailbox: &Weak<RefCell<Vec<Deferred>>>, item: Deferred) {
-    let (Some(inner), Some(mailbox)) = (inner.upgrade(), mailbox.upgrade()) else {
-        return;
-    };
-    mailbox.borrow_mut().push(item);
-    // Apply now if the executor is idle; if it is busy (a drop inside a hook), the
-    // next operation applies it before doing anything else.
-    if let Ok(mut busy) = inner.try_borrow_mut() {
-        let deferred = std::mem::take(&mut *mailbox.borrow_mut());
-        apply(&mut busy, deferred);
-    };
-}
-
-/// A live registration. Dropping it unregisters the action.
-#[must_use = "dropping a Registration unregisters the action at once"]
-pub struct Registration {
-    id: String,
-    generation: u64,
-    inner: Weak<RefCell<Inner>>,
-    mailbox: Weak<RefCell<Vec<Deferred>>>,
-    done: bool,
-}
-
-impl Registration {
-    /// The action's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Removes the action now; its waiting calls settle as `UNAVAILABLE`.
-    pub fn unregister(mut self) {
-        self.release();
-    }
-
-    /// Keeps the action registered for the executor's whole life.
-    pub fn forget(mut self) {
-        self.done = true;
-    }
-
-    fn release(&mut self) {
-        if !self.done {
-            self.done = true;
-            let item = Deferred::Unregister {
-                id: self.id.clone(),
-                generation: self.generation,
-            };
-            post(&self.inner, &self.mailbox, item);
-        }
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        self.release();
-    }
-}
-
-impl std::fmt::Debug for Registration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registration")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
-    }
-}
-
-struct Guard {
-    call: CallId,
-    executor: u64,
-    inner: Weak<RefCell<Inner>>,
-    mailbox: Weak<RefCell<Vec<Deferred>>>,
-    armed: bool,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        // A job or completion dropped before `complete`: settle instead of hanging.
-        if self.armed {
-            post(&self.inner, &self.mailbox, Deferred::Abandoned(self.call));
-        }
-    }
-}
-
-/// A call allowed to run. Await [`Job::run`] and pass its [`Completion`] to
-/// [`Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
-#[must_use = "a job does nothing until run; dropping it settles the call as failed"]
-pub struct Job {
-    future: LocalBoxFuture<Result<Value, String>>,
-    guard: Guard,
-}
-
-impl Job {
-    /// The call this job runs.
-    pub fn call(&self) -> CallId {
-        self.guard.call
-    }
-
-    /// Runs the action's `run`.
-    pub async fn run(self) -> Completion {
-        let Job { future, guard } = self;
-        let result = future.await;
-        Completion { result, guard }
-    }
-}
-
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job")
-            .field("call", &self.guard.call)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A finished run, only obtainable from [`Job::run`].
-#[must_use = "hand the completion to Executor::complete"]
-pub struct Completion {
-    result: Result<Value, String>,
-    guard: Guard,
-}
-
-impl Completion {
-    /// The call it belongs to.
-    pub fn call(&self) -> CallId {
-        self.guard.call
-    }
-}
-
-impl std::fmt::Debug for Completion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Completion")
-            .field("call", &self.guard.call)
-            .field("ok", &self.result.is_ok())
-            .finish()
+impl ExecutorState {
+    /// A policy file failed: keep the last good one for reversals.
+    fn break_policy(&mut self, error: crate::PolicyError) {
+        let last_good = match std::mem::replace(&mut self.policy, PolicyState::Declared) {
+            PolicyState::Loaded(file) => Some(file),
+            PolicyState::Broken { last_good, .. } => last_good,
+            PolicyState::Declared => None,
+        };
+        self.policy = PolicyState::Broken { error, last_good };
     }
 }

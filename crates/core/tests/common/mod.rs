@@ -67,6 +67,7 @@ impl World {
     pub fn call(&self, action: &str, args: &str, at: u64) -> Step {
         self.exec
             .submit(Call::new("tc", action, args), Timestamp::from_millis(at))
+            .unwrap()
     }
 
     pub fn runs(&self) -> Vec<String> {

@@ -1,0 +1,220 @@
+//! approve: a person's ticket or denial for a waiting card. Before anything runs, the card
+//! is drawn again from the current state; if what the person saw changed, it is shown
+//! again (new nonce, "this changed since you looked") instead of running.
+
+use std::rc::Rc;
+
+use crate::audit::{AuditEvent, Decider};
+use crate::call::CallId;
+use crate::policy::ApprovalPolicy;
+use crate::reason::{Hook, Reason};
+use crate::ticket::{ApprovalRequest, Gesture, Ticket, TicketError};
+use crate::time::Timestamp;
+use crate::Verdict;
+
+use super::card::CardFace;
+use super::decide::Decided;
+use super::state::{ExecutorState, LiveState, Stop};
+use super::Next;
+
+/// How many times one card may be drawn again because the page changed under it.
+const MAX_REFRESHES: u8 = 5;
+
+impl ExecutorState {
+    pub(crate) fn approve(&mut self, ticket: Ticket, now: Timestamp) -> Result<Next, TicketError> {
+        let now = self.tick(now);
+        if ticket.executor != self.executor {
+            return Err(TicketError::ForeignExecutor);
+        }
+        let Some(live) = self.live.get(&ticket.call) else {
+            return Err(TicketError::NotPending);
+        };
+        let LiveState::Approval(request) = &live.state else {
+            return Err(TicketError::NotPending);
+        };
+        if now >= request.deadline {
+            self.expire_approval(ticket.call, now);
+            return Err(TicketError::Expired);
+        }
+        // INVARIANT: the ticket is bound to this card's action, exact arguments, face
+        // and nonce.
+        if ticket.action != request.action
+            || ticket.args_sha256 != request.args_sha256
+            || ticket.args_sha256 != live.digest
+            || ticket.card_sha256 != request.card_sha256
+            || ticket.nonce != request.nonce
+        {
+            return Err(TicketError::Mismatch);
+        }
+        if ticket.gesture == Gesture::AllowForSession && !request.offers_session_grant {
+            return Err(TicketError::GrantNotOffered);
+        }
+        let call = ticket.call;
+        let card = (**request).clone();
+        let decided = Decided {
+            action: Rc::clone(&live.action),
+            generation: live.generation,
+            prepared: Rc::clone(&live.prepared),
+            arguments: live.arguments.clone(),
+        };
+        match self.redraw(&decided, &card) {
+            Err(stop) => {
+                self.settle_stop(call, stop, now);
+                Ok(Next::Settled(self.last_settled_for(call)?))
+            }
+            Ok(face) => {
+                let changed = face.changes_from(&CardFace::of(&card));
+                if changed.is_empty() {
+                    self.countersigned(call, decided, card, ticket.gesture, now)
+                } else {
+                    self.show_again(call, &decided, &card, face, changed, now)
+                }
+            }
+        }
+    }
+
+    /// The card drawn again from the state now: the action still registered and
+    /// available, the scope still held, the classifier not denying, the level and every
+    /// word recomputed.
+    fn redraw(&self, decided: &Decided, card: &ApprovalRequest) -> Result<CardFace, Stop> {
+        let meta = decided.action.meta();
+        if !self.registry.is_current(&meta.id, decided.generation) {
+            return Err(Stop::new(Reason::Unregistered, Decider::Host));
+        }
+        self.scope(meta)?;
+        self.availability(decided.action.as_ref())?;
+        let verdict = self.hook(Hook::Classify, || decided.prepared.classify())?;
+        let policy = match verdict {
+            Verdict::Deny(why) => {
+                return Err(Stop::new(Reason::ClassifierDenied, Decider::Classifier).with(why))
+            }
+            Verdict::Ask => ApprovalPolicy::AskAlways,
+            // A level lowered to `None` meanwhile still shows the card the person is on.
+            Verdict::Allow => match self.level(meta).policy {
+                ApprovalPolicy::None => card.policy,
+                policy => policy,
+            },
+        };
+        self.draw_card(decided, policy, card.round)
+    }
+
+    /// The page changed under the card: run nothing, show the card again.
+    fn show_again(
+        &mut self,
+        call: CallId,
+        decided: &Decided,
+        card: &ApprovalRequest,
+        face: CardFace,
+        changed: Vec<crate::reason::CardChange>,
+        now: Timestamp,
+    ) -> Result<Next, TicketError> {
+        if card.refresh >= MAX_REFRESHES {
+            self.settle_stop(
+                call,
+                Stop::new(Reason::CardKeptChanging, Decider::Pipeline),
+                now,
+            );
+            return Ok(Next::Settled(self.last_settled_for(call)?));
+        }
+        let fresh = self.card(
+            call,
+            decided,
+            face,
+            card.round,
+            card.refresh + 1,
+            changed.clone(),
+            now,
+        );
+        self.record_live(
+            call,
+            AuditEvent::Asked,
+            Decider::Pipeline,
+            &Reason::StaleCard { changed },
+            now,
+        );
+        if let Some(live) = self.live.get_mut(&call) {
+            live.consequence = fresh.consequence.clone();
+            live.state = LiveState::Approval(Box::new(fresh.clone()));
+        }
+        Ok(Next::Approval(Box::new(fresh)))
+    }
+
+    /// The person countersigned the card as it still is: record it, then ask the second
+    /// question or let the call run.
+    fn countersigned(
+        &mut self,
+        call: CallId,
+        decided: Decided,
+        card: ApprovalRequest,
+        gesture: Gesture,
+        now: Timestamp,
+    ) -> Result<Next, TicketError> {
+        let (event, reason) = match gesture {
+            Gesture::AllowOnce => (AuditEvent::Approved, Reason::AllowedOnce),
+            Gesture::AllowForSession => {
+                let rule = card.grant_rule.clone().unwrap_or_else(|| {
+                    crate::GrantRule::any(format!("every call of {}", card.title))
+                });
+                let grant = self.add_grant(&decided, rule, now, call);
+                (AuditEvent::Granted, Reason::Granted { grant })
+            }
+        };
+        self.record_live(call, event, Decider::Person, &reason, now);
+        if decided.action.meta().confirm_twice && card.round == 1 {
+            // INVARIANT: a double-confirmed action runs only after a second ticket, minted
+            // from a second card with its own nonce.
+            let face = match self.draw_card(&decided, card.policy, 2) {
+                Ok(face) => face,
+                Err(stop) => {
+                    self.settle_stop(call, stop, now);
+                    return Ok(Next::Settled(self.last_settled_for(call)?));
+                }
+            };
+            let second = self.card(call, &decided, face, 2, 0, Vec::new(), now);
+            self.record_live(
+                call,
+                AuditEvent::Asked,
+                Decider::Policy,
+                &Reason::SecondQuestion,
+                now,
+            );
+            if let Some(live) = self.live.get_mut(&call) {
+                live.state = LiveState::Approval(Box::new(second.clone()));
+            }
+            return Ok(Next::Approval(Box::new(second)));
+        }
+        match self.hook(Hook::Run, || decided.prepared.run()) {
+            Ok(Some(future)) => {
+                if let Some(live) = self.live.get_mut(&call) {
+                    live.state = LiveState::Performing;
+                }
+                Ok(Next::Perform(call, future))
+            }
+            Ok(None) => {
+                self.settle_stop(call, Stop::new(Reason::NothingToRun, Decider::Action), now);
+                Ok(Next::Settled(self.last_settled_for(call)?))
+            }
+            Err(stop) => {
+                self.settle_stop(call, stop, now);
+                Ok(Next::Settled(self.last_settled_for(call)?))
+            }
+        }
+    }
+
+    pub(crate) fn deny(
+        &mut self,
+        call: CallId,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<crate::Settled, TicketError> {
+        let now = self.tick(now);
+        let live = self.live.get(&call).ok_or(TicketError::NotPending)?;
+        if !matches!(live.state, LiveState::Approval(_)) {
+            return Err(TicketError::NotPending);
+        }
+        let mut stop = Stop::new(Reason::Declined, Decider::Person);
+        stop.detail = reason.map(str::to_owned);
+        self.settle_stop(call, stop, now);
+        self.last_settled_for(call)
+    }
+}

@@ -1,0 +1,140 @@
+//! Approval cards: what the person reads, computed from the registry, the arguments and
+//! the current page state, and the digest of it that a ticket binds.
+
+use serde_json::json;
+
+use crate::call::CallId;
+use crate::digest::ArgsDigest;
+use crate::policy::ApprovalPolicy;
+use crate::reason::{CardChange, Hook};
+use crate::ticket::{ApprovalRequest, CardDigest};
+use crate::time::Timestamp;
+use crate::GrantRule;
+
+use super::decide::Decided;
+use super::state::{ExecutorState, Stop};
+
+/// The parts of a card that come from hooks and state, drawn fresh each time.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CardFace {
+    pub(crate) policy: ApprovalPolicy,
+    pub(crate) consequence: Option<String>,
+    pub(crate) preview: Option<crate::Preview>,
+    pub(crate) question: Option<String>,
+    pub(crate) grant_rule: Option<GrantRule>,
+}
+
+impl CardFace {
+    /// What differs between the face the person saw and this one.
+    pub(crate) fn changes_from(&self, seen: &CardFace) -> Vec<CardChange> {
+        let mut changed = Vec::new();
+        if self.consequence != seen.consequence {
+            changed.push(CardChange::Consequence);
+        }
+        if self.preview != seen.preview {
+            changed.push(CardChange::Preview);
+        }
+        if self.policy != seen.policy {
+            changed.push(CardChange::Level);
+        }
+        if self.question != seen.question {
+            changed.push(CardChange::Question);
+        }
+        if self.grant_rule != seen.grant_rule {
+            changed.push(CardChange::GrantRule);
+        }
+        changed
+    }
+
+    pub(crate) fn of(card: &ApprovalRequest) -> Self {
+        Self {
+            policy: card.policy,
+            consequence: card.consequence.clone(),
+            preview: card.preview.clone(),
+            question: card.question.clone(),
+            grant_rule: card.grant_rule.clone(),
+        }
+    }
+}
+
+impl ExecutorState {
+    /// Draws a card's face for `round` from the current state.
+    pub(crate) fn draw_card(
+        &self,
+        decided: &Decided,
+        policy: ApprovalPolicy,
+        round: u8,
+    ) -> Result<CardFace, Stop> {
+        let meta = decided.action.meta();
+        let prepared = decided.prepared.as_ref();
+        let offers = policy.offers_session_grant() && !meta.confirm_twice;
+        let grant_rule = if offers {
+            let rule = self.hook(Hook::Remember, || prepared.grant_rule())?;
+            Some(rule.unwrap_or_else(|| GrantRule::any(format!("every call of {}", meta.title))))
+        } else {
+            None
+        };
+        let question = if round > 1 {
+            self.hook(Hook::SecondQuestion, || prepared.second_question())?
+        } else {
+            None
+        };
+        Ok(CardFace {
+            policy,
+            consequence: self.hook(Hook::Consequence, || prepared.consequence())?,
+            preview: self.hook(Hook::Preview, || prepared.preview())?,
+            question,
+            grant_rule,
+        })
+    }
+
+    /// The card for a face: fresh nonce and deadline, and the digest a ticket binds.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn card(
+        &self,
+        call: CallId,
+        decided: &Decided,
+        face: CardFace,
+        round: u8,
+        refresh: u8,
+        changed: Vec<crate::reason::CardChange>,
+        now: Timestamp,
+    ) -> ApprovalRequest {
+        let meta = decided.action.meta();
+        let args_sha256 = ArgsDigest::of_value(&decided.arguments);
+        let card_sha256 = CardDigest(ArgsDigest::of_value(&json!({
+            "action": meta.id,
+            "title": meta.title,
+            "kind": meta.kind,
+            "policy": face.policy,
+            "consequence": face.consequence,
+            "preview": face.preview,
+            "arguments": args_sha256,
+            "round": round,
+            "question": face.question,
+            "grant_rule": face.grant_rule,
+        })));
+        ApprovalRequest {
+            call,
+            action: meta.id.clone(),
+            title: meta.title.clone(),
+            kind: meta.kind,
+            policy: face.policy,
+            consequence: face.consequence,
+            arguments: decided.arguments.clone(),
+            args_sha256,
+            offers_session_grant: face.grant_rule.is_some(),
+            grant_rule: face.grant_rule,
+            preview: face.preview,
+            round,
+            question: face.question,
+            asked_at: now,
+            deadline: now.saturating_add(self.config.approval_timeout),
+            changed,
+            card_sha256,
+            nonce: self.nonce(call, round, refresh),
+            refresh,
+            executor: self.executor,
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! decide: the level in force, session grants, the action's classifier and the mode
+//! turn a call into run / ask / hand off, or refuse it. Then the rewrite hook, and the
+//! call's way onward: straight to perform, to an approval card, or to the person.
+
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use crate::action::{ActionMeta, ErasedAction, PreparedCall, Verdict};
+use crate::audit::{AuditEvent, Decider};
+use crate::call::CallId;
+use crate::handoff::HandoffMachine;
+use crate::mode::Mode;
+use crate::policy::ApprovalPolicy;
+use crate::reason::{Hook, Reason};
+use crate::time::Timestamp;
+
+use super::settle::Trace;
+use super::state::{ExecutorState, Live, LiveState, Stop};
+use super::Next;
+
+/// What the decide stage concluded (a refusal is `Err(Stop)`).
+#[derive(Debug)]
+pub(crate) enum Decision {
+    /// Go straight to perform.
+    Run(Reason, Decider),
+    /// Wait for a person's ticket under this policy.
+    Ask(ApprovalPolicy, Reason, Decider),
+    /// Hand the last step to the person.
+    Handoff,
+}
+
+/// A call that passed decide, with what the next stages need.
+pub(crate) struct Decided {
+    pub(crate) action: Rc<dyn ErasedAction>,
+    pub(crate) generation: u64,
+    pub(crate) prepared: Rc<dyn PreparedCall>,
+    pub(crate) arguments: Value,
+}
+
+/// A rewrite hook's request: run this instead.
+pub(crate) struct Rewritten {
+    pub(crate) action: String,
+    pub(crate) arguments: Value,
+}
+
+impl ExecutorState {
+    pub(crate) fn decide(
+        &self,
+        meta: &ActionMeta,
+        prepared: &dyn PreparedCall,
+        arguments: &Value,
+        generation: u64,
+    ) -> Result<Decision, Stop> {
+        let verdict = self.hook(Hook::Classify, || prepared.classify())?;
+        let mode = self.mode.get();
+        if let Verdict::Deny(why) = verdict {
+            return Err(Stop::new(Reason::ClassifierDenied, Decider::Classifier).with(why));
+        }
+        let refused = |mode| Stop::new(Reason::ModeRefused { mode }, Decider::Mode);
+        if meta.handoff.is_some() {
+            // INVARIANT: a handoff is never also put behind an approval, and no mode turns
+            // it into a run.
+            return match mode {
+                Mode::Default | Mode::Bypass => Ok(Decision::Handoff),
+                Mode::Away | Mode::Unattended => Err(refused(mode)),
+            };
+        }
+        let level = self.level(meta);
+        let (policy, reason, by) = match (verdict, level.policy) {
+            // A classifier can only raise the bar: its `Ask` is `AskAlways`, because a
+            // grant for the whole action must not cover the arguments it flagged.
+            (Verdict::Ask, _) => (
+                ApprovalPolicy::AskAlways,
+                Reason::ClassifierAsked,
+                Decider::Classifier,
+            ),
+            (_, ApprovalPolicy::None) => {
+                return Ok(Decision::Run(Reason::Level(level), Decider::Policy))
+            }
+            (_, policy) => {
+                // INVARIANT: a grant covers only `Ask`, only the registration it was made
+                // for, and never an action that asks twice.
+                if policy == ApprovalPolicy::Ask && !meta.confirm_twice {
+                    if let Some(grant) = self.grant_covering(meta, generation, arguments) {
+                        let reason = Reason::Grant { grant };
+                        return Ok(Decision::Run(reason, Decider::SessionGrant));
+                    }
+                }
+                (policy, Reason::Level(level), Decider::Policy)
+            }
+        };
+        // The mode decides what "ask" means right now. No mode lowers a level where a
+        // person is needed and absent: away refuses; unattended stands in only for `Ask`.
+        match (mode, policy) {
+            (Mode::Default, _) => Ok(Decision::Ask(policy, reason, by)),
+            (Mode::Unattended, ApprovalPolicy::Ask) | (Mode::Bypass, _) => {
+                Ok(Decision::Run(Reason::ModeAllowed { mode }, Decider::Mode))
+            }
+            (Mode::Away | Mode::Unattended, _) => Err(refused(mode)),
+        }
+    }
+
+    /// The action's rewrite hook: `Some` when it changes the call.
+    pub(crate) fn rewrite(
+        &self,
+        meta: &ActionMeta,
+        prepared: &dyn PreparedCall,
+        arguments: &Value,
+    ) -> Result<Option<Rewritten>, Stop> {
+        let Some(rewrite) = self.hook(Hook::Rewrite, || prepared.rewrite())? else {
+            return Ok(None);
+        };
+        Ok(match rewrite {
+            crate::Rewrite::Keep => None,
+            crate::Rewrite::Arguments(new) => (crate::ArgsDigest::of_value(&new)
+                != crate::ArgsDigest::of_value(arguments))
+            .then(|| Rewritten {
+                action: meta.id.clone(),
+                arguments: new,
+            }),
+            crate::Rewrite::Action {
+                action, arguments, ..
+            } => Some(Rewritten { action, arguments }),
+        })
+    }
+
+    /// No approval needed: record why, and hand back the job.
+    pub(crate) fn allow(
+        &mut self,
+        trace: &Trace,
+        decided: Decided,
+        reason: Reason,
+        by: Decider,
+        now: Timestamp,
+    ) -> Result<Next, Stop> {
+        let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
+        let future = self.hook(Hook::Run, || decided.prepared.run())?;
+        self.record(trace, AuditEvent::Allowed, by, &reason, None, now);
+        let Some(future) = future else {
+            return Err(Stop::new(Reason::NothingToRun, Decider::Action));
+        };
+        self.live.insert(
+            trace.call,
+            self.live_call(trace, decided, consequence, LiveState::Performing),
+        );
+        Ok(Next::Perform(trace.call, future))
+    }
+
+    /// A person must approve: draw the card and wait.
+    pub(crate) fn ask(
+        &mut self,
+        trace: &Trace,
+        decided: Decided,
+        policy: ApprovalPolicy,
+        reason: Reason,
+        by: Decider,
+        now: Timestamp,
+    ) -> Result<Next, Stop> {
+        let face = self.draw_card(&decided, policy, 1)?;
+        let request = self.card(trace.call, &decided, face, 1, 0, Vec::new(), now);
+        self.record(trace, AuditEvent::Asked, by, &reason, None, now);
+        let consequence = request.consequence.clone();
+        let state = LiveState::Approval(Box::new(request.clone()));
+        self.live.insert(
+            trace.call,
+            self.live_call(trace, decided, consequence, state),
+        );
+        Ok(Next::Approval(Box::new(request)))
+    }
+
+    /// The last step is the person's: show it and wait.
+    pub(crate) fn hand_off(
+        &mut self,
+        trace: &Trace,
+        decided: Decided,
+        now: Timestamp,
+    ) -> Result<Next, Stop> {
+        let meta = decided.action.meta();
+        let timeout = meta.handoff.as_ref().map(|h| h.timeout).unwrap_or_default();
+        let steps = meta.handoff.as_ref().map_or(0, |h| h.steps.len());
+        let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
+        self.record(
+            trace,
+            AuditEvent::HandedOff,
+            Decider::Policy,
+            &Reason::Handoff,
+            None,
+            now,
+        );
+        let machine = HandoffMachine::new(steps, now, timeout);
+        let live = self.live_call(trace, decided, consequence, LiveState::Handoff(machine));
+        self.live.insert(trace.call, live);
+        Ok(Next::Handoff(trace.call))
+    }
+
+    fn live_call(
+        &self,
+        trace: &Trace,
+        decided: Decided,
+        consequence: Option<String>,
+        state: LiveState,
+    ) -> Live {
+        Live {
+            tool_call_id: trace.tool_call_id.clone(),
+            level: self.level(decided.action.meta()).policy,
+            action: decided.action,
+            generation: decided.generation,
+            prepared: decided.prepared,
+            digest: trace.digest,
+            audit_digest: trace.audit_digest,
+            arguments: decided.arguments,
+            started: trace.started,
+            consequence,
+            state,
+        }
+    }
+
+    /// The grant covering this call, if any.
+    fn grant_covering(
+        &self,
+        meta: &ActionMeta,
+        generation: u64,
+        arguments: &Value,
+    ) -> Option<crate::GrantId> {
+        self.grants
+            .iter()
+            .find(|g| {
+                g.action == meta.id
+                    && g.generation == generation
+                    && g.basis.registration == meta.declaration
+                    && g.rule.matcher.matches(arguments)
+            })
+            .map(|g| g.id)
+    }
+
+    /// The id of a call a card or grant came from (for grants restored from storage).
+    pub(crate) fn no_call() -> CallId {
+        CallId(0)
+    }
+}

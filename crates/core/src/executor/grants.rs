@@ -1,0 +1,103 @@
+//! Session grants ("always allow this session"): made by a person's gesture, bound to one
+//! registration, revoked with it, and restored from storage only by deriving them again.
+
+use std::rc::Rc;
+
+use crate::call::CallId;
+use crate::policy::ApprovalPolicy;
+use crate::reason::Hook;
+use crate::ticket::{Grant, GrantBasis, GrantId, RestoreError};
+use crate::time::Timestamp;
+use crate::GrantRule;
+
+use super::decide::Decided;
+use super::state::ExecutorState;
+
+impl ExecutorState {
+    pub(crate) fn add_grant(
+        &mut self,
+        decided: &Decided,
+        rule: GrantRule,
+        now: Timestamp,
+        from_call: CallId,
+    ) -> GrantId {
+        let meta = decided.action.meta();
+        let id = GrantId(self.next_grant);
+        self.next_grant += 1;
+        self.grants.push(Grant {
+            id,
+            action: meta.id.clone(),
+            title: meta.title.clone(),
+            granted_at: now,
+            from_call,
+            rule,
+            basis: GrantBasis {
+                action: meta.id.clone(),
+                registration: meta.declaration.clone(),
+                role: self.config.session.role.clone(),
+                arguments: decided.arguments.clone(),
+            },
+            generation: decided.generation,
+        });
+        id
+    }
+
+    pub(crate) fn revoke(&mut self, grant: GrantId) -> bool {
+        let before = self.grants.len();
+        self.grants.retain(|g| g.id != grant);
+        self.grants.len() != before
+    }
+
+    /// INVARIANT: a grant dies with its registration; a later action under the same id
+    /// starts with none.
+    pub(crate) fn revoke_registration(&mut self, id: &str, generation: u64) {
+        self.grants
+            .retain(|g| !(g.action == id && g.generation == generation));
+    }
+
+    /// Derives a grant again from what a page stored: only where a person could make the
+    /// same grant now, for the same declaration and role, with the rule the action's own
+    /// `remember` hook derives from the stored arguments.
+    pub(crate) fn restore_grant(
+        &mut self,
+        basis: &GrantBasis,
+        now: Timestamp,
+    ) -> Result<GrantId, RestoreError> {
+        let now = self.tick(now);
+        let entry = self
+            .registry
+            .get(&basis.action)
+            .ok_or_else(|| RestoreError::UnknownAction(basis.action.clone()))?;
+        let (action, generation) = (Rc::clone(&entry.action), entry.generation);
+        let meta = action.meta();
+        if basis.registration != meta.declaration {
+            return Err(RestoreError::RegistrationChanged(meta.id.clone()));
+        }
+        if basis.role != self.config.session.role {
+            return Err(RestoreError::OtherRole);
+        }
+        if self.level(meta).policy != ApprovalPolicy::Ask
+            || meta.confirm_twice
+            || meta.handoff.is_some()
+            || self.blocked_by_broken_file(meta).is_some()
+        {
+            return Err(RestoreError::NotOffered(meta.id.clone()));
+        }
+        let reentered = |_| RestoreError::Reentered;
+        let prepared = self
+            .hook(Hook::Validate, || action.prepare(&basis.arguments))
+            .map_err(reentered)?
+            .map_err(|_| RestoreError::InvalidArguments(meta.id.clone()))?;
+        let rule = self
+            .hook(Hook::Remember, || prepared.grant_rule())
+            .map_err(reentered)?
+            .unwrap_or_else(|| GrantRule::any(format!("every call of {}", meta.title)));
+        let decided = Decided {
+            action: Rc::clone(&action),
+            generation,
+            prepared,
+            arguments: basis.arguments.clone(),
+        };
+        Ok(self.add_grant(&decided, rule, now, ExecutorState::no_call()))
+    }
+}

@@ -1,0 +1,83 @@
+//! Jobs and completions: a call allowed to run, driven by the host outside the executor,
+//! and settled as `EXECUTION_FAILED` if dropped before it is handed back.
+
+use std::cell::RefCell;
+use std::rc::Weak;
+
+use serde_json::Value;
+
+use crate::action::LocalBoxFuture;
+use crate::call::CallId;
+
+use super::registration::{post, Deferred};
+use super::state::ExecutorState;
+
+pub(crate) struct Guard {
+    pub(crate) call: CallId,
+    pub(crate) executor: u64,
+    pub(crate) state: Weak<RefCell<ExecutorState>>,
+    pub(crate) mailbox: Weak<RefCell<Vec<Deferred>>>,
+    pub(crate) armed: bool,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // A job or completion dropped before `complete`: settle instead of hanging.
+        if self.armed {
+            post(&self.state, &self.mailbox, Deferred::Abandoned(self.call));
+        }
+    }
+}
+
+/// A call allowed to run. Await [`Job::run`] and pass its [`Completion`] to
+/// [`crate::Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
+#[must_use = "a job does nothing until run; dropping it settles the call as failed"]
+pub struct Job {
+    pub(crate) future: LocalBoxFuture<Result<Value, String>>,
+    pub(crate) guard: Guard,
+}
+
+impl Job {
+    /// The call this job runs.
+    pub fn call(&self) -> CallId {
+        self.guard.call
+    }
+
+    /// Runs the action's `run`.
+    pub async fn run(self) -> Completion {
+        let Job { future, guard } = self;
+        let result = future.await;
+        Completion { result, guard }
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("call", &self.guard.call)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A finished run, only obtainable from [`Job::run`].
+#[must_use = "hand the completion to Executor::complete"]
+pub struct Completion {
+    pub(crate) result: Result<Value, String>,
+    pub(crate) guard: Guard,
+}
+
+impl Completion {
+    /// The call it belongs to.
+    pub fn call(&self) -> CallId {
+        self.guard.call
+    }
+}
+
+impl std::fmt::Debug for Completion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completion")
+            .field("call", &self.guard.call)
+            .field("ok", &self.result.is_ok())
+            .finish()
+    }
+}

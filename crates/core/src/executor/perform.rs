@@ -1,0 +1,112 @@
+//! perform: a finished or abandoned run, and the person's events on a handoff.
+
+use serde_json::Value;
+
+use crate::audit::Decider;
+use crate::call::CallId;
+use crate::handoff::HandoffState;
+use crate::outcome::Settled;
+use crate::reason::{Hook, Reason};
+use crate::ticket::TicketError;
+use crate::time::Timestamp;
+
+use super::state::{ExecutorState, LiveState, Stop};
+
+impl ExecutorState {
+    /// Settles a finished `run`: `EXECUTION_FAILED`, or on to verify.
+    pub(crate) fn complete(
+        &mut self,
+        call: CallId,
+        result: Result<Value, String>,
+        now: Timestamp,
+    ) -> Option<Settled> {
+        let now = self.tick(now);
+        let live = self.live.get(&call)?;
+        if !matches!(live.state, LiveState::Performing) {
+            return None;
+        }
+        match result {
+            Err(e) => self.settle_stop(
+                call,
+                Stop::new(Reason::RunFailed, Decider::Action).with(e),
+                now,
+            ),
+            Ok(output) => self.verify_run(call, output, now),
+        }
+        self.last_settled_for(call).ok()
+    }
+
+    /// A job or completion was dropped before `complete`.
+    pub(crate) fn abandon(&mut self, call: CallId) {
+        if self
+            .live
+            .get(&call)
+            .is_some_and(|l| matches!(l.state, LiveState::Performing))
+        {
+            let now = self.clock;
+            self.settle_stop(call, Stop::new(Reason::Interrupted, Decider::Host), now);
+        }
+    }
+
+    /// The person says the handoff is done, or cancels it.
+    pub(crate) fn handoff_event(
+        &mut self,
+        call: CallId,
+        done: bool,
+        now: Timestamp,
+    ) -> Result<Settled, TicketError> {
+        let now = self.tick(now);
+        let live = self.live.get(&call).ok_or(TicketError::NotPending)?;
+        let LiveState::Handoff(machine) = &live.state else {
+            return Err(TicketError::NotPending);
+        };
+        if machine.state().is_terminal() {
+            return Err(TicketError::NotPending);
+        }
+        let expect = live
+            .action
+            .meta()
+            .handoff
+            .as_ref()
+            .map(|h| h.expect.clone());
+        let holds = if done {
+            match self.hook(Hook::Expect, || expect.is_some_and(|e| e.holds())) {
+                Ok(holds) => Some(holds),
+                Err(stop) => {
+                    self.settle_stop(call, stop, now);
+                    return self.last_settled_for(call);
+                }
+            }
+        } else {
+            None
+        };
+        let Some(LiveState::Handoff(machine)) = self.live.get_mut(&call).map(|l| &mut l.state)
+        else {
+            return Err(TicketError::NotPending);
+        };
+        let state = match holds {
+            Some(holds) => machine.done(now, holds),
+            None => machine.cancel(now),
+        };
+        self.settle_handoff(call, state, now);
+        self.last_settled_for(call)
+    }
+
+    pub(crate) fn show_step(&mut self, call: CallId, index: usize) -> Result<(), TicketError> {
+        match self.live.get_mut(&call).map(|l| &mut l.state) {
+            Some(LiveState::Handoff(machine)) if !machine.state().is_terminal() => {
+                machine.show_step(index);
+                Ok(())
+            }
+            _ => Err(TicketError::NotPending),
+        }
+    }
+
+    /// The handoff machine's state after a timeout, if it just ended.
+    pub(crate) fn handoff_timed_out(&mut self, call: CallId, now: Timestamp) {
+        if let Some(LiveState::Handoff(m)) = self.live.get_mut(&call).map(|l| &mut l.state) {
+            let state: HandoffState = m.handle_timeout(now);
+            self.settle_handoff(call, state, now);
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The gate pipeline for one call, stage by stage:
+//!
+//! ```text
+//! call ─► resolve ─► validate ─► scope ─► availability ─► decide ─► approve ─► perform ─► verify ─► receipt
+//! ```
+//!
+//! Each stage is a method in the file named after it and returns `Err(Stop)` to refuse;
+//! the first refusal settles the call, and `run` is never reached.
+
+use crate::audit::{AuditEvent, Decider};
+use crate::call::{Call, CallId};
+use crate::reason::Reason;
+use crate::time::Timestamp;
+
+use super::decide::Decision;
+use super::settle::Trace;
+use super::state::{ExecutorState, Stop};
+use super::Next;
+
+/// How many times one call may be rewritten before it is refused.
+const MAX_REWRITES: u8 = 3;
+
+impl ExecutorState {
+    pub(crate) fn submit(&mut self, call: Call, now: Timestamp) -> Next {
+        let now = self.tick(now);
+        let id = CallId(self.next_call);
+        self.next_call += 1;
+        self.pipeline(id, call, now, now, 0)
+    }
+
+    /// resolve → validate → scope → availability → decide, then ask, hand off or run.
+    /// A rewrite re-enters here with the new call.
+    fn pipeline(
+        &mut self,
+        id: CallId,
+        call: Call,
+        started: Timestamp,
+        now: Timestamp,
+        depth: u8,
+    ) -> Next {
+        let mut trace = Trace::arriving(id, &call, started, self);
+        match self.gate(&mut trace, &call, now, depth) {
+            Ok(next) => next,
+            Err(stop) => Next::Settled(self.refuse_early(&trace, stop, now)),
+        }
+    }
+
+    fn gate(
+        &mut self,
+        trace: &mut Trace,
+        call: &Call,
+        now: Timestamp,
+        depth: u8,
+    ) -> Result<Next, Stop> {
+        let (action, generation) = self.resolve(call)?;
+        trace.resolved(&action, self.level(action.meta()).policy);
+        let (prepared, arguments) = self.validate(action.as_ref(), call)?;
+        trace.validated(&arguments, &self.config.audit_key);
+        self.scope(action.meta())?;
+        self.availability(action.as_ref())?;
+        let decision = self.decide(action.meta(), prepared.as_ref(), &arguments, generation)?;
+        if let Some(rewrite) = self.rewrite(action.meta(), prepared.as_ref(), &arguments)? {
+            if depth >= MAX_REWRITES {
+                return Err(Stop::new(Reason::RewriteLoop, Decider::Action));
+            }
+            // INVARIANT: a rewritten call re-enters the pipeline from resolve, so the new
+            // arguments (or the replacement action) pass every stage again, and the card
+            // and the ticket are for what will actually run.
+            let reason = Reason::Rewritten {
+                to: rewrite.action.clone(),
+            };
+            self.record(
+                trace,
+                AuditEvent::Rewritten,
+                Decider::Action,
+                &reason,
+                None,
+                now,
+            );
+            let next = Call {
+                tool_call_id: call.tool_call_id.clone(),
+                action: rewrite.action,
+                arguments: rewrite.arguments.to_string(),
+            };
+            return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1));
+        }
+        let decided = super::decide::Decided {
+            action,
+            generation,
+            prepared,
+            arguments,
+        };
+        match decision {
+            Decision::Run(reason, by) => self.allow(trace, decided, reason, by, now),
+            Decision::Ask(policy, reason, by) => self.ask(trace, decided, policy, reason, by, now),
+            Decision::Handoff => self.hand_off(trace, decided, now),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The registry: which actions are registered now, each with its generation, and the
+//! rules a declaration must meet to get in.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use crate::action::{Action, ErasedAction};
+
+/// The longest action id accepted (OpenAI's function-name limit).
+pub const MAX_ACTION_ID_LEN: usize = 64;
+
+/// Why a declaration was refused at registration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// The id is empty, too long, or has characters other than ASCII letters, digits, `_`, `-`.
+    #[error("action id `{0}` must be 1 to 64 ASCII letters, digits, `_` or `-`")]
+    InvalidId(String),
+    /// Another live registration has the id.
+    #[error("action `{0}` is already registered")]
+    Duplicate(String),
+    /// The action has neither `run` nor a handoff: it could never do anything.
+    #[error("action `{0}` has neither a run nor a handoff")]
+    NothingToDo(String),
+    /// The action has both: a handoff is the person's step, so the executor never runs one.
+    #[error("action `{0}` has both a run and a handoff; a handoff action is done by the person")]
+    RunAndHandoff(String),
+    /// The handoff lists no steps for the person.
+    #[error("the handoff of action `{0}` has no steps")]
+    HandoffWithoutSteps(String),
+    /// An action's hook called back into the executor while it was busy.
+    #[error("the executor is busy: an action's hook called back into it")]
+    Reentered,
+}
+
+impl From<crate::Reentered> for RegisterError {
+    fn from(_: crate::Reentered) -> Self {
+        RegisterError::Reentered
+    }
+}
+
+/// Checks a declaration before it is registered.
+pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterError> {
+    let id = &action.id;
+    let id_ok = !id.is_empty()
+        && id.len() <= MAX_ACTION_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !id_ok {
+        let shown: String = id.chars().take(MAX_ACTION_ID_LEN).collect();
+        return Err(RegisterError::InvalidId(shown.escape_default().to_string()));
+    }
+    match (&action.run, &action.handoff) {
+        (None, None) => Err(RegisterError::NothingToDo(id.clone())),
+        (Some(_), Some(_)) => Err(RegisterError::RunAndHandoff(id.clone())),
+        (None, Some(handoff)) if handoff.steps.is_empty() => {
+            Err(RegisterError::HandoffWithoutSteps(id.clone()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// One registration: the action and the generation that tells it from an earlier or a
+/// later registration under the same id.
+pub(crate) struct Entry {
+    pub(crate) action: Rc<dyn ErasedAction>,
+    pub(crate) generation: u64,
+}
+
+/// The registered actions by id.
+pub(crate) struct Registry {
+    actions: HashMap<String, Entry>,
+    next_generation: u64,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Self {
+        Self {
+            actions: HashMap::new(),
+            next_generation: 1,
+        }
+    }
+
+    /// Adds an action; its generation is new.
+    pub(crate) fn insert(&mut self, action: Rc<dyn ErasedAction>) -> Result<u64, RegisterError> {
+        let id = action.meta().id.clone();
+        if self.actions.contains_key(&id) {
+            return Err(RegisterError::Duplicate(id));
+        }
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        self.actions.insert(id, Entry { action, generation });
+        Ok(generation)
+    }
+
+    /// Removes the registration `generation` of `id`; a later one under the same id stays.
+    pub(crate) fn remove(&mut self, id: &str, generation: u64) -> bool {
+        let same = self.is_current(id, generation);
+        if same {
+            self.actions.remove(id);
+        }
+        same
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<&Entry> {
+        self.actions.get(id)
+    }
+
+    /// Whether `generation` is still the registration of `id`.
+    pub(crate) fn is_current(&self, id: &str, generation: u64) -> bool {
+        self.actions
+            .get(id)
+            .is_some_and(|e| e.generation == generation)
+    }
+
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.actions.values()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.actions.len()
+    }
+
+    /// The registered ids, sorted.
+    pub(crate) fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.actions.keys().cloned().collect();
+        ids.sort_unstable();
+        ids
+    }
+}

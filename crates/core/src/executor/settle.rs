@@ -1,0 +1,304 @@
+//! settle: every call ends in exactly one terminal outcome and one terminal audit
+//! record, whatever path it took. Also the records themselves, timeouts and shutdown.
+
+use crate::audit::{AuditEvent, AuditRecord, Decider};
+use crate::call::{Call, CallId};
+use crate::digest::{ArgsDigest, AuditKey};
+use crate::outcome::{Outcome, Refusal, Settled};
+use crate::policy::{ApprovalPolicy, Confirm, Kind};
+use crate::reason::{Reason, Said};
+use crate::ticket::TicketError;
+use crate::time::Timestamp;
+
+use super::state::{ExecutorState, LiveState, Stop};
+
+/// A call's identity in audit records, whether or not it got far enough to be live.
+pub(crate) struct Trace {
+    pub(crate) call: CallId,
+    pub(crate) tool_call_id: String,
+    pub(crate) action_id: String,
+    pub(crate) started: Timestamp,
+    pub(crate) declared: Option<(Kind, Confirm)>,
+    pub(crate) policy: Option<ApprovalPolicy>,
+    /// The plain digest a ticket binds.
+    pub(crate) digest: ArgsDigest,
+    /// The keyed digest the audit records.
+    pub(crate) audit_digest: ArgsDigest,
+}
+
+impl Trace {
+    /// A call as it arrives: refusals before validation record the keyed digest of the
+    /// raw text (an oversized text is hashed as bytes, never parsed).
+    pub(crate) fn arriving(
+        call: CallId,
+        raw: &Call,
+        started: Timestamp,
+        state: &ExecutorState,
+    ) -> Self {
+        let key = &state.config.audit_key;
+        let audit_digest = if raw.arguments.len() > state.config.max_argument_bytes {
+            key.digest_bytes(raw.arguments.as_bytes())
+        } else {
+            key.digest_raw(&raw.arguments)
+        };
+        Self {
+            call,
+            tool_call_id: raw.tool_call_id.chars().take(256).collect(),
+            action_id: raw.action.clone(),
+            started,
+            declared: None,
+            policy: None,
+            digest: ArgsDigest::of_bytes(&[]),
+            audit_digest,
+        }
+    }
+
+    pub(crate) fn resolved(
+        &mut self,
+        action: &std::rc::Rc<dyn crate::action::ErasedAction>,
+        policy: ApprovalPolicy,
+    ) {
+        let meta = action.meta();
+        self.declared = Some((meta.kind, meta.confirm));
+        self.policy = Some(policy);
+    }
+
+    pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
+        self.digest = ArgsDigest::of_value(arguments);
+        self.audit_digest = key.digest(arguments);
+    }
+}
+
+impl ExecutorState {
+    /// Ends a live call with a refusal.
+    pub(crate) fn settle_stop(&mut self, call: CallId, stop: Stop, now: Timestamp) {
+        let Some(live) = self.live.get(&call) else {
+            return;
+        };
+        let refusal = Refusal::new(
+            stop.reason,
+            Said {
+                action: &live.action.meta().id,
+                consequence: live.consequence.as_deref(),
+                detail: stop.detail.as_deref(),
+            },
+        );
+        self.settle(call, Outcome::Refused(refusal), stop.by, now);
+    }
+
+    /// Ends a live call: removes it, writes its one terminal record, queues the result.
+    pub(crate) fn settle(&mut self, call: CallId, outcome: Outcome, by: Decider, now: Timestamp) {
+        // INVARIANT: a call leaves `live` exactly once, so it settles exactly once.
+        let Some(live) = self.live.remove(&call) else {
+            return;
+        };
+        let meta = live.action.meta();
+        let trace = Trace {
+            call,
+            tool_call_id: live.tool_call_id.clone(),
+            action_id: meta.id.clone(),
+            started: live.started,
+            declared: Some((meta.kind, meta.confirm)),
+            policy: Some(live.level),
+            digest: live.digest,
+            audit_digest: live.audit_digest,
+        };
+        self.record(
+            &trace,
+            AuditEvent::Settled,
+            by,
+            &outcome.reason(),
+            Some(&outcome),
+            now,
+        );
+        self.settled.push_back(Settled {
+            call,
+            tool_call_id: live.tool_call_id,
+            action: meta.id.clone(),
+            outcome,
+        });
+    }
+
+    /// Ends a call refused before it became live.
+    pub(crate) fn refuse_early(&mut self, trace: &Trace, stop: Stop, now: Timestamp) -> Settled {
+        let outcome = Outcome::Refused(Refusal::new(
+            stop.reason,
+            Said {
+                action: &trace.action_id,
+                consequence: None,
+                detail: stop.detail.as_deref(),
+            },
+        ));
+        self.record(
+            trace,
+            AuditEvent::Settled,
+            stop.by,
+            &outcome.reason(),
+            Some(&outcome),
+            now,
+        );
+        let settled = Settled {
+            call: trace.call,
+            tool_call_id: trace.tool_call_id.clone(),
+            action: escaped(&trace.action_id, crate::MAX_ACTION_ID_LEN),
+            outcome,
+        };
+        self.settled.push_back(settled.clone());
+        settled
+    }
+
+    /// A non-terminal record for a live call.
+    pub(crate) fn record_live(
+        &mut self,
+        call: CallId,
+        event: AuditEvent,
+        by: Decider,
+        reason: &Reason,
+        now: Timestamp,
+    ) {
+        let Some(live) = self.live.get(&call) else {
+            return;
+        };
+        let meta = live.action.meta();
+        let trace = Trace {
+            call,
+            tool_call_id: live.tool_call_id.clone(),
+            action_id: meta.id.clone(),
+            started: live.started,
+            declared: Some((meta.kind, meta.confirm)),
+            policy: Some(live.level),
+            digest: live.digest,
+            audit_digest: live.audit_digest,
+        };
+        self.record(&trace, event, by, reason, None, now);
+    }
+
+    pub(crate) fn record(
+        &mut self,
+        trace: &Trace,
+        event: AuditEvent,
+        by: Decider,
+        reason: &Reason,
+        outcome: Option<&Outcome>,
+        now: Timestamp,
+    ) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let duration = now.saturating_since(trace.started);
+        self.audit.record(AuditRecord {
+            id: format!("{}-{seq}", self.config.session_id),
+            seq,
+            session: self.config.session_id.clone(),
+            role: self.config.session.role.clone(),
+            at_ms: now.as_millis(),
+            call: trace.call.get(),
+            tool_call_id: trace.tool_call_id.chars().take(128).collect(),
+            action: escaped(&trace.action_id, crate::MAX_ACTION_ID_LEN),
+            kind: trace.declared.map(|d| d.0),
+            confirm: trace.declared.map(|d| d.1),
+            policy: trace.policy,
+            mode: self.mode.get(),
+            stage: reason.stage(),
+            event,
+            decided_by: by,
+            outcome: outcome.map(|o| o.code_str().to_owned()),
+            grant: reason.grant(),
+            summary: reason.summary(),
+            reason: reason.clone(),
+            args_hmac: trace.audit_digest.to_hex(),
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        });
+    }
+
+    pub(crate) fn expire_approval(&mut self, call: CallId, now: Timestamp) {
+        if let Some(LiveState::Approval(_)) = self.live.get(&call).map(|l| &l.state) {
+            self.settle_stop(
+                call,
+                Stop::new(Reason::ApprovalTimeout, Decider::Timer),
+                now,
+            );
+        }
+    }
+
+    pub(crate) fn last_settled_for(&self, call: CallId) -> Result<Settled, TicketError> {
+        self.settled
+            .iter()
+            .rev()
+            .find(|s| s.call == call)
+            .cloned()
+            .ok_or(TicketError::NotPending)
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Timestamp> {
+        self.live
+            .values()
+            .filter_map(|l| match &l.state {
+                LiveState::Approval(r) => Some(r.deadline),
+                LiveState::Handoff(m) => m.poll_timeout(),
+                LiveState::Performing => None,
+            })
+            .min()
+    }
+
+    /// Settles every call whose deadline is at or before `now`.
+    pub(crate) fn handle_timeout(&mut self, now: Timestamp) {
+        let now = self.tick(now);
+        let due: Vec<(CallId, bool)> = self
+            .live
+            .iter()
+            .filter_map(|(c, l)| match &l.state {
+                LiveState::Approval(r) if now >= r.deadline => Some((*c, true)),
+                LiveState::Handoff(m) if m.poll_timeout().is_some_and(|d| now >= d) => {
+                    Some((*c, false))
+                }
+                _ => None,
+            })
+            .collect();
+        for (call, approval) in due {
+            if approval {
+                self.expire_approval(call, now);
+            } else {
+                self.handoff_timed_out(call, now);
+            }
+        }
+    }
+
+    /// Settles every live call: the page is going away.
+    pub(crate) fn shutdown(&mut self, now: Timestamp) {
+        let now = self.tick(now);
+        let calls: Vec<CallId> = self.live.keys().copied().collect();
+        for call in calls {
+            self.settle_stop(call, Stop::new(Reason::PageClosed, Decider::Host), now);
+        }
+    }
+
+    /// Removes one registration (if still the same generation), revokes its grants and
+    /// settles its calls that wait for a person: the page no longer offers them.
+    pub(crate) fn unregister(&mut self, id: &str, generation: u64) {
+        self.registry.remove(id, generation);
+        self.revoke_registration(id, generation);
+        let waiting: Vec<CallId> = self
+            .live
+            .iter()
+            .filter(|(_, l)| {
+                l.generation == generation
+                    && l.action.meta().id == id
+                    && !matches!(l.state, LiveState::Performing)
+            })
+            .map(|(c, _)| *c)
+            .collect();
+        let now = self.clock;
+        for call in waiting {
+            self.settle_stop(call, Stop::new(Reason::Unregistered, Decider::Host), now);
+        }
+    }
+}
+
+/// At most `max` characters of text from outside, escaped (control characters, quotes
+/// and anything outside ASCII), so a hostile id cannot break a log line.
+fn escaped(text: &str, max: usize) -> String {
+    text.chars()
+        .take(max)
+        .flat_map(char::escape_default)
+        .collect()
+}

@@ -1,0 +1,249 @@
+//! The executor's state: the registry, the live calls, grants, the policy in force and
+//! the clock as the executor has seen it. Every transition runs under one borrow of it.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use super::registry::Registry;
+use super::Config;
+use crate::action::{ActionMeta, ErasedAction, PreparedCall};
+use crate::audit::{AuditSink, Decider};
+use crate::call::CallId;
+use crate::digest::ArgsDigest;
+use crate::handoff::HandoffMachine;
+use crate::mode::Mode;
+use crate::outcome::Settled;
+use crate::policy::ApprovalPolicy;
+use crate::reason::{Hook, Level, LevelSource, Reason};
+use crate::ticket::{ApprovalRequest, Grant, Nonce};
+use crate::time::Timestamp;
+
+/// Where a live call is.
+pub(crate) enum LiveState {
+    Approval(Box<ApprovalRequest>),
+    Performing,
+    Handoff(HandoffMachine),
+}
+
+/// A call past the decide stage that has not settled.
+pub(crate) struct Live {
+    pub(crate) tool_call_id: String,
+    pub(crate) action: Rc<dyn ErasedAction>,
+    pub(crate) generation: u64,
+    pub(crate) prepared: Rc<dyn PreparedCall>,
+    pub(crate) arguments: Value,
+    /// The plain digest a ticket binds.
+    pub(crate) digest: ArgsDigest,
+    /// The keyed digest the audit records.
+    pub(crate) audit_digest: ArgsDigest,
+    pub(crate) started: Timestamp,
+    pub(crate) level: ApprovalPolicy,
+    /// What the card showed last (or, without a card, what the decision computed); the
+    /// receipt repeats it.
+    pub(crate) consequence: Option<String>,
+    pub(crate) state: LiveState,
+}
+
+/// Where the levels and scopes come from.
+#[derive(Debug, Clone)]
+pub(crate) enum PolicyState {
+    /// No policy file: the declarations and the session's own scopes.
+    Declared,
+    /// A valid policy file.
+    Loaded(crate::PolicyFile),
+    /// A policy file that failed to load: only reversals run, under `last_good` (the
+    /// last file that loaded), or asked every time if none did.
+    Broken {
+        error: crate::PolicyError,
+        last_good: Option<crate::PolicyFile>,
+    },
+}
+
+/// A refusal on its way to becoming a settlement: why, who decided, and the detail the
+/// model's sentence may quote.
+#[derive(Debug)]
+pub(crate) struct Stop {
+    pub(crate) reason: Reason,
+    pub(crate) by: Decider,
+    pub(crate) detail: Option<String>,
+}
+
+impl Stop {
+    pub(crate) fn new(reason: Reason, by: Decider) -> Self {
+        Self {
+            reason,
+            by,
+            detail: None,
+        }
+    }
+
+    pub(crate) fn with(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+}
+
+pub(crate) struct ExecutorState {
+    pub(crate) executor: u64,
+    pub(crate) policy: PolicyState,
+    pub(crate) config: Config,
+    pub(crate) registry: Registry,
+    pub(crate) live: BTreeMap<CallId, Live>,
+    pub(crate) grants: Vec<Grant>,
+    pub(crate) settled: VecDeque<Settled>,
+    /// The latest instant the executor has been told; time never moves back.
+    pub(crate) clock: Timestamp,
+    /// Shared with the facade so a hook may read the mode while the state is borrowed.
+    pub(crate) mode: Rc<Cell<Mode>>,
+    /// Set by the facade when a call into it found the state borrowed (a hook re-entered).
+    pub(crate) reentered: Rc<Cell<bool>>,
+    pub(crate) next_grant: u64,
+    pub(crate) next_call: u64,
+    pub(crate) next_seq: u64,
+    pub(crate) audit: Box<dyn AuditSink>,
+}
+
+impl ExecutorState {
+    pub(crate) fn new(
+        config: Config,
+        audit: Box<dyn AuditSink>,
+        mode: Rc<Cell<Mode>>,
+        reentered: Rc<Cell<bool>>,
+    ) -> Self {
+        let executor = u64::from_le_bytes(prefix(&Sha256::digest(
+            [&config.secret[..], b"executor"].concat(),
+        )));
+        Self {
+            executor,
+            policy: PolicyState::Declared,
+            config,
+            registry: Registry::new(),
+            live: BTreeMap::new(),
+            grants: Vec::new(),
+            settled: VecDeque::new(),
+            clock: Timestamp::default(),
+            mode,
+            reentered,
+            next_grant: 1,
+            next_call: 1,
+            next_seq: 1,
+            audit,
+        }
+    }
+
+    /// Moves the clock to `now` unless it has already seen a later instant, and returns
+    /// the clock. INVARIANT: the executor's time only moves forward, so a stale or
+    /// backwards `now` from a caller can never approve an expired card.
+    pub(crate) fn tick(&mut self, now: Timestamp) -> Timestamp {
+        self.clock = self.clock.max(now);
+        self.clock
+    }
+
+    /// Runs an action's hook, refusing the call if the hook called back into the
+    /// executor (its answer was made without the executor and cannot be trusted).
+    pub(crate) fn hook<T>(&self, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Stop> {
+        self.reentered.set(false);
+        let out = f();
+        if self.reentered.replace(false) {
+            Err(Stop::new(Reason::HookReentered { hook }, Decider::Action))
+        } else {
+            Ok(out)
+        }
+    }
+
+    /// The level this session's calls of an action get now, and where it comes from.
+    pub(crate) fn level(&self, meta: &ActionMeta) -> Level {
+        let role = &self.config.session.role;
+        let from_file =
+            |file: &crate::PolicyFile| file.level(role, &meta.id, meta.kind, meta.confirm);
+        match &self.policy {
+            PolicyState::Declared => Level {
+                policy: meta.policy,
+                source: LevelSource::Declared,
+            },
+            PolicyState::Loaded(file) => match from_file(file) {
+                (policy, Some((role, line))) => Level {
+                    policy,
+                    source: LevelSource::RoleOverride { role, line },
+                },
+                (policy, None) => Level {
+                    policy,
+                    source: LevelSource::Declared,
+                },
+            },
+            PolicyState::Broken {
+                last_good: Some(file),
+                ..
+            } => Level {
+                policy: from_file(file).0,
+                source: LevelSource::BrokenFileFallback { last_good: true },
+            },
+            PolicyState::Broken {
+                last_good: None, ..
+            } => Level {
+                policy: ApprovalPolicy::AskAlways,
+                source: LevelSource::BrokenFileFallback { last_good: false },
+            },
+        }
+    }
+
+    /// Whether the session holds `scope`: its role's scopes in the file in force (the
+    /// last good one while broken), else the session's own.
+    pub(crate) fn holds(&self, scope: &str) -> bool {
+        let role = &self.config.session.role;
+        match &self.policy {
+            PolicyState::Loaded(file)
+            | PolicyState::Broken {
+                last_good: Some(file),
+                ..
+            } => file
+                .role_for(role)
+                .is_some_and(|(_, r)| r.scopes.contains(scope)),
+            PolicyState::Declared
+            | PolicyState::Broken {
+                last_good: None, ..
+            } => self.config.session.holds(scope),
+        }
+    }
+
+    /// Whether calls of this action are refused outright: a broken file stops all but
+    /// reversals.
+    pub(crate) fn blocked_by_broken_file(&self, meta: &ActionMeta) -> Option<Stop> {
+        match &self.policy {
+            PolicyState::Broken { error, .. } if !meta.reversal => Some(
+                Stop::new(
+                    Reason::PolicyFileBroken { line: error.line },
+                    Decider::Policy,
+                )
+                .with(error.to_string()),
+            ),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn nonce(&self, call: CallId, round: u8, refresh: u8) -> Nonce {
+        let digest = Sha256::digest(
+            [
+                &self.config.secret[..],
+                b"nonce",
+                &call.0.to_le_bytes(),
+                &[round, refresh],
+            ]
+            .concat(),
+        );
+        Nonce(prefix(&digest))
+    }
+}
+
+/// The first `N` bytes of `bytes` (zero-padded if shorter).
+pub(crate) fn prefix<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    for (slot, byte) in out.iter_mut().zip(bytes) {
+        *slot = *byte;
+    }
+    out
+}

@@ -1,0 +1,561 @@
+//! Why a decision came out as it did: a typed reason on every allow, ask and refusal.
+//!
+//! Decisions are data (the Cedar way). Each reason names the stage and the rule that
+//! decided; the refusal code, the model's sentence, the retry hint and the audit's fixed
+//! summary are all derived from it, so they cannot disagree. A reason never holds text
+//! the model wrote: audit records store it as it is.
+
+use serde::{Deserialize, Serialize};
+
+use crate::mode::Mode;
+use crate::outcome::{quote, Code, RetryHint, Stage};
+use crate::policy::ApprovalPolicy;
+use crate::ticket::GrantId;
+
+/// Where an action's approval level came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum LevelSource {
+    /// The declaration's kind and confirm (no policy file, or no override for the role).
+    Declared,
+    /// A policy file's override for the session's role.
+    RoleOverride {
+        /// The role whose override applied (the file's `default_role` when the session's
+        /// own role is not named).
+        role: String,
+        /// The override's line in the file.
+        line: usize,
+    },
+    /// The policy file is broken and the call is a reversal: the level of the last file
+    /// that loaded (`last_good`), or "ask every time" when none ever loaded.
+    BrokenFileFallback {
+        /// Whether a file had loaded before this one broke.
+        last_good: bool,
+    },
+}
+
+/// The level a call got, and from where.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Level {
+    /// The approval policy in force.
+    pub policy: ApprovalPolicy,
+    /// Where it came from.
+    pub source: LevelSource,
+}
+
+/// A hook an action declares, named when it misbehaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hook {
+    /// `available`.
+    Available,
+    /// `validate`.
+    Validate,
+    /// `classify`.
+    Classify,
+    /// `consequence`.
+    Consequence,
+    /// `preview`.
+    Preview,
+    /// `rewrite`.
+    Rewrite,
+    /// `remember`.
+    Remember,
+    /// `confirm_twice`'s question.
+    SecondQuestion,
+    /// `run` (its synchronous part).
+    Run,
+    /// `verify`.
+    Verify,
+    /// A handoff's `expect`.
+    Expect,
+}
+
+impl Hook {
+    /// The hook's name as declarations spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Hook::Available => "available",
+            Hook::Validate => "validate",
+            Hook::Classify => "classify",
+            Hook::Consequence => "consequence",
+            Hook::Preview => "preview",
+            Hook::Rewrite => "rewrite",
+            Hook::Remember => "remember",
+            Hook::SecondQuestion => "confirm_twice",
+            Hook::Run => "run",
+            Hook::Verify => "verify",
+            Hook::Expect => "expect",
+        }
+    }
+}
+
+/// A part of an approval card that changed between the person seeing it and approving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardChange {
+    /// The consequence text.
+    Consequence,
+    /// The dry run's preview.
+    Preview,
+    /// The approval level (the policy file, a classifier, a grant offer).
+    Level,
+    /// The second question's words.
+    Question,
+    /// What "always allow" would remember.
+    GrantRule,
+}
+
+impl CardChange {
+    /// The change in a few words, for the card's "this changed since you looked" line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CardChange::Consequence => "what it will do",
+            CardChange::Preview => "the preview",
+            CardChange::Level => "how often it is asked",
+            CardChange::Question => "the second question",
+            CardChange::GrantRule => "what \"always allow\" covers",
+        }
+    }
+}
+
+/// Why a decision came out as it did. One per audit record; every refusal carries one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reason {
+    /// resolve: no action has the id.
+    UnknownAction,
+    /// validate: the tool call id is longer than the executor accepts.
+    ToolCallIdTooLong,
+    /// validate: the arguments are not the action's params.
+    InvalidArguments,
+    /// scope: the session's role lacks the action's scope.
+    ScopeMissing {
+        /// The scope the action needs.
+        scope: String,
+    },
+    /// scope: the policy file is broken, so nothing but reversals runs.
+    PolicyFileBroken {
+        /// The line of the file's first error (0 when it is not at one place).
+        line: usize,
+    },
+    /// availability: the action's `available` check says no.
+    Unavailable,
+    /// availability: the action was unregistered before the call ended.
+    Unregistered,
+    /// availability: the page closed before the call ended.
+    PageClosed,
+    /// decide: the level applies as it is: `None` runs, `Ask`/`AskAlways` asks.
+    Level(Level),
+    /// decide: the action's classifier asked for a person for these arguments.
+    ClassifierAsked,
+    /// decide: the action's classifier refused these arguments.
+    ClassifierDenied,
+    /// decide: a session grant (or a remembered rule) made by a person covers the call.
+    Grant {
+        /// The grant.
+        grant: GrantId,
+    },
+    /// decide: the mode stands in for the person (unattended `Ask`, bypass).
+    ModeAllowed {
+        /// The mode.
+        mode: Mode,
+    },
+    /// decide: the call needs a person and the mode says nobody is there.
+    ModeRefused {
+        /// The mode.
+        mode: Mode,
+    },
+    /// decide: the last step is the person's.
+    Handoff,
+    /// decide: the action rewrote the call, which re-entered the pipeline.
+    Rewritten {
+        /// The action that runs instead (the same id when only the arguments changed).
+        to: String,
+    },
+    /// decide: the action kept rewriting the call.
+    RewriteLoop,
+    /// approve: the person allowed this call once.
+    AllowedOnce,
+    /// approve: the person allowed it for the session, making this grant.
+    Granted {
+        /// The grant made.
+        grant: GrantId,
+    },
+    /// approve: the action asks a second, differently worded question.
+    SecondQuestion,
+    /// approve: what the card showed changed before the person approved; asked again.
+    StaleCard {
+        /// What changed.
+        changed: Vec<CardChange>,
+    },
+    /// approve: the card kept changing under the person; given up.
+    CardKeptChanging,
+    /// approve: the person declined.
+    Declined,
+    /// approve: nobody approved in time.
+    ApprovalTimeout,
+    /// perform: the action has no `run`.
+    NothingToRun,
+    /// perform: `run` reported failure.
+    RunFailed,
+    /// perform: the run was dropped before it finished.
+    Interrupted,
+    /// verify: `verify` found the effect missing.
+    VerifyFailed,
+    /// verify: done, and verification saw it.
+    Verified,
+    /// perform: the person cancelled the handoff.
+    HandoffCancelled,
+    /// perform: the handoff timed out.
+    HandoffTimeout,
+    /// verify: the person said done, and `expect` holds.
+    HandoffCompleted,
+    /// verify: the person said done, but `expect` does not hold.
+    HandoffFailed,
+    /// A hook called back into the executor while it was deciding; its answer could not
+    /// be trusted, so the call was refused.
+    HookReentered {
+        /// The hook.
+        hook: Hook,
+    },
+}
+
+/// The words a reason's sentence needs besides the reason: the action and details from
+/// the moment (the validation error, the classifier's words, the person's reason).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Said<'a> {
+    pub(crate) action: &'a str,
+    pub(crate) consequence: Option<&'a str>,
+    pub(crate) detail: Option<&'a str>,
+}
+
+impl Reason {
+    /// The stage that decided.
+    pub fn stage(&self) -> Stage {
+        use Reason as R;
+        match self {
+            R::UnknownAction => Stage::Resolve,
+            R::ToolCallIdTooLong | R::InvalidArguments => Stage::Validate,
+            R::ScopeMissing { .. } | R::PolicyFileBroken { .. } => Stage::Scope,
+            R::Unavailable | R::Unregistered | R::PageClosed => Stage::Availability,
+            R::Level(_)
+            | R::ClassifierAsked
+            | R::ClassifierDenied
+            | R::Grant { .. }
+            | R::ModeAllowed { .. }
+            | R::ModeRefused { .. }
+            | R::Handoff
+            | R::Rewritten { .. }
+            | R::RewriteLoop => Stage::Decide,
+            R::AllowedOnce
+            | R::Granted { .. }
+            | R::SecondQuestion
+            | R::StaleCard { .. }
+            | R::CardKeptChanging
+            | R::Declined
+            | R::ApprovalTimeout => Stage::Approve,
+            R::NothingToRun
+            | R::RunFailed
+            | R::Interrupted
+            | R::HandoffCancelled
+            | R::HandoffTimeout => Stage::Perform,
+            R::VerifyFailed | R::Verified | R::HandoffCompleted | R::HandoffFailed => Stage::Verify,
+            R::HookReentered { hook } => match hook {
+                Hook::Available => Stage::Availability,
+                Hook::Validate => Stage::Validate,
+                Hook::Classify | Hook::Rewrite => Stage::Decide,
+                Hook::Consequence | Hook::Preview | Hook::Remember | Hook::SecondQuestion => {
+                    Stage::Approve
+                }
+                Hook::Run => Stage::Perform,
+                Hook::Verify | Hook::Expect => Stage::Verify,
+            },
+        }
+    }
+
+    /// The refusal code, for the reasons that refuse; `None` for allow, ask and done.
+    pub fn code(&self) -> Option<Code> {
+        use Reason as R;
+        Some(match self {
+            R::UnknownAction => Code::UnknownAction,
+            R::ToolCallIdTooLong | R::InvalidArguments | R::RewriteLoop => Code::InvalidArgs,
+            R::ScopeMissing { .. } => Code::ScopeMissing,
+            R::PolicyFileBroken { .. } | R::ClassifierDenied | R::ModeRefused { .. } => {
+                Code::PolicyDenied
+            }
+            R::Unavailable | R::Unregistered | R::PageClosed | R::CardKeptChanging => {
+                Code::Unavailable
+            }
+            R::Declined => Code::PermissionDenied,
+            R::ApprovalTimeout => Code::ApprovalTimeout,
+            R::NothingToRun | R::RunFailed | R::Interrupted => Code::ExecutionFailed,
+            R::VerifyFailed => Code::VerifyFailed,
+            R::HandoffCancelled => Code::HandoffCancelled,
+            R::HandoffTimeout => Code::HandoffTimeout,
+            R::HandoffFailed => Code::HandoffFailed,
+            R::HookReentered { hook } => match hook {
+                Hook::Run => Code::ExecutionFailed,
+                Hook::Verify => Code::VerifyFailed,
+                Hook::Expect => Code::HandoffFailed,
+                _ => Code::Unavailable,
+            },
+            R::Level(_)
+            | R::ClassifierAsked
+            | R::Grant { .. }
+            | R::ModeAllowed { .. }
+            | R::Handoff
+            | R::Rewritten { .. }
+            | R::AllowedOnce
+            | R::Granted { .. }
+            | R::SecondQuestion
+            | R::StaleCard { .. }
+            | R::Verified
+            | R::HandoffCompleted => return None,
+        })
+    }
+
+    /// What the model should do next after a refusal for this reason.
+    pub fn retry(&self) -> RetryHint {
+        use Reason as R;
+        match self {
+            R::UnknownAction | R::ToolCallIdTooLong | R::InvalidArguments => RetryHint::FixCall,
+            R::ClassifierDenied | R::RewriteLoop => RetryHint::DoNotRetry,
+            R::ModeRefused { .. } => RetryHint::WhenPersonReturns,
+            _ => RetryHint::AskUser,
+        }
+    }
+
+    /// The grant a reason names, if any (audit records carry it on its own too).
+    pub fn grant(&self) -> Option<GrantId> {
+        match self {
+            Reason::Grant { grant } | Reason::Granted { grant } => Some(*grant),
+            _ => None,
+        }
+    }
+
+    /// The rule's name, as audit records and the model's error JSON spell it.
+    pub fn rule(&self) -> &'static str {
+        use Reason as R;
+        match self {
+            R::UnknownAction => "unknown_action",
+            R::ToolCallIdTooLong => "tool_call_id_too_long",
+            R::InvalidArguments => "invalid_arguments",
+            R::ScopeMissing { .. } => "scope_missing",
+            R::PolicyFileBroken { .. } => "policy_file_broken",
+            R::Unavailable => "unavailable",
+            R::Unregistered => "unregistered",
+            R::PageClosed => "page_closed",
+            R::Level(_) => "level",
+            R::ClassifierAsked => "classifier_asked",
+            R::ClassifierDenied => "classifier_denied",
+            R::Grant { .. } => "grant",
+            R::ModeAllowed { .. } => "mode_allowed",
+            R::ModeRefused { .. } => "mode_refused",
+            R::Handoff => "handoff",
+            R::Rewritten { .. } => "rewritten",
+            R::RewriteLoop => "rewrite_loop",
+            R::AllowedOnce => "allowed_once",
+            R::Granted { .. } => "granted",
+            R::SecondQuestion => "second_question",
+            R::StaleCard { .. } => "stale_card",
+            R::CardKeptChanging => "card_kept_changing",
+            R::Declined => "declined",
+            R::ApprovalTimeout => "approval_timeout",
+            R::NothingToRun => "nothing_to_run",
+            R::RunFailed => "run_failed",
+            R::Interrupted => "interrupted",
+            R::VerifyFailed => "verify_failed",
+            R::Verified => "verified",
+            R::HandoffCancelled => "handoff_cancelled",
+            R::HandoffTimeout => "handoff_timeout",
+            R::HandoffCompleted => "handoff_completed",
+            R::HandoffFailed => "handoff_failed",
+            R::HookReentered { .. } => "hook_reentered",
+        }
+    }
+
+    /// A sentence for people reading the trail. It never holds argument text, so the
+    /// audit can keep it beside the arguments' digest.
+    pub fn summary(&self) -> String {
+        use Reason as R;
+        match self {
+            R::UnknownAction => "no action has this id".into(),
+            R::ToolCallIdTooLong => "the tool call id was too long".into(),
+            R::InvalidArguments => "the arguments did not validate".into(),
+            R::ScopeMissing { scope } => format!("the role lacks the scope `{scope}`"),
+            R::PolicyFileBroken { line } => {
+                format!("the policy file is broken (line {line}); only reversals run")
+            }
+            R::Unavailable => "the action's availability check said no".into(),
+            R::Unregistered => "the action was removed from the page".into(),
+            R::PageClosed => "the page closed".into(),
+            R::Level(level) => {
+                let from = match &level.source {
+                    LevelSource::Declared => "the declaration".to_owned(),
+                    LevelSource::RoleOverride { role, line } => {
+                        format!("the policy file's override for role `{role}` (line {line})")
+                    }
+                    LevelSource::BrokenFileFallback { last_good: true } => {
+                        "the last policy file that loaded (a reversal under a broken file)"
+                            .to_owned()
+                    }
+                    LevelSource::BrokenFileFallback { last_good: false } => {
+                        "the broken-file rule: a reversal is asked every time".to_owned()
+                    }
+                };
+                match level.policy {
+                    ApprovalPolicy::None => format!("no approval needed, by {from}"),
+                    policy => format!("level `{}` asks a person, by {from}", policy.as_str()),
+                }
+            }
+            R::ClassifierAsked => "the action's classifier asked for a person".into(),
+            R::ClassifierDenied => "the action's classifier denied these arguments".into(),
+            R::Grant { grant } => format!("covered by grant {}", grant.0),
+            R::ModeAllowed { mode } => {
+                format!("allowed without asking: `{}` mode", mode.as_str())
+            }
+            R::ModeRefused { mode } => format!(
+                "it needs a person and the session is in `{}` mode",
+                mode.as_str()
+            ),
+            R::Handoff => "the last step is the person's".into(),
+            R::Rewritten { to } => format!("the action rewrote the call; `{to}` runs instead"),
+            R::RewriteLoop => "the action kept rewriting the call".into(),
+            R::AllowedOnce => "the person allowed it once".into(),
+            R::Granted { grant } => {
+                format!("the person allowed it for the session (grant {})", grant.0)
+            }
+            R::SecondQuestion => "the action asks a second, differently worded question".into(),
+            R::StaleCard { changed } => {
+                let what: Vec<&str> = changed.iter().map(|c| c.as_str()).collect();
+                format!(
+                    "the card changed before it was approved ({}); asked again",
+                    what.join(", ")
+                )
+            }
+            R::CardKeptChanging => "the card kept changing before it was approved".into(),
+            R::Declined => "the person declined".into(),
+            R::ApprovalTimeout => "nobody approved before the deadline".into(),
+            R::NothingToRun => "the action has nothing to run".into(),
+            R::RunFailed => "the run failed".into(),
+            R::Interrupted => "the run was interrupted".into(),
+            R::VerifyFailed => "verification found no effect".into(),
+            R::Verified => "done and verified".into(),
+            R::HandoffCancelled => "the person cancelled the handoff".into(),
+            R::HandoffTimeout => "the handoff timed out".into(),
+            R::HandoffCompleted => "the person did the step and its expectation holds".into(),
+            R::HandoffFailed => "the handoff's expectation did not hold".into(),
+            R::HookReentered { hook } => format!(
+                "the action's `{}` hook called back into the executor",
+                hook.as_str()
+            ),
+        }
+    }
+
+    /// The sentence the model is told when this reason refuses a call.
+    pub(crate) fn message(&self, said: Said<'_>) -> String {
+        use Reason as R;
+        let name = quote(said.action, 64);
+        let what = match said.consequence {
+            Some(text) => format!("{name} ({text})"),
+            None => name.clone(),
+        };
+        let detail = |max| said.detail.map(|d| quote(d, max)).unwrap_or_default();
+        let raw = || said.detail.unwrap_or_default();
+        match self {
+            R::UnknownAction => {
+                format!("there is no action {name}; nothing was done. call only the tools listed")
+            }
+            R::ToolCallIdTooLong => format!("the tool call id is too long ({}); nothing was done", raw()),
+            R::InvalidArguments => format!("{name} was not run: {}", raw()),
+            R::ScopeMissing { scope } => format!(
+                "{name} needs the scope {}, which the role {} does not hold; nothing was done",
+                quote(scope, 64),
+                detail(64)
+            ),
+            R::PolicyFileBroken { .. } => format!(
+                "{name} was not done: the deployment's policy file is invalid ({}), so nothing but reversals runs until it is fixed. tell the user",
+                detail(200)
+            ),
+            R::Unavailable => format!("{name} is not available in the page right now; nothing was done"),
+            R::Unregistered => format!("{name} was removed from the page before it was done; nothing was done"),
+            R::PageClosed => format!("{name} could not finish: the page was closed; nothing was done"),
+            R::ClassifierDenied => format!(
+                "{name} is not allowed with these arguments: {}; nothing was done. do not retry it",
+                detail(200)
+            ),
+            R::ModeRefused { mode: Mode::Away } => format!(
+                "{name} was not done: it needs a person, and nobody is at the page (away mode). ask again when the person is back"
+            ),
+            R::ModeRefused { mode } => format!(
+                "{name} was not done: it needs a person, and this session runs in `{}` mode. ask again when a person is back",
+                mode.as_str()
+            ),
+            R::RewriteLoop => format!("{name} kept rewriting itself; nothing was done. do not retry it"),
+            R::CardKeptChanging => format!(
+                "{what} was not done: the page kept changing while the person looked at it. ask the user"
+            ),
+            R::Declined => {
+                let mut message = format!("the person declined {what}; it was not done");
+                if let Some(reason) = said.detail.filter(|r| !r.trim().is_empty()) {
+                    message.push_str(&format!(". their reason: {}", quote(reason, 500)));
+                }
+                message.push_str(". do not retry without asking the user");
+                message
+            }
+            R::ApprovalTimeout => format!(
+                "nobody approved {what} in time; it was not done. ask the user before trying again"
+            ),
+            R::NothingToRun => format!("{name} has nothing to run; nothing was done"),
+            R::RunFailed => format!("{name} failed: {}", detail(500)),
+            R::Interrupted => format!(
+                "{name} was interrupted before it finished; whether it took effect is unknown. ask the user"
+            ),
+            R::VerifyFailed => format!(
+                "{name} ran, but the check found it did not take effect: {}. tell the user; do not claim it was done",
+                detail(500)
+            ),
+            R::HandoffCancelled => format!(
+                "the person cancelled the handoff for {name}; the step was not done. ask the user what to do next"
+            ),
+            R::HandoffTimeout => format!(
+                "the handoff for {name} timed out after {} s; the step was not done. ask the user what to do next",
+                raw()
+            ),
+            R::HandoffFailed => format!(
+                "the person said the step for {name} was done, but {} does not hold; it did not happen. ask the user what to do next",
+                detail(200)
+            ),
+            R::HookReentered { hook } => format!(
+                "{name} could not be decided safely: its `{}` hook called back into the assistant's gate; nothing more was done. tell the user",
+                hook.as_str()
+            ),
+            other => format!("{name}: {}", other.summary()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusing_reason_has_a_code_and_a_stage_that_agree() {
+        let refusing = [
+            Reason::UnknownAction,
+            Reason::InvalidArguments,
+            Reason::ScopeMissing { scope: "s".into() },
+            Reason::PolicyFileBroken { line: 3 },
+            Reason::ModeRefused { mode: Mode::Away },
+            Reason::ClassifierDenied,
+            Reason::Declined,
+        ];
+        for reason in refusing {
+            assert!(reason.code().is_some(), "{reason:?}");
+            assert!(!reason.summary().is_empty());
+        }
+        assert_eq!(Reason::Verified.code(), None);
+    }
+}
