@@ -5,7 +5,12 @@
 //! - `AskAlways` never runs on a grant;
 //! - under every mode: away lets nothing gated run, unattended stands in for a person
 //!   only on `Ask`, bypass never turns a handoff into a run;
-//! - every call ends in exactly one terminal outcome and one terminal audit record.
+//! - every call ends in exactly one terminal outcome and one terminal audit record;
+//! - a card approved after the page changed under it never runs: what runs is what the
+//!   countersigned card showed (the `ask` action's consequence reads the page);
+//! - a grant only covers calls of the registration it was made for, even when an action
+//!   is registered again under the same id with another declaration;
+//! - reversals are never lowered by a mode, and a broken-then-repaired file is followed.
 
 #![allow(
     clippy::unwrap_used,
@@ -28,12 +33,13 @@ use countersign::{
 };
 use proptest::prelude::*;
 
-const ACTIONS: [(&str, Kind, Confirm); 5] = [
+const ACTIONS: [(&str, Kind, Confirm); 6] = [
     ("plain", Kind::Write, Confirm::Unset),
     ("ask", Kind::Write, Confirm::Ask),
     ("always", Kind::Danger, Confirm::Ask),
     ("off", Kind::Danger, Confirm::Off),
     ("hand", Kind::Danger, Confirm::Unset),
+    ("undo", Kind::Write, Confirm::Ask),
 ];
 
 #[derive(Clone, Debug)]
@@ -54,6 +60,10 @@ enum Op {
     DropJob(usize),
     SetMode(Mode),
     LoadPolicy(usize),
+    /// The page changes (a no-approval call in the same turn, say).
+    Touch,
+    /// The action is registered again under its id, declared the other way.
+    Redeclare(usize),
 }
 
 /// Policy files the sequences switch between: overrides that raise and lower levels
@@ -82,6 +92,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..4usize).prop_map(Op::DropJob),
         1 => prop_oneof![Just(Mode::Default), Just(Mode::Away), Just(Mode::Unattended), Just(Mode::Bypass)].prop_map(Op::SetMode),
         1 => (0..POLICIES.len()).prop_map(Op::LoadPolicy),
+        2 => Just(Op::Touch),
+        1 => (0..ACTIONS.len()).prop_map(Op::Redeclare),
     ]
 }
 
@@ -101,6 +113,13 @@ struct Sim {
     jobs: Vec<Job>,
     submitted: Vec<CallId>,
     settled: Vec<CallId>,
+    page: Rc<Cell<u64>>,
+    /// Per action: how many times it was registered, and whether declared the other way.
+    epoch: Vec<u64>,
+    redeclared: Vec<bool>,
+    /// (action, epoch) pairs a person granted "always allow" in.
+    granted_in: BTreeSet<(usize, u64)>,
+    call_epoch: BTreeMap<CallId, u64>,
 }
 
 impl Sim {
@@ -125,6 +144,11 @@ impl Sim {
             jobs: Vec::new(),
             submitted: Vec::new(),
             settled: Vec::new(),
+            page: Rc::default(),
+            epoch: vec![0; ACTIONS.len()],
+            redeclared: vec![false; ACTIONS.len()],
+            granted_in: BTreeSet::new(),
+            call_epoch: BTreeMap::new(),
         };
         for i in 0..ACTIONS.len() {
             sim.register(i);
@@ -137,6 +161,8 @@ impl Sim {
             return;
         }
         let (id, kind, confirm) = ACTIONS[i];
+        self.epoch[i] += 1;
+        let other_way = self.redeclared[i];
         let reg = if id == "hand" {
             let published = Rc::clone(&self.published);
             self.exec.register(
@@ -148,18 +174,26 @@ impl Sim {
             )
         } else {
             let ran = Rc::clone(&self.ran);
-            self.exec.register(
-                Action::<Named>::new(id, "test")
-                    .kind(kind)
-                    .confirm(confirm)
-                    .run(move |p: Named| {
-                        let ran = Rc::clone(&ran);
-                        async move {
-                            ran.borrow_mut().push(p.name);
-                            Ok::<_, String>(())
-                        }
-                    }),
-            )
+            let page = Rc::clone(&self.page);
+            let mut action = Action::<Named>::new(id, "test")
+                .kind(kind)
+                .confirm(confirm)
+                .consequence(move |_| format!("page {}", page.get()))
+                .run(move |p: Named| {
+                    let ran = Rc::clone(&ran);
+                    async move {
+                        ran.borrow_mut().push(p.name);
+                        Ok::<_, String>(())
+                    }
+                });
+            if id == "undo" {
+                action = action.reversal();
+            }
+            if other_way {
+                // Another declaration under the same id: asked twice.
+                action = action.confirm_twice(|_| "sure?".into());
+            }
+            self.exec.register(action)
         };
         self.regs[i] = Some(reg.expect("registers"));
     }
@@ -201,6 +235,7 @@ impl Sim {
                 if granted {
                     self.granted_at_submit.insert(call);
                 }
+                self.call_epoch.insert(call, self.epoch[i]);
                 self.take(step);
             }
             Op::SubmitUnknown => {
@@ -222,7 +257,18 @@ impl Sim {
                     if let Ok(step) = self.exec.approve(card.countersign(gesture), now) {
                         if let Step::Perform(job) = &step {
                             assert_eq!(job.call(), card.call, "a ticket ran another call");
+                            assert_eq!(
+                                card.consequence,
+                                Some(format!("page {}", self.page.get())),
+                                "a card that went stale was approved into a run"
+                            );
                             self.approved.insert(card.call, gesture);
+                        }
+                        if gesture == Gesture::AllowForSession
+                            && !matches!(step, Step::Approval(ref c) if c.round == card.round)
+                        {
+                            let i = self.call_action[&card.call];
+                            self.granted_in.insert((i, self.call_epoch[&card.call]));
                         }
                         self.take(step);
                     }
@@ -288,6 +334,12 @@ impl Sim {
                 }
             }
             Op::SetMode(mode) => self.exec.set_mode(mode),
+            Op::Touch => self.page.set(self.page.get() + 1),
+            Op::Redeclare(i) => {
+                self.regs[i] = None;
+                self.redeclared[i] = !self.redeclared[i];
+                self.register(i);
+            }
             Op::LoadPolicy(i) => {
                 let _ = self.exec.load_policy(POLICIES[i]);
             }
@@ -314,13 +366,22 @@ impl Sim {
             let by_mode = first.decided_by == Decider::Mode;
             match policy {
                 ApprovalPolicy::None => assert_eq!(first.event, AuditEvent::Allowed),
-                ApprovalPolicy::Ask => assert!(
-                    self.approved.contains_key(&call)
-                        || (self.granted_at_submit.contains(&call)
-                            && first.decided_by == Decider::SessionGrant)
-                        || (by_mode && matches!(first.mode, Mode::Unattended | Mode::Bypass)),
-                    "an Ask call ran without a ticket or grant"
-                ),
+                ApprovalPolicy::Ask => {
+                    assert!(
+                        self.approved.contains_key(&call)
+                            || (self.granted_at_submit.contains(&call)
+                                && first.decided_by == Decider::SessionGrant)
+                            || (by_mode && matches!(first.mode, Mode::Unattended | Mode::Bypass)),
+                        "an Ask call ran without a ticket or grant"
+                    );
+                    if first.decided_by == Decider::SessionGrant {
+                        let i = self.call_action[&call];
+                        assert!(
+                            self.granted_in.contains(&(i, self.call_epoch[&call])),
+                            "a grant covered a call of another registration"
+                        );
+                    }
+                }
                 ApprovalPolicy::AskAlways => {
                     assert!(
                         self.approved.get(&call) == Some(&Gesture::AllowOnce)
@@ -341,7 +402,10 @@ impl Sim {
             );
         }
         assert!(
-            self.exec.grants().iter().all(|g| g.action == "ask"),
+            self.exec
+                .grants()
+                .iter()
+                .all(|g| g.action == "ask" || g.action == "undo"),
             "a grant for a non-Ask action"
         );
     }
@@ -382,7 +446,7 @@ fn step_call(step: &Step) -> CallId {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn no_gated_call_runs_without_its_ticket_and_every_call_settles_once(ops in prop::collection::vec(op(), 1..60)) {
