@@ -36,8 +36,11 @@ impl Call {
 /// The executor's own id for a call, unique within one executor.
 ///
 /// The model's `tool_call_id` is not trusted for identity (a model may repeat one);
-/// tickets and audit records are bound to this id instead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// tickets and audit records are bound to this id instead. The default, 0, never names
+/// a call (a grant restored from storage comes from no call).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct CallId(pub(crate) u64);
 

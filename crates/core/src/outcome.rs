@@ -168,6 +168,18 @@ pub struct Refusal {
 }
 
 impl Refusal {
+    /// The refusal for `reason` of a call of `action` (for hosts that must settle a call
+    /// themselves, e.g. when the page closes before the executor answers).
+    pub fn of(reason: Reason, action: &str) -> Self {
+        Self::new(
+            reason,
+            Said {
+                action,
+                ..Said::default()
+            },
+        )
+    }
+
     /// The refusal for `reason`, worded for the action `said.action`.
     ///
     /// A reason that does not refuse (an allow or an ask) never reaches here; if it did,
@@ -290,8 +302,10 @@ pub struct Settled {
     pub call: CallId,
     /// The id the model gave its tool call, to answer it.
     pub tool_call_id: String,
-    /// The action id as the model sent it: at most 64 characters, with control
-    /// characters escaped (`\u{0}`, `\n`), so a hostile id cannot break a log line.
+    /// The action id as the model sent it: at most 64 characters, with control and
+    /// format characters escaped (`\u{0}`, `\n`, `\u{202e}`), so a hostile id cannot
+    /// break a log line or reorder it. Look-alike letters stay: display them with
+    /// [`crate::reveal_name`].
     pub action: String,
     /// How it ended.
     pub outcome: Outcome,

@@ -10,6 +10,8 @@
 pub struct Revealed {
     /// The text with every suspicious character replaced by a `\u{…}` escape.
     pub text: String,
+    /// The same text in runs: `(text, escaped)`, so a view can mark each escape.
+    pub parts: Vec<(String, bool)>,
     /// It had invisible characters (format characters, odd spaces, joiners, fillers).
     pub invisible: bool,
     /// It had bidi controls (embeddings, overrides, isolates, marks).
@@ -19,6 +21,19 @@ pub struct Revealed {
 }
 
 impl Revealed {
+    fn push(&mut self, c: char, escape: bool) {
+        let piece = if escape {
+            format!("\\u{{{:x}}}", u32::from(c))
+        } else {
+            c.to_string()
+        };
+        self.text.push_str(&piece);
+        match self.parts.last_mut() {
+            Some((run, escaped)) if *escaped == escape && !escape => run.push_str(&piece),
+            _ => self.parts.push((piece, escape)),
+        }
+    }
+
     /// Whether anything was escaped.
     pub fn is_suspicious(&self) -> bool {
         self.invisible || self.bidi || self.confusable
@@ -164,11 +179,7 @@ pub fn reveal(text: &str) -> Revealed {
             } else {
                 false
             };
-            if escape {
-                out.text.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-            } else {
-                out.text.push(c);
-            }
+            out.push(c, escape);
         }
     }
     out
@@ -180,6 +191,7 @@ pub fn reveal_name(name: &str) -> Revealed {
     if name.is_empty() {
         return Revealed {
             text: "\"\"".to_owned(),
+            parts: vec![("\"\"".to_owned(), true)],
             invisible: true,
             ..Revealed::default()
         };
@@ -190,7 +202,7 @@ pub fn reveal_name(name: &str) -> Revealed {
     };
     for c in name.chars() {
         if c.is_ascii_graphic() {
-            out.text.push(c);
+            out.push(c, false);
             continue;
         }
         if is_bidi_control(c) {
@@ -200,7 +212,7 @@ pub fn reveal_name(name: &str) -> Revealed {
         } else {
             out.invisible = true;
         }
-        out.text.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        out.push(c, true);
     }
     out
 }
@@ -213,6 +225,10 @@ mod tests {
     fn each_class_of_hidden_character_is_shown_and_named() {
         let zw = reveal("Atlas\u{200b}");
         assert_eq!(zw.text, "Atlas\\u{200b}");
+        assert_eq!(
+            zw.parts,
+            [("Atlas".to_owned(), false), ("\\u{200b}".to_owned(), true)]
+        );
         assert!(zw.invisible && !zw.bidi && !zw.confusable);
         let rlo = reveal("Ops\u{202e}ATAD-evil");
         assert_eq!(rlo.text, "Ops\\u{202e}ATAD-evil");

@@ -261,6 +261,7 @@ fn time_never_moves_back_for_an_approval() {
     );
 }
 
+#[allow(dead_code, unreachable_pub, missing_docs)] // The shapes are only deserialised.
 mod shapes {
     use super::*;
 

@@ -89,6 +89,8 @@ type StateFn = Rc<dyn Fn() -> Value>;
 
 pub(crate) struct Shared {
     pub(crate) executor: Executor,
+    /// The session's role (grants are stored per role).
+    pub(crate) role: String,
     pub(crate) audit: MemoryAudit,
     pub(crate) locale: Locale,
     pub(crate) dock: DockState,
@@ -165,6 +167,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         }
         id
     };
+    let role = options.session.role.clone();
     let mut config = Config::new(session_id, options.session, secret);
     if let Some(timeout) = options.approval_timeout {
         config.approval_timeout = timeout;
@@ -184,6 +187,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
     };
     let cs = Countersign(Rc::new(Shared {
         executor,
+        role,
         audit,
         locale,
         dock,
@@ -236,12 +240,34 @@ impl Countersign {
     /// Sends one model call through the gate and resolves when it settles (after the
     /// person decides, the run finishes, the handoff ends, or a timeout).
     pub fn call(&self, call: Call) -> impl Future<Output = Settled> + 'static {
-        let step = self.0.executor.submit(call, now());
-        let id = step_call(&step);
-        self.handle(step);
-        let rx = self.wait(id);
+        let action = call.action.clone();
+        let submitted = self.0.executor.submit(call, now());
+        let (id, rx) = match submitted {
+            Ok(step) => {
+                let id = step_call(&step);
+                self.handle(step);
+                (Some(id), Some(self.wait(id)))
+            }
+            // Called from inside an action's hook: the executor refused to re-enter.
+            Err(_) => (None, None),
+        };
         self.pump();
-        async move { rx.await.unwrap_or_else(|_| lost(id)) }
+        async move {
+            match (id, rx) {
+                (Some(id), Some(rx)) => rx.await.unwrap_or_else(|_| lost(id)),
+                _ => Settled {
+                    call: CallId::default(),
+                    tool_call_id: String::new(),
+                    outcome: Outcome::Refused(countersign::Refusal::of(
+                        countersign::Reason::HookReentered {
+                            hook: countersign::Hook::Run,
+                        },
+                        &action,
+                    )),
+                    action,
+                },
+            }
+        }
     }
 
     /// The person pressed Allow (once or for the session) on `card`.
@@ -314,7 +340,7 @@ impl Countersign {
             }
             Err(e) => unavailable(format!("the file could not be fetched ({e})")),
         };
-        self.0.executor.fail_policy(error.clone());
+        let _ = self.0.executor.fail_policy(error.clone());
         self.0.dock.policy_error.set(Some(error.to_string()));
         self.pump();
         Err(error)
@@ -322,7 +348,7 @@ impl Countersign {
 
     /// Revokes a session grant.
     pub fn revoke(&self, grant: GrantId) {
-        self.0.executor.revoke(grant);
+        let _ = self.0.executor.revoke(grant);
         self.pump();
     }
 
@@ -574,11 +600,9 @@ fn lost(call: CallId) -> Settled {
         call,
         tool_call_id: String::new(),
         action: String::new(),
-        outcome: Outcome::Refused(countersign::Refusal {
-            code: Code::Unavailable,
-            stage: countersign::Stage::Availability,
-            message: "the page closed before the call settled; nothing is known to have happened"
-                .into(),
-        }),
+        outcome: Outcome::Refused(countersign::Refusal::of(
+            countersign::Reason::PageClosed,
+            "",
+        )),
     }
 }

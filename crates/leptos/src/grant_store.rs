@@ -1,22 +1,27 @@
 //! Remembered rules across page loads: session grants saved in `localStorage` with an
 //! expiry, restored when their action registers again, removed when revoked or expired.
+//!
+//! Only a grant's [`GrantBasis`] is stored (the action, its declaration digest, the role
+//! and the approved call's arguments), under a key per role. On restore the executor
+//! derives the rule again with the action's own `remember` hook; a matcher or a
+//! description in storage is never taken on trust, and one role's grants never reach
+//! another role on a shared browser.
 
 use std::rc::Rc;
 use std::time::Duration;
 
-use countersign::GrantRule;
+use countersign::GrantBasis;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now;
 use crate::context::{Countersign, Shared};
 
-/// One saved grant.
+/// One saved grant: what it derives from, and when it expires.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StoredGrant {
-    /// The action it covers.
-    pub action: String,
-    /// What it covers.
-    pub rule: GrantRule,
+    /// What the executor derives the grant from.
+    pub basis: GrantBasis,
     /// When it expires, in milliseconds since the Unix epoch (`Date.now()`).
     pub expires_at_ms: f64,
 }
@@ -48,11 +53,12 @@ pub fn read_stored(key: &str, wall_now_ms: f64) -> Vec<StoredGrant> {
 
 impl Countersign {
     /// Keeps "always allow" grants for `ttl` across page loads, in `localStorage` under
-    /// `key`. A saved grant is restored only when its action registers again and only
-    /// where a person could grant it now (`Ask`, not asked twice); expired ones are dropped.
-    /// Storage is trusted like the page's own script: use it only on origins you control.
+    /// `key` and the session's role. A saved grant is restored only when the same
+    /// declaration registers again, for the same role, and only where a person could
+    /// grant it now (`Ask`, not asked twice); its rule is derived again from the saved
+    /// arguments. Expired and unreadable entries are dropped.
     pub fn persist_grants(&self, key: impl Into<String>, ttl: Duration) {
-        let key = key.into();
+        let key = format!("{}:{}", key.into(), self.0.role);
         let waiting = read_stored(&key, js_sys::Date::now());
         *self.0.grant_store.borrow_mut() = Some(GrantStore {
             key,
@@ -77,7 +83,7 @@ pub(crate) fn sync(shared: &Rc<Shared>) {
         store
             .waiting
             .drain(..)
-            .partition(|g| registered.contains(&g.action))
+            .partition(|g| registered.contains(&g.basis.action))
     };
     store.waiting = later
         .into_iter()
@@ -86,29 +92,43 @@ pub(crate) fn sync(shared: &Rc<Shared>) {
     let mut restored_expiry = Vec::new();
     for grant in ready {
         // Refused where a fresh grant could not be made: such an entry is dropped.
-        if shared
-            .executor
-            .restore_grant(&grant.action, grant.rule.clone(), now())
-            .is_ok()
-        {
+        if shared.executor.restore_grant(&grant.basis, now()).is_ok() {
             restored_expiry.push(grant);
         }
     }
-    let current: Vec<StoredGrant> = shared
-        .executor
-        .grants()
+    let live = shared.executor.grants();
+    // A saved grant whose action went away (unmounted, or the page is closing) was
+    // revoked with its registration in this page, but stays saved for the next
+    // registration of the same declaration; only a grant revoked while its action is
+    // registered is forgotten.
+    let gone: Vec<StoredGrant> = store
+        .saved
+        .iter()
+        .filter(|s| !live.iter().any(|g| g.basis == s.basis))
+        .cloned()
+        .collect();
+    if !gone.is_empty() {
+        let registered = shared.executor.action_ids();
+        for saved in gone {
+            let absent = !registered.contains(&saved.basis.action);
+            let known = store.waiting.iter().any(|w| w.basis == saved.basis);
+            if absent && !known {
+                store.waiting.push(saved);
+            }
+        }
+    }
+    let current: Vec<StoredGrant> = live
         .into_iter()
         .map(|g| {
             let known = store
                 .saved
                 .iter()
                 .chain(restored_expiry.iter())
-                .find(|s| s.action == g.action && s.rule == g.rule)
+                .find(|s| s.basis == g.basis)
                 .map(|s| s.expires_at_ms);
             StoredGrant {
                 expires_at_ms: known.unwrap_or(wall + store.ttl.as_millis() as f64),
-                action: g.action,
-                rule: g.rule,
+                basis: g.basis,
             }
         })
         .filter(|g| g.expires_at_ms > wall)

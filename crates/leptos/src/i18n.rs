@@ -89,6 +89,20 @@ pub struct Strings {
     pub preview: &'static str,
     /// The heading of a double confirmation's second card.
     pub second_confirmation: &'static str,
+    /// Before the list of what changed on a card drawn again.
+    pub changed_since: &'static str,
+    /// A changed consequence.
+    pub changed_consequence: &'static str,
+    /// A changed preview.
+    pub changed_preview: &'static str,
+    /// A changed approval level.
+    pub changed_level: &'static str,
+    /// A changed second question.
+    pub changed_question: &'static str,
+    /// A changed "always allow" rule.
+    pub changed_grant_rule: &'static str,
+    /// The note under text with invisible, bidi-control or look-alike characters.
+    pub hidden_characters: &'static str,
     /// The banner while away.
     pub mode_away: &'static str,
     /// The banner while unattended.
@@ -164,6 +178,18 @@ impl Strings {
             .replace("{m}", &m.to_string())
     }
 
+    /// What changed on a card, in words.
+    pub const fn card_change(&self, change: countersign::CardChange) -> &'static str {
+        use countersign::CardChange as C;
+        match change {
+            C::Consequence => self.changed_consequence,
+            C::Preview => self.changed_preview,
+            C::Level => self.changed_level,
+            C::Question => self.changed_question,
+            C::GrantRule => self.changed_grant_rule,
+        }
+    }
+
     /// A sentence for how a call ended, as the dock's log shows it.
     pub const fn outcome(&self, code: Option<Code>) -> &'static str {
         match code {
@@ -205,10 +231,17 @@ static EN: Strings = Strings {
     grant_covers: "“Always allow” covers",
     preview: "Preview",
     second_confirmation: "Second confirmation",
+    changed_since: "This changed since you looked:",
+    changed_consequence: "what will happen",
+    changed_preview: "the preview",
+    changed_level: "how often it is asked",
+    changed_question: "the second question",
+    changed_grant_rule: "what “always allow” covers",
+    hidden_characters: "Contains invisible, direction-changing or look-alike characters, shown marked as \\u{…}.",
     mode_away: "Away: nothing that needs your approval will run.",
     mode_unattended: "Unattended: “ask” actions are approved automatically and recorded; dangerous ones are refused.",
     mode_bypass: "BYPASS: approvals are skipped (development only). Every call is recorded.",
-    policy_broken: "The policy file is invalid, so nothing will run:",
+    policy_broken: "The policy file is invalid, so nothing but undo actions will run:",
     show_in_page: "Show in page",
     grants: "Allowed for this session",
     revoke: "Revoke",
@@ -254,10 +287,17 @@ static ZH: Strings = Strings {
     grant_covers: "“始终允许”的范围",
     preview: "预览",
     second_confirmation: "二次确认",
+    changed_since: "你查看之后，以下内容有变化：",
+    changed_consequence: "将会发生的事",
+    changed_preview: "预览",
+    changed_level: "询问的频率",
+    changed_question: "第二个问题",
+    changed_grant_rule: "“始终允许”的范围",
+    hidden_characters: "含有不可见、改变文字方向或形近的字符，已标记为 \\u{…}。",
     mode_away: "离开模式：需要你批准的操作都不会执行。",
     mode_unattended: "无人值守：“询问”类操作自动批准并记录；危险操作一律拒绝。",
     mode_bypass: "绕过模式：跳过所有审批（仅限开发），每次调用都会记录。",
-    policy_broken: "策略文件无效，因此任何操作都不会执行：",
+    policy_broken: "策略文件无效，因此除撤销类操作外都不会执行：",
     show_in_page: "在页面中显示",
     grants: "本次会话已允许",
     revoke: "撤销",

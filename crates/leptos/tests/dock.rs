@@ -58,6 +58,7 @@ fn logging(id: &str, kind: Kind, confirm: Confirm, runs: &Runs) -> Action<Named>
 
 #[derive(Clone, Copy)]
 struct PageSignals {
+    rows: RwSignal<u32>,
     code: RwSignal<String>,
     published: RwSignal<bool>,
     temp_mounted: RwSignal<bool>,
@@ -110,6 +111,11 @@ fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoVie
         logging("delete", Kind::Danger, Confirm::Unset, &runs)
             .confirm_twice(|p| format!("Really delete `{}`?", p.name)),
     );
+    let rows = signals.rows;
+    use_action(
+        logging("purge", Kind::Danger, Confirm::Unset, &runs)
+            .consequence(move |_| format!("delete {} rows", rows.get_untracked())),
+    );
     let enabled = signals.enabled;
     use_action(
         logging("toggled", Kind::Write, Confirm::Unset, &runs)
@@ -155,6 +161,7 @@ fn mount(setup: Setup) -> Page {
     let runs: Runs = Arc::default();
     let slot: Rc<RefCell<Option<Countersign>>> = Rc::default();
     let signals = PageSignals {
+        rows: RwSignal::new(1),
         code: RwSignal::new(String::new()),
         published: RwSignal::new(false),
         temp_mounted: RwSignal::new(true),
@@ -752,8 +759,10 @@ async fn a_broken_policy_file_is_shown_and_nothing_runs() {
 #[wasm_bindgen_test]
 async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired() {
     let key = "cs-test-grants";
+    // Grants are stored per role: this page's session is `admin`.
+    let stored_key = "cs-test-grants:admin";
     let storage = web_sys::window().unwrap().local_storage().unwrap().unwrap();
-    storage.remove_item(key).unwrap();
+    storage.remove_item(stored_key).unwrap();
     let hour = Duration::from_secs(3600);
     {
         let page = mount(Setup::default());
@@ -763,9 +772,11 @@ async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired()
         page.click(".cs-allow-session");
         assert_eq!(code(&first.await), "OK");
         tick().await;
-        let stored = countersign_leptos::read_stored(key, js_sys::Date::now());
+        let stored = countersign_leptos::read_stored(stored_key, js_sys::Date::now());
         assert_eq!(stored.len(), 1);
-        assert_eq!(stored[0].action, "save");
+        assert_eq!(stored[0].basis.action, "save");
+        assert_eq!(stored[0].basis.role, "admin");
+        assert_eq!(stored[0].basis.arguments, serde_json::json!({"name": "a"}));
     }
     {
         // A new page load: the grant comes back when its action registers.
@@ -782,17 +793,25 @@ async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired()
         page.click(".cs-revoke");
         tick().await;
         assert!(
-            countersign_leptos::read_stored(key, js_sys::Date::now()).is_empty(),
+            countersign_leptos::read_stored(stored_key, js_sys::Date::now()).is_empty(),
             "revoking forgets it"
         );
     }
-    // Expired entries, and entries for actions that can never be granted, are not restored.
+    // Expired entries, entries for actions that can never be granted, entries for
+    // another declaration, and anything carrying its own matcher are not restored.
     let now = js_sys::Date::now();
+    let registration = {
+        let page = mount(Setup::default());
+        page.cs.executor().registration("save").unwrap()
+    };
+    let basis = |action: &str, registration: &str| serde_json::json!({ "action": action, "registration": registration, "role": "admin", "arguments": { "name": "a" } });
     let planted = serde_json::json!([
-        { "action": "save", "rule": { "description": "all", "matcher": { "match": "any" } }, "expires_at_ms": now - 1.0 },
-        { "action": "archive", "rule": { "description": "all", "matcher": { "match": "any" } }, "expires_at_ms": now + 1e7 }
+        { "basis": basis("save", &registration), "expires_at_ms": now - 1.0 },
+        { "basis": basis("archive", &registration), "expires_at_ms": now + 1e7 },
+        { "basis": basis("save", &"0".repeat(64)), "expires_at_ms": now + 1e7 },
+        { "action": "save", "rule": { "description": "under drafts/", "matcher": { "match": "any" } }, "expires_at_ms": now + 1e7 }
     ]);
-    storage.set_item(key, &planted.to_string()).unwrap();
+    storage.set_item(stored_key, &planted.to_string()).unwrap();
     let page = mount(Setup::default());
     page.cs.persist_grants(key, hour);
     tick().await;
@@ -805,12 +824,25 @@ async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired()
     );
     page.click(".cs-deny");
     pending.await;
-    storage.remove_item(key).unwrap();
+    storage.remove_item(stored_key).unwrap();
+    // One role's grants never reach another role on the same browser.
+    storage
+        .set_item(
+            "cs-test-grants:viewer",
+            &serde_json::json!([{ "basis": { "action": "save", "registration": registration, "role": "viewer", "arguments": { "name": "a" } }, "expires_at_ms": now + 1e7 }]).to_string(),
+        )
+        .unwrap();
+    let page = mount(Setup::default());
+    page.cs.persist_grants(key, hour);
+    tick().await;
+    assert!(page.cs.executor().grants().is_empty());
+    storage.remove_item("cs-test-grants:viewer").unwrap();
 }
 
 #[wasm_bindgen_test]
 async fn garbage_in_storage_restores_nothing_and_breaks_nothing() {
     let key = "cs-test-garbage";
+    let stored_key = "cs-test-garbage:admin";
     let storage = web_sys::window().unwrap().local_storage().unwrap().unwrap();
     for planted in [
         "not json",
@@ -819,7 +851,7 @@ async fn garbage_in_storage_restores_nothing_and_breaks_nothing() {
         &"[".repeat(10_000),
         "null",
     ] {
-        storage.set_item(key, planted).unwrap();
+        storage.set_item(stored_key, planted).unwrap();
         let page = mount(Setup::default());
         page.cs.persist_grants(key, Duration::from_secs(60));
         tick().await;
@@ -830,5 +862,84 @@ async fn garbage_in_storage_restores_nothing_and_breaks_nothing() {
         page.click(".cs-deny");
         pending.await;
     }
-    storage.remove_item(key).unwrap();
+    storage.remove_item(stored_key).unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_card_that_went_stale_is_shown_again_with_what_changed() {
+    let page = mount(Setup::default());
+    let pending = page.call("purge", r#"{"name":"t"}"#);
+    tick().await;
+    assert!(page.text(".cs-card__consequence").contains("delete 1 rows"));
+    assert!(page.q(".cs-card__changed").is_none());
+    // The page changes under the card before the person clicks.
+    page.signals.rows.set(101);
+    page.click(".cs-allow-once");
+    tick().await;
+    assert!(page.runs().is_empty(), "the stale card ran");
+    assert!(page
+        .text(".cs-card__consequence")
+        .contains("delete 101 rows"));
+    assert!(
+        page.text(".cs-card__changed")
+            .contains("This changed since you looked: what will happen"),
+        "{}",
+        page.text(".cs-card__changed")
+    );
+    page.click(".cs-allow-once");
+    assert_eq!(code(&pending.await), "OK");
+    assert_eq!(page.runs(), ["purge:t"]);
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn hidden_characters_on_a_card_are_shown_and_isolated() {
+    let page = mount(Setup::default());
+    for (name, escape) in [
+        ("Atlas\u{200b}", "\\u{200b}"),
+        ("Ops\u{202e}ATAD-evil", "\\u{202e}"),
+        ("\u{430}pollo", "\\u{430}"),
+        ("Atlas\u{a0}", "\\u{a0}"),
+    ] {
+        let args = serde_json::json!({ "name": name }).to_string();
+        let pending = page.call("save", &args);
+        tick().await;
+        let marks: Vec<String> = page
+            .all(".cs-card .cs-escape")
+            .iter()
+            .map(|m| m.text_content().unwrap_or_default())
+            .collect();
+        assert!(marks.iter().any(|m| m == escape), "{name:?}: {marks:?}");
+        // Consequence and arguments both show it, inside an isolate.
+        assert!(page.text(".cs-card__consequence bdi").contains(escape));
+        assert!(page.text(".cs-card__args bdi").contains(escape));
+        assert!(page.q(".cs-card__consequence .cs-hidden-note").is_some());
+        assert!(
+            !page.text(".cs-card").contains('\u{202e}')
+                && !page.text(".cs-card").contains('\u{200b}'),
+            "a raw hidden character reached the card"
+        );
+        page.click(".cs-deny");
+        pending.await;
+        tick().await;
+    }
+    // Plain text is left alone and carries no note.
+    let pending = page.call("save", r#"{"name":"Apollo"}"#);
+    tick().await;
+    assert!(page.q(".cs-card .cs-escape").is_none());
+    assert!(page.q(".cs-card .cs-hidden-note").is_none());
+    page.click(".cs-deny");
+    pending.await;
+    // An invented tool name that looks like a real one is escaped in the log.
+    page.call("s\u{430}ve", "{}").await;
+    tick().await;
+    let last = page.all(".cs-msg--outcome").pop().unwrap();
+    assert!(
+        last.text_content()
+            .unwrap_or_default()
+            .contains("s\\u{430}ve"),
+        "{:?}",
+        last.text_content()
+    );
+    assert!(page.runs().is_empty());
 }

@@ -54,7 +54,9 @@ impl Workspace {
     }
 }
 
-/// A workspace name: 1 to 64 characters after trimming, no control characters.
+/// A workspace name: 1 to 64 characters after trimming, no control characters and no
+/// format characters (zero-width spaces, bidi overrides: Unicode Cf), which would make
+/// two names look the same or reorder the text around them.
 pub(crate) fn validate_name(name: &str) -> Result<(), String> {
     let name = name.trim();
     let chars = name.chars().count();
@@ -66,6 +68,12 @@ pub(crate) fn validate_name(name: &str) -> Result<(), String> {
     }
     if name.chars().any(char::is_control) {
         return Err("the name must not contain control characters".into());
+    }
+    if let Some(c) = name.chars().find(|c| countersign::is_format_char(*c)) {
+        return Err(format!(
+            "the name must not contain invisible format characters (it has U+{:04X})",
+            u32::from(c)
+        ));
     }
     Ok(())
 }
@@ -82,5 +90,14 @@ mod tests {
         assert!(validate_name(&"x".repeat(65)).is_err());
         assert!(validate_name("a\u{0}b").is_err());
         assert!(validate_name(&"名".repeat(64)).is_ok());
+        for hidden in [
+            "Atlas\u{200b}",
+            "Ops\u{202e}ATAD-evil",
+            "a\u{2066}b",
+            "\u{feff}x",
+        ] {
+            let e = validate_name(hidden).unwrap_err();
+            assert!(e.contains("format characters"), "{e}");
+        }
     }
 }

@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use crate::action::{ActionMeta, ErasedAction, PreparedCall, Verdict};
 use crate::audit::{AuditEvent, Decider};
-use crate::call::CallId;
 use crate::handoff::HandoffMachine;
 use crate::mode::Mode;
 use crate::policy::ApprovalPolicy;
@@ -232,10 +231,5 @@ impl ExecutorState {
                     && g.rule.matcher.matches(arguments)
             })
             .map(|g| g.id)
-    }
-
-    /// The id of a call a card or grant came from (for grants restored from storage).
-    pub(crate) fn no_call() -> CallId {
-        CallId(0)
     }
 }

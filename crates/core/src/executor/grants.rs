@@ -98,6 +98,6 @@ impl ExecutorState {
             prepared,
             arguments: basis.arguments.clone(),
         };
-        Ok(self.add_grant(&decided, rule, now, ExecutorState::no_call()))
+        Ok(self.add_grant(&decided, rule, now, CallId::default()))
     }
 }

@@ -140,7 +140,7 @@ impl ExecutorState {
         let settled = Settled {
             call: trace.call,
             tool_call_id: trace.tool_call_id.clone(),
-            action: escaped(&trace.action_id, crate::MAX_ACTION_ID_LEN),
+            action: shown_id(&trace.action_id),
             outcome,
         };
         self.settled.push_back(settled.clone());
@@ -292,6 +292,20 @@ impl ExecutorState {
             self.settle_stop(call, Stop::new(Reason::Unregistered, Decider::Host), now);
         }
     }
+}
+
+/// The id as a host shows it: at most 64 characters, with control, format and bidi
+/// characters escaped (a look-alike letter stays, for the dock to mark).
+fn shown_id(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars().take(crate::MAX_ACTION_ID_LEN) {
+        if c.is_control() || crate::is_format_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// At most `max` characters of text from outside, escaped (control characters, quotes

@@ -190,7 +190,7 @@ pub fn records(n: usize, prefix: &str, offset: usize) -> Vec<AuditRecord> {
         audit.clone(),
     );
     for i in 0..n {
-        exec.submit(
+        let _ = exec.submit(
             Call::new("t", "nope", "{}"),
             Timestamp::from_millis(i as u64),
         );

@@ -7,6 +7,7 @@ use leptos::ev::KeyboardEvent;
 use leptos::html;
 use leptos::prelude::*;
 
+use super::revealed::{revealed, Shape};
 use crate::context::Countersign;
 use crate::i18n::Strings;
 
@@ -78,6 +79,24 @@ fn card_view(
     let arguments = serde_json::to_string_pretty(&card.arguments).unwrap_or_default();
     let offers_grant = card.offers_session_grant;
     let grant_rule = card.grant_rule.as_ref().map(|r| r.description.clone());
+    // A card drawn again because the page changed under the person says what changed.
+    let changed = (!card.changed.is_empty()).then(|| {
+        let what: Vec<&str> = card
+            .changed
+            .iter()
+            .map(|c| strings.card_change(*c))
+            .collect();
+        view! {
+            <p class="cs-card__changed" role="alert">
+                <strong>{strings.changed_since}</strong>" "{what.join(", ")}
+            </p>
+        }
+    });
+    let consequence = card
+        .consequence
+        .clone()
+        .map(|text| revealed(strings, &text, Shape::Text))
+        .unwrap_or_else(|| revealed(strings, &card.action, Shape::Name));
     let second = (card.round > 1).then(|| card.question.clone().unwrap_or_default());
     let preview = card.preview.clone().map(|p| preview_view(strings, p));
     let every_time = card.policy == ApprovalPolicy::AskAlways;
@@ -120,9 +139,10 @@ fn card_view(
                     <h3 id="cs-card-title" class="cs-card__title">{card.title.clone()}</h3>
                     <span class=kind_badge>{strings.kind(card.kind)}</span>
                 </div>
+                {changed}
                 <p id="cs-card-consequence" class="cs-card__consequence">
                     <span class="cs-label">{strings.consequence}</span>
-                    {card.consequence.clone().unwrap_or_else(|| card.action.clone())}
+                    {consequence}
                 </p>
                 {second.map(|question| view! {
                     <p class="cs-card__second" role="alert">
@@ -133,7 +153,7 @@ fn card_view(
                 {preview}
                 <div>
                     <span class="cs-label">{strings.arguments}</span>
-                    <pre class="cs-card__args">{arguments}</pre>
+                    <pre class="cs-card__args">{revealed(strings, &arguments, Shape::Text)}</pre>
                 </div>
                 <label class="cs-card__reason">
                     {strings.deny_reason}
@@ -145,7 +165,7 @@ fn card_view(
                     />
                 </label>
                 {grant_rule.map(|rule| view! {
-                    <p class="cs-card__rule"><span class="cs-label">{strings.grant_covers}</span>{rule}</p>
+                    <p class="cs-card__rule"><span class="cs-label">{strings.grant_covers}</span>{revealed(strings, &rule, Shape::Text)}</p>
                 })}
                 <div class="cs-buttons">
                     <button class="cs-btn cs-btn--primary cs-allow-once" on:click=move |_| approve(Gesture::AllowOnce)>
@@ -182,7 +202,8 @@ fn preview_view(strings: &'static Strings, preview: countersign::Preview) -> imp
             } else {
                 "cs-diff__same"
             };
-            let text = format!("{line}\n");
+            let shown = countersign::reveal(line).text;
+            let text = format!("{shown}\n");
             view! { <span class=class>{text}</span> }
         })
         .collect_view();

@@ -2,6 +2,7 @@
 
 use leptos::prelude::*;
 
+use super::revealed::{revealed, Shape};
 use crate::assistant::Assistant;
 use crate::context::{Countersign, LogEntry};
 use crate::i18n::Strings;
@@ -82,9 +83,17 @@ fn entry_view(strings: &'static Strings, entry: LogEntry) -> AnyView {
                 "cs-msg cs-msg--outcome cs-refused"
             };
             let code_text = code.map_or("OK", |c| c.as_str());
+            // An unregistered name is the model's: shown escaped, so a look-alike of a
+            // real action (Cyrillic `а`) or a blank name cannot pass for one.
+            let shape = if title == action {
+                Shape::Name
+            } else {
+                Shape::Text
+            };
+            let name = revealed(strings, &title, shape);
             view! {
                 <li class=class data-action=action data-code=code_text>
-                    <strong>{title}</strong>" — "{strings.outcome(code)}
+                    <strong>{name}</strong>" — "{strings.outcome(code)}
                 </li>
             }
             .into_any()

@@ -7,6 +7,7 @@ mod approval_queue;
 mod chat;
 mod grant_list;
 mod handoff_panel;
+mod revealed;
 
 use leptos::prelude::*;
 
