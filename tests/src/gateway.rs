@@ -4,11 +4,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use countersign_gateway::{app, AppState, AuditStore, GatewayConfig, Secret, Upstream};
+use countersign_gateway::{app, AppState, AuditStore, ChainKey, GatewayConfig, Secret, Upstream};
 use tokio::sync::oneshot;
 
 /// The provider key the test gateway holds; the page must never see it.
 pub const E2E_KEY: &str = "sk-e2e-never-in-the-page-41d9";
+
+/// The key that chains the test gateway's audit trail.
+pub fn audit_key() -> ChainKey {
+    ChainKey::new([0x5e; 32])
+}
 
 /// A running gateway.
 #[derive(Debug)]
@@ -36,7 +41,7 @@ impl Gateway {
         });
         config.dist = Some(dist);
         config.upstream_timeout = Duration::from_secs(10);
-        let audit = AuditStore::open(audit_file).map_err(|e| e.to_string())?;
+        let audit = AuditStore::open(audit_file, audit_key()).map_err(|e| e.to_string())?;
         let mut gateway = Self {
             addr,
             audit,

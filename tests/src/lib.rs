@@ -8,7 +8,7 @@ mod model;
 mod serve;
 
 pub use browser::{ensure, Browser, Ui, WAIT};
-pub use gateway::{Gateway, E2E_KEY};
+pub use gateway::{audit_key, Gateway, E2E_KEY};
 pub use model::scripted_model;
 pub use serve::{build_tutorial, serve_dir, workspace_root};
 

@@ -184,6 +184,7 @@ async fn audit_reaches_the_gateway(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
     }
     let verified = countersign_gateway::verify_bytes(
         &gateway.audit.export().await.map_err(|e| e.to_string())?,
+        Some(&countersign_e2e::audit_key()),
     )
     .map_err(|e| format!("the chain is broken: {e}"))?;
     ensure(verified.0.lines > 0, "no records")?;
@@ -226,8 +227,9 @@ async fn gateway_away_then_back(ui: &Ui<'_>, gateway: &mut Gateway) -> Outcome {
     }
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let bytes = gateway.audit.export().await.map_err(|e| e.to_string())?;
-    let (verified, ids) = countersign_gateway::verify_bytes(&bytes)
-        .map_err(|e| format!("the chain is broken: {e}"))?;
+    let (verified, ids) =
+        countersign_gateway::verify_bytes(&bytes, Some(&countersign_e2e::audit_key()))
+            .map_err(|e| format!("the chain is broken: {e}"))?;
     ensure(
         ids.len() as u64 == verified.lines,
         "a record was stored twice",

@@ -137,7 +137,11 @@ fn main() {
     println!("\n## Audit appends with fdatasync before acknowledging\n");
     println!("| batch size | records | seconds | records/s |\n| --- | --- | --- | --- |");
     let dir = tempfile::tempdir().unwrap();
-    let store = AuditStore::open(dir.path().join("bench.jsonl")).unwrap();
+    let store = AuditStore::open(
+        dir.path().join("bench.jsonl"),
+        countersign_gateway::ChainKey::new([1; 32]),
+    )
+    .unwrap();
     let mut offset = 0;
     for (batch, batches) in [(1usize, 300usize), (100, 200)] {
         let prepared: Vec<Vec<AuditRecord>> = (0..batches)

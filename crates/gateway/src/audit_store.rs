@@ -1,9 +1,15 @@
-//! The audit store: the page's audit records as JSON Lines, hash-chained, flushed
-//! durably before the request is acknowledged, idempotent by record id.
+//! The audit store: the page's audit records as JSON Lines, chained with a key, anchored
+//! by a keyed head kept apart from the body, flushed durably before the request is
+//! acknowledged, idempotent by record id, and written by one gateway at a time.
 //!
-//! Each line is `{"seq":N,"prev":"<sha256 of the previous line>","record":{..}}`; the
-//! first line's `prev` is 64 zeros. A torn last line (a crash mid-write, never
-//! acknowledged) is cut off when the store opens.
+//! Each line is `{"seq":N,"prev":"<mac of the previous line>","record":{..},"mac":"<hex>"}`:
+//! `mac` is HMAC-SHA256 under the deployment's [`ChainKey`] over the line's bytes up to
+//! `,"mac"` (closed with `}`); the first line's `prev` is 64 zeros. The head file
+//! (`<file>.head`) holds the last acknowledged seq and mac, keyed too, so a cut tail is
+//! detected. Without the key nobody can rewrite and re-chain the file, or cut its tail,
+//! unseen; with the key (the deployment's secret, never written to the trail), `verify`
+//! checks everything. A torn last line (a crash mid-write, never acknowledged) is cut
+//! off when the store opens.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -12,22 +18,139 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use countersign::AuditRecord;
+use hmac::{Hmac, Mac as _};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 /// The `prev` of the first line.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// One line of the store.
+/// The key that chains and anchors the trail (HMAC-SHA256). Never printed, never
+/// written to the trail.
+#[derive(Clone)]
+pub struct ChainKey([u8; 32]);
+
+impl std::fmt::Debug for ChainKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChainKey([redacted])")
+    }
+}
+
+impl ChainKey {
+    /// A key from 32 bytes.
+    pub const fn new(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// A key from 64 hex digits (surrounding whitespace ignored).
+    pub fn from_hex(text: &str) -> Result<Self, StoreError> {
+        let text = text.trim();
+        let bad = || StoreError::Key("an audit key is 64 hex digits".into());
+        if text.len() != 64 {
+            return Err(bad());
+        }
+        let mut out = [0u8; 32];
+        for (slot, pair) in out.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
+            let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
+            *slot = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
+        }
+        Ok(Self(out))
+    }
+
+    /// Reads the key file at `path`.
+    pub fn load(path: &Path) -> Result<Self, StoreError> {
+        let text = std::fs::read_to_string(path).map_err(io(path))?;
+        Self::from_hex(&text)
+            .map_err(|e| StoreError::Key(format!("the key file `{}`: {e}", path.display())))
+    }
+
+    /// Reads the key file at `path`, or creates it with a fresh random key (mode 0600).
+    pub fn load_or_create(path: &Path) -> Result<Self, StoreError> {
+        match std::fs::metadata(path) {
+            Ok(_) => Self::load(path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut bytes = [0u8; 32];
+                getrandom::fill(&mut bytes)
+                    .map_err(|e| StoreError::Key(format!("no randomness for a key: {e}")))?;
+                let mut options = OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::OpenOptionsExt as _;
+                    options.mode(0o600);
+                }
+                let mut file = options.open(path).map_err(io(path))?;
+                file.write_all(format!("{}\n", hex(&bytes)).as_bytes())
+                    .and_then(|()| file.sync_all())
+                    .map_err(io(path))?;
+                Ok(Self(bytes))
+            }
+            Err(e) => Err(io(path)(e)),
+        }
+    }
+
+    fn mac(&self, parts: &[&[u8]]) -> String {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.0) else {
+            // HMAC takes a key of any length; a 32-byte key cannot be refused.
+            return String::new();
+        };
+        for part in parts {
+            mac.update(part);
+        }
+        hex(&mac.finalize().into_bytes())
+    }
+}
+
+/// One line of the store, as read back.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChainedLine {
     /// The line's position, from 1.
     pub seq: u64,
-    /// SHA-256 (hex) of the previous line's bytes.
+    /// The previous line's `mac` (64 zeros for the first).
     pub prev: String,
     /// The audit record.
     pub record: AuditRecord,
+    /// HMAC-SHA256 of this line's bytes before `,"mac"`.
+    pub mac: String,
+}
+
+/// The part of a line its mac covers.
+#[derive(Serialize)]
+struct Unsealed<'a> {
+    seq: u64,
+    prev: &'a str,
+    record: &'a AuditRecord,
+}
+
+/// The head: the last acknowledged line, keyed, kept apart from the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Head {
+    /// The seq of the last acknowledged line.
+    pub seq: u64,
+    /// Its mac.
+    pub last: String,
+    /// HMAC-SHA256 of `head`, the seq and `last`.
+    pub mac: String,
+}
+
+impl Head {
+    fn sealed(key: &ChainKey, seq: u64, last: &str) -> Self {
+        Self {
+            seq,
+            last: last.to_owned(),
+            mac: key.mac(&[b"head", &seq.to_le_bytes(), last.as_bytes()]),
+        }
+    }
+
+    fn holds(&self, key: &ChainKey) -> bool {
+        constant_time_eq(
+            self.mac.as_bytes(),
+            key.mac(&[b"head", &self.seq.to_le_bytes(), self.last.as_bytes()])
+                .as_bytes(),
+        )
+    }
 }
 
 /// Why the store failed.
@@ -49,6 +172,20 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The head does not match the body: records were cut, or the head was forged.
+    #[error("audit file does not match its head: {0}")]
+    Unanchored(String),
+    /// Another process writes the file.
+    #[error("audit file `{path}` is in use by another gateway ({holder}); one writer per file")]
+    Locked {
+        /// The file.
+        path: PathBuf,
+        /// Who holds the lock, as far as the lock file says.
+        holder: String,
+    },
+    /// The key is missing or malformed.
+    #[error("audit key: {0}")]
+    Key(String),
     /// A writer panicked while holding the store.
     #[error("the audit store is unusable after an earlier failure")]
     Poisoned,
@@ -70,23 +207,31 @@ pub struct Appended {
 pub struct Verified {
     /// Complete, chained lines.
     pub lines: u64,
-    /// The hash of the last complete line.
+    /// The mac of the last complete line.
     pub head: String,
     /// Bytes of an incomplete final line (an unacknowledged write), if any.
     pub torn_tail_bytes: usize,
+    /// Whether every mac was checked with the key (`false`: structure only).
+    pub keyed: bool,
+    /// Lines after the head's seq: written but never acknowledged (checked with the key).
+    pub unanchored_lines: u64,
 }
 
 struct Inner {
     path: PathBuf,
+    head_path: PathBuf,
     file: File,
+    key: ChainKey,
     /// The file's length after the last acknowledged write.
     len: u64,
     seq: u64,
     head: String,
     ids: HashSet<String>,
+    /// Held for the store's life: one writer per file.
+    _lock: File,
 }
 
-/// A hash-chained, append-only audit file. Cheap to clone.
+/// A keyed, anchored, append-only audit file. Cheap to clone.
 #[derive(Clone)]
 pub struct AuditStore(Arc<Mutex<Inner>>);
 
@@ -107,28 +252,73 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SHA-256 (hex) of one line's bytes.
-pub fn line_hash(line: &[u8]) -> String {
-    hex(&Sha256::digest(line))
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Checks a whole file's chain. A final line without its newline is reported as a torn
-/// tail, not a break: it was never acknowledged.
-pub fn verify_bytes(bytes: &[u8]) -> Result<(Verified, HashSet<String>), StoreError> {
+/// The head file of an audit file: `<file>.head`.
+pub fn head_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".head");
+    PathBuf::from(name)
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+const MAC_FIELD: &[u8] = b",\"mac\":\"";
+
+/// Seals a line: its bytes up to `,"mac"` are what the mac covers.
+fn seal(
+    key: &ChainKey,
+    seq: u64,
+    prev: &str,
+    record: &AuditRecord,
+) -> Result<(Vec<u8>, String), StoreError> {
+    let body =
+        serde_json::to_vec(&Unsealed { seq, prev, record }).map_err(|e| StoreError::Broken {
+            line: seq,
+            reason: e.to_string(),
+        })?;
+    let mac = key.mac(&[&body]);
+    let mut line = body;
+    line.pop(); // the closing `}`
+    line.extend_from_slice(MAC_FIELD);
+    line.extend_from_slice(mac.as_bytes());
+    line.extend_from_slice(b"\"}");
+    Ok((line, mac))
+}
+
+/// The bytes a line's mac covers: the line up to its last `,"mac":"`, closed with `}`.
+fn sealed_part(line: &[u8]) -> Option<Vec<u8>> {
+    let at = line
+        .windows(MAC_FIELD.len())
+        .rposition(|w| w == MAC_FIELD)?;
+    let mut body = line.get(..at)?.to_vec();
+    body.push(b'}');
+    Some(body)
+}
+
+/// Checks a whole body. Without a key: structure only (each line parses, seq runs on,
+/// `prev` links to the previous line's mac, ids are unique). With the key: every mac
+/// too. A final line without its newline is reported as a torn tail: it was never
+/// acknowledged.
+pub fn verify_bytes(
+    bytes: &[u8],
+    key: Option<&ChainKey>,
+) -> Result<(Verified, HashSet<String>), StoreError> {
     let mut prev = GENESIS.to_owned();
     let mut ids = HashSet::new();
     let mut lines = 0u64;
     let mut rest = bytes;
+    let mut torn = 0;
     while !rest.is_empty() {
         let Some(end) = rest.iter().position(|b| *b == b'\n') else {
-            return Ok((
-                Verified {
-                    lines,
-                    head: prev,
-                    torn_tail_bytes: rest.len(),
-                },
-                ids,
-            ));
+            torn = rest.len();
+            break;
         };
         let (line, after) = rest.split_at(end);
         rest = after.get(1..).unwrap_or_default();
@@ -144,9 +334,17 @@ pub fn verify_bytes(bytes: &[u8]) -> Result<(Verified, HashSet<String>), StoreEr
         }
         if parsed.prev != prev {
             return Err(broken(format!(
-                "prev is {}, but the previous line hashes to {prev}",
+                "prev is {}, but the previous line's mac is {prev}",
                 parsed.prev
             )));
+        }
+        if let Some(key) = key {
+            let sealed = sealed_part(line).ok_or_else(|| broken("the line has no mac".into()))?;
+            if !constant_time_eq(key.mac(&[&sealed]).as_bytes(), parsed.mac.as_bytes()) {
+                return Err(broken(
+                    "its mac does not match: the line was changed, or the key is wrong".into(),
+                ));
+            }
         }
         if !ids.insert(parsed.record.id.clone()) {
             return Err(broken(format!(
@@ -154,33 +352,156 @@ pub fn verify_bytes(bytes: &[u8]) -> Result<(Verified, HashSet<String>), StoreEr
                 parsed.record.id
             )));
         }
-        prev = line_hash(line);
+        prev = parsed.mac;
         lines = number;
     }
     Ok((
         Verified {
             lines,
             head: prev,
-            torn_tail_bytes: 0,
+            torn_tail_bytes: torn,
+            keyed: key.is_some(),
+            unanchored_lines: 0,
         },
         ids,
     ))
 }
 
-/// Verifies the file at `path`.
-pub fn verify_file(path: &Path) -> Result<Verified, StoreError> {
+fn read_head(path: &Path) -> Result<Option<Head>, StoreError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            StoreError::Unanchored(format!(
+                "the head file `{}` is unreadable ({e})",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(path)(e)),
+    }
+}
+
+/// Checks the body against its head with the key: the head must be genuine, and the
+/// body must reach it (a cut tail leaves the body short of it).
+fn anchor(
+    verified: &mut Verified,
+    bytes: &[u8],
+    head: Option<&Head>,
+    key: &ChainKey,
+) -> Result<(), StoreError> {
+    let Some(head) = head else {
+        if verified.lines == 0 {
+            return Ok(());
+        }
+        return Err(StoreError::Unanchored(
+            "the file has records but no head: its end cannot be checked".into(),
+        ));
+    };
+    if !head.holds(key) {
+        return Err(StoreError::Unanchored(
+            "the head's mac does not match: it was changed, or the key is wrong".into(),
+        ));
+    }
+    if verified.lines < head.seq {
+        return Err(StoreError::Unanchored(format!(
+            "the head says {} records were acknowledged, but the file ends after {}: records were cut",
+            head.seq, verified.lines
+        )));
+    }
+    let mac_at_head = mac_of_line(bytes, head.seq);
+    if head.seq > 0 && mac_at_head.as_deref() != Some(head.last.as_str()) {
+        return Err(StoreError::Unanchored(format!(
+            "line {} is not the line the head acknowledged: the file was rewritten",
+            head.seq
+        )));
+    }
+    verified.unanchored_lines = verified.lines - head.seq;
+    Ok(())
+}
+
+fn mac_of_line(bytes: &[u8], seq: u64) -> Option<String> {
+    let line = bytes
+        .split(|b| *b == b'\n')
+        .nth(usize::try_from(seq).ok()?.checked_sub(1)?)?;
+    serde_json::from_slice::<ChainedLine>(line)
+        .ok()
+        .map(|l| l.mac)
+}
+
+/// Verifies the file at `path`: with the key, every mac and the head (a cut tail, a
+/// rewritten and re-chained file, or a wrong key are all reported); without it, the
+/// structure only.
+pub fn verify_file(path: &Path, key: Option<&ChainKey>) -> Result<Verified, StoreError> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(io(path))?;
-    verify_bytes(&bytes).map(|(v, _)| v)
+    let (mut verified, _) = verify_bytes(&bytes, key)?;
+    if let Some(key) = key {
+        let head = read_head(&head_path(path))?;
+        anchor(&mut verified, &bytes, head.as_ref(), key)?;
+    }
+    Ok(verified)
+}
+
+/// Takes the file's lock, or says who holds it.
+fn lock(path: &Path) -> Result<File, StoreError> {
+    let lock_file = lock_path(path);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_file)
+        .map_err(io(&lock_file))?;
+    match file.try_lock() {
+        Ok(()) => {
+            file.set_len(0).map_err(io(&lock_file))?;
+            file.write_all(format!("pid {}\n", std::process::id()).as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(io(&lock_file))?;
+            Ok(file)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&lock_file)
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+                .map_or_else(
+                    || format!("held through `{}`", lock_file.display()),
+                    |who| format!("{who}, through `{}`", lock_file.display()),
+                );
+            Err(StoreError::Locked {
+                path: path.to_owned(),
+                holder,
+            })
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(io(&lock_file)(e)),
+    }
+}
+
+/// Writes the head atomically: a temporary file, synced, renamed over the old one.
+fn write_head(path: &Path, head: &Head) -> std::io::Result<()> {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".tmp");
+    let temp = PathBuf::from(temp);
+    let mut file = File::create(&temp)?;
+    file.write_all(&serde_json::to_vec(head).unwrap_or_default())?;
+    file.sync_all()?;
+    std::fs::rename(&temp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 impl AuditStore {
-    /// Opens (or creates) the store at `path`, verifying the existing chain and cutting
-    /// off a torn final line. A broken chain is refused: the store never extends it.
-    pub fn open(path: impl Into<PathBuf>) -> Result<Self, StoreError> {
+    /// Opens (or creates) the store at `path` under `key`: takes the file's lock,
+    /// verifies every mac and the head, and cuts off a torn final line. A broken chain, a
+    /// wrong key, a cut tail or a second writer is refused: the store never extends it.
+    pub fn open(path: impl Into<PathBuf>, key: ChainKey) -> Result<Self, StoreError> {
         let path = path.into();
+        let lock = lock(&path)?;
+        let head_path = head_path(&path);
         let mut bytes = Vec::new();
         match File::open(&path) {
             Ok(mut f) => {
@@ -189,7 +510,8 @@ impl AuditStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(&path)(e)),
         }
-        let (verified, ids) = verify_bytes(&bytes)?;
+        let (mut verified, ids) = verify_bytes(&bytes, Some(&key))?;
+        anchor(&mut verified, &bytes, read_head(&head_path)?.as_ref(), &key)?;
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -204,19 +526,36 @@ impl AuditStore {
             file.set_len(keep).map_err(io(&path))?;
             file.sync_all().map_err(io(&path))?;
         }
+        if verified.unanchored_lines > 0 {
+            // Genuine (keyed) lines written before a crash, never acknowledged: the head
+            // catches up with them.
+            tracing::warn!(
+                lines = verified.unanchored_lines,
+                "anchoring audit lines written but never acknowledged"
+            );
+        }
+        write_head(
+            &head_path,
+            &Head::sealed(&key, verified.lines, &verified.head),
+        )
+        .map_err(io(&head_path))?;
         let len = (bytes.len() - verified.torn_tail_bytes) as u64;
         Ok(Self(Arc::new(Mutex::new(Inner {
             path,
+            head_path,
             file,
+            key,
             len,
             seq: verified.lines,
             head: verified.head,
             ids,
+            _lock: lock,
         }))))
     }
 
-    /// Appends records not stored yet, in order, chained, and flushes them to disk
-    /// (`fdatasync`) before returning. Blocking: call it from a blocking thread.
+    /// Appends records not stored yet, in order, chained, flushes them to disk
+    /// (`fdatasync`) and moves the head, before returning. Blocking: call it from a
+    /// blocking thread.
     pub fn append_blocking(&self, records: Vec<AuditRecord>) -> Result<Appended, StoreError> {
         let mut inner = self.0.lock().map_err(|_| StoreError::Poisoned)?;
         let mut out = Vec::new();
@@ -229,24 +568,16 @@ impl AuditStore {
                 continue;
             }
             seq += 1;
-            let line = ChainedLine {
-                seq,
-                prev: head,
-                record,
-            };
-            let text = serde_json::to_vec(&line).map_err(|e| StoreError::Broken {
-                line: seq,
-                reason: e.to_string(),
-            })?;
-            head = line_hash(&text);
-            out.extend_from_slice(&text);
+            let (line, mac) = seal(&inner.key, seq, &head, &record)?;
+            head = mac;
+            out.extend_from_slice(&line);
             out.push(b'\n');
         }
         let appended = fresh.len();
         if appended > 0 {
             let path = inner.path.clone();
-            // INVARIANT: one write then fdatasync; state advances only after both succeed,
-            // so an acknowledged record is on disk and a failed write is never acknowledged.
+            // INVARIANT: one write, fdatasync, then the head; state advances (and the
+            // batch is acknowledged) only after all succeed.
             let written = inner
                 .file
                 .write_all(&out)
@@ -256,6 +587,8 @@ impl AuditStore {
                 let _ = inner.file.set_len(inner.len);
                 return Err(io(&path)(e));
             }
+            let sealed = Head::sealed(&inner.key, seq, &head);
+            write_head(&inner.head_path, &sealed).map_err(io(&inner.head_path))?;
             inner.len += out.len() as u64;
             inner.seq = seq;
             inner.head = head;

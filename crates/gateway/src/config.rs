@@ -44,6 +44,16 @@ pub struct Access {
     pub token: Option<Secret>,
     /// Origins whose browser requests are accepted (exact `scheme://host:port`).
     pub allowed_origins: Vec<String>,
+    /// `Host` values accepted on every route (`host:port`, or `host` for any port):
+    /// anything else is refused with 421, so a DNS-rebinding page served from
+    /// `attacker.example:8787` cannot read the API. Default: the loopback names.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// The `Host` values a gateway on loopback accepts by default: `localhost`,
+/// `127.0.0.1` and `[::1]`, on any port.
+pub fn loopback_hosts() -> Vec<String> {
+    vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()]
 }
 
 /// All the gateway's settings.
@@ -78,6 +88,7 @@ impl GatewayConfig {
             access: Access {
                 token: None,
                 allowed_origins,
+                allowed_hosts: loopback_hosts(),
             },
             max_body_bytes: 1024 * 1024,
             max_audit_batch: 1000,

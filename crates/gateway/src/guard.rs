@@ -1,4 +1,5 @@
-//! Who may call the API: an origin allow-list, then a bearer token or same-origin.
+//! Who may call: a `Host` allow-list on every route, then, on the API, an origin
+//! allow-list and a bearer token or same-origin.
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -19,6 +20,50 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
         Ok(()) => next.run(request).await,
         Err(e) => e.into_response(),
     }
+}
+
+/// The `Host` check in front of every route, static files and `/v1/health` included.
+/// A request without `Host` (HTTP/1.0, tests) carries no rebinding risk: browsers always
+/// send one.
+pub(crate) async fn host_guard(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|v| v.to_str().unwrap_or("\u{fffd}").to_owned())
+        .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
+    match host {
+        Some(host) if !host_allowed(&state.config.access.allowed_hosts, &host) => ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+            format!(
+                "host `{}` is not served here",
+                host.chars().take(100).collect::<String>()
+            ),
+        )
+        .into_response(),
+        _ => next.run(request).await,
+    }
+}
+
+/// Whether `host` (`name` or `name:port`) is on the list: an entry with a port must
+/// match exactly; an entry without one matches the name on any port.
+fn host_allowed(allowed: &[String], host: &str) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = match host.rsplit_once(':') {
+        // `[::1]:8787` → `[::1]`; a bare IPv6 literal has no port after `]`.
+        Some((name, port)) if !port.contains(']') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            name.to_owned()
+        }
+        _ => host.clone(),
+    };
+    allowed.iter().any(|entry| {
+        let entry = entry.trim().to_ascii_lowercase();
+        entry == host || entry == name
+    })
 }
 
 fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -78,7 +123,38 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{constant_time_eq, host_allowed};
+
+    #[test]
+    fn hosts_match_by_name_or_exactly() {
+        let allowed = vec![
+            "localhost".to_owned(),
+            "127.0.0.1".into(),
+            "[::1]".into(),
+            "app.example:443".into(),
+        ];
+        for ok in [
+            "localhost",
+            "localhost:8787",
+            "127.0.0.1:1",
+            "[::1]:8787",
+            "LOCALHOST:80",
+            "app.example:443",
+        ] {
+            assert!(host_allowed(&allowed, ok), "{ok}");
+        }
+        for bad in [
+            "attacker.example:8787",
+            "localhost.attacker.example",
+            "127.0.0.1.nip.io:8787",
+            "app.example:8443",
+            "app.example",
+            "",
+            "localhost:80x",
+        ] {
+            assert!(!host_allowed(&allowed, bad), "{bad}");
+        }
+    }
 
     #[test]
     fn tokens_compare_exactly() {

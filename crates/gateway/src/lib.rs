@@ -17,9 +17,10 @@
 //! | anything else under `/v1` | 404 `unknown_route` |
 //! | other paths | the built page (`--dist`), if configured |
 //!
-//! Layers, outermost first: request tracing → body size cap (answered as 413 JSON by
-//! the handlers) → request timeout → guard (origin allow-list, then token or
-//! same-origin) → rate limit (model route only).
+//! Layers, outermost first: request tracing → `Host` allow-list (every route; 421
+//! otherwise, against DNS rebinding) → body size cap (answered as 413 JSON by the
+//! handlers) → request timeout → guard (origin allow-list, then token or same-origin)
+//! → rate limit (model route only).
 
 pub mod audit_store;
 pub mod config;
@@ -44,8 +45,10 @@ use tower_http::services::ServeDir;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-pub use audit_store::{verify_bytes, verify_file, AuditStore, StoreError, Verified};
-pub use config::{Access, GatewayConfig, Secret, Upstream};
+pub use audit_store::{
+    head_path, verify_bytes, verify_file, AuditStore, ChainKey, Head, StoreError, Verified,
+};
+pub use config::{loopback_hosts, Access, GatewayConfig, Secret, Upstream};
 pub use error::ApiError;
 
 /// Shared state of the routes.
@@ -125,6 +128,10 @@ pub fn app(state: AppState) -> Router {
             config.upstream_timeout + Duration::from_secs(5),
         ))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::host_guard,
+        ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

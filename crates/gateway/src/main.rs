@@ -3,18 +3,19 @@
 //! ```text
 //! countersign-gateway serve --dist dist --upstream https://api.openai.com/v1 --model gpt-4o-mini
 //! COUNTERSIGN_UPSTREAM_KEY=sk-... (the key is read from the environment only)
-//! countersign-gateway verify --audit-file countersign-audit.jsonl
+//! countersign-gateway verify --audit-file countersign-audit.jsonl --key-file countersign-audit.jsonl.key
 //! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use countersign_gateway::{
-    app, verify_file, Access, AppState, AuditStore, GatewayConfig, Secret, Upstream,
+    app, loopback_hosts, verify_file, Access, AppState, AuditStore, ChainKey, GatewayConfig,
+    Secret, StoreError, Upstream,
 };
 
 #[derive(Parser, Debug)]
@@ -31,8 +32,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the gateway.
-    Serve(ServeArgs),
-    /// Check an audit file's hash chain; report the first broken link.
+    Serve(Box<ServeArgs>),
+    /// Check an audit file: with the key, every mac and the head (a cut tail, a
+    /// rewritten and re-chained file, a wrong key); without it, the structure only.
     Verify {
         /// The audit file.
         #[arg(
@@ -41,6 +43,10 @@ enum Command {
             default_value = "countersign-audit.jsonl"
         )]
         audit_file: PathBuf,
+        /// The audit key file (64 hex digits). Without it (and without
+        /// `COUNTERSIGN_AUDIT_KEY`) only the structure is checked.
+        #[arg(long)]
+        key_file: Option<PathBuf>,
     },
 }
 
@@ -63,13 +69,27 @@ struct ServeArgs {
         default_value = "gpt-4o-mini"
     )]
     model: String,
-    /// The audit file (JSON Lines, hash-chained).
+    /// The audit file (JSON Lines, chained with the audit key).
     #[arg(
         long,
         env = "COUNTERSIGN_AUDIT_FILE",
         default_value = "countersign-audit.jsonl"
     )]
     audit_file: PathBuf,
+    /// The audit key file (64 hex digits), created with a random key if missing.
+    /// Default: `<audit-file>.key`. Keep it apart from the trail in a real deployment;
+    /// `COUNTERSIGN_AUDIT_KEY` (hex) takes precedence.
+    #[arg(long)]
+    audit_key_file: Option<PathBuf>,
+    /// A `Host` this gateway answers to (repeatable; `name` for any port, or
+    /// `name:port`). Default: `localhost`, `127.0.0.1` and `[::1]`. Anything else gets
+    /// 421, so a DNS-rebinding page cannot read the API.
+    #[arg(
+        long = "allowed-host",
+        env = "COUNTERSIGN_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    allowed_hosts: Vec<String>,
     /// An origin whose browser requests are accepted (repeatable). Defaults to this
     /// gateway's own address and trunk's dev server on 127.0.0.1:8080.
     #[arg(
@@ -105,30 +125,74 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Verify { audit_file } => match verify_file(&audit_file) {
-            Ok(v) => {
-                println!("ok: {} records, chain intact, head {}", v.lines, v.head);
-                if v.torn_tail_bytes > 0 {
-                    println!("note: an incomplete final line ({} bytes) was never acknowledged; the gateway cuts it off at start", v.torn_tail_bytes);
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("broken: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Verify {
+            audit_file,
+            key_file,
+        } => verify(&audit_file, key_file.as_deref()),
         Command::Serve(mut args) => {
             args.token = std::env::var("COUNTERSIGN_TOKEN")
                 .ok()
                 .filter(|t| !t.is_empty());
             match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt.block_on(serve(args)),
+                Ok(rt) => rt.block_on(serve(*args)),
                 Err(e) => {
                     eprintln!("countersign-gateway: cannot start the runtime: {e}");
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// The audit key: `COUNTERSIGN_AUDIT_KEY` if set, else the key file (created if
+/// `create`).
+fn audit_key(file: Option<&Path>, create: bool) -> Result<Option<ChainKey>, StoreError> {
+    if let Some(hex) = std::env::var("COUNTERSIGN_AUDIT_KEY")
+        .ok()
+        .filter(|k| !k.trim().is_empty())
+    {
+        return ChainKey::from_hex(&hex).map(Some);
+    }
+    match file {
+        Some(path) if create => ChainKey::load_or_create(path).map(Some),
+        Some(path) => ChainKey::load(path).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn verify(audit_file: &Path, key_file: Option<&Path>) -> ExitCode {
+    let key = match audit_key(key_file, false) {
+        Ok(key) => key,
+        Err(e) => {
+            eprintln!("countersign-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match verify_file(audit_file, key.as_ref()) {
+        Ok(v) if v.keyed => {
+            println!(
+                "ok: {} records, every mac and the head check out under the key",
+                v.lines
+            );
+            if v.unanchored_lines > 0 {
+                println!("note: {} genuine lines after the head were written but never acknowledged; the gateway anchors them at start", v.unanchored_lines);
+            }
+            if v.torn_tail_bytes > 0 {
+                println!("note: an incomplete final line ({} bytes) was never acknowledged; the gateway cuts it off at start", v.torn_tail_bytes);
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(v) => {
+            println!(
+                "structure only: {} records, lines parse, seq runs on and each links to the previous line's mac",
+                v.lines
+            );
+            println!("without the audit key (--key-file or COUNTERSIGN_AUDIT_KEY) a rewritten and re-chained file, or a cut tail, cannot be detected");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("broken: {e}");
+            ExitCode::FAILURE
         }
     }
 }
@@ -176,6 +240,11 @@ async fn serve(args: ServeArgs) -> ExitCode {
         access: Access {
             token: args.token.clone().map(Secret::new),
             allowed_origins: origins,
+            allowed_hosts: if args.allowed_hosts.is_empty() {
+                loopback_hosts()
+            } else {
+                args.allowed_hosts.clone()
+            },
         },
         max_body_bytes: args.max_body_bytes,
         max_audit_batch: 1000,
@@ -185,7 +254,23 @@ async fn serve(args: ServeArgs) -> ExitCode {
         dist: args.dist.clone(),
         policy,
     };
-    let audit = match AuditStore::open(&args.audit_file) {
+    let key_file = args.audit_key_file.clone().unwrap_or_else(|| {
+        let mut name = args.audit_file.as_os_str().to_owned();
+        name.push(".key");
+        PathBuf::from(name)
+    });
+    let key = match audit_key(Some(&key_file), true) {
+        Ok(Some(key)) => key,
+        Ok(None) => {
+            eprintln!("countersign-gateway: no audit key");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("countersign-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let audit = match AuditStore::open(&args.audit_file, key) {
         Ok(store) => store,
         Err(e) => {
             eprintln!("countersign-gateway: {e}");

@@ -13,7 +13,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use crate::error::ApiError;
-use crate::redact::Redactor;
+use crate::redact::{redact_answer, StreamRedactor};
 use crate::AppState;
 
 /// The largest non-streaming upstream answer accepted.
@@ -130,7 +130,7 @@ pub(crate) async fn chat_completions(
         let body = read_limited(response, state.config.upstream_timeout)
             .await
             .unwrap_or_default();
-        return Err(upstream_error(status.as_u16(), &body));
+        return Err(upstream_error(status.as_u16(), &body, &secret));
     }
     if streaming {
         let is_sse = response
@@ -166,7 +166,14 @@ pub(crate) async fn chat_completions(
             "the model upstream's answer has no `choices`",
         ));
     }
-    let mut out = Response::new(Body::from(Redactor::whole(&secret, &body)));
+    let redacted = redact_answer(&secret, &body).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_malformed",
+            "the model upstream's answer held the provider key in a form that cannot be redacted",
+        )
+    })?;
+    let mut out = Response::new(Body::from(redacted));
     out.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -182,8 +189,9 @@ fn timed_out() -> ApiError {
     )
 }
 
-/// An upstream refusal, without echoing its message (which may quote the key).
-fn upstream_error(status: u16, body: &[u8]) -> ApiError {
+/// An upstream refusal, without echoing its message (which may quote the key); its
+/// code is kept only when it is a short lowercase word that does not hold the key.
+fn upstream_error(status: u16, body: &[u8], secret: &str) -> ApiError {
     let code = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| {
@@ -191,7 +199,8 @@ fn upstream_error(status: u16, body: &[u8]) -> ApiError {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         })
-        .filter(|c| c.len() <= 64 && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+        .filter(|c| c.len() <= 64 && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .filter(|c| secret.is_empty() || !c.contains(secret));
     let detail = code.map(|c| format!(" (`{c}`)")).unwrap_or_default();
     let gateway_status = if status == 429 {
         StatusCode::TOO_MANY_REQUESTS
@@ -238,7 +247,7 @@ async fn read_limited(response: reqwest::Response, limit: Duration) -> Result<Ve
 /// the upstream falls silent for longer than `idle`.
 fn stream_through(response: reqwest::Response, secret: String, idle: Duration) -> Response {
     let upstream = response.bytes_stream();
-    let state = (upstream, Redactor::new(&secret), false);
+    let state = (upstream, StreamRedactor::new(&secret), false);
     let body = stream::unfold(
         state,
         move |(mut upstream, mut redactor, done)| async move {

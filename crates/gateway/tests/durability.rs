@@ -61,6 +61,13 @@ async fn wait_healthy(client: &reqwest::Client, base: &str) {
     panic!("the gateway did not come up");
 }
 
+/// The key file `serve` creates beside the audit file.
+fn key_file(audit: &std::path::Path) -> std::path::PathBuf {
+    let mut name = audit.as_os_str().to_owned();
+    name.push(".key");
+    std::path::PathBuf::from(name)
+}
+
 fn batch(start: usize, n: usize) -> Vec<AuditRecord> {
     common::records(n, "kill", start)
 }
@@ -120,6 +127,8 @@ async fn acknowledged_records_survive_sigkill_and_the_chain_holds() {
     let verify = Command::new(BIN)
         .args(["verify", "--audit-file"])
         .arg(&file)
+        .arg("--key-file")
+        .arg(key_file(&file))
         .output()
         .unwrap();
     assert!(
@@ -170,6 +179,8 @@ async fn acknowledged_records_survive_sigkill_and_the_chain_holds() {
     let verify = Command::new(BIN)
         .args(["verify", "--audit-file"])
         .arg(&file)
+        .arg("--key-file")
+        .arg(key_file(&file))
         .output()
         .unwrap();
     assert!(verify.status.success());
@@ -181,11 +192,16 @@ async fn acknowledged_records_survive_sigkill_and_the_chain_holds() {
 fn verify_reports_the_first_broken_link() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("audit.jsonl");
-    let store = countersign_gateway::AuditStore::open(&file).unwrap();
+    let key = dir.path().join("audit.key");
+    let store = countersign_gateway::AuditStore::open(
+        &file,
+        countersign_gateway::ChainKey::load_or_create(&key).unwrap(),
+    )
+    .unwrap();
     store.append_blocking(batch(0, 5)).unwrap();
     drop(store);
     let text = std::fs::read_to_string(&file).unwrap();
-    // Tamper with line 3's record: line 4's `prev` no longer matches.
+    // Tamper with line 3's record: its mac no longer matches.
     let tampered: Vec<String> = text
         .lines()
         .enumerate()
@@ -201,15 +217,30 @@ fn verify_reports_the_first_broken_link() {
     let out = Command::new(BIN)
         .args(["verify", "--audit-file"])
         .arg(&file)
+        .arg("--key-file")
+        .arg(&key)
         .output()
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("broken at line 4"), "{stderr}");
+    assert!(stderr.contains("broken at line 3"), "{stderr}");
+    // Without the key, verify says plainly that it checked the structure only.
+    let out = Command::new(BIN)
+        .args(["verify", "--audit-file"])
+        .arg(&file)
+        .env_remove("COUNTERSIGN_AUDIT_KEY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("structure only"), "{stdout}");
+    assert!(stdout.contains("cannot be detected"), "{stdout}");
     // And the gateway refuses to extend a broken file.
     assert!(matches!(
-        countersign_gateway::AuditStore::open(&file),
-        Err(countersign_gateway::StoreError::Broken { line: 4, .. })
+        countersign_gateway::AuditStore::open(
+            &file,
+            countersign_gateway::ChainKey::load(&key).unwrap()
+        ),
+        Err(countersign_gateway::StoreError::Broken { line: 3, .. })
     ));
 }
 

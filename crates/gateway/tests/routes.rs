@@ -15,7 +15,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use common::{config, state};
+use common::{config, state, test_key};
 use countersign::AuditRecord;
 use countersign_gateway::{app, verify_file, GatewayConfig, Secret};
 use http_body_util::BodyExt;
@@ -282,7 +282,7 @@ async fn an_audit_batch_is_appended_durably_and_idempotently() {
     let (status, _, text) = send(&app, page("GET", "/v1/audit", Body::empty())).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(text.lines().count(), 5);
-    let verified = verify_file(&dir.path().join("audit.jsonl")).unwrap();
+    let verified = verify_file(&dir.path().join("audit.jsonl"), Some(&test_key())).unwrap();
     assert_eq!(verified.lines, 5);
 }
 
@@ -294,7 +294,7 @@ async fn an_audit_batch_with_a_broken_record_is_refused_whole() {
         .into_iter()
         .map(|r| serde_json::to_value(r).unwrap())
         .collect();
-    values[2].as_object_mut().unwrap().remove("args_sha256");
+    values[2].as_object_mut().unwrap().remove("args_hmac");
     let (status, json, _) = send(
         &app,
         page("POST", "/v1/audit", serde_json::to_string(&values).unwrap()),
@@ -313,7 +313,9 @@ async fn an_audit_batch_with_a_broken_record_is_refused_whole() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
     }
     assert_eq!(
-        verify_file(&dir.path().join("audit.jsonl")).unwrap().lines,
+        verify_file(&dir.path().join("audit.jsonl"), Some(&test_key()))
+            .unwrap()
+            .lines,
         0,
         "nothing was written"
     );
@@ -386,4 +388,72 @@ async fn the_policy_file_is_served_to_the_page() {
     });
     let bare = Request::get("/v1/policy").body(Body::empty()).unwrap();
     assert_eq!(send(&app(s), bare).await.0, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_foreign_host_is_refused_on_every_route() {
+    // DNS rebinding: a page on `attacker.example` resolved to 127.0.0.1 sends its own
+    // name as `Host`, and a same-origin fetch passes the origin guard.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("index.html"), "<p>page</p>").unwrap();
+    let mut cfg = config(None);
+    cfg.dist = Some(dir.path().to_owned());
+    cfg.policy = Some(r#"{"roles":{}}"#.into());
+    let (s, _audit_dir) = state(cfg);
+    let app = app(s);
+    for (method, path) in [
+        ("GET", "/v1/health"),
+        ("GET", "/v1/models"),
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/v1/audit"),
+        ("POST", "/v1/audit"),
+        ("GET", "/v1/policy"),
+        ("GET", "/v1/nope"),
+        ("GET", "/"),
+        ("GET", "/index.html"),
+    ] {
+        for host in [
+            "attacker.example:8787",
+            "127.0.0.1.attacker.example",
+            "localhost.evil:80",
+        ] {
+            let mut request = page(method, path, "[]");
+            request.headers_mut().insert("host", host.parse().unwrap());
+            let (status, json, _) = send(&app, request).await;
+            assert_eq!(
+                status,
+                StatusCode::MISDIRECTED_REQUEST,
+                "{method} {path} as {host}"
+            );
+            assert_eq!(code(&json), "host_not_allowed");
+        }
+        let mut request = page(method, path, "[]");
+        request
+            .headers_mut()
+            .insert("host", "127.0.0.1:8787".parse().unwrap());
+        let (status, _, _) = send(&app, request).await;
+        assert_ne!(
+            status,
+            StatusCode::MISDIRECTED_REQUEST,
+            "{method} {path} on loopback"
+        );
+    }
+}
+
+#[tokio::test]
+async fn configured_hosts_replace_the_loopback_defaults() {
+    let mut cfg = config(None);
+    cfg.access.allowed_hosts = vec!["app.example:443".into()];
+    let (s, _dir) = state(cfg);
+    let app = app(s);
+    for (host, ok) in [
+        ("app.example:443", true),
+        ("localhost:8787", false),
+        ("app.example:80", false),
+    ] {
+        let mut request = Request::get("/v1/health").body(Body::empty()).unwrap();
+        request.headers_mut().insert("host", host.parse().unwrap());
+        let (status, _, _) = send(&app, request).await;
+        assert_eq!(status == StatusCode::OK, ok, "{host}: {status}");
+    }
 }

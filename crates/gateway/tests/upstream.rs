@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::{
     chat_body, config, page_post, serve, state, upstream, Behaviour, COMPLETION, KEY, STREAM,
 };
-use serde_json::Value;
+use serde_json::{json, Value};
 
 struct Answer {
     status: u16,
@@ -44,6 +44,34 @@ async fn ask(upstream_url: Option<String>, stream: bool) -> Answer {
         headers,
         body,
     }
+}
+
+/// What a client accumulates from a stream: content, tool names, tool arguments, ids
+/// and finish reasons.
+fn summary(sse: &str) -> Vec<String> {
+    let mut out = vec![String::new(); 4];
+    for line in sse.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        let Ok(event) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        for choice in event["choices"].as_array().cloned().unwrap_or_default() {
+            out[0].push_str(choice["delta"]["content"].as_str().unwrap_or_default());
+            for call in choice["delta"]["tool_calls"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+            {
+                out[1].push_str(call["function"]["name"].as_str().unwrap_or_default());
+                out[2].push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+                out[3].push_str(call["id"].as_str().unwrap_or_default());
+            }
+            out[3].push_str(choice["finish_reason"].as_str().unwrap_or_default());
+        }
+    }
+    out
 }
 
 fn code(body: &str) -> String {
@@ -108,11 +136,15 @@ async fn a_stream_passes_through_chunk_by_chunk_with_tool_call_deltas() {
         chunks += 1;
         body.extend_from_slice(&chunk.unwrap());
     }
+    // The events are parsed and written again (the key is redacted at the decoded
+    // level), so a client decodes exactly what the upstream sent.
+    let body = String::from_utf8(body).unwrap();
     assert_eq!(
-        String::from_utf8(body).unwrap(),
-        STREAM,
-        "the stream changed on the way"
+        summary(&body),
+        summary(STREAM),
+        "the stream changed on the way: {body}"
     );
+    assert!(body.ends_with("data: [DONE]\n\n"));
     assert!(
         chunks >= 2,
         "the stream arrived in one piece ({chunks} chunk), not passed through"
@@ -210,7 +242,18 @@ async fn a_stalled_stream_ends_with_an_error_event_after_the_idle_timeout() {
     let started = Instant::now();
     let answer = ask(Some(url), true).await;
     assert_eq!(answer.status, 200, "the stream had started");
-    assert!(answer.body.starts_with("data: {\"id\":\"chatcmpl-XyZ789\""));
+    let first = answer
+        .body
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("data: ")
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(first).unwrap()["id"],
+        "chatcmpl-XyZ789",
+        "the first event passed before the stall"
+    );
     assert!(
         answer.body.contains("\"code\":\"upstream_timeout\""),
         "{}",
@@ -274,5 +317,126 @@ async fn the_key_never_appears_in_any_answer_of_any_route() {
     }
     for answer in answers {
         assert!(!answer.contains(KEY), "the key leaked: {answer}");
+    }
+}
+
+/// The key spelt with JSON escapes: every character as `\uXXXX`.
+fn escaped_key() -> String {
+    KEY.chars()
+        .map(|c| format!("\\u{:04x}", u32::from(c)))
+        .collect()
+}
+
+fn event(delta: Value) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"object":"chat.completion.chunk","choices":[{"index":0,"delta":delta,"finish_reason":null}]})
+    )
+}
+
+fn finish(reason: &str) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":reason}]})
+    )
+}
+
+/// Asks through the gateway and checks that neither the bytes nor anything a client
+/// decodes from them (escapes, joined deltas, the arguments' own JSON) hold the key.
+async fn assert_never_decoded(behaviour: Behaviour, stream: bool) -> Answer {
+    let (url, _seen) = upstream(behaviour).await;
+    let answer = ask(Some(url), stream).await;
+    assert_no_key(&answer);
+    let decoded = common::decoded(&answer.body);
+    assert!(
+        !decoded.contains(KEY),
+        "a client decodes the key from: {}",
+        answer.body
+    );
+    answer
+}
+
+#[tokio::test]
+async fn a_key_spelt_with_json_escapes_never_reaches_the_page() {
+    let escaped = escaped_key();
+    // In the content, in a tool call's name, and in its arguments (escaped at the
+    // arguments' own JSON level).
+    let inner = format!("{{\\\"note\\\":\\\"{}\\\"}}", escaped.replace('\\', "\\\\"));
+    let body = format!(
+        r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","content":"key {escaped}","tool_calls":[{{"id":"c1","type":"function","function":{{"name":"{escaped}","arguments":"{inner}"}}}}]}},"finish_reason":"tool_calls"}}]}}"#
+    );
+    assert!(serde_json::from_str::<Value>(&body).is_ok(), "{body}");
+    assert!(
+        common::decoded(&body).contains(KEY),
+        "the test body must hide the key"
+    );
+    let answer = assert_never_decoded(Behaviour::Body(body), false).await;
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains("[redacted]"));
+}
+
+#[tokio::test]
+async fn a_key_split_across_stream_deltas_never_reaches_the_page() {
+    let text = format!("Bearer {KEY} done");
+    for cut in [1, 7, 8, 9, 12, 20, 30, text.len() - 6] {
+        let (a, b) = text.split_at(cut);
+        let events = vec![
+            event(json!({"role": "assistant", "content": a})),
+            event(json!({"content": b})),
+            finish("stop"),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let answer = assert_never_decoded(Behaviour::Events(events), true).await;
+        assert_eq!(
+            summary(&answer.body)[0],
+            "Bearer [redacted] done",
+            "cut at {cut}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_key_in_streamed_tool_arguments_or_an_error_event_never_reaches_the_page() {
+    let arguments = format!("{{\"token\":\"{}\"}}", escaped_key());
+    let mut events = vec![event(
+        json!({"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"save","arguments":""}}]}),
+    )];
+    for piece in arguments.as_bytes().chunks(5) {
+        let piece = String::from_utf8_lossy(piece).into_owned();
+        events.push(event(
+            json!({"tool_calls":[{"index":0,"function":{"arguments":piece}}]}),
+        ));
+    }
+    events.push(finish("tool_calls"));
+    events.push(format!(
+        "data: {}\n\n",
+        json!({"error":{"message": format!("bad key {KEY}")}})
+    ));
+    events.push("data: [DONE]\n\n".to_owned());
+    let answer = assert_never_decoded(Behaviour::Events(events), true).await;
+    let parsed: Value = serde_json::from_str(&summary(&answer.body)[2]).unwrap();
+    assert_eq!(parsed["token"], "[redacted]");
+}
+
+#[tokio::test]
+async fn broken_arguments_that_decode_to_the_key_are_refused_not_passed() {
+    // Not JSON, so it cannot be re-serialised; a lenient client would still decode it.
+    let broken = format!("{{\\\"a\\\": \\\"{}", escaped_key().replace('\\', "\\\\"));
+    let body = format!(
+        r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","tool_calls":[{{"id":"c","type":"function","function":{{"name":"x","arguments":"{broken}"}}}}]}}}}]}}"#
+    );
+    assert!(serde_json::from_str::<Value>(&body).is_ok(), "{body}");
+    let answer = assert_never_decoded(Behaviour::Body(body), false).await;
+    assert_eq!(answer.status, 502);
+    assert_eq!(code(&answer.body), "upstream_malformed");
+}
+
+#[tokio::test]
+async fn an_error_body_naming_the_key_in_its_code_is_not_echoed() {
+    for code_text in [KEY.to_owned(), escaped_key()] {
+        let body =
+            format!(r#"{{"error":{{"code":"{code_text}","message":"invalid key {code_text}"}}}}"#);
+        let answer = assert_never_decoded(Behaviour::Status(401, body), false).await;
+        assert_eq!(answer.status, 502);
     }
 }

@@ -40,6 +40,10 @@ pub enum Behaviour {
     Stall,
     /// Echoes the Authorization header into the answer (a leaking upstream).
     EchoKey,
+    /// 200 with this JSON body (a hostile upstream's whole answer).
+    Body(String),
+    /// These SSE events, one per network chunk.
+    Events(Vec<String>),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -98,6 +102,14 @@ async fn answer(behaviour: Behaviour, streaming: bool, headers: &HeaderMap) -> R
             sse(Body::from_stream(stream))
         }
         Behaviour::Recorded => json(200, COMPLETION.to_owned()),
+        Behaviour::Body(body) => json(200, body),
+        Behaviour::Events(events) => {
+            let stream = futures_util::stream::iter(events).then(|e| async move {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                Ok::<_, std::io::Error>(Bytes::from(e))
+            });
+            sse(Body::from_stream(stream))
+        }
         Behaviour::Status(code, body) => json(code, body),
         Behaviour::Garbage => json(200, "<html>bad gateway</html>".into()),
         Behaviour::Slow(delay) => {
@@ -147,9 +159,14 @@ pub fn config(upstream: Option<String>) -> GatewayConfig {
     config
 }
 
+/// The key the test stores are chained with.
+pub fn test_key() -> countersign_gateway::ChainKey {
+    countersign_gateway::ChainKey::new([7; 32])
+}
+
 pub fn state(config: GatewayConfig) -> (AppState, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let audit = AuditStore::open(dir.path().join("audit.jsonl")).unwrap();
+    let audit = AuditStore::open(dir.path().join("audit.jsonl"), test_key()).unwrap();
     (AppState::new(config, audit).unwrap(), dir)
 }
 
@@ -200,4 +217,59 @@ pub fn records(n: usize, prefix: &str, offset: usize) -> Vec<AuditRecord> {
         r.id = format!("{prefix}-{}", offset + i);
     }
     records
+}
+
+/// What a client decodes from a Chat Completions answer, streamed or not: every string
+/// joined (content, tool names), and the tool calls' arguments decoded as JSON again.
+pub fn decoded(body: &str) -> String {
+    fn walk(value: &serde_json::Value, out: &mut String) {
+        match value {
+            serde_json::Value::String(s) => {
+                out.push_str(s);
+                if let Ok(inner) = serde_json::from_str::<serde_json::Value>(s) {
+                    walk(&inner, out);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            serde_json::Value::Object(map) => map.iter().for_each(|(k, v)| {
+                out.push_str(k);
+                walk(v, out);
+            }),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(body) {
+        walk(&value, &mut out);
+        return out;
+    }
+    // A stream: the deltas joined per field, as a client accumulates them.
+    let (mut content, mut arguments, mut names) = (String::new(), String::new(), String::new());
+    for line in body.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(data) else {
+            continue;
+        };
+        walk(&event, &mut out);
+        for choice in event["choices"].as_array().cloned().unwrap_or_default() {
+            content.push_str(choice["delta"]["content"].as_str().unwrap_or_default());
+            for call in choice["delta"]["tool_calls"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+            {
+                names.push_str(call["function"]["name"].as_str().unwrap_or_default());
+                arguments.push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+            }
+        }
+    }
+    out.push_str(&content);
+    out.push_str(&names);
+    out.push_str(&arguments);
+    if let Ok(inner) = serde_json::from_str::<serde_json::Value>(&arguments) {
+        walk(&inner, &mut out);
+    }
+    out
 }

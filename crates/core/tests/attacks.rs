@@ -1,0 +1,1036 @@
+//! A fresh security review: one test per attack tried. Each asserts the promise, so a
+//! failing test is a break.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use common::{at, code, drive, Named, World};
+use countersign::{
+    has_dot_segment, Action, Call, Confirm, Gesture, GrantRule, Kind, Matcher, Mode, PolicyFile,
+    Reason, Registration, Step, TicketError, Verdict,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+// ---------------------------------------------------------------------------------
+// Hooks that call back into the executor.
+// ---------------------------------------------------------------------------------
+
+/// A hook may only *read* the mode. Writing it is calling back into the executor, and
+/// the call whose hook did it must be refused, not decided under the mode it just set.
+#[test]
+fn a_hook_that_switches_the_mode_is_refused_not_obeyed() {
+    let mut obeyed = Vec::new();
+    for hook in ["available", "classify", "validate"] {
+        let w = World::new();
+        let exec = w.exec.clone();
+        let flip = move || exec.set_mode(Mode::Bypass);
+        let base = w.action("sneaky", Kind::Danger, Confirm::Always);
+        let action = match hook {
+            "available" => base.available(move || {
+                flip();
+                true
+            }),
+            "classify" => base.classify(move |_| {
+                flip();
+                Verdict::Allow
+            }),
+            _ => base.validate(move |_| {
+                flip();
+                Ok(())
+            }),
+        };
+        let _reg = w.exec.register(action).unwrap();
+        let step = w.call("sneaky", r#"{"name":"x"}"#, 0);
+        let ran = matches!(step, Step::Perform(_));
+        drive(&w.exec, step, 1);
+        if ran || !w.runs().is_empty() {
+            obeyed.push(hook);
+        }
+    }
+    assert!(
+        obeyed.is_empty(),
+        "an AskAlways action ran with no ticket after its own hook set Bypass, via {obeyed:?}"
+    );
+}
+
+/// Dropping a Registration is a call back into the executor (it unregisters and revokes
+/// grants). From inside a hook it is only posted; the call must not go on to run under
+/// a grant of the registration that was just dropped.
+#[test]
+fn a_hook_that_drops_its_registration_does_not_run_under_the_dead_grant() {
+    let w = World::new();
+    let slot: Rc<RefCell<Option<Registration>>> = Rc::default();
+    let armed = Rc::new(std::cell::Cell::new(false));
+    let (s2, a2) = (Rc::clone(&slot), Rc::clone(&armed));
+    let action = w.action("w", Kind::Write, Confirm::Ask).classify(move |_| {
+        if a2.get() {
+            drop(s2.borrow_mut().take());
+        }
+        Verdict::Allow
+    });
+    *slot.borrow_mut() = Some(w.exec.register(action).unwrap());
+    let Step::Approval(card) = w.call("w", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowForSession), at(1))
+            .unwrap(),
+        2,
+    );
+    assert_eq!(w.runs(), ["w:a"]);
+    armed.set(true);
+    let step = w.call("w", r#"{"name":"b"}"#, 3);
+    let ran = matches!(step, Step::Perform(_));
+    drive(&w.exec, step, 4);
+    assert!(
+        w.exec.grants().is_empty(),
+        "the grant died with the registration"
+    );
+    assert!(
+        !ran && w.runs() == ["w:a"],
+        "a call ran under the grant of a registration its own hook had dropped: {:?}",
+        w.runs()
+    );
+}
+
+/// The remaining hooks: each re-entry is refused, nothing panics, one terminal record.
+#[test]
+fn every_hook_that_reenters_is_refused_without_panicking() {
+    for hook in [
+        "preview", "remember", "rewrite", "second", "run", "validate",
+    ] {
+        let w = World::new();
+        let exec = w.exec.clone();
+        let poke = move || {
+            let _ = exec.submit(Call::new("x", "nosy", "{}"), at(0));
+            let _ = exec.revoke(serde_json::from_value(json!(1)).unwrap());
+        };
+        let base = w.action("nosy", Kind::Write, Confirm::Ask);
+        let action = match hook {
+            "preview" => base.preview(move |_| {
+                poke();
+                countersign::Preview::diff("-a\n+b").count("rows", 1)
+            }),
+            "remember" => base.remember(move |_| {
+                poke();
+                GrantRule::any("all")
+            }),
+            "rewrite" => base.rewrite(move |_| {
+                poke();
+                countersign::Rewrite::Keep
+            }),
+            "second" => base.confirm_twice(move |_| {
+                poke();
+                "sure?".into()
+            }),
+            "validate" => base.validate(move |_| {
+                poke();
+                Ok(())
+            }),
+            _ => base, // run: replaced below
+        };
+        let action = if hook == "run" {
+            let exec = w.exec.clone();
+            let runs = Rc::clone(&w.runs);
+            action.run(move |_p: Named| {
+                let _ = exec.submit(Call::new("x", "nosy", "{}"), at(0));
+                let runs = Rc::clone(&runs);
+                async move {
+                    runs.borrow_mut().push("ran".into());
+                    Ok::<_, String>(())
+                }
+            })
+        } else {
+            action
+        };
+        let _reg = w.exec.register(action).unwrap();
+        let mut step = w.call("nosy", r#"{"name":"a"}"#, 0);
+        let mut round = 0;
+        while let Step::Approval(card) = step {
+            round += 1;
+            assert!(round < 4, "{hook}: kept asking");
+            step = w
+                .exec
+                .approve(card.countersign(Gesture::AllowOnce), at(round))
+                .unwrap();
+        }
+        let s = drive(&w.exec, step, 9).unwrap();
+        assert_eq!(
+            s.outcome.reason(),
+            Reason::HookReentered {
+                hook: match hook {
+                    "preview" => countersign::Hook::Preview,
+                    "remember" => countersign::Hook::Remember,
+                    "rewrite" => countersign::Hook::Rewrite,
+                    "second" => countersign::Hook::SecondQuestion,
+                    "validate" => countersign::Hook::Validate,
+                    _ => countersign::Hook::Run,
+                }
+            },
+            "{hook}"
+        );
+        assert_eq!(w.terminal(s.call).len(), 1, "{hook}");
+        assert_eq!(w.exec.live_calls(), 0, "{hook}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Unknown fields: schema_check false negatives.
+// ---------------------------------------------------------------------------------
+
+#[allow(dead_code, unreachable_pub, missing_docs)] // The shapes are only deserialised.
+mod shapes {
+    use super::*;
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Loc {
+        pub dir: String,
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Rest {
+        pub to: String,
+    }
+
+    /// A plain struct beside a flattened one (serde drops unknown keys there).
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Flat {
+        pub from: Loc,
+        #[serde(flatten)]
+        pub rest: Rest,
+    }
+
+    /// An internally tagged enum (serde buffers the object and drops unknown keys).
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(tag = "op")]
+    pub enum Tagged {
+        Copy { from: Loc, to: String },
+    }
+
+    /// An internally tagged enum with a variant alias the schema does not show.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(tag = "op", rename_all = "snake_case")]
+    pub enum Aliased {
+        #[serde(alias = "remove")]
+        Delete {
+            path: String,
+        },
+        Write {
+            path: String,
+        },
+    }
+
+    /// A field alias inside an untagged enum.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum Untagged {
+        Path {
+            #[serde(alias = "file")]
+            path: String,
+        },
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct HoldsUntagged {
+        pub target: Untagged,
+    }
+
+    /// A field alias on a plain struct.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct PlainAlias {
+        #[serde(alias = "file")]
+        pub path: String,
+    }
+
+    /// `#[serde(default)]`, `rename`, nested Option/Vec/HashMap.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Nested {
+        #[serde(default, rename = "Path")]
+        pub path: Option<String>,
+        #[serde(default)]
+        pub items: Vec<Option<Loc>>,
+        #[serde(default)]
+        pub map: std::collections::HashMap<String, Loc>,
+    }
+
+    /// A recursive type (`$ref` back to itself).
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Tree {
+        pub name: String,
+        #[serde(default)]
+        pub children: Vec<Tree>,
+    }
+
+    /// An internally tagged enum whose variant holds a recursive type.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(tag = "kind")]
+    pub enum TreeOp {
+        Plant { tree: Tree },
+    }
+}
+
+fn shaped<P>(id: &str) -> Action<P>
+where
+    P: serde::de::DeserializeOwned + JsonSchema + Clone + 'static,
+{
+    Action::<P>::new(id, "shapes")
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .run(|_| async { Ok::<_, String>(()) })
+}
+
+fn refused_as_invalid(w: &World, action: &str, args: &str) -> Result<(), String> {
+    match w.call(action, args, 0) {
+        Step::Settled(s) if code(&s) == "INVALID_ARGS" => Ok(()),
+        Step::Settled(s) => Err(format!("{args}: refused as {}", code(&s))),
+        Step::Approval(card) => {
+            w.exec.deny(card.call, None, at(0)).unwrap();
+            Err(format!("{action} {args}: accepted, reached the card"))
+        }
+        other => Err(format!("{args}: {other:?}")),
+    }
+}
+
+/// A nested struct may be sent as a JSON array (serde's `visit_seq`); the schema says
+/// object, so schema_check records a type mismatch and stops checking the object's
+/// remaining fields, including an unknown one serde dropped beside a flatten or inside
+/// an internally tagged enum.
+#[test]
+fn an_unknown_field_after_a_type_mismatch_is_still_refused() {
+    let w = World::new();
+    let _a = w.exec.register(shaped::<shapes::Flat>("flat")).unwrap();
+    let _b = w.exec.register(shaped::<shapes::Tagged>("tagged")).unwrap();
+    // Sanity: without the array trick both are refused.
+    refused_as_invalid(&w, "flat", r#"{"from":{"dir":"a"},"to":"b","zzz":true}"#).unwrap();
+    refused_as_invalid(
+        &w,
+        "tagged",
+        r#"{"op":"Copy","from":{"dir":"a"},"to":"b","zzz":true}"#,
+    )
+    .unwrap();
+    let mut accepted = Vec::new();
+    for (action, args) in [
+        ("flat", r#"{"from":["a"],"to":"b","zzz":true}"#),
+        (
+            "tagged",
+            r#"{"op":"Copy","from":["a"],"to":"b","zzz":true}"#,
+        ),
+    ] {
+        if let Err(e) = refused_as_invalid(&w, action, args) {
+            accepted.push(e);
+        }
+    }
+    assert!(accepted.is_empty(), "unknown field accepted: {accepted:#?}");
+}
+
+/// Aliases: the schema shows one name, serde accepts another.
+#[test]
+fn an_alias_the_schema_does_not_show_is_refused() {
+    let w = World::new();
+    let _a = w
+        .exec
+        .register(shaped::<shapes::Aliased>("aliased"))
+        .unwrap();
+    let _b = w
+        .exec
+        .register(shaped::<shapes::HoldsUntagged>("untagged"))
+        .unwrap();
+    let _c = w
+        .exec
+        .register(shaped::<shapes::PlainAlias>("plain"))
+        .unwrap();
+    let mut accepted = Vec::new();
+    for (action, args) in [
+        // A variant alias, plus an unknown field serde drops.
+        ("aliased", r#"{"op":"remove","path":"a","zzz":true}"#),
+        ("untagged", r#"{"target":{"file":"a"}}"#),
+        ("plain", r#"{"file":"a"}"#),
+    ] {
+        if let Err(e) = refused_as_invalid(&w, action, args) {
+            accepted.push(e);
+        }
+    }
+    assert!(accepted.is_empty(), "{accepted:#?}");
+}
+
+/// Variant aliases alone (no extra field): a value the schema does not allow.
+#[test]
+fn a_variant_alias_alone_is_refused() {
+    let w = World::new();
+    let _a = w
+        .exec
+        .register(shaped::<shapes::Aliased>("aliased"))
+        .unwrap();
+    refused_as_invalid(&w, "aliased", r#"{"op":"remove","path":"a"}"#).unwrap();
+}
+
+#[test]
+fn defaults_renames_nested_options_maps_and_recursion_refuse_unknown_fields() {
+    let w = World::new();
+    let _a = w.exec.register(shaped::<shapes::Nested>("nested")).unwrap();
+    let _b = w.exec.register(shaped::<shapes::Tree>("tree")).unwrap();
+    let _c = w.exec.register(shaped::<shapes::TreeOp>("treeop")).unwrap();
+    let mut accepted = Vec::new();
+    for (action, args) in [
+        ("nested", r#"{"path":"a"}"#),
+        ("nested", r#"{"Path":"a","zzz":1}"#),
+        ("nested", r#"{"items":[null,{"dir":"a","zzz":1}]}"#),
+        ("nested", r#"{"map":{"k":{"dir":"a","zzz":1}}}"#),
+        (
+            "tree",
+            r#"{"name":"a","children":[{"name":"b","children":[{"name":"c","zzz":1}]}]}"#,
+        ),
+        (
+            "treeop",
+            r#"{"kind":"Plant","tree":{"name":"a","children":[{"name":"b","zzz":1}]}}"#,
+        ),
+        ("treeop", r#"{"kind":"Plant","tree":{"name":"a","zzz":1}}"#),
+    ] {
+        if let Err(e) = refused_as_invalid(&w, action, args) {
+            accepted.push(e);
+        }
+    }
+    assert!(accepted.is_empty(), "{accepted:#?}");
+    for (action, args) in [
+        (
+            "nested",
+            r#"{"Path":"a","items":[null,{"dir":"b"}],"map":{"k":{"dir":"c"}}}"#,
+        ),
+        (
+            "treeop",
+            r#"{"kind":"Plant","tree":{"name":"a","children":[{"name":"b"}]}}"#,
+        ),
+    ] {
+        assert!(
+            matches!(w.call(action, args, 0), Step::Approval(_)),
+            "{args} was refused"
+        );
+    }
+}
+
+/// The array trick inside a recursive tagged shape, deeper down.
+#[test]
+fn an_unknown_field_hidden_behind_a_deep_mismatch_is_refused() {
+    let w = World::new();
+    let _c = w.exec.register(shaped::<shapes::TreeOp>("treeop")).unwrap();
+    refused_as_invalid(&w, "treeop", r#"{"kind":"Plant","tree":["a",[]],"zzz":1}"#).unwrap();
+}
+
+// ---------------------------------------------------------------------------------
+// Folder matchers: no climbing out, in any encoding.
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn overlong_utf8_dots_and_slashes_do_not_climb_out_of_a_folder() {
+    let drafts = Matcher::Prefix {
+        pointer: "/path".into(),
+        prefix: "drafts/".into(),
+    };
+    let glob = Matcher::Glob {
+        pointer: "/path".into(),
+        pattern: "drafts/**".into(),
+    };
+    let mut matched = Vec::new();
+    for path in [
+        // Overlong UTF-8 `.` (2 and 3 bytes), as lenient decoders (old IIS, Tomcat
+        // CVE-2008-2938) read them.
+        "drafts/%c0%ae%c0%ae/config.json",
+        "drafts/%e0%80%ae%e0%80%ae/config.json",
+        // `..` then an overlong `/` or `\`.
+        "drafts/..%c0%afconfig.json",
+        "drafts/..%c1%9cconfig.json",
+    ] {
+        let args = json!({ "path": path });
+        if !has_dot_segment(path) || drafts.matches(&args) || glob.matches(&args) {
+            matched.push(path);
+        }
+    }
+    assert!(matched.is_empty(), "climbing paths matched: {matched:#?}");
+}
+
+#[test]
+fn known_dot_spellings_stay_refused() {
+    let drafts = Matcher::Prefix {
+        pointer: "/path".into(),
+        prefix: "drafts/".into(),
+    };
+    for path in [
+        "drafts/../x",
+        "drafts/.%2e/x",
+        "drafts/%2e./x",
+        "drafts/%252E%252E/x",
+        "drafts/%25252e%25252e/x",
+        "drafts/%2525252e%2525252e/x",
+        "drafts/%ef%bc%8e%ef%bc%8e/x",
+        "drafts/\u{fe52}\u{fe52}/x",
+        "drafts/\u{2024}\u{2024}/x",
+        "drafts/..%5cx",
+        "drafts/..%2fx",
+        "drafts/..\u{ff3c}x",
+        "drafts\\..\\x",
+        "drafts/a/../../x",
+        "drafts/.",
+        "drafts/..",
+    ] {
+        assert!(!drafts.matches(&json!({ "path": path })), "{path}");
+    }
+    // And the grant does not cover them end to end.
+    let mut w = World::new();
+    let runs = Rc::clone(&w.runs);
+    #[derive(Clone, Deserialize, JsonSchema)]
+    struct P {
+        path: String,
+    }
+    w.regs.push(
+        w.exec
+            .register(
+                Action::<P>::new("write_file", "w")
+                    .kind(Kind::Write)
+                    .confirm(Confirm::Ask)
+                    .remember(|_| GrantRule::prefix("under drafts/", "/path", "drafts/"))
+                    .run(move |p: P| {
+                        let runs = Rc::clone(&runs);
+                        async move {
+                            runs.borrow_mut().push(p.path);
+                            Ok::<_, String>(())
+                        }
+                    }),
+            )
+            .unwrap(),
+    );
+    let Step::Approval(card) = w.call("write_file", r#"{"path":"drafts/a"}"#, 0) else {
+        panic!()
+    };
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowForSession), at(1))
+            .unwrap(),
+        2,
+    );
+    for path in ["drafts/%2e%2e/x", "drafts/\u{ff0e}\u{ff0e}/x"] {
+        let args = json!({ "path": path }).to_string();
+        assert!(
+            matches!(w.call("write_file", &args, 3), Step::Approval(_)),
+            "{path} covered"
+        );
+    }
+}
+
+/// IIS's non-standard `%u` escapes spell `.` too.
+#[test]
+fn iis_percent_u_dots_do_not_climb_out_of_a_folder() {
+    let drafts = Matcher::Prefix {
+        pointer: "/path".into(),
+        prefix: "drafts/".into(),
+    };
+    let path = "drafts/%u002e%u002e/config.json";
+    assert!(!drafts.matches(&json!({ "path": path })), "{path} matched");
+}
+
+// ---------------------------------------------------------------------------------
+// Tickets, refreshed cards, double confirmation, grants and generations.
+// ---------------------------------------------------------------------------------
+
+/// An action whose consequence reads a shared cell (the page state).
+fn stateful(w: &World, id: &str, confirm: Confirm, state: &Rc<RefCell<String>>) -> Action<Named> {
+    let shown = Rc::clone(state);
+    let rule = Rc::clone(state);
+    w.action(id, Kind::Write, confirm)
+        .consequence(move |p| format!("{} -> {}", shown.borrow(), p.name))
+        .remember(move |p| {
+            GrantRule::exact(
+                format!("{} {}", rule.borrow(), p.name),
+                "/name",
+                p.name.clone(),
+            )
+        })
+}
+
+#[test]
+fn a_second_ticket_for_a_card_that_went_stale_is_refused() {
+    let mut w = World::new();
+    let state = Rc::new(RefCell::new(String::from("A")));
+    w.add(stateful(&w, "save", Confirm::Ask, &state));
+    let Step::Approval(card) = w.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    let (t1, t2, t3) = (
+        card.countersign(Gesture::AllowOnce),
+        card.countersign(Gesture::AllowForSession),
+        card.countersign(Gesture::AllowOnce),
+    );
+    *state.borrow_mut() = "B".into();
+    let Step::Approval(fresh) = w.exec.approve(t1, at(1)).unwrap() else {
+        panic!("stale card ran")
+    };
+    // Put the page back: the old face is current again, but the old card is not.
+    *state.borrow_mut() = "A".into();
+    assert_eq!(
+        w.exec.approve(t2, at(2)).unwrap_err(),
+        TicketError::Mismatch
+    );
+    assert_eq!(
+        w.exec.approve(t3, at(2)).unwrap_err(),
+        TicketError::Mismatch
+    );
+    assert!(w.exec.grants().is_empty());
+    assert!(w.runs().is_empty());
+    // The fresh card (showing B) is stale again now: shown a third time, not run.
+    let Step::Approval(third) = w
+        .exec
+        .approve(fresh.countersign(Gesture::AllowForSession), at(3))
+        .unwrap()
+    else {
+        panic!("ran although the card showed B and the page shows A")
+    };
+    assert!(w.exec.grants().is_empty(), "no grant from a stale card");
+    drive(
+        &w.exec,
+        w.exec
+            .approve(third.countersign(Gesture::AllowOnce), at(4))
+            .unwrap(),
+        5,
+    );
+    assert_eq!(w.runs(), ["save:x"]);
+    assert_eq!(w.terminal(third.call).len(), 1);
+}
+
+#[test]
+fn a_first_round_ticket_cannot_answer_the_second_question() {
+    let mut w = World::new();
+    w.add(
+        w.action("purge", Kind::Write, Confirm::Ask)
+            .confirm_twice(|_| "sure?".into()),
+    );
+    let Step::Approval(first) = w.call("purge", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    assert!(!first.offers_session_grant);
+    let (a, b) = (
+        first.countersign(Gesture::AllowOnce),
+        first.countersign(Gesture::AllowOnce),
+    );
+    assert_eq!(
+        w.exec
+            .approve(first.countersign(Gesture::AllowForSession), at(1))
+            .unwrap_err(),
+        TicketError::GrantNotOffered
+    );
+    let Step::Approval(second) = w.exec.approve(a, at(1)).unwrap() else {
+        panic!("ran after one yes")
+    };
+    assert_eq!(second.round, 2);
+    assert_eq!(w.exec.approve(b, at(2)).unwrap_err(), TicketError::Mismatch);
+    assert!(w.runs().is_empty());
+}
+
+/// Unattended stands in for a person on `Ask`; but a double-confirmed action asks a
+/// person twice, and no stand-in may skip both questions.
+#[test]
+fn unattended_mode_does_not_skip_a_double_confirmation() {
+    let mut w = World::new();
+    w.add(
+        w.action("purge", Kind::Write, Confirm::Ask)
+            .confirm_twice(|_| "this cannot be undone; sure?".into()),
+    );
+    w.exec.set_mode(Mode::Unattended);
+    let step = w.call("purge", r#"{"name":"x"}"#, 0);
+    drive(&w.exec, step, 1);
+    assert!(
+        w.runs().is_empty(),
+        "a double-confirmed action ran with no answer at all: {:?}",
+        w.runs()
+    );
+}
+
+#[test]
+fn a_grant_never_covers_a_reregistered_action_even_with_the_same_declaration() {
+    let w = World::new();
+    let reg = w
+        .exec
+        .register(w.action("save", Kind::Write, Confirm::Ask))
+        .unwrap();
+    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    // A second card waits while the registration is swapped.
+    let Step::Approval(waiting) = w.call("save", r#"{"name":"b"}"#, 0) else {
+        panic!()
+    };
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowForSession), at(1))
+            .unwrap(),
+        1,
+    );
+    let basis = w.exec.grants()[0].basis.clone();
+    let ticket = waiting.countersign(Gesture::AllowOnce);
+    reg.unregister();
+    let _again = w
+        .exec
+        .register(w.action("save", Kind::Write, Confirm::Ask))
+        .unwrap();
+    assert!(w.exec.grants().is_empty());
+    assert_eq!(
+        w.exec.approve(ticket, at(2)).unwrap_err(),
+        TicketError::NotPending
+    );
+    assert!(matches!(
+        w.call("save", r#"{"name":"c"}"#, 3),
+        Step::Approval(_)
+    ));
+    assert_eq!(w.runs(), ["save:a"]);
+    // Only the basis brings it back, derived again.
+    w.exec.restore_grant(&basis, at(4)).unwrap();
+    assert!(matches!(
+        w.call("save", r#"{"name":"d"}"#, 5),
+        Step::Perform(_)
+    ));
+}
+
+/// Registered again with the same id while a job runs: the old job's completion does
+/// not settle anything of the new registration, and the new one inherits no grant.
+#[test]
+fn a_job_of_an_old_registration_completes_once() {
+    let w = World::new();
+    let reg = w
+        .exec
+        .register(w.action("save", Kind::Write, Confirm::Unset))
+        .unwrap();
+    let Step::Perform(job) = w.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    reg.unregister();
+    let _again = w
+        .exec
+        .register(w.action("save", Kind::Write, Confirm::Ask))
+        .unwrap();
+    let s = drive(&w.exec, Step::Perform(job), 1).unwrap();
+    assert_eq!(code(&s), "OK");
+    assert_eq!(w.terminal(s.call).len(), 1);
+    assert!(matches!(
+        w.call("save", r#"{"name":"b"}"#, 2),
+        Step::Approval(_)
+    ));
+}
+
+/// AllowForSession where what "always allow" would remember changed under the card.
+#[test]
+fn a_grant_is_never_made_from_a_card_whose_rule_changed() {
+    let mut w = World::new();
+    let state = Rc::new(RefCell::new(String::from("A")));
+    w.add(stateful(&w, "save", Confirm::Ask, &state));
+    let Step::Approval(card) = w.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    *state.borrow_mut() = "B".into();
+    let step = w
+        .exec
+        .approve(card.countersign(Gesture::AllowForSession), at(1))
+        .unwrap();
+    assert!(matches!(step, Step::Approval(_)));
+    assert!(w.exec.grants().is_empty());
+}
+
+// ---------------------------------------------------------------------------------
+// Time.
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn a_stale_now_never_revives_an_expired_card_or_moves_the_trail_back() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    let Step::Approval(a) = w.call("save", r#"{"name":"a"}"#, 1_000) else {
+        panic!()
+    };
+    let Step::Approval(b) = w.call("save", r#"{"name":"b"}"#, 0) else {
+        panic!()
+    };
+    // `b` was asked with a stale now: its deadline counts from the executor's clock.
+    assert_eq!(b.asked_at, at(1_000));
+    let late = 1_000 + 5 * 60 * 1000;
+    // A restore_grant with a far-future now moves the clock too.
+    let _ = w.exec.restore_grant(
+        &countersign::GrantBasis {
+            action: "nope".into(),
+            registration: String::new(),
+            role: "admin".into(),
+            arguments: json!({}),
+        },
+        at(late),
+    );
+    assert_eq!(
+        w.exec
+            .approve(a.countersign(Gesture::AllowOnce), at(0))
+            .unwrap_err(),
+        TicketError::Expired
+    );
+    assert_eq!(
+        w.exec
+            .approve(b.countersign(Gesture::AllowOnce), at(1))
+            .unwrap_err(),
+        TicketError::Expired
+    );
+    let _ = w.exec.handle_timeout(at(0));
+    let _ = w.exec.shutdown(at(0));
+    let times: Vec<u64> = w.audit.records().iter().map(|r| r.at_ms).collect();
+    assert!(times.windows(2).all(|p| p[0] <= p[1]), "{times:?}");
+    assert!(w.runs().is_empty());
+}
+
+#[test]
+fn a_late_handoff_done_with_a_stale_now_is_a_timeout() {
+    let w = World::new();
+    let _r = w
+        .exec
+        .register(
+            Action::<countersign::NoParams>::new("publish", "p").handoff(
+                countersign::Handoff::new("r", countersign::Expect::new("e", || true))
+                    .step("s", None)
+                    .timeout(std::time::Duration::from_secs(1)),
+            ),
+        )
+        .unwrap();
+    let Step::Handoff(view) = w.call("publish", "{}", 0) else {
+        panic!()
+    };
+    // Another call moves the clock past the deadline; then a stale `done`.
+    let _ = w.call("nope", "{}", 5_000);
+    let s = w.exec.handoff_done(view.call, at(10)).unwrap();
+    assert_eq!(code(&s), "HANDOFF_TIMEOUT");
+}
+
+// ---------------------------------------------------------------------------------
+// Hooks that re-enter only when the person approves (the redraw).
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn hooks_that_reenter_only_at_approval_refuse_the_call() {
+    for hook in [
+        "available",
+        "classify",
+        "consequence",
+        "preview",
+        "remember",
+        "second",
+        "run",
+    ] {
+        let w = World::new();
+        let armed = Rc::new(std::cell::Cell::new(false));
+        let exec = w.exec.clone();
+        let a = Rc::clone(&armed);
+        let poke = move || {
+            if a.get() {
+                let _ = exec.live_calls();
+            }
+        };
+        let base = w.action("nosy", Kind::Write, Confirm::Ask);
+        let action = match hook {
+            "available" => base.available(move || {
+                poke();
+                true
+            }),
+            "classify" => base.classify(move |_| {
+                poke();
+                Verdict::Allow
+            }),
+            "consequence" => base.consequence(move |_| {
+                poke();
+                "c".into()
+            }),
+            "preview" => base.preview(move |_| {
+                poke();
+                countersign::Preview::diff("d")
+            }),
+            "remember" => base.remember(move |_| {
+                poke();
+                GrantRule::any("all")
+            }),
+            "second" => base.confirm_twice(move |_| {
+                poke();
+                "sure?".into()
+            }),
+            _ => {
+                let runs = Rc::clone(&w.runs);
+                base.run(move |_p: Named| {
+                    poke();
+                    let runs = Rc::clone(&runs);
+                    async move {
+                        runs.borrow_mut().push("ran".into());
+                        Ok::<_, String>(())
+                    }
+                })
+            }
+        };
+        let _reg = w.exec.register(action).unwrap();
+        let Step::Approval(card) = w.call("nosy", r#"{"name":"a"}"#, 0) else {
+            panic!("{hook}")
+        };
+        armed.set(true);
+        let step = w
+            .exec
+            .approve(card.countersign(Gesture::AllowOnce), at(1))
+            .unwrap();
+        let Step::Settled(s) = step else {
+            panic!("{hook}: went on after its hook re-entered: {step:?}")
+        };
+        assert_eq!(s.outcome.reason().rule(), "hook_reentered", "{hook}");
+        assert!(w.runs().is_empty(), "{hook}");
+        assert!(w.exec.grants().is_empty(), "{hook}");
+        assert_eq!(w.terminal(s.call).len(), 1, "{hook}");
+    }
+}
+
+/// A Registration dropped inside a hook while the person approves: the action is gone
+/// by the time it would run.
+#[test]
+fn a_registration_dropped_by_a_hook_during_approval_does_not_run() {
+    let w = World::new();
+    let slot: Rc<RefCell<Option<Registration>>> = Rc::default();
+    let armed = Rc::new(std::cell::Cell::new(false));
+    let (s2, a2) = (Rc::clone(&slot), Rc::clone(&armed));
+    let action = w
+        .action("w", Kind::Write, Confirm::Ask)
+        .consequence(move |p| {
+            if a2.get() {
+                drop(s2.borrow_mut().take());
+            }
+            format!("set {}", p.name)
+        });
+    *slot.borrow_mut() = Some(w.exec.register(action).unwrap());
+    let Step::Approval(card) = w.call("w", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    armed.set(true);
+    let step = w
+        .exec
+        .approve(card.countersign(Gesture::AllowOnce), at(1))
+        .unwrap();
+    let ran = matches!(step, Step::Perform(_));
+    drive(&w.exec, step, 2);
+    assert!(w.exec.action_ids().is_empty());
+    assert!(
+        !ran,
+        "ran although its registration was dropped before the decision"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// Policy files.
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn a_policy_file_that_spells_a_key_twice_with_escapes_is_refused() {
+    for text in [
+        r#"{"roles":{"viewer":{"scopes":[]},"vi\u0065wer":{"scopes":["workspace.write"]}}}"#,
+        r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always"},"s\u0061ve":{"confirm":"off"}}}}}"#,
+        r#"{"roles":{"admin":{}},"default_role":"admin","default_role":"admin"}"#,
+        r#"{"roles":{"admin":{}},"roles":{"admin":{"scopes":["x"]}}}"#,
+        r#"{"roles":{"admin":{"scopes":[],"scopes":["x"]}}}"#,
+        r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always","confirm":"off"}}}}}"#,
+        r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always","c\u006fnfirm":"off"}}}}}"#,
+        r#"{"roles":{"admin":{}},"default_r\u006fle":"x"}"#,
+    ] {
+        assert!(PolicyFile::from_json(text).is_err(), "{text}");
+    }
+}
+
+#[test]
+fn a_broken_file_stops_waiting_cards_grants_and_restores_of_non_reversals() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    w.add(
+        w.action("undo", Kind::Write, Confirm::Ask)
+            .reversal()
+            .rewrite(|p| {
+                if p.name == "escape" {
+                    countersign::Rewrite::Action {
+                        action: "save".into(),
+                        arguments: json!({"name": "escaped"}),
+                        why: "w".into(),
+                    }
+                } else {
+                    countersign::Rewrite::Keep
+                }
+            }),
+    );
+    w.exec
+        .load_policy(r#"{"roles":{"admin":{"scopes":["workspace.write"]}}}"#)
+        .unwrap();
+    let Step::Approval(first) = w.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    let Step::Approval(waiting) = w.call("save", r#"{"name":"b"}"#, 0) else {
+        panic!()
+    };
+    drive(
+        &w.exec,
+        w.exec
+            .approve(first.countersign(Gesture::AllowForSession), at(1))
+            .unwrap(),
+        1,
+    );
+    let basis = w.exec.grants()[0].basis.clone();
+    assert!(w
+        .exec
+        .load_policy(r#"{"roles":{"admin":{"scopes":["workspace.write"]}},}"#)
+        .is_err());
+    let Step::Settled(s) = w
+        .exec
+        .approve(waiting.countersign(Gesture::AllowOnce), at(2))
+        .unwrap()
+    else {
+        panic!("a waiting non-reversal went on under a broken file")
+    };
+    assert_eq!(s.outcome.reason(), Reason::PolicyFileBroken { line: 1 });
+    let Step::Settled(s) = w.call("save", r#"{"name":"c"}"#, 3) else {
+        panic!("a grant covered a call under a broken file")
+    };
+    assert_eq!(s.outcome.reason().rule(), "policy_file_broken");
+    w.exec.revoke(w.exec.grants()[0].id).unwrap();
+    assert!(w.exec.restore_grant(&basis, at(4)).is_err());
+    // A reversal rewritten into a non-reversal is stopped like one.
+    let Step::Settled(s) = w.call("undo", r#"{"name":"escape"}"#, 5) else {
+        panic!("the rewrite escaped")
+    };
+    assert_eq!(s.outcome.reason().rule(), "policy_file_broken");
+    let names: Vec<String> = w.exec.projection().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["undo"]);
+    assert_eq!(w.runs(), ["save:a"]);
+    // The reversal itself still asks (the last good file keeps `Ask`); a mode never lowers it
+    // below what a person could do.
+    w.exec.set_mode(Mode::Away);
+    let s = drive(&w.exec, w.call("undo", r#"{"name":"u"}"#, 6), 7).unwrap();
+    assert_eq!(s.outcome.reason(), Reason::ModeRefused { mode: Mode::Away });
+}
+
+/// The promise as briefed: no mode lowers a reversal. Bypass skips every approval, a
+/// reversal's too.
+#[test]
+fn bypass_does_not_lower_a_reversal() {
+    let mut w = World::new();
+    w.add(w.action("restore", Kind::Danger, Confirm::Unset).reversal());
+    assert!(w.exec.load_policy("{").is_err());
+    w.exec.set_mode(Mode::Bypass);
+    let step = w.call("restore", r#"{"name":"x"}"#, 0);
+    drive(&w.exec, step, 1);
+    assert!(
+        w.runs().is_empty(),
+        "an AskAlways reversal under a broken file ran in bypass: {:?}",
+        w.runs()
+    );
+}
