@@ -6,7 +6,8 @@
     missing_docs,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic
+    clippy::panic,
+    clippy::indexing_slicing
 )]
 
 use std::net::SocketAddr;
