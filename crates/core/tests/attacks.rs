@@ -1034,3 +1034,143 @@ fn bypass_does_not_lower_a_reversal() {
         w.runs()
     );
 }
+
+// ---------------------------------------------------------------------------------
+// Audit records and reasons.
+// ---------------------------------------------------------------------------------
+
+const SECRET: &str = "hunter2PLAINTEXT";
+
+#[test]
+fn no_refusal_path_puts_argument_text_in_the_audit() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    w.add(
+        w.action("judged", Kind::Write, Confirm::Unset)
+            .classify(|p| Verdict::Deny(format!("not {}", p.name))),
+    );
+    w.add(w.action("checked", Kind::Write, Confirm::Unset).validate(|p| Err(format!("bad {}", p.name))));
+    w.add(w.action("verified", Kind::Write, Confirm::Unset).verify(|p, _| Err(format!("no {}", p.name))));
+    w.regs.push(
+        w.exec
+            .register(
+                Action::<Named>::new("failing", "f")
+                    .run(|p: Named| async move { Err::<(), _>(format!("boom {}", p.name)) }),
+            )
+            .unwrap(),
+    );
+    let args = format!(r#"{{"name":"{SECRET}"}}"#);
+    let Step::Approval(card) = w.call("save", &args, 0) else {
+        panic!()
+    };
+    w.exec.deny(card.call, Some(SECRET), at(1)).unwrap();
+    for (action, args) in [
+        ("judged", args.clone()),
+        ("checked", args.clone()),
+        ("verified", args.clone()),
+        ("failing", args.clone()),
+        ("save", format!(r#"{{"name":["{SECRET}"]}}"#)),
+        ("save", format!(r#"{{"name":"a","{SECRET}":1}}"#)),
+        ("save", format!(r#"{{"name":"{SECRET}"#)),
+        ("save", format!(r#"["{SECRET}"]"#)),
+        ("save", format!("{SECRET}{}", "x".repeat(20_000))),
+    ] {
+        drive(&w.exec, w.call(action, &args, 2), 3);
+    }
+    let all = serde_json::to_string(&w.audit.records()).unwrap();
+    assert!(!all.contains(SECRET), "{all}");
+    assert!(w.audit.records().iter().filter(|r| r.is_terminal()).count() == 10);
+}
+
+/// A rewrite hook that picks the replacement action from the arguments (a sloppy but
+/// plausible "route to the named tool"): the reason must not carry the model's text.
+#[test]
+fn a_rewrite_target_taken_from_the_arguments_is_not_written_into_the_audit() {
+    let mut w = World::new();
+    w.add(w.action("route", Kind::Write, Confirm::Unset).rewrite(|p| {
+        countersign::Rewrite::Action {
+            action: p.name.clone(),
+            arguments: json!({}),
+            why: "route".into(),
+        }
+    }));
+    let s = drive(&w.exec, w.call("route", &format!(r#"{{"name":"{SECRET}"}}"#), 0), 1).unwrap();
+    assert_eq!(code(&s), "UNKNOWN_ACTION");
+    let all = serde_json::to_string(&w.audit.records()).unwrap();
+    assert!(!all.contains(SECRET), "{all}");
+}
+
+#[test]
+fn refusals_carry_their_own_typed_reason() {
+    let mut w = World::new();
+    w.add(w.action("ask", Kind::Write, Confirm::Ask));
+    w.add(w.action("loop", Kind::Write, Confirm::Unset).rewrite(|p| {
+        countersign::Rewrite::Arguments(json!({ "name": format!("{}x", p.name) }))
+    }));
+    // Expired.
+    let Step::Approval(card) = w.call("ask", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    let settled = w.exec.handle_timeout(at(10 * 60 * 1000));
+    assert_eq!(settled[0].outcome.reason(), Reason::ApprovalTimeout);
+    assert_eq!(
+        w.exec.approve(card.countersign(Gesture::AllowOnce), at(0)).unwrap_err(),
+        TicketError::NotPending
+    );
+    // Rewrite loop.
+    let s = drive(&w.exec, w.call("loop", r#"{"name":"a"}"#, 0), 0).unwrap();
+    assert_eq!(s.outcome.reason(), Reason::RewriteLoop);
+    assert!(w.runs().is_empty());
+    // A too-long tool call id on an unknown action: the id is judged first, stated.
+    let s = w
+        .exec
+        .submit(Call::new("x".repeat(300), "nope", "{}"), at(0))
+        .unwrap();
+    let Step::Settled(s) = s else { panic!() };
+    assert_eq!(s.outcome.reason(), Reason::ToolCallIdTooLong);
+    // Away + an Ask card: mode_refused, hint when_person_returns, decided by the mode.
+    w.exec.set_mode(Mode::Away);
+    let Step::Settled(s) = w.call("ask", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(s.outcome.reason(), Reason::ModeRefused { mode: Mode::Away });
+    assert_eq!(w.terminal(s.call)[0].decided_by, countersign::Decider::Mode);
+    // Every call so far has exactly one terminal record.
+    let mut calls: Vec<u64> = w.audit.records().iter().map(|r| r.call).collect();
+    calls.dedup();
+    for c in calls {
+        let n = w
+            .audit
+            .records()
+            .iter()
+            .filter(|r| r.call == c && r.is_terminal())
+            .count();
+        assert_eq!(n, 1, "call {c}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Executors that share a secret.
+// ---------------------------------------------------------------------------------
+
+/// Two executors in one page made with the same secret (a host that hard-codes it, or
+/// two docks): a ticket minted on one must not approve the other's call.
+#[test]
+fn a_ticket_from_another_executor_with_the_same_secret_is_refused() {
+    let mut a = World::new();
+    let mut b = World::new();
+    a.add(a.action("save", Kind::Write, Confirm::Ask));
+    b.add(b.action("save", Kind::Write, Confirm::Ask));
+    let Step::Approval(card_a) = a.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    let Step::Approval(_card_b) = b.call("save", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    let got = b.exec.approve(card_a.countersign(Gesture::AllowOnce), at(1));
+    assert!(
+        matches!(got, Err(TicketError::ForeignExecutor)),
+        "b accepted a's ticket: {got:?}"
+    );
+    assert!(b.runs().is_empty());
+}
