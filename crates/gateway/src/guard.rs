@@ -2,11 +2,11 @@
 //! allow-list and a bearer token or same-origin.
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::AppState;
 
 /// The guard in front of every API route except `/v1/health`.
@@ -37,8 +37,7 @@ pub(crate) async fn host_guard(
         .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
     match host {
         Some(host) if !host_allowed(&state.config.access.allowed_hosts, &host) => ApiError::new(
-            StatusCode::MISDIRECTED_REQUEST,
-            "host_not_allowed",
+            ErrorCode::HostNotAllowed,
             format!(
                 "host `{}` is not served here",
                 host.chars().take(100).collect::<String>()
@@ -72,8 +71,7 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     if let Some(origin) = origin {
         if !access.allowed_origins.iter().any(|o| o == origin) {
             return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
+                ErrorCode::OriginNotAllowed,
                 format!(
                     "origin `{}` is not allowed",
                     origin.chars().take(100).collect::<String>()
@@ -92,8 +90,7 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
                 Ok(())
             } else {
                 Err(ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
+                    ErrorCode::Unauthorized,
                     "a valid bearer token is required",
                 ))
             }
@@ -105,8 +102,7 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
                 Ok(())
             } else {
                 Err(ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
+            ErrorCode::Unauthorized,
                     "this gateway accepts only same-origin requests from its page; configure a token for other clients",
                 ))
             }

@@ -2,7 +2,8 @@
 //!
 //! The Countersign gateway: one process on loopback that serves the built page, proxies
 //! the page's model requests to an OpenAI-compatible upstream with a key the page
-//! never sees, and keeps the audit trail in a hash-chained file.
+//! never sees, and keeps the audit trail in a keyed, anchored file. Each route is a file
+//! in `routes/`; `app()` composes them with the layers below.
 //!
 //! Routes:
 //!
@@ -25,22 +26,19 @@
 pub mod audit_store;
 pub mod config;
 mod error;
+mod extract;
 mod guard;
-mod proxy;
 pub mod redact;
+mod routes;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use axum::{Json, Router};
-use countersign::AuditRecord;
-use serde_json::{json, Value};
+use axum::Router;
 use tower_http::services::ServeDir;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -49,7 +47,11 @@ pub use audit_store::{
     head_path, verify_bytes, verify_file, AuditStore, ChainKey, Head, StoreError, Verified,
 };
 pub use config::{loopback_hosts, Access, GatewayConfig, Secret, Upstream};
-pub use error::ApiError;
+pub use error::{ApiError, ErrorCode};
+
+use routes::audit::{append_audit, export_audit};
+use routes::fallback::{method_not_allowed, unknown_route};
+use routes::{chat, health, models, policy};
 
 /// Shared state of the routes.
 #[derive(Clone, Debug)]
@@ -80,32 +82,14 @@ impl AppState {
 /// The whole app, as a value: test it with `oneshot`, serve it with `axum::serve`.
 pub fn app(state: AppState) -> Router {
     let config = Arc::clone(&state.config);
-    let mut model = Router::new().route("/v1/chat/completions", post(proxy::chat_completions));
-    if let Some(per_minute) = config.rate_per_minute.filter(|n| *n > 0) {
-        let period =
-            Duration::from_millis(60_000 / u64::from(per_minute)).max(Duration::from_millis(1));
-        let governor = tower_governor::governor::GovernorConfigBuilder::default()
-            .period(period)
-            .burst_size(per_minute.clamp(1, 30))
-            .finish();
-        if let Some(governor) = governor {
-            let layer = tower_governor::GovernorLayer::new(governor).error_handler(|e| {
-                let message = match e {
-                    tower_governor::GovernorError::TooManyRequests { wait_time, .. } => {
-                        format!("too many requests; try again in {wait_time} s")
-                    }
-                    _ => "the client could not be identified for rate limiting".to_owned(),
-                };
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
-                    .into_response()
-            });
-            model = model.layer(layer);
-        }
-    }
+    let model = rate_limited(
+        Router::new().route("/v1/chat/completions", post(chat::chat_completions)),
+        config.rate_per_minute.unwrap_or(0),
+    );
     let api = Router::new()
-        .route("/v1/models", get(proxy::models))
+        .route("/v1/models", get(models::models))
         .route("/v1/audit", post(append_audit).get(export_audit))
-        .route("/v1/policy", get(policy))
+        .route("/v1/policy", get(policy::policy))
         .merge(model)
         .route("/v1/{*rest}", axum::routing::any(unknown_route))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -113,7 +97,7 @@ pub fn app(state: AppState) -> Router {
             guard::guard,
         ));
     let mut router = Router::new()
-        .route("/v1/health", get(health))
+        .route("/v1/health", get(health::health))
         .merge(api)
         .method_not_allowed_fallback(method_not_allowed);
     router = match &config.dist {
@@ -136,118 +120,30 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// `GET /v1/policy`: the policy file the gateway was started with (validated then).
-async fn policy(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let text = state.config.policy.clone().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no_policy",
-            "this gateway has no policy file",
-        )
-    })?;
-    let mut response = Response::new(axum::body::Body::from(text));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(response)
-}
-
-async fn health(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({ "ok": true, "model": state.config.upstream.is_some() }))
-}
-
-async fn unknown_route() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_route",
-        "there is no such route",
-    )
-}
-
-async fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "this route does not take that method",
-    )
-}
-
-/// `POST /v1/audit`: a JSON array of audit records. The whole batch is validated first;
-/// one bad record refuses the batch and nothing is written.
-async fn append_audit(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
-    proxy::require_json(&headers)?;
-    let body = proxy::body_or_413(body, state.config.max_body_bytes)?;
-    let values: Vec<Value> = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_json",
-            format!("the body must be a JSON array of audit records ({e})"),
-        )
-    })?;
-    if values.len() > state.config.max_audit_batch {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "batch_too_large",
-            format!(
-                "a batch holds at most {} records; this one has {}",
-                state.config.max_audit_batch,
-                values.len()
-            ),
-        ));
+/// `routes` with the per-client rate limit of the model route: `per_minute` requests,
+/// bursts up to 30; unchanged for 0 (off). Over the limit: 429 `rate_limited`.
+fn rate_limited(routes: Router<AppState>, per_minute: u32) -> Router<AppState> {
+    if per_minute == 0 {
+        return routes;
     }
-    let records = values
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            serde_json::from_value::<AuditRecord>(v).map_err(|e| {
-                ApiError::bad_request(
-                    "invalid_audit_record",
-                    format!("record {i} is invalid: {e}"),
-                )
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if let Some((i, _)) = records
-        .iter()
-        .enumerate()
-        .find(|(_, r)| r.id.is_empty() || r.id.len() > 200)
-    {
-        return Err(ApiError::bad_request(
-            "invalid_audit_record",
-            format!("record {i} has no usable id"),
-        ));
-    }
-    let appended = state.audit.append(records).await.map_err(|e| {
-        tracing::error!(error = %e, "audit append failed");
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "audit_unavailable",
-            "the audit store could not record the batch; nothing was acknowledged",
-        )
-    })?;
-    Ok(Json(
-        json!({ "appended": appended.appended, "duplicates": appended.duplicates, "last_seq": appended.last_seq }),
-    ))
-}
-
-/// `GET /v1/audit`: the chained file as JSON Lines.
-async fn export_audit(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let bytes = state.audit.export().await.map_err(|e| {
-        tracing::error!(error = %e, "audit export failed");
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "audit_unavailable",
-            "the audit file could not be read",
-        )
-    })?;
-    let mut response = Response::new(axum::body::Body::from(bytes));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-ndjson"),
-    );
-    Ok(response)
+    let period =
+        Duration::from_millis(60_000 / u64::from(per_minute)).max(Duration::from_millis(1));
+    let Some(governor) = tower_governor::governor::GovernorConfigBuilder::default()
+        .period(period)
+        .burst_size(per_minute.clamp(1, 30))
+        .finish()
+    else {
+        return routes;
+    };
+    routes.layer(
+        tower_governor::GovernorLayer::new(governor).error_handler(|e| {
+            let message = match e {
+                tower_governor::GovernorError::TooManyRequests { wait_time, .. } => {
+                    format!("too many requests; try again in {wait_time} s")
+                }
+                _ => "the client could not be identified for rate limiting".to_owned(),
+            };
+            ApiError::new(ErrorCode::RateLimited, message).into_response()
+        }),
+    )
 }

@@ -1,96 +1,47 @@
-//! The model proxy: `/v1/models` and `/v1/chat/completions`, forwarded to the
-//! configured OpenAI-compatible upstream with the key added here and never echoed.
+//! `POST /v1/chat/completions`: forwarded to the configured OpenAI-compatible upstream
+//! with the key added here, never echoed, and redacted from the answer at the level a
+//! client decodes it (see [`crate::redact`]).
 
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::JsonBody;
 use crate::redact::{redact_answer, StreamRedactor};
 use crate::AppState;
 
 /// The largest non-streaming upstream answer accepted.
 const MAX_UPSTREAM_BODY: usize = 8 * 1024 * 1024;
 
-/// `GET /v1/models`: the configured model, or `not_configured`.
-pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let upstream = state
-        .config
-        .upstream
-        .as_ref()
-        .ok_or_else(ApiError::not_configured)?;
-    Ok(Json(json!({
-        "object": "list",
-        "data": [{ "id": upstream.model, "object": "model", "created": 0, "owned_by": "countersign-gateway" }]
-    })))
-}
-
-/// The body, or a JSON 413 if it was over the cap (or could not be read).
-pub(crate) fn body_or_413(
-    body: Result<Bytes, BytesRejection>,
-    max: usize,
-) -> Result<Bytes, ApiError> {
-    body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body is over the limit of {max} bytes"),
-            )
-        } else {
-            ApiError::bad_request("unreadable_body", "the body could not be read")
-        }
-    })
-}
-
-/// Checks that a body is declared JSON.
-pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
-    let ok = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "send the body as `application/json`",
-        ))
-    }
-}
-
 /// `POST /v1/chat/completions`: forwarded as is, but for the model, which the gateway
 /// sets. Streaming answers pass through chunk by chunk.
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    require_json(&headers)?;
-    let body = body_or_413(body, state.config.max_body_bytes)?;
     let upstream = state
         .config
         .upstream
         .clone()
         .ok_or_else(ApiError::not_configured)?;
     let mut request: Value = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request("invalid_json", format!("the body is not valid JSON ({e})"))
+        ApiError::new(
+            ErrorCode::InvalidJson,
+            format!("the body is not valid JSON ({e})"),
+        )
     })?;
     let object = request.as_object_mut().ok_or_else(|| {
-        ApiError::bad_request("invalid_request", "the body must be a JSON object")
+        ApiError::new(ErrorCode::InvalidRequest, "the body must be a JSON object")
     })?;
     if !object.get("messages").is_some_and(Value::is_array) {
-        return Err(ApiError::bad_request(
-            "invalid_request",
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
             "`messages` must be a list",
         ));
     }
@@ -118,8 +69,7 @@ pub(crate) async fn chat_completions(
         Ok(Err(e)) if e.is_timeout() => return Err(timed_out()),
         Ok(Err(_)) => {
             return Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream_unavailable",
+                ErrorCode::UpstreamUnavailable,
                 "the model upstream could not be reached",
             ))
         }
@@ -140,8 +90,7 @@ pub(crate) async fn chat_completions(
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !is_sse {
             return Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream_malformed",
+                ErrorCode::UpstreamMalformed,
                 "the model upstream did not answer with an event stream",
             ));
         }
@@ -154,22 +103,19 @@ pub(crate) async fn chat_completions(
     let body = read_limited(response, state.config.upstream_timeout).await?;
     let parsed: Value = serde_json::from_slice(&body).map_err(|_| {
         ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_malformed",
+            ErrorCode::UpstreamMalformed,
             "the model upstream answered with something that is not JSON",
         )
     })?;
     if !parsed.get("choices").is_some_and(Value::is_array) {
         return Err(ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_malformed",
+            ErrorCode::UpstreamMalformed,
             "the model upstream's answer has no `choices`",
         ));
     }
     let redacted = redact_answer(&secret, &body).map_err(|_| {
         ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_malformed",
+            ErrorCode::UpstreamMalformed,
             "the model upstream's answer held the provider key in a form that cannot be redacted",
         )
     })?;
@@ -183,8 +129,7 @@ pub(crate) async fn chat_completions(
 
 fn timed_out() -> ApiError {
     ApiError::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        "upstream_timeout",
+        ErrorCode::UpstreamTimeout,
         "the model upstream did not answer in time",
     )
 }
@@ -208,10 +153,10 @@ fn upstream_error(status: u16, body: &[u8], secret: &str) -> ApiError {
         StatusCode::BAD_GATEWAY
     };
     ApiError::new(
-        gateway_status,
-        "upstream_error",
+        ErrorCode::UpstreamError,
         format!("the model upstream answered HTTP {status}{detail}"),
     )
+    .with_status(gateway_status)
 }
 
 async fn read_limited(response: reqwest::Response, limit: Duration) -> Result<Vec<u8>, ApiError> {
@@ -221,15 +166,13 @@ async fn read_limited(response: reqwest::Response, limit: Duration) -> Result<Ve
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk.map_err(|_| {
                 ApiError::new(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_unavailable",
+                    ErrorCode::UpstreamUnavailable,
                     "the model upstream's answer broke off",
                 )
             })?;
             if body.len() + chunk.len() > MAX_UPSTREAM_BODY {
                 return Err(ApiError::new(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_malformed",
+                    ErrorCode::UpstreamMalformed,
                     "the model upstream's answer is too large",
                 ));
             }

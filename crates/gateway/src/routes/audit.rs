@@ -1,0 +1,86 @@
+//! `/v1/audit`: the page's audit records in (appended durably, idempotent by id) and the
+//! trail out (JSON Lines).
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue};
+use axum::response::Response;
+use axum::Json;
+use countersign::AuditRecord;
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::JsonBody;
+use crate::AppState;
+
+/// `POST /v1/audit`: a JSON array of audit records. The whole batch is validated first;
+/// one bad record refuses the batch and nothing is written.
+pub(crate) async fn append_audit(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let values: Vec<Value> = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            ErrorCode::InvalidJson,
+            format!("the body must be a JSON array of audit records ({e})"),
+        )
+    })?;
+    if values.len() > state.config.max_audit_batch {
+        return Err(ApiError::new(
+            ErrorCode::BatchTooLarge,
+            format!(
+                "a batch holds at most {} records; this one has {}",
+                state.config.max_audit_batch,
+                values.len()
+            ),
+        ));
+    }
+    let records = values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::from_value::<AuditRecord>(v).map_err(|e| {
+                ApiError::new(
+                    ErrorCode::InvalidAuditRecord,
+                    format!("record {i} is invalid: {e}"),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some((i, _)) = records
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.id.is_empty() || r.id.len() > 200)
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidAuditRecord,
+            format!("record {i} has no usable id"),
+        ));
+    }
+    let appended = state.audit.append(records).await.map_err(|e| {
+        tracing::error!(error = %e, "audit append failed");
+        ApiError::new(
+            ErrorCode::AuditUnavailable,
+            "the audit store could not record the batch; nothing was acknowledged",
+        )
+    })?;
+    Ok(Json(
+        json!({ "appended": appended.appended, "duplicates": appended.duplicates, "last_seq": appended.last_seq }),
+    ))
+}
+
+/// `GET /v1/audit`: the chained file as JSON Lines.
+pub(crate) async fn export_audit(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let bytes = state.audit.export().await.map_err(|e| {
+        tracing::error!(error = %e, "audit export failed");
+        ApiError::new(
+            ErrorCode::AuditUnavailable,
+            "the audit file could not be read",
+        )
+    })?;
+    let mut response = Response::new(axum::body::Body::from(bytes));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(response)
+}

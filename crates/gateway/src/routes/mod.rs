@@ -1,0 +1,8 @@
+//! The routes, one file each.
+
+pub(crate) mod audit;
+pub(crate) mod chat;
+pub(crate) mod fallback;
+pub(crate) mod health;
+pub(crate) mod models;
+pub(crate) mod policy;
