@@ -400,11 +400,8 @@ where
         let params: P = crate::arguments::into_params(args)?;
         // INVARIANT: a field the model was not shown is refused in every serde shape
         // (tagged and untagged enums, flatten), not only where serde notices it.
-        if let Some(path) = crate::schema_check::undeclared_field(&self.meta.schema, args) {
-            return Err(format!(
-                "unknown field {}; only the action's declared params are accepted",
-                crate::outcome::quote(&path, 64)
-            ));
+        if let Some(why) = crate::schema_check::misfit(&self.meta.schema, args) {
+            return Err(why);
         }
         if let Some(check) = &self.action.validator {
             check(&params)?;

@@ -54,25 +54,37 @@ impl Matcher {
 }
 
 /// Whether a path has a `.` or `..` segment in any form a consumer may decode it to:
-/// as written, percent-decoded (repeatedly: `%252e`), and Unicode NFKC-normalised
-/// (fullwidth `．`, the two-dot leader `‥`), with `/` and `\` both separating segments.
+/// as written, percent-decoded (repeatedly: `%252e`; also IIS's `%u002e`), and Unicode
+/// NFKC-normalised (fullwidth `．`, the two-dot leader `‥`), with `/` and `\` both
+/// separating segments. A segment of dots and spaces only (`..`, `...`, `.. `, which
+/// Windows trims to `..`) counts as one. Bytes that are not strict UTF-8 once decoded
+/// (overlong `%c0%ae`) count as climbing: nothing is guessed.
 ///
 /// INVARIANT: the folder matchers refuse every such path, so a remembered rule for
 /// `drafts/` never covers a file outside it however the dots are spelt.
 pub fn has_dot_segment(path: &str) -> bool {
     use unicode_normalization::UnicodeNormalization as _;
     let dotted = |text: &str| {
-        text.split(['/', '\\'])
-            .any(|segment| segment == "." || segment == "..")
+        text.split(['/', '\\']).any(|segment| {
+            !segment.is_empty()
+                && segment.contains('.')
+                && segment.chars().all(|c| c == '.' || c == ' ')
+        })
     };
     let mut form = path.to_owned();
     // Each round can only reveal more; a few rounds cover any sane nesting, and a path
     // still changing after them is refused as climbing (fail closed).
     for _ in 0..4 {
-        if dotted(&form) {
+        if dotted(&form) || form.contains('\u{fffd}') {
             return true;
         }
-        let decoded = percent_encoding::percent_decode_str(&form).decode_utf8_lossy();
+        let Some(unicode_escapes) = decode_percent_u(&form) else {
+            return true;
+        };
+        let Ok(decoded) = percent_encoding::percent_decode_str(&unicode_escapes).decode_utf8()
+        else {
+            return true;
+        };
         let next: String = decoded.nfkc().collect();
         if next == form {
             return false;
@@ -80,6 +92,32 @@ pub fn has_dot_segment(path: &str) -> bool {
         form = next;
     }
     true
+}
+
+/// Decodes `%uXXXX` escapes (IIS's); `None` for a malformed one.
+fn decode_percent_u(text: &str) -> Option<String> {
+    if !text.contains("%u") && !text.contains("%U") {
+        return Some(text.to_owned());
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(['%']) {
+        out.push_str(rest.get(..at)?);
+        let after = rest.get(at + 1..)?;
+        match after.strip_prefix(['u', 'U']) {
+            Some(hex) => {
+                let code = u32::from_str_radix(hex.get(..4)?, 16).ok()?;
+                out.push(char::from_u32(code)?);
+                rest = hex.get(4..)?;
+            }
+            None => {
+                out.push('%');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 /// The rule a grant remembers, with the words the card shows for it.

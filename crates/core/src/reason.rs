@@ -171,8 +171,9 @@ pub enum Reason {
     Handoff,
     /// decide: the action rewrote the call, which re-entered the pipeline.
     Rewritten {
-        /// The action that runs instead (the same id when only the arguments changed).
-        to: String,
+        /// The registered action that runs instead (the same id when only the arguments
+        /// changed); `None` when the hook named no registered action (it is refused then).
+        to: Option<String>,
     },
     /// decide: the action kept rewriting the call.
     RewriteLoop,
@@ -285,9 +286,11 @@ impl Reason {
             R::PolicyFileBroken { .. } | R::ClassifierDenied | R::ModeRefused { .. } => {
                 Code::PolicyDenied
             }
-            R::Unavailable | R::Unregistered | R::PageClosed | R::CardKeptChanging => {
-                Code::Unavailable
-            }
+            R::Unavailable
+            | R::Unregistered
+            | R::PageClosed
+            | R::CardKeptChanging
+            | R::Rewritten { to: None } => Code::Unavailable,
             R::Declined => Code::PermissionDenied,
             R::ApprovalTimeout => Code::ApprovalTimeout,
             R::NothingToRun | R::RunFailed | R::Interrupted => Code::ExecutionFailed,
@@ -421,7 +424,12 @@ impl Reason {
                 mode.as_str()
             ),
             R::Handoff => "the last step is the person's".into(),
-            R::Rewritten { to } => format!("the action rewrote the call; `{to}` runs instead"),
+            R::Rewritten { to: Some(to) } => {
+                format!("the action rewrote the call; `{to}` runs instead")
+            }
+            R::Rewritten { to: None } => {
+                "the action rewrote the call to an action that is not registered".into()
+            }
             R::RewriteLoop => "the action kept rewriting the call".into(),
             R::AllowedOnce => "the person allowed it once".into(),
             R::Granted { grant } => {
@@ -494,6 +502,9 @@ impl Reason {
                 mode.as_str()
             ),
             R::RewriteLoop => format!("{name} kept rewriting itself; nothing was done. do not retry it"),
+            R::Rewritten { to: None } => format!(
+                "{name} was rewritten by the page into an action that does not exist; nothing was done. tell the user"
+            ),
             R::CardKeptChanging => format!(
                 "{what} was not done: the page kept changing while the person looked at it. ask the user"
             ),

@@ -4,7 +4,10 @@
 //! serde (with `serde_ignored`) refuses unknown fields in plain structs, but not inside
 //! internally tagged or untagged enums, nor beside `#[serde(flatten)]`: those buffer the
 //! object and drop what no variant wants. The schema knows every field each shape may
-//! have, so a field it does not declare is refused whatever serde did with it.
+//! have, so a field it does not declare is refused whatever serde did with it. A value
+//! of another type than the schema shows (a struct written as an array, which serde
+//! accepts) is refused too: the model was shown the schema, and unknown fields could
+//! hide behind such a value.
 
 use serde_json::{Map, Value};
 
@@ -13,18 +16,43 @@ use serde_json::{Map, Value};
 enum Miss {
     /// A field no schema in force declares, at this path.
     Undeclared(String),
-    /// The value's type or constant does not fit (used to pick among alternatives).
-    Mismatch,
+    /// The value's type, constant or required fields do not fit, at this path.
+    Mismatch(String),
 }
 
-/// The path of the first field in `value` that the schema does not declare, if any.
-pub(crate) fn undeclared_field(schema: &Value, value: &Value) -> Option<String> {
+/// How strictly an object's fields are judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Every field must be declared.
+    Closed,
+    /// Undeclared fields are passed over, as serde does when it picks an untagged variant.
+    Open,
+}
+
+/// Why the arguments do not fit the schema the model was shown, if they do not: a field
+/// it does not declare, or a value of another type (serde may accept a struct written as
+/// an array; the schema did not offer that).
+pub(crate) fn misfit(schema: &Value, value: &Value) -> Option<String> {
     let mut path = String::new();
-    match check(schema, vec![(schema, false)], value, &mut path) {
-        Err(Miss::Undeclared(at)) => Some(at),
-        // serde accepted the value, so a type the schema words differently is not ours
-        // to refuse; only undeclared fields are.
-        Ok(()) | Err(Miss::Mismatch) => None,
+    match check(
+        schema,
+        vec![(schema, false)],
+        value,
+        &mut path,
+        Mode::Closed,
+    ) {
+        Ok(()) => None,
+        Err(Miss::Undeclared(at)) => Some(format!(
+            "unknown field {}; only the action's declared params are accepted",
+            crate::outcome::quote(&at, 64)
+        )),
+        Err(Miss::Mismatch(at)) if at.is_empty() => {
+            Some("the arguments do not match the declared params".to_owned())
+        }
+        Err(Miss::Mismatch(at)) => Some(format!(
+            "{} does not match the declared params",
+            crate::outcome::quote(&at, 64)
+        )),
     }
 }
 
@@ -35,6 +63,7 @@ fn check<'a>(
     mut all: Vec<(&'a Value, bool)>,
     value: &Value,
     path: &mut String,
+    mode: Mode,
 ) -> Result<(), Miss> {
     // Resolve references and spread allOf.
     let mut i = 0;
@@ -49,9 +78,13 @@ fn check<'a>(
         i += 1;
     }
     for (schema, _) in &all {
-        fits_scalar(schema, value)?;
+        if !fits_scalar(schema, value) {
+            return Err(Miss::Mismatch(path.clone()));
+        }
     }
-    // Choose among alternatives (oneOf / anyOf) one item at a time.
+    // Choose among alternatives (oneOf / anyOf) as serde does: the first, in declaration
+    // order, whose types, constants and required fields fit (undeclared fields passed
+    // over); then judge the arguments against that one alone.
     if let Some(at) = all
         .iter()
         .position(|(s, chosen)| !chosen && alternatives(s).is_some())
@@ -61,29 +94,22 @@ fn check<'a>(
             .map(|(s, _)| *s)
             .and_then(alternatives)
             .unwrap_or(&[]);
-        let mut first: Option<Miss> = None;
         for alt in alts {
             let mut next = all.clone();
             if let Some(slot) = next.get_mut(at) {
                 slot.1 = true;
             }
             next.push((alt, false));
-            let mut here = path.clone();
-            match check(root, next, value, &mut here) {
-                Ok(()) => return Ok(()),
-                Err(miss @ Miss::Undeclared(_)) if !matches!(first, Some(Miss::Undeclared(_))) => {
-                    first = Some(miss)
-                }
-                Err(miss) => {
-                    first.get_or_insert(miss);
-                }
+            let mut scratch = path.clone();
+            if check(root, next.clone(), value, &mut scratch, Mode::Open).is_ok() {
+                return check(root, next, value, path, mode);
             }
         }
-        return Err(first.unwrap_or(Miss::Mismatch));
+        return Err(Miss::Mismatch(path.clone()));
     }
     match value {
-        Value::Object(fields) => check_object(root, &all, fields, path),
-        Value::Array(items) => check_array(root, &all, items, path),
+        Value::Object(fields) => check_object(root, &all, fields, path, mode),
+        Value::Array(items) => check_array(root, &all, items, path, mode),
         _ => Ok(()),
     }
 }
@@ -93,19 +119,37 @@ fn check_object<'a>(
     all: &[(&'a Value, bool)],
     fields: &Map<String, Value>,
     path: &mut String,
+    mode: Mode,
 ) -> Result<(), Miss> {
     let shaping = |s: &Value| {
-        ["properties", "additionalProperties", "patternProperties"]
-            .iter()
-            .any(|k| s.get(k).is_some())
+        [
+            "properties",
+            "additionalProperties",
+            "patternProperties",
+            "required",
+        ]
+        .iter()
+        .any(|k| s.get(k).is_some())
     };
     if !all.iter().any(|(s, _)| shaping(s)) {
         // Nothing here describes the object's fields (e.g. `serde_json::Value`).
         return Ok(());
     }
-    let open = all
-        .iter()
-        .any(|(s, _)| s.get("patternProperties").is_some());
+    for (schema, _) in all {
+        for name in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if name.as_str().is_some_and(|n| !fields.contains_key(n)) {
+                return Err(Miss::Mismatch(join(
+                    path,
+                    name.as_str().unwrap_or_default(),
+                )));
+            }
+        }
+    }
     for (key, item) in fields {
         let mut inner: Vec<(&Value, bool)> = all
             .iter()
@@ -115,23 +159,51 @@ fn check_object<'a>(
         if inner.is_empty() {
             inner = all
                 .iter()
+                .filter_map(|(s, _)| s.get("patternProperties")?.as_object())
+                .flat_map(|patterns| patterns.iter())
+                .filter(|(pattern, _)| key_fits(pattern, key))
+                .map(|(_, s)| (s, false))
+                .collect();
+        }
+        if inner.is_empty() {
+            inner = all
+                .iter()
                 .filter_map(|(s, _)| s.get("additionalProperties"))
                 .filter(|extra| **extra != Value::Bool(false))
                 .map(|s| (s, false))
                 .collect();
         }
         let len = path.len();
-        if !path.is_empty() {
-            path.push('.');
+        *path = join(path, key);
+        if inner.is_empty() {
+            if mode == Mode::Closed {
+                return Err(Miss::Undeclared(path.clone()));
+            }
+        } else {
+            check(root, inner, item, path, mode)?;
         }
-        path.push_str(key);
-        if inner.is_empty() && !open {
-            return Err(Miss::Undeclared(path.clone()));
-        }
-        check(root, inner, item, path)?;
         path.truncate(len);
     }
     Ok(())
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Whether a key fits a `patternProperties` pattern. Only the patterns schemars writes
+/// for integer-keyed maps are known; any other pattern fits nothing (fail closed).
+fn key_fits(pattern: &str, key: &str) -> bool {
+    let digits = |k: &str| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit());
+    match pattern {
+        "^\\d+$" | "^[0-9]+$" => digits(key),
+        "^-?\\d+$" | "^-?[0-9]+$" => digits(key.strip_prefix('-').unwrap_or(key)),
+        _ => false,
+    }
 }
 
 fn check_array<'a>(
@@ -139,6 +211,7 @@ fn check_array<'a>(
     all: &[(&'a Value, bool)],
     items: &[Value],
     path: &mut String,
+    mode: Mode,
 ) -> Result<(), Miss> {
     for (index, item) in items.iter().enumerate() {
         let inner: Vec<(&Value, bool)> = all
@@ -152,7 +225,7 @@ fn check_array<'a>(
             .collect();
         let len = path.len();
         path.push_str(&format!("[{index}]"));
-        check(root, inner, item, path)?;
+        check(root, inner, item, path, mode)?;
         path.truncate(len);
     }
     Ok(())
@@ -184,19 +257,22 @@ fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
 }
 
 /// The type, `const` and `enum` keywords: enough to tell a tagged variant from another.
-fn fits_scalar(schema: &Value, value: &Value) -> Result<(), Miss> {
+fn fits_scalar(schema: &Value, value: &Value) -> bool {
     if *schema == Value::Bool(false) {
-        return Err(Miss::Mismatch);
+        return false;
     }
-    if let Some(expected) = schema.get("const") {
-        if expected != value {
-            return Err(Miss::Mismatch);
-        }
+    if schema
+        .get("const")
+        .is_some_and(|expected| expected != value)
+    {
+        return false;
     }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        if !options.contains(value) {
-            return Err(Miss::Mismatch);
-        }
+    if schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .is_some_and(|options| !options.contains(value))
+    {
+        return false;
     }
     let fits = |name: &str| match name {
         "object" => value.is_object(),
@@ -208,14 +284,9 @@ fn fits_scalar(schema: &Value, value: &Value) -> Result<(), Miss> {
         "number" => value.is_number(),
         _ => true,
     };
-    let ok = match schema.get("type") {
+    match schema.get("type") {
         Some(Value::String(name)) => fits(name),
         Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).any(fits),
         _ => true,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(Miss::Mismatch)
     }
 }

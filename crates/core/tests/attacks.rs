@@ -33,7 +33,10 @@ fn a_hook_that_switches_the_mode_is_refused_not_obeyed() {
     for hook in ["available", "classify", "validate"] {
         let w = World::new();
         let exec = w.exec.clone();
-        let flip = move || exec.set_mode(Mode::Bypass);
+        let flip = move || {
+            // From inside a hook this is refused (`Reentered`) and changes nothing.
+            let _ = exec.set_mode(Mode::Bypass);
+        };
         let base = w.action("sneaky", Kind::Danger, Confirm::Always);
         let action = match hook {
             "available" => base.available(move || {
@@ -245,6 +248,33 @@ mod shapes {
     #[derive(Clone, Debug, Deserialize, JsonSchema)]
     pub struct HoldsUntagged {
         pub target: Untagged,
+    }
+
+    /// An untagged enum where one alternative is an integer-keyed map (its schema has
+    /// `patternProperties: {"^\\d+$": ..}`).
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum NamedOrNumbered {
+        Named { name: String },
+        Numbered(std::collections::HashMap<u32, String>),
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct HoldsNamedOrNumbered {
+        pub who: NamedOrNumbered,
+    }
+
+    /// Untagged: the first alternative that deserialises wins, and it ignores extras.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum Removal {
+        Gentle { path: String },
+        Forced { path: String, force: bool },
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct HoldsRemoval {
+        pub removal: Removal,
     }
 
     /// A field alias on a plain struct.
@@ -646,7 +676,7 @@ fn unattended_mode_does_not_skip_a_double_confirmation() {
         w.action("purge", Kind::Write, Confirm::Ask)
             .confirm_twice(|_| "this cannot be undone; sure?".into()),
     );
-    w.exec.set_mode(Mode::Unattended);
+    w.exec.set_mode(Mode::Unattended).unwrap();
     let step = w.call("purge", r#"{"name":"x"}"#, 0);
     drive(&w.exec, step, 1);
     assert!(
@@ -1013,7 +1043,7 @@ fn a_broken_file_stops_waiting_cards_grants_and_restores_of_non_reversals() {
     assert_eq!(w.runs(), ["save:a"]);
     // The reversal itself still asks (the last good file keeps `Ask`); a mode never lowers it
     // below what a person could do.
-    w.exec.set_mode(Mode::Away);
+    w.exec.set_mode(Mode::Away).unwrap();
     let s = drive(&w.exec, w.call("undo", r#"{"name":"u"}"#, 6), 7).unwrap();
     assert_eq!(s.outcome.reason(), Reason::ModeRefused { mode: Mode::Away });
 }
@@ -1025,7 +1055,7 @@ fn bypass_does_not_lower_a_reversal() {
     let mut w = World::new();
     w.add(w.action("restore", Kind::Danger, Confirm::Unset).reversal());
     assert!(w.exec.load_policy("{").is_err());
-    w.exec.set_mode(Mode::Bypass);
+    w.exec.set_mode(Mode::Bypass).unwrap();
     let step = w.call("restore", r#"{"name":"x"}"#, 0);
     drive(&w.exec, step, 1);
     assert!(
@@ -1049,8 +1079,14 @@ fn no_refusal_path_puts_argument_text_in_the_audit() {
         w.action("judged", Kind::Write, Confirm::Unset)
             .classify(|p| Verdict::Deny(format!("not {}", p.name))),
     );
-    w.add(w.action("checked", Kind::Write, Confirm::Unset).validate(|p| Err(format!("bad {}", p.name))));
-    w.add(w.action("verified", Kind::Write, Confirm::Unset).verify(|p, _| Err(format!("no {}", p.name))));
+    w.add(
+        w.action("checked", Kind::Write, Confirm::Unset)
+            .validate(|p| Err(format!("bad {}", p.name))),
+    );
+    w.add(
+        w.action("verified", Kind::Write, Confirm::Unset)
+            .verify(|p, _| Err(format!("no {}", p.name))),
+    );
     w.regs.push(
         w.exec
             .register(
@@ -1094,8 +1130,18 @@ fn a_rewrite_target_taken_from_the_arguments_is_not_written_into_the_audit() {
             why: "route".into(),
         }
     }));
-    let s = drive(&w.exec, w.call("route", &format!(r#"{{"name":"{SECRET}"}}"#), 0), 1).unwrap();
-    assert_eq!(code(&s), "UNKNOWN_ACTION");
+    let s = drive(
+        &w.exec,
+        w.call("route", &format!(r#"{{"name":"{SECRET}"}}"#), 0),
+        1,
+    )
+    .unwrap();
+    // Refused where the rewrite happened: the target is not registered.
+    assert_eq!(code(&s), "UNAVAILABLE");
+    assert_eq!(
+        s.outcome.reason(),
+        countersign::Reason::Rewritten { to: None }
+    );
     let all = serde_json::to_string(&w.audit.records()).unwrap();
     assert!(!all.contains(SECRET), "{all}");
 }
@@ -1104,9 +1150,11 @@ fn a_rewrite_target_taken_from_the_arguments_is_not_written_into_the_audit() {
 fn refusals_carry_their_own_typed_reason() {
     let mut w = World::new();
     w.add(w.action("ask", Kind::Write, Confirm::Ask));
-    w.add(w.action("loop", Kind::Write, Confirm::Unset).rewrite(|p| {
-        countersign::Rewrite::Arguments(json!({ "name": format!("{}x", p.name) }))
-    }));
+    w.add(
+        w.action("loop", Kind::Write, Confirm::Unset).rewrite(|p| {
+            countersign::Rewrite::Arguments(json!({ "name": format!("{}x", p.name) }))
+        }),
+    );
     // Expired.
     let Step::Approval(card) = w.call("ask", r#"{"name":"a"}"#, 0) else {
         panic!()
@@ -1114,7 +1162,9 @@ fn refusals_carry_their_own_typed_reason() {
     let settled = w.exec.handle_timeout(at(10 * 60 * 1000));
     assert_eq!(settled[0].outcome.reason(), Reason::ApprovalTimeout);
     assert_eq!(
-        w.exec.approve(card.countersign(Gesture::AllowOnce), at(0)).unwrap_err(),
+        w.exec
+            .approve(card.countersign(Gesture::AllowOnce), at(0))
+            .unwrap_err(),
         TicketError::NotPending
     );
     // Rewrite loop.
@@ -1129,7 +1179,7 @@ fn refusals_carry_their_own_typed_reason() {
     let Step::Settled(s) = s else { panic!() };
     assert_eq!(s.outcome.reason(), Reason::ToolCallIdTooLong);
     // Away + an Ask card: mode_refused, hint when_person_returns, decided by the mode.
-    w.exec.set_mode(Mode::Away);
+    w.exec.set_mode(Mode::Away).unwrap();
     let Step::Settled(s) = w.call("ask", r#"{"name":"a"}"#, 0) else {
         panic!()
     };
@@ -1167,10 +1217,127 @@ fn a_ticket_from_another_executor_with_the_same_secret_is_refused() {
     let Step::Approval(_card_b) = b.call("save", r#"{"name":"x"}"#, 0) else {
         panic!()
     };
-    let got = b.exec.approve(card_a.countersign(Gesture::AllowOnce), at(1));
+    let got = b
+        .exec
+        .approve(card_a.countersign(Gesture::AllowOnce), at(1));
     assert!(
         matches!(got, Err(TicketError::ForeignExecutor)),
         "b accepted a's ticket: {got:?}"
     );
     assert!(b.runs().is_empty());
+}
+
+/// `patternProperties` makes schema_check treat the object as open to *any* key, not
+/// only keys matching the pattern; serde picks the struct alternative and drops the key.
+#[test]
+fn an_integer_keyed_map_alternative_does_not_open_an_object_to_every_key() {
+    let w = World::new();
+    let _a = w
+        .exec
+        .register(shaped::<shapes::HoldsNamedOrNumbered>("who"))
+        .unwrap();
+    assert!(matches!(
+        w.call("who", r#"{"who":{"name":"a"}}"#, 0),
+        Step::Approval(_)
+    ));
+    refused_as_invalid(&w, "who", r#"{"who":{"name":"a","confirmed":true}}"#).unwrap();
+}
+
+/// What the person saw is what runs: the card must not show `force: true` for a call
+/// whose typed params (serde's first matching untagged alternative) dropped it.
+#[test]
+fn the_card_never_shows_a_field_the_typed_params_dropped() {
+    let w = World::new();
+    let seen = Rc::new(RefCell::new(String::new()));
+    let log = Rc::clone(&seen);
+    let _a = w
+        .exec
+        .register(
+            Action::<shapes::HoldsRemoval>::new("rm", "remove")
+                .kind(Kind::Danger)
+                .run(move |p: shapes::HoldsRemoval| {
+                    *log.borrow_mut() = format!("{:?}", p.removal);
+                    async { Ok::<_, String>(()) }
+                }),
+        )
+        .unwrap();
+    match w.call("rm", r#"{"removal":{"path":"a","force":true}}"#, 0) {
+        Step::Approval(card) => {
+            assert_eq!(
+                card.arguments["removal"]["force"], true,
+                "the card shows force"
+            );
+            drive(
+                &w.exec,
+                w.exec
+                    .approve(card.countersign(Gesture::AllowOnce), at(1))
+                    .unwrap(),
+                2,
+            );
+            assert!(
+                seen.borrow().contains("Forced"),
+                "the person approved force: true; what ran was {}",
+                seen.borrow()
+            );
+        }
+        Step::Settled(s) => assert_eq!(code(&s), "INVALID_ARGS"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Drops that reach the executor while it is busy (a Registration captured by another
+/// action's closure, a Job dropped inside a hook) never panic, and every call still
+/// settles exactly once.
+#[test]
+fn drops_inside_the_executor_never_panic_and_settle_once() {
+    let w = World::new();
+    let b = w
+        .exec
+        .register(w.action("b", Kind::Write, Confirm::Unset))
+        .unwrap();
+    let held = RefCell::new(Some(b));
+    let a = w
+        .exec
+        .register(
+            w.action("a", Kind::Write, Confirm::Unset)
+                .available(move || {
+                    let _keep = &held; // `b` dies when `a`'s closures are dropped
+                    true
+                }),
+        )
+        .unwrap();
+    // A job for `b`, dropped inside `c`'s classify hook.
+    let Step::Perform(job) = w.call("b", r#"{"name":"x"}"#, 0) else {
+        panic!()
+    };
+    let slot = Rc::new(RefCell::new(Some(job)));
+    let s2 = Rc::clone(&slot);
+    let _c = w
+        .exec
+        .register(
+            w.action("c", Kind::Write, Confirm::Unset)
+                .classify(move |_| {
+                    drop(s2.borrow_mut().take());
+                    Verdict::Allow
+                }),
+        )
+        .unwrap();
+    let step = w.call("c", r#"{"name":"y"}"#, 1);
+    drive(&w.exec, step, 2);
+    a.unregister(); // drops `a`'s closures, and with them `b`'s Registration
+    assert!(w.exec.action_ids() == ["c"], "{:?}", w.exec.action_ids());
+    assert_eq!(w.exec.live_calls(), 0);
+    let mut calls: Vec<u64> = w.audit.records().iter().map(|r| r.call).collect();
+    calls.sort_unstable();
+    calls.dedup();
+    assert_eq!(calls.len(), 2);
+    for c in calls {
+        let n = w
+            .audit
+            .records()
+            .iter()
+            .filter(|r| r.call == c && r.is_terminal())
+            .count();
+        assert_eq!(n, 1, "call {c}");
+    }
 }

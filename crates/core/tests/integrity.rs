@@ -516,7 +516,7 @@ fn refusals_are_worded_and_audited_for_their_own_reason() {
         w.action("picky", Kind::Write, Confirm::Unset)
             .classify(|_| countersign::Verdict::Deny("never".into())),
     );
-    w.exec.set_mode(Mode::Away);
+    w.exec.set_mode(Mode::Away).unwrap();
     let away = drive(&w.exec, w.call("save", r#"{"name":"a"}"#, 0), 1).unwrap();
     let denied = drive(&w.exec, w.call("picky", r#"{"name":"a"}"#, 0), 1).unwrap();
     let json = away.outcome.to_model_json();

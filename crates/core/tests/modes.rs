@@ -80,7 +80,7 @@ fn each_mode_treats_each_decision_as_the_table_says() {
     ];
     for (mode, none, ask, always, flagged, hand) in table {
         let w = world();
-        w.exec.set_mode(mode);
+        w.exec.set_mode(mode).unwrap();
         assert_eq!(w.exec.mode(), mode);
         for (action, expected) in [
             ("none", none),
@@ -120,7 +120,7 @@ fn each_mode_treats_each_decision_as_the_table_says() {
 #[test]
 fn away_tells_the_model_nobody_is_there() {
     let w = world();
-    w.exec.set_mode(Mode::Away);
+    w.exec.set_mode(Mode::Away).unwrap();
     let Step::Settled(s) = w.call("ask", r#"{"name":"x"}"#, 0) else {
         panic!()
     };
@@ -137,7 +137,7 @@ fn a_mode_switch_does_not_approve_cards_already_waiting() {
     let Step::Approval(card) = w.call("ask", r#"{"name":"x"}"#, 0) else {
         panic!()
     };
-    w.exec.set_mode(Mode::Bypass);
+    w.exec.set_mode(Mode::Bypass).unwrap();
     assert_eq!(
         w.exec.approvals().len(),
         1,

@@ -333,7 +333,7 @@ impl Sim {
                     let _ = self.exec.complete(done, now);
                 }
             }
-            Op::SetMode(mode) => self.exec.set_mode(mode),
+            Op::SetMode(mode) => self.exec.set_mode(mode).unwrap(),
             Op::Touch => self.page.set(self.page.get() + 1),
             Op::Redeclare(i) => {
                 self.regs[i] = None;

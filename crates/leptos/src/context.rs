@@ -305,11 +305,14 @@ impl Countersign {
         self.pump();
     }
 
-    /// Switches the session's mode (and the dock's banner).
-    pub fn set_mode(&self, mode: countersign::Mode) {
-        self.0.executor.set_mode(mode);
+    /// Switches the session's mode (and the dock's banner). Refused from inside an
+    /// action's hook ([`countersign::Reentered`]): a hook never switches the mode its own
+    /// call is decided in.
+    pub fn set_mode(&self, mode: countersign::Mode) -> Result<(), countersign::Reentered> {
+        self.0.executor.set_mode(mode)?;
         self.0.dock.mode.set(mode);
         self.pump();
+        Ok(())
     }
 
     /// Loads the deployment's policy file (JSON). A malformed file is refused with its

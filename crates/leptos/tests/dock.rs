@@ -704,7 +704,7 @@ async fn a_double_confirmed_action_asks_a_second_different_question() {
 #[wasm_bindgen_test]
 async fn away_mode_is_announced_and_refuses_what_would_ask() {
     let page = mount(Setup::default());
-    page.cs.set_mode(countersign::Mode::Away);
+    page.cs.set_mode(countersign::Mode::Away).unwrap();
     tick().await;
     assert!(page.text(".cs-banner--away").contains("Away"));
     let settled = page.call("archive", r#"{"name":"w"}"#).await;
@@ -715,10 +715,10 @@ async fn away_mode_is_announced_and_refuses_what_would_ask() {
         "OK",
         "what needs no approval still runs"
     );
-    page.cs.set_mode(countersign::Mode::Bypass);
+    page.cs.set_mode(countersign::Mode::Bypass).unwrap();
     tick().await;
     assert!(page.text(".cs-banner--bypass").contains("BYPASS"));
-    page.cs.set_mode(countersign::Mode::Default);
+    page.cs.set_mode(countersign::Mode::Default).unwrap();
     tick().await;
     assert!(page.q(".cs-banner").is_none());
     assert_eq!(page.runs(), ["note:n"]);

@@ -206,7 +206,10 @@ fn Editor(files: Files, trash: RwSignal<Vec<(String, String)>>) -> impl IntoView
             _ => Mode::Default,
         };
         if let Some(cs) = cs {
-            cs.with_value(|cs| cs.set_mode(mode));
+            cs.with_value(|cs| {
+                // Only a hook could be refused; a click never is.
+                let _ = cs.set_mode(mode);
+            });
         }
     };
     view! {

@@ -222,7 +222,7 @@ async fn away_refuses_what_asks_but_undo_stays_possible() {
     tick().await;
     page.click(".cs-allow-once");
     assert_eq!(code(&trashed.await), "OK");
-    page.cs.set_mode(Mode::Away);
+    page.cs.set_mode(Mode::Away).unwrap();
     tick().await;
     assert!(page.q(".cs-banner--away").is_some());
     let refused = page

@@ -51,8 +51,9 @@ impl ExecutorState {
         arguments: &Value,
         generation: u64,
     ) -> Result<Decision, Stop> {
-        let verdict = self.hook(Hook::Classify, || prepared.classify())?;
+        // The mode is read before any hook runs (and no hook may switch it).
         let mode = self.mode.get();
+        let verdict = self.hook(Hook::Classify, || prepared.classify())?;
         if let Verdict::Deny(why) = verdict {
             return Err(Stop::new(Reason::ClassifierDenied, Decider::Classifier).with(why));
         }
@@ -91,12 +92,19 @@ impl ExecutorState {
         };
         // The mode decides what "ask" means right now. No mode lowers a level where a
         // person is needed and absent: away refuses; unattended stands in only for `Ask`.
-        match (mode, policy) {
-            (Mode::Default, _) => Ok(Decision::Ask(policy, reason, by)),
-            (Mode::Unattended, ApprovalPolicy::Ask) | (Mode::Bypass, _) => {
+        // INVARIANT: unattended stands in for a person only on a plain `Ask`: never on
+        // `AskAlways`, a classifier's ask, or a double confirmation.
+        let plain_ask = policy == ApprovalPolicy::Ask && !meta.confirm_twice;
+        // INVARIANT: no mode lowers a reversal's level, not even bypass: an undo that
+        // needs a person asks one, or is refused when nobody is there.
+        match mode {
+            Mode::Default => Ok(Decision::Ask(policy, reason, by)),
+            Mode::Bypass if meta.reversal => Ok(Decision::Ask(policy, reason, by)),
+            Mode::Bypass => Ok(Decision::Run(Reason::ModeAllowed { mode }, Decider::Mode)),
+            Mode::Unattended if plain_ask => {
                 Ok(Decision::Run(Reason::ModeAllowed { mode }, Decider::Mode))
             }
-            (Mode::Away | Mode::Unattended, _) => Err(refused(mode)),
+            Mode::Away | Mode::Unattended => Err(refused(mode)),
         }
     }
 

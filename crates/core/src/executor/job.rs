@@ -1,7 +1,7 @@
 //! Jobs and completions: a call allowed to run, driven by the host outside the executor,
 //! and settled as `EXECUTION_FAILED` if dropped before it is handed back.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Weak;
 
 use serde_json::Value;
@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::action::LocalBoxFuture;
 use crate::call::CallId;
 
-use super::registration::{post, Deferred};
+use super::registration::{post, Deferred, Post};
 use super::state::ExecutorState;
 
 pub(crate) struct Guard {
@@ -17,6 +17,7 @@ pub(crate) struct Guard {
     pub(crate) executor: u64,
     pub(crate) state: Weak<RefCell<ExecutorState>>,
     pub(crate) mailbox: Weak<RefCell<Vec<Deferred>>>,
+    pub(crate) reentered: Weak<Cell<bool>>,
     pub(crate) armed: bool,
 }
 
@@ -24,7 +25,12 @@ impl Drop for Guard {
     fn drop(&mut self) {
         // A job or completion dropped before `complete`: settle instead of hanging.
         if self.armed {
-            post(&self.state, &self.mailbox, Deferred::Abandoned(self.call));
+            let to = Post {
+                state: Weak::clone(&self.state),
+                mailbox: Weak::clone(&self.mailbox),
+                reentered: Weak::clone(&self.reentered),
+            };
+            post(&to, Deferred::Abandoned(self.call));
         }
     }
 }

@@ -217,6 +217,7 @@ impl Executor {
             generation,
             state: Rc::downgrade(&self.state),
             mailbox: Rc::downgrade(&self.mailbox),
+            reentered: Rc::downgrade(&self.reentered),
             done: false,
         })
     }
@@ -455,9 +456,12 @@ impl Executor {
     }
 
     /// Switches the session's mode; later decisions use (and record) it. Calls already
-    /// waiting for a person keep waiting.
-    pub fn set_mode(&self, mode: Mode) {
+    /// waiting for a person keep waiting. From inside a hook it is [`Reentered`]: a hook
+    /// must never switch the mode its own call is decided in.
+    pub fn set_mode(&self, mode: Mode) -> Result<(), Reentered> {
+        self.with(|_| ())?;
         self.mode.set(mode);
+        Ok(())
     }
 
     /// The session's mode. The one query a hook may make.
@@ -518,6 +522,7 @@ impl Executor {
                     executor: self.read(|state| state.executor),
                     state: Rc::downgrade(&self.state),
                     mailbox: Rc::downgrade(&self.mailbox),
+                    reentered: Rc::downgrade(&self.reentered),
                     armed: true,
                 },
             }),

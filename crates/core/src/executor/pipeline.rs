@@ -66,9 +66,16 @@ impl ExecutorState {
             // INVARIANT: a rewritten call re-enters the pipeline from resolve, so the new
             // arguments (or the replacement action) pass every stage again, and the card
             // and the ticket are for what will actually run.
-            let reason = Reason::Rewritten {
-                to: rewrite.action.clone(),
+            // Only a registered id is written down: a hook that built the id from the
+            // arguments must not put argument text into the trail.
+            let to = self
+                .registry
+                .get(&rewrite.action)
+                .map(|_| rewrite.action.clone());
+            let Some(to) = to else {
+                return Err(Stop::new(Reason::Rewritten { to: None }, Decider::Action));
             };
+            let reason = Reason::Rewritten { to: Some(to) };
             self.record(
                 trace,
                 AuditEvent::Rewritten,

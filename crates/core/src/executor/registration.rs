@@ -2,7 +2,7 @@
 //! an action's hook, while the executor is busy; the drop is posted and applied before the
 //! executor's next operation.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
 use crate::call::CallId;
@@ -25,21 +25,36 @@ pub(crate) fn apply(state: &mut ExecutorState, deferred: Vec<Deferred>) {
     }
 }
 
-pub(crate) fn post(
-    state: &Weak<RefCell<ExecutorState>>,
-    mailbox: &Weak<RefCell<Vec<Deferred>>>,
-    item: Deferred,
-) {
-    let (Some(state), Some(mailbox)) = (state.upgrade(), mailbox.upgrade()) else {
+/// Where a drop posts its change: the executor's state, its mailbox, and the flag that
+/// says a hook reached into the executor.
+pub(crate) struct Post {
+    pub(crate) state: Weak<RefCell<ExecutorState>>,
+    pub(crate) mailbox: Weak<RefCell<Vec<Deferred>>>,
+    pub(crate) reentered: Weak<Cell<bool>>,
+}
+
+pub(crate) fn post(to: &Post, item: Deferred) {
+    let (Some(state), Some(mailbox)) = (to.state.upgrade(), to.mailbox.upgrade()) else {
         return;
     };
     mailbox.borrow_mut().push(item);
-    // Apply now if the executor is idle; if it is busy (a drop inside a hook), the
-    // next operation applies it before doing anything else.
-    if let Ok(mut idle) = state.try_borrow_mut() {
-        let deferred = std::mem::take(&mut *mailbox.borrow_mut());
-        apply(&mut idle, deferred);
+    // Apply now if the executor is idle. If it is busy, a hook dropped a registration or
+    // a job while its call was being decided: the next operation applies the change
+    // first, and the call whose hook did it is refused (its answer was made while the
+    // page changed under it).
+    let busy = match state.try_borrow_mut() {
+        Ok(mut idle) => {
+            let deferred = std::mem::take(&mut *mailbox.borrow_mut());
+            apply(&mut idle, deferred);
+            false
+        }
+        Err(_) => true,
     };
+    if busy {
+        if let Some(flag) = to.reentered.upgrade() {
+            flag.set(true);
+        }
+    }
 }
 
 /// A live registration. Dropping it unregisters the action, revokes its grants and
@@ -50,6 +65,7 @@ pub struct Registration {
     pub(crate) generation: u64,
     pub(crate) state: Weak<RefCell<ExecutorState>>,
     pub(crate) mailbox: Weak<RefCell<Vec<Deferred>>>,
+    pub(crate) reentered: Weak<Cell<bool>>,
     pub(crate) done: bool,
 }
 
@@ -77,7 +93,12 @@ impl Registration {
                 id: self.id.clone(),
                 generation: self.generation,
             };
-            post(&self.state, &self.mailbox, item);
+            let to = Post {
+                state: Weak::clone(&self.state),
+                mailbox: Weak::clone(&self.mailbox),
+                reentered: Weak::clone(&self.reentered),
+            };
+            post(&to, item);
         }
     }
 }

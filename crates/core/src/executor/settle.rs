@@ -192,7 +192,7 @@ impl ExecutorState {
             role: self.config.session.role.clone(),
             at_ms: now.as_millis(),
             call: trace.call.get(),
-            tool_call_id: trace.tool_call_id.chars().take(128).collect(),
+            tool_call_id: escaped(&trace.tool_call_id, 128),
             action: escaped(&trace.action_id, crate::MAX_ACTION_ID_LEN),
             kind: trace.declared.map(|d| d.0),
             confirm: trace.declared.map(|d| d.1),

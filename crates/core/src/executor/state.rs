@@ -114,8 +114,13 @@ impl ExecutorState {
         mode: Rc<Cell<Mode>>,
         reentered: Rc<Cell<bool>>,
     ) -> Self {
+        // INVARIANT: two executors never share an id (nor card nonces), even when they
+        // are given the same secret: a ticket or a completion of one is foreign to the
+        // other.
+        static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let executor = u64::from_le_bytes(prefix(&Sha256::digest(
-            [&config.secret[..], b"executor"].concat(),
+            [&config.secret[..], b"executor", &instance.to_le_bytes()].concat(),
         )));
         Self {
             executor,
@@ -230,6 +235,7 @@ impl ExecutorState {
             [
                 &self.config.secret[..],
                 b"nonce",
+                &self.executor.to_le_bytes(),
                 &call.0.to_le_bytes(),
                 &[round, refresh],
             ]
