@@ -167,8 +167,10 @@ pub fn declare(files: Files, trash: RwSignal<Vec<(String, String)>>) {
     use_action(
         Action::<NoParams>::new("undo", "Restore the file most recently moved to the trash.")
             .title("Undo")
+            // Restoring from the trash needs no approval (it can itself be trashed again),
+            // so it runs even while away; as a reversal, a broken policy file does not
+            // block it either. A reversal that asks is never lowered by a mode.
             .kind(Kind::Write)
-            .confirm(Confirm::Ask)
             .reversal()
             .available(move || trash.with_untracked(|t| !t.is_empty()))
             .consequence(move |_| {
