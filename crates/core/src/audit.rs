@@ -55,7 +55,7 @@ pub enum Decider {
     Action,
 }
 
-/// One line of the audit trail. Arguments appear only as `args_hmac`, a keyed digest
+/// One line of the audit trail. Arguments appear only as `args_digest`, a keyed digest
 /// (see [`crate::AuditKey`] for who can check a claimed argument against it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
@@ -99,8 +99,8 @@ pub struct AuditRecord {
     pub grant: Option<GrantId>,
     /// The reason in words, for people reading the trail (derived from `reason`).
     pub summary: String,
-    /// HMAC-SHA256 of the canonical arguments under the session's [`crate::AuditKey`].
-    pub args_hmac: String,
+    /// The keyed SHA-256 of the canonical arguments under the session's [`crate::AuditKey`].
+    pub args_digest: String,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
 }

@@ -4,7 +4,6 @@
 //! Audit records store a *keyed* digest instead ([`AuditKey`]): a plain hash of a
 //! low-entropy argument ("delete row 7") can be confirmed by anyone who hashes guesses.
 
-use hmac::{Hmac, Mac as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -31,6 +30,11 @@ impl ArgsDigest {
             Ok(value) => Self::of_value(&value),
             Err(_) => Self::of_bytes(raw.as_bytes()),
         }
+    }
+
+    /// A placeholder of zeros, replaced before any record uses it.
+    pub(crate) const fn default_empty() -> Self {
+        Self([0; 32])
     }
 
     /// The digest of some bytes.
@@ -74,8 +78,13 @@ impl From<ArgsDigest> for String {
     }
 }
 
-/// The key of the audit trail's argument digests (HMAC-SHA256 over the canonical
-/// arguments).
+/// The key of the audit trail's argument digests: SHA-256 over a secret 64-byte key
+/// block followed by the canonical arguments (the key fills SHA-256's first block, whose
+/// state is computed once, so a keyed digest costs what a plain one does).
+///
+/// It hides arguments; it does not authenticate records (the gateway's chain does that).
+/// Without the key a guess cannot be hashed, so a reader of the trail cannot confirm a
+/// low-entropy argument.
 ///
 /// Who can check a claimed argument against the trail: whoever holds this key, and
 /// nobody else. By default ([`crate::Config::new`]) it is derived from the page
@@ -83,14 +92,20 @@ impl From<ArgsDigest> for String {
 /// gateway's operator, not a reader of the trail) can confirm a guessed argument. A
 /// deployment that must settle disputes later sets [`crate::Config::audit_key`] from a
 /// key it keeps; then it alone can run [`AuditKey::digest`] over a claimed argument and
-/// compare the result with a record's `args_hmac`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AuditKey([u8; 32]);
+/// compare the result with a record's `args_digest`.
+#[derive(Clone)]
+pub struct AuditKey(Sha256);
 
 impl AuditKey {
     /// A key from 32 secret bytes.
-    pub const fn new(bytes: [u8; 32]) -> Self {
-        Self(bytes)
+    pub fn new(bytes: [u8; 32]) -> Self {
+        // The key block: a label, then the key, zero-padded to SHA-256's 64-byte block.
+        let mut block = [0u8; 64];
+        let label = b"countersign-audit-key-v1";
+        for (slot, byte) in block.iter_mut().zip(label.iter().chain(bytes.iter())) {
+            *slot = *byte;
+        }
+        Self(Sha256::new_with_prefix(block))
     }
 
     /// The keyed digest of parsed arguments, over the same canonical form as
@@ -111,12 +126,9 @@ impl AuditKey {
 
     /// The keyed digest of some bytes.
     pub fn digest_bytes(&self, bytes: &[u8]) -> ArgsDigest {
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.0) else {
-            // HMAC takes a key of any length; a 32-byte key cannot be refused.
-            return ArgsDigest::of_bytes(bytes);
-        };
-        mac.update(bytes);
-        ArgsDigest(mac.finalize().into_bytes().into())
+        let mut hasher = self.0.clone();
+        hasher.update(bytes);
+        ArgsDigest(hasher.finalize().into())
     }
 }
 

@@ -394,6 +394,10 @@ impl Reason {
             R::Unavailable => "the action's availability check said no".into(),
             R::Unregistered => "the action was removed from the page".into(),
             R::PageClosed => "the page closed".into(),
+            R::Level(Level {
+                policy: ApprovalPolicy::None,
+                source: LevelSource::Declared,
+            }) => "no approval needed, by the declaration".into(),
             R::Level(level) => {
                 let from = match &level.source {
                     LevelSource::Declared => "the declaration".to_owned(),

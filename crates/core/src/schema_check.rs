@@ -33,6 +33,12 @@ enum Mode {
 /// it does not declare, or a value of another type (serde may accept a struct written as
 /// an array; the schema did not offer that).
 pub(crate) fn misfit(schema: &Value, value: &Value) -> Option<String> {
+    // Most params are plain objects: checked without allocating. Anything with
+    // alternatives, references or a misfit goes through the full check, which also
+    // words the error.
+    if plain_fits(schema, value) == Some(true) {
+        return None;
+    }
     let mut path = String::new();
     match check(
         schema,
@@ -53,6 +59,67 @@ pub(crate) fn misfit(schema: &Value, value: &Value) -> Option<String> {
             "{} does not match the declared params",
             crate::outcome::quote(&at, 64)
         )),
+    }
+}
+
+/// Whether `value` fits a schema without alternatives or references: `None` when the
+/// schema has those (the full check decides), `Some(false)` on any misfit.
+fn plain_fits(schema: &Value, value: &Value) -> Option<bool> {
+    let Some(object) = schema.as_object() else {
+        return Some(*schema != Value::Bool(false));
+    };
+    if ["allOf", "anyOf", "oneOf", "$ref", "patternProperties"]
+        .iter()
+        .any(|k| object.contains_key(*k))
+    {
+        return None;
+    }
+    if !fits_scalar(schema, value) {
+        return Some(false);
+    }
+    match value {
+        Value::Object(fields) => {
+            let properties = object.get("properties").and_then(Value::as_object);
+            let extra = object
+                .get("additionalProperties")
+                .filter(|e| **e != Value::Bool(false));
+            if properties.is_none() && extra.is_none() && !object.contains_key("required") {
+                return Some(true);
+            }
+            let required = object.get("required").and_then(Value::as_array);
+            if required
+                .into_iter()
+                .flatten()
+                .any(|name| name.as_str().is_some_and(|n| !fields.contains_key(n)))
+            {
+                return Some(false);
+            }
+            for (key, item) in fields {
+                let Some(sub) = properties.and_then(|p| p.get(key)).or(extra) else {
+                    return Some(false);
+                };
+                if plain_fits(sub, item)? {
+                    continue;
+                }
+                return Some(false);
+            }
+            Some(true)
+        }
+        Value::Array(items) => {
+            if object.contains_key("prefixItems") {
+                return None;
+            }
+            let Some(sub) = object.get("items") else {
+                return Some(true);
+            };
+            for item in items {
+                if !plain_fits(sub, item)? {
+                    return Some(false);
+                }
+            }
+            Some(true)
+        }
+        _ => Some(true),
     }
 }
 

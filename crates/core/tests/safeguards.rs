@@ -257,7 +257,7 @@ fn a_normalising_rewrite_shows_and_runs_the_final_arguments() {
     );
     let records = w.audit.for_call(card.call);
     assert_ne!(
-        records[0].args_hmac, records[1].args_hmac,
+        records[0].args_digest, records[1].args_digest,
         "the digest follows the rewrite"
     );
 }

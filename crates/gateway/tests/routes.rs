@@ -294,7 +294,7 @@ async fn an_audit_batch_with_a_broken_record_is_refused_whole() {
         .into_iter()
         .map(|r| serde_json::to_value(r).unwrap())
         .collect();
-    values[2].as_object_mut().unwrap().remove("args_hmac");
+    values[2].as_object_mut().unwrap().remove("args_digest");
     let (status, json, _) = send(
         &app,
         page("POST", "/v1/audit", serde_json::to_string(&values).unwrap()),

@@ -149,7 +149,7 @@ impl ExecutorState {
         };
         self.live.insert(
             trace.call,
-            self.live_call(trace, decided, consequence, LiveState::Performing),
+            self.live_call(trace, decided, consequence, None, LiveState::Performing),
         );
         Ok(Next::Perform(trace.call, future))
     }
@@ -168,11 +168,10 @@ impl ExecutorState {
         let request = self.card(trace.call, &decided, face, 1, 0, Vec::new(), now);
         self.record(trace, AuditEvent::Asked, by, &reason, None, now);
         let consequence = request.consequence.clone();
+        let digest = Some(request.args_sha256);
         let state = LiveState::Approval(Box::new(request.clone()));
-        self.live.insert(
-            trace.call,
-            self.live_call(trace, decided, consequence, state),
-        );
+        let live = self.live_call(trace, decided, consequence, digest, state);
+        self.live.insert(trace.call, live);
         Ok(Next::Approval(Box::new(request)))
     }
 
@@ -196,7 +195,13 @@ impl ExecutorState {
             now,
         );
         let machine = HandoffMachine::new(steps, now, timeout);
-        let live = self.live_call(trace, decided, consequence, LiveState::Handoff(machine));
+        let live = self.live_call(
+            trace,
+            decided,
+            consequence,
+            None,
+            LiveState::Handoff(machine),
+        );
         self.live.insert(trace.call, live);
         Ok(Next::Handoff(trace.call))
     }
@@ -206,15 +211,16 @@ impl ExecutorState {
         trace: &Trace,
         decided: Decided,
         consequence: Option<String>,
+        digest: Option<crate::ArgsDigest>,
         state: LiveState,
     ) -> Live {
         Live {
-            tool_call_id: trace.tool_call_id.clone(),
+            tool_call_id: trace.tool_call_id.to_owned(),
             level: self.level(decided.action.meta()).policy,
             action: decided.action,
             generation: decided.generation,
             prepared: decided.prepared,
-            digest: trace.digest,
+            digest,
             audit_digest: trace.audit_digest,
             arguments: decided.arguments,
             started: trace.started,

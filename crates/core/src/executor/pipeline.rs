@@ -38,10 +38,13 @@ impl ExecutorState {
         now: Timestamp,
         depth: u8,
     ) -> Next {
-        let mut trace = Trace::arriving(id, &call, started, self);
+        let mut trace = Trace::arriving(id, &call, started);
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
-            Err(stop) => Next::Settled(self.refuse_early(&trace, stop, now)),
+            Err(stop) => {
+                trace.unvalidated(&call.arguments, self);
+                Next::Settled(self.refuse_early(&trace, stop, now))
+            }
         }
     }
 

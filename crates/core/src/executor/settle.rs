@@ -13,44 +13,48 @@ use crate::time::Timestamp;
 use super::state::{ExecutorState, LiveState, Stop};
 
 /// A call's identity in audit records, whether or not it got far enough to be live.
-pub(crate) struct Trace {
+pub(crate) struct Trace<'a> {
     pub(crate) call: CallId,
-    pub(crate) tool_call_id: String,
-    pub(crate) action_id: String,
+    pub(crate) tool_call_id: &'a str,
+    pub(crate) action_id: &'a str,
     pub(crate) started: Timestamp,
     pub(crate) declared: Option<(Kind, Confirm)>,
     pub(crate) policy: Option<ApprovalPolicy>,
-    /// The plain digest a ticket binds.
-    pub(crate) digest: ArgsDigest,
     /// The keyed digest the audit records.
     pub(crate) audit_digest: ArgsDigest,
+    /// Whether the digests are of validated arguments.
+    pub(crate) validated: bool,
 }
 
-impl Trace {
-    /// A call as it arrives: refusals before validation record the keyed digest of the
-    /// raw text (an oversized text is hashed as bytes, never parsed).
-    pub(crate) fn arriving(
-        call: CallId,
-        raw: &Call,
-        started: Timestamp,
-        state: &ExecutorState,
-    ) -> Self {
-        let key = &state.config.audit_key;
-        let audit_digest = if raw.arguments.len() > state.config.max_argument_bytes {
-            key.digest_bytes(raw.arguments.as_bytes())
-        } else {
-            key.digest_raw(&raw.arguments)
-        };
+impl<'a> Trace<'a> {
+    /// A call as it arrives; its digests are set once its arguments validate (or, for a
+    /// refusal before that, from the raw text: see [`Trace::unvalidated`]).
+    pub(crate) fn arriving(call: CallId, raw: &'a Call, started: Timestamp) -> Self {
         Self {
             call,
-            tool_call_id: raw.tool_call_id.chars().take(256).collect(),
-            action_id: raw.action.clone(),
+            tool_call_id: &raw.tool_call_id,
+            action_id: &raw.action,
             started,
             declared: None,
             policy: None,
-            digest: ArgsDigest::of_bytes(&[]),
-            audit_digest,
+            audit_digest: ArgsDigest::default_empty(),
+            validated: false,
         }
+    }
+
+    /// A refusal before the arguments validated records the keyed digest of the raw
+    /// text (an oversized text hashed as bytes, never parsed). Computed only then: the
+    /// path that runs pays for one digest.
+    pub(crate) fn unvalidated(&mut self, raw: &str, state: &ExecutorState) {
+        if self.validated {
+            return;
+        }
+        let key = &state.config.audit_key;
+        self.audit_digest = if raw.len() > state.config.max_argument_bytes {
+            key.digest_bytes(raw.as_bytes())
+        } else {
+            key.digest_raw(raw)
+        };
     }
 
     pub(crate) fn resolved(
@@ -64,8 +68,8 @@ impl Trace {
     }
 
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
-        self.digest = ArgsDigest::of_value(arguments);
         self.audit_digest = key.digest(arguments);
+        self.validated = true;
     }
 }
 
@@ -93,15 +97,17 @@ impl ExecutorState {
             return;
         };
         let meta = live.action.meta();
+        // Copied out: the record needs the state mutably (this path is not the hot one).
+        let (tool_call_id, action_id) = (live.tool_call_id.clone(), meta.id.clone());
         let trace = Trace {
             call,
-            tool_call_id: live.tool_call_id.clone(),
-            action_id: meta.id.clone(),
+            tool_call_id: &tool_call_id,
+            action_id: &action_id,
             started: live.started,
             declared: Some((meta.kind, meta.confirm)),
             policy: Some(live.level),
-            digest: live.digest,
             audit_digest: live.audit_digest,
+            validated: true,
         };
         self.record(
             &trace,
@@ -124,7 +130,7 @@ impl ExecutorState {
         let outcome = Outcome::Refused(Refusal::new(
             stop.reason,
             Said {
-                action: &trace.action_id,
+                action: trace.action_id,
                 consequence: None,
                 detail: stop.detail.as_deref(),
             },
@@ -139,8 +145,8 @@ impl ExecutorState {
         );
         let settled = Settled {
             call: trace.call,
-            tool_call_id: trace.tool_call_id.clone(),
-            action: shown_id(&trace.action_id),
+            tool_call_id: trace.tool_call_id.to_owned(),
+            action: shown_id(trace.action_id),
             outcome,
         };
         self.settled.push_back(settled.clone());
@@ -160,15 +166,17 @@ impl ExecutorState {
             return;
         };
         let meta = live.action.meta();
+        // Copied out: the record needs the state mutably (this path is not the hot one).
+        let (tool_call_id, action_id) = (live.tool_call_id.clone(), meta.id.clone());
         let trace = Trace {
             call,
-            tool_call_id: live.tool_call_id.clone(),
-            action_id: meta.id.clone(),
+            tool_call_id: &tool_call_id,
+            action_id: &action_id,
             started: live.started,
             declared: Some((meta.kind, meta.confirm)),
             policy: Some(live.level),
-            digest: live.digest,
             audit_digest: live.audit_digest,
+            validated: true,
         };
         self.record(&trace, event, by, reason, None, now);
     }
@@ -192,8 +200,8 @@ impl ExecutorState {
             role: self.config.session.role.clone(),
             at_ms: now.as_millis(),
             call: trace.call.get(),
-            tool_call_id: escaped(&trace.tool_call_id, 128),
-            action: escaped(&trace.action_id, crate::MAX_ACTION_ID_LEN),
+            tool_call_id: escaped(trace.tool_call_id, 128),
+            action: escaped(trace.action_id, crate::MAX_ACTION_ID_LEN),
             kind: trace.declared.map(|d| d.0),
             confirm: trace.declared.map(|d| d.1),
             policy: trace.policy,
@@ -205,7 +213,7 @@ impl ExecutorState {
             grant: reason.grant(),
             summary: reason.summary(),
             reason: reason.clone(),
-            args_hmac: trace.audit_digest.to_hex(),
+            args_digest: trace.audit_digest.to_hex(),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         });
     }
@@ -311,6 +319,11 @@ fn shown_id(text: &str) -> String {
 /// At most `max` characters of text from outside, escaped (control characters, quotes
 /// and anything outside ASCII), so a hostile id cannot break a log line.
 fn escaped(text: &str, max: usize) -> String {
+    // The common case, an id of plain printable ASCII, is copied as it is.
+    let plain = |b: u8| b.is_ascii_graphic() && !matches!(b, b'\\' | b'\'' | b'"');
+    if text.len() <= max && text.bytes().all(plain) {
+        return text.to_owned();
+    }
     text.chars()
         .take(max)
         .flat_map(char::escape_default)

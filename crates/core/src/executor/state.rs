@@ -36,8 +36,9 @@ pub(crate) struct Live {
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,
     pub(crate) arguments: Value,
-    /// The plain digest a ticket binds.
-    pub(crate) digest: ArgsDigest,
+    /// The plain digest a ticket binds (calls waiting for a card only: the path that
+    /// needs no approval does not pay for it).
+    pub(crate) digest: Option<ArgsDigest>,
     /// The keyed digest the audit records.
     pub(crate) audit_digest: ArgsDigest,
     pub(crate) started: Timestamp,
