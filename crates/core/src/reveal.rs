@@ -21,6 +21,16 @@ pub struct Revealed {
 }
 
 impl Revealed {
+    /// A backslash from the text, doubled so it never starts something that reads as
+    /// one of our escapes.
+    fn push_backslash(&mut self) {
+        self.text.push_str("\\\\");
+        match self.parts.last_mut() {
+            Some((run, false)) => run.push_str("\\\\"),
+            _ => self.parts.push(("\\\\".to_owned(), false)),
+        }
+    }
+
     fn push(&mut self, c: char, escape: bool) {
         let piece = if escape {
             format!("\\u{{{:x}}}", u32::from(c))
@@ -76,7 +86,9 @@ pub fn is_bidi_control(c: char) -> bool {
     )
 }
 
-/// Characters that show nothing, or only space, and are not format characters.
+/// Characters that show nothing, or only space: Unicode's default-ignorable code points
+/// (assigned or reserved) that are not format characters, the fillers and blanks that
+/// render as empty, odd spaces, and control characters but newline and tab.
 fn is_blank(c: char) -> bool {
     matches!(
         u32::from(c),
@@ -85,80 +97,86 @@ fn is_blank(c: char) -> bool {
             | 0x115F
             | 0x1160
             | 0x1680
+            | 0x17B4
+            | 0x17B5
+            | 0x180B..=0x180F
             | 0x2000..=0x200A
             | 0x2028
             | 0x2029
             | 0x202F
             | 0x205F
+            | 0x2065
             | 0x2800
             | 0x3000
             | 0x3164
             | 0xFE00..=0xFE0F
             | 0xFFA0
-            | 0xE0100..=0xE01EF
+            | 0xFFF0..=0xFFF8
+            | 0x16FE4
+            | 0xE0000..=0xE0FFF
     ) || (c.is_control() && c != '\n' && c != '\t')
 }
 
-/// Cyrillic and Greek letters that look like Latin ones.
+/// Letters of other scripts (and Latin extensions) that look like basic Latin ones.
 fn looks_latin(c: char) -> bool {
     matches!(
         c,
-        'а' | 'е'
-            | 'о'
-            | 'р'
-            | 'с'
-            | 'у'
-            | 'х'
-            | 'і'
-            | 'ј'
-            | 'ѕ'
-            | 'ԁ'
-            | 'ԛ'
-            | 'ԝ'
-            | 'һ'
-            | 'ӏ'
-            | 'А'
-            | 'В'
-            | 'Е'
-            | 'К'
-            | 'М'
-            | 'Н'
-            | 'О'
-            | 'Р'
-            | 'С'
-            | 'Т'
-            | 'Х'
-            | 'У'
-            | 'І'
-            | 'Ј'
-            | 'Ѕ'
-            | 'Α'
-            | 'Β'
-            | 'Ε'
-            | 'Ζ'
-            | 'Η'
-            | 'Ι'
-            | 'Κ'
-            | 'Μ'
-            | 'Ν'
-            | 'Ο'
-            | 'Ρ'
-            | 'Τ'
-            | 'Υ'
-            | 'Χ'
-            | 'ο'
-            | 'ν'
-            | 'α'
-            | 'ι'
-            | 'κ'
-            | 'ρ'
-            | 'τ'
-            | 'υ'
+        // Cyrillic
+        'а' | 'в' | 'е' | 'к' | 'м' | 'н' | 'о' | 'р' | 'с' | 'т' | 'у' | 'х' | 'і' | 'ј' | 'ѕ'
+            | 'ԁ' | 'ԛ' | 'ԝ' | 'һ' | 'ӏ' | 'ү' | 'ҽ' | 'ɡ' | 'А' | 'В' | 'Е' | 'К' | 'М' | 'Н'
+            | 'О' | 'Р' | 'С' | 'Т' | 'Х' | 'У' | 'І' | 'Ј' | 'Ѕ' | 'Ү' | 'Ԁ' | 'Ԛ' | 'Ԝ' | 'Һ'
+            | 'Ӏ'
+            // Greek
+            | 'Α' | 'Β' | 'Ε' | 'Ζ' | 'Η' | 'Ι' | 'Κ' | 'Μ' | 'Ν' | 'Ο' | 'Ρ' | 'Τ' | 'Υ' | 'Χ'
+            | 'ο' | 'ν' | 'α' | 'ι' | 'κ' | 'ρ' | 'τ' | 'υ' | 'ϲ' | 'ϳ' | 'Ϲ' | 'ϒ'
+            // Armenian
+            | 'օ' | 'ս' | 'ց' | 'հ' | 'ո' | 'զ' | 'ք' | 'Տ' | 'Օ' | 'Ս'
+            // Cherokee (capitals: most look like Latin ones)
+            | 'Ꭰ'
+            ..='Ᏼ'
+            // Latin letters that pass for basic ones: dotless i, alpha, script g, ...
+            | 'ı' | 'ȷ' | 'ɑ' | 'ɩ' | 'ʏ' | 'ɪ' | 'ʀ' | 'ᴀ' | 'ᴄ' | 'ᴅ' | 'ᴇ' | 'ᴋ' | 'ᴍ' | 'ᴏ'
+            | 'ᴘ' | 'ᴛ' | 'ᴜ' | 'ᴠ' | 'ᴡ' | 'ᴢ'
     )
 }
 
-/// Makes free text visible: invisible and bidi-control characters always, look-alike
-/// letters when their word also has Latin letters (`Аpollo`, not `Привет`).
+/// A non-ASCII letter or digit that Unicode's compatibility normalisation maps elsewhere
+/// (fullwidth `ａ`, mathematical `𝖺`, roman numeral `ⅼ`, ligature `ﬁ`): it reads as
+/// another character.
+fn compatibility_form(c: char) -> bool {
+    use unicode_normalization::UnicodeNormalization as _;
+    !c.is_ascii() && c.is_alphanumeric() && {
+        let mut buffer = [0u8; 4];
+        let single: &str = c.encode_utf8(&mut buffer);
+        !single.nfkc().eq(single.chars())
+    }
+}
+
+/// Combining marks that strike or overlay the letter they sit on.
+fn is_overlay_mark(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x0334..=0x0338 | 0x20D2..=0x20D3 | 0x20D8..=0x20DA | 0x20E5..=0x20E6 | 0x20EA..=0x20EB
+    )
+}
+
+/// Combining marks of the generic blocks (diacritics for any script).
+fn is_generic_mark(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F
+    )
+}
+
+/// The most generic combining marks one letter may carry before the rest are shown as
+/// escapes (a stack draws over the card's neighbouring lines).
+const MAX_MARKS: usize = 2;
+
+/// Makes free text visible: invisible and bidi-control characters always; look-alike
+/// letters when their word also has Latin letters (`Аpollo`) or is made only of
+/// look-alikes (`раураӏ.сом`), and compatibility forms (`ａpple`); overlay marks,
+/// a dotted dotless i, and stacks of more than two marks. A backslash is shown doubled,
+/// so a typed `\u{202e}` never looks like a revealed U+202E.
 pub fn reveal(text: &str) -> Revealed {
     let mut out = Revealed {
         text: String::with_capacity(text.len()),
@@ -166,20 +184,40 @@ pub fn reveal(text: &str) -> Revealed {
     };
     for word in text.split_inclusive(char::is_whitespace) {
         let latin = word.chars().any(|c| c.is_ascii_alphabetic());
+        let letters = word.chars().filter(|c| c.is_alphabetic());
+        let all_lookalike = word.chars().any(|c| c.is_alphabetic())
+            && letters
+                .clone()
+                .all(|c| looks_latin(c) || c.is_ascii_alphabetic())
+            && letters.clone().any(looks_latin);
+        let mut marks = 0;
+        let mut previous = ' ';
         for c in word.chars() {
+            let mark = is_generic_mark(c);
+            marks = if mark { marks + 1 } else { 0 };
             let escape = if is_bidi_control(c) {
                 out.bidi = true;
                 true
             } else if is_format_char(c) || is_blank(c) {
                 out.invisible = true;
                 true
-            } else if latin && looks_latin(c) {
+            } else if ((latin || all_lookalike) && looks_latin(c))
+                || compatibility_form(c)
+                || is_overlay_mark(c)
+                || (mark && marks > MAX_MARKS)
+                || (previous == 'ı' && c == '\u{307}')
+            {
                 out.confusable = true;
                 true
             } else {
                 false
             };
-            out.push(c, escape);
+            if c == '\\' && !escape {
+                out.push_backslash();
+            } else {
+                out.push(c, escape);
+            }
+            previous = c;
         }
     }
     out
@@ -240,6 +278,13 @@ mod tests {
         assert!(nbsp.invisible);
         assert!(reveal("Atlas\u{e0041}").invisible, "tag characters");
         assert!(reveal("x\u{fe0f}").invisible, "variation selectors");
+    }
+
+    #[test]
+    fn a_typed_escape_never_reads_as_a_revealed_one() {
+        assert_eq!(reveal("x\u{202e}").text, "x\\u{202e}");
+        assert_eq!(reveal("x\\u{202e}").text, "x\\\\u{202e}");
+        assert!(!reveal("C:\\dir").is_suspicious());
     }
 
     #[test]

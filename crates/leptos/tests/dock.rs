@@ -912,7 +912,12 @@ async fn hidden_characters_on_a_card_are_shown_and_isolated() {
         assert!(marks.iter().any(|m| m == escape), "{name:?}: {marks:?}");
         // Consequence and arguments both show it, inside an isolate.
         assert!(page.text(".cs-card__consequence bdi").contains(escape));
-        assert!(page.text(".cs-card__args bdi").contains(escape));
+        assert!(page.text(".cs-card__args").contains(escape));
+        // Each string value is isolated on its own.
+        assert!(page
+            .all(".cs-card__args bdi")
+            .iter()
+            .any(|b| b.text_content().unwrap_or_default().contains(escape)));
         assert!(page.q(".cs-card__consequence .cs-hidden-note").is_some());
         assert!(
             !page.text(".cs-card").contains('\u{202e}')

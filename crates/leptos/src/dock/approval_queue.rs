@@ -76,7 +76,7 @@ fn card_view(
     card_ref: NodeRef<html::Div>,
 ) -> impl IntoView {
     let (card_class, kind_badge) = kind_class(card.kind);
-    let arguments = serde_json::to_string_pretty(&card.arguments).unwrap_or_default();
+    let arguments = arguments_view(strings, &card.arguments);
     let offers_grant = card.offers_session_grant;
     let grant_rule = card.grant_rule.as_ref().map(|r| r.description.clone());
     // A card drawn again because the page changed under the person says what changed.
@@ -153,7 +153,7 @@ fn card_view(
                 {preview}
                 <div>
                     <span class="cs-label">{strings.arguments}</span>
-                    <pre class="cs-card__args">{revealed(strings, &arguments, Shape::Text)}</pre>
+                    <pre class="cs-card__args">{arguments}</pre>
                 </div>
                 <label class="cs-card__reason">
                     {strings.deny_reason}
@@ -202,9 +202,7 @@ fn preview_view(strings: &'static Strings, preview: countersign::Preview) -> imp
             } else {
                 "cs-diff__same"
             };
-            let shown = countersign::reveal(line).text;
-            let text = format!("{shown}\n");
-            view! { <span class=class>{text}</span> }
+            view! { <span class=class>{revealed(strings, line, Shape::Text)}"\n"</span> }
         })
         .collect_view();
     let counts = preview
@@ -219,4 +217,50 @@ fn preview_view(strings: &'static Strings, preview: countersign::Preview) -> imp
             <ul class="cs-counts">{counts}</ul>
         </div>
     }
+}
+
+/// The arguments as indented JSON, each string value (and key) isolated and revealed on
+/// its own, so right-to-left text in one value cannot reorder the numbers or keys
+/// around it.
+fn arguments_view(strings: &'static Strings, value: &serde_json::Value) -> AnyView {
+    fn push(
+        strings: &'static Strings,
+        value: &serde_json::Value,
+        indent: usize,
+        out: &mut Vec<AnyView>,
+    ) {
+        use serde_json::Value;
+        let pad = |n: usize| "  ".repeat(n);
+        match value {
+            Value::String(text) => {
+                out.push("\"".into_any());
+                out.push(revealed(strings, text, Shape::Text));
+                out.push("\"".into_any());
+            }
+            Value::Array(items) if !items.is_empty() => {
+                out.push("[\n".into_any());
+                for (i, item) in items.iter().enumerate() {
+                    out.push(pad(indent + 1).into_any());
+                    push(strings, item, indent + 1, out);
+                    out.push(if i + 1 < items.len() { ",\n" } else { "\n" }.into_any());
+                }
+                out.push(format!("{}]", pad(indent)).into_any());
+            }
+            Value::Object(map) if !map.is_empty() => {
+                out.push("{\n".into_any());
+                for (i, (key, item)) in map.iter().enumerate() {
+                    out.push(format!("{}\"", pad(indent + 1)).into_any());
+                    out.push(revealed(strings, key, Shape::Text));
+                    out.push("\": ".into_any());
+                    push(strings, item, indent + 1, out);
+                    out.push(if i + 1 < map.len() { ",\n" } else { "\n" }.into_any());
+                }
+                out.push(format!("{}}}", pad(indent)).into_any());
+            }
+            other => out.push(other.to_string().into_any()),
+        }
+    }
+    let mut out = Vec::new();
+    push(strings, value, 0, &mut out);
+    out.collect_view().into_any()
 }

@@ -68,10 +68,15 @@ pub(crate) fn Chat(
 
 fn entry_view(strings: &'static Strings, entry: LogEntry) -> AnyView {
     match entry {
-        LogEntry::User(text) => view! { <li class="cs-msg cs-msg--user">{text}</li> }.into_any(),
-        LogEntry::Assistant(text) => {
-            view! { <li class="cs-msg cs-msg--assistant">{text}</li> }.into_any()
+        LogEntry::User(text) => {
+            view! { <li class="cs-msg cs-msg--user">{revealed(strings, &text, Shape::Text)}</li> }
+                .into_any()
         }
+        // The model's prose: isolated and revealed like everything else it writes.
+        LogEntry::Assistant(text) => view! {
+            <li class="cs-msg cs-msg--assistant">{revealed(strings, &text, Shape::Text)}</li>
+        }
+        .into_any(),
         LogEntry::Outcome {
             action,
             title,
@@ -99,7 +104,7 @@ fn entry_view(strings: &'static Strings, entry: LogEntry) -> AnyView {
             .into_any()
         }
         LogEntry::Error(text) => view! {
-            <li class="cs-msg cs-msg--error" role="alert">{strings.error_prefix}": "{text}</li>
+            <li class="cs-msg cs-msg--error" role="alert">{strings.error_prefix}": "{revealed(strings, &text, Shape::Text)}</li>
         }
         .into_any(),
     }
