@@ -220,6 +220,7 @@ pub struct Verified {
 struct Inner {
     path: PathBuf,
     head_path: PathBuf,
+    /// Locked for the store's life: one writer per file.
     file: File,
     key: ChainKey,
     /// The file's length after the last acknowledged write.
@@ -227,8 +228,8 @@ struct Inner {
     seq: u64,
     head: String,
     ids: HashSet<String>,
-    /// Held for the store's life: one writer per file.
-    _lock: File,
+    /// The lines moved past the head, which could not be written: written again next.
+    head_dirty: bool,
 }
 
 /// A keyed, anchored, append-only audit file. Cheap to clone.
@@ -443,48 +444,64 @@ pub fn verify_file(path: &Path, key: Option<&ChainKey>) -> Result<Verified, Stor
     Ok(verified)
 }
 
-/// Takes the file's lock, or says who holds it.
+/// Takes an exclusive lock on the audit file itself, so every name for it (a symlink, a
+/// hard link, a bind mount) meets the same lock; notes this process in `<file>.lock` for
+/// the message another gateway gets.
 fn lock(path: &Path) -> Result<File, StoreError> {
-    let lock_file = lock_path(path);
-    let mut file = OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
-        .write(true)
+        .append(true)
         .create(true)
-        .truncate(false)
-        .open(&lock_file)
-        .map_err(io(&lock_file))?;
+        .open(path)
+        .map_err(io(path))?;
+    let lock_file = lock_path(path);
     match file.try_lock() {
         Ok(()) => {
-            file.set_len(0).map_err(io(&lock_file))?;
-            file.write_all(format!("pid {}\n", std::process::id()).as_bytes())
-                .and_then(|()| file.sync_all())
-                .map_err(io(&lock_file))?;
+            // Best effort, and never through a link: the file is replaced, not followed.
+            let _ = std::fs::remove_file(&lock_file);
+            if let Ok(mut note) = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock_file)
+            {
+                let _ = note.write_all(format!("pid {}\n", std::process::id()).as_bytes());
+            }
             Ok(file)
         }
         Err(std::fs::TryLockError::WouldBlock) => {
-            let holder = std::fs::read_to_string(&lock_file)
+            let holder = std::fs::symlink_metadata(&lock_file)
                 .ok()
-                .map(|t| t.trim().to_owned())
+                .filter(std::fs::Metadata::is_file)
+                .and_then(|_| std::fs::read_to_string(&lock_file).ok())
+                .map(|t| t.trim().chars().take(40).collect::<String>())
                 .filter(|t| !t.is_empty())
                 .map_or_else(
-                    || format!("held through `{}`", lock_file.display()),
-                    |who| format!("{who}, through `{}`", lock_file.display()),
+                    || "held by another process".to_owned(),
+                    |who| format!("{who}, noted in `{}`", lock_file.display()),
                 );
             Err(StoreError::Locked {
                 path: path.to_owned(),
                 holder,
             })
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(io(&lock_file)(e)),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(path)(e)),
     }
 }
 
-/// Writes the head atomically: a temporary file, synced, renamed over the old one.
+/// Writes the head atomically: a fresh temporary file (a stale one, or a link planted
+/// there, is removed first, never followed), synced, renamed over the old head.
 fn write_head(path: &Path, head: &Head) -> std::io::Result<()> {
     let mut temp = path.as_os_str().to_owned();
     temp.push(".tmp");
     let temp = PathBuf::from(temp);
-    let mut file = File::create(&temp)?;
+    match std::fs::remove_file(&temp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)?;
     file.write_all(&serde_json::to_vec(head).unwrap_or_default())?;
     file.sync_all()?;
     std::fs::rename(&temp, path)?;
@@ -500,23 +517,12 @@ impl AuditStore {
     /// wrong key, a cut tail or a second writer is refused: the store never extends it.
     pub fn open(path: impl Into<PathBuf>, key: ChainKey) -> Result<Self, StoreError> {
         let path = path.into();
-        let lock = lock(&path)?;
+        let mut file = lock(&path)?;
         let head_path = head_path(&path);
         let mut bytes = Vec::new();
-        match File::open(&path) {
-            Ok(mut f) => {
-                f.read_to_end(&mut bytes).map_err(io(&path))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&path)(e)),
-        }
+        file.read_to_end(&mut bytes).map_err(io(&path))?;
         let (mut verified, ids) = verify_bytes(&bytes, Some(&key))?;
         anchor(&mut verified, &bytes, read_head(&head_path)?.as_ref(), &key)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
         if verified.torn_tail_bytes > 0 {
             let keep = (bytes.len() - verified.torn_tail_bytes) as u64;
             tracing::warn!(
@@ -549,7 +555,7 @@ impl AuditStore {
             seq: verified.lines,
             head: verified.head,
             ids,
-            _lock: lock,
+            head_dirty: false,
         }))))
     }
 
@@ -587,12 +593,19 @@ impl AuditStore {
                 let _ = inner.file.set_len(inner.len);
                 return Err(io(&path)(e));
             }
-            let sealed = Head::sealed(&inner.key, seq, &head);
-            write_head(&inner.head_path, &sealed).map_err(io(&inner.head_path))?;
+            // The lines are durable: the state follows them whatever happens to the head,
+            // so a retry finds its records stored (duplicates) instead of forking the
+            // chain. The batch is acknowledged only once the head moved too.
             inner.len += out.len() as u64;
             inner.seq = seq;
             inner.head = head;
             inner.ids.extend(fresh);
+            inner.head_dirty = true;
+        }
+        if inner.head_dirty {
+            let sealed = Head::sealed(&inner.key, inner.seq, &inner.head);
+            write_head(&inner.head_path, &sealed).map_err(io(&inner.head_path))?;
+            inner.head_dirty = false;
         }
         Ok(Appended {
             appended,
@@ -609,15 +622,18 @@ impl AuditStore {
             .map_err(|_| StoreError::Poisoned)?
     }
 
-    /// The whole file, for export.
+    /// The whole file as acknowledged, for export: read under the store's lock and cut
+    /// at the last acknowledged line, so an append in progress never shows half a line.
     pub async fn export(&self) -> Result<Vec<u8>, StoreError> {
-        let path = self
-            .0
-            .lock()
-            .map_err(|_| StoreError::Poisoned)?
-            .path
-            .clone();
-        tokio::fs::read(&path).await.map_err(io(&path))
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let inner = store.0.lock().map_err(|_| StoreError::Poisoned)?;
+            let mut bytes = std::fs::read(&inner.path).map_err(io(&inner.path))?;
+            bytes.truncate(usize::try_from(inner.len).unwrap_or(usize::MAX));
+            Ok(bytes)
+        })
+        .await
+        .map_err(|_| StoreError::Poisoned)?
     }
 
     /// How many records are stored.

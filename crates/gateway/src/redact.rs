@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 const MARK: &str = "[redacted]";
 
@@ -136,81 +136,143 @@ fn redact_arguments(text: &str, secret: &str) -> Result<String, Leak> {
     Ok(redacted)
 }
 
-/// Redacts one whole (non-streamed) answer. JSON is parsed, redacted at every decoded
-/// level and re-serialised (left byte for byte as it was when nothing changed);
-/// anything else has the raw key replaced, and is refused if it decodes to the key.
+/// Redacts one whole (non-streamed) answer. JSON is parsed, stripped of `logprobs`
+/// (token fragments a client could join), redacted at every decoded level, checked once
+/// more with each choice's text joined (content parts), and always re-serialised: what
+/// reaches the page is exactly what was checked (a duplicate key, which a first-wins
+/// parser would read differently, does not survive). Anything else is refused.
 pub fn redact_answer(secret: &str, body: &[u8]) -> Result<Bytes, Leak> {
     if secret.is_empty() {
         return Ok(Bytes::copy_from_slice(body));
     }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(mut value) => {
-            if redact_value(&mut value, secret)? {
-                Ok(Bytes::from(value.to_string()))
-            } else {
-                Ok(Bytes::copy_from_slice(body))
+    let mut value: Value = serde_json::from_slice(body).map_err(|_| Leak)?;
+    drop_logprobs(&mut value);
+    redact_value(&mut value, secret)?;
+    if joined_leak(&value, secret) {
+        return Err(Leak);
+    }
+    Ok(Bytes::from(value.to_string()))
+}
+
+/// Whether a list's parts, joined as a client joins them, spell the key: its strings in
+/// order, or one field's strings across its objects (content parts' `text`).
+fn joined_leak(value: &Value, secret: &str) -> bool {
+    match value {
+        Value::Array(items) => {
+            let strings: String = items.iter().filter_map(Value::as_str).collect();
+            if strings.contains(secret) {
+                return true;
             }
+            let keys: std::collections::BTreeSet<&String> = items
+                .iter()
+                .filter_map(Value::as_object)
+                .flat_map(|o| o.keys())
+                .collect();
+            for key in keys {
+                let joined: String = items
+                    .iter()
+                    .filter_map(|item| item.get(key.as_str()).and_then(Value::as_str))
+                    .collect();
+                if joined.contains(secret) {
+                    return true;
+                }
+            }
+            items.iter().any(|item| joined_leak(item, secret))
         }
-        Err(_) => {
-            let text = String::from_utf8_lossy(body);
-            let replaced = text.replace(secret, MARK);
-            if lenient_unescape(&replaced).contains(secret) {
-                Err(Leak)
-            } else {
-                Ok(Bytes::from(replaced))
+        Value::Object(map) => map.values().any(|item| joined_leak(item, secret)),
+        _ => false,
+    }
+}
+
+/// Removes `logprobs` from every choice: each token is a fragment a client may join, and
+/// the page has no use for them.
+fn drop_logprobs(value: &mut Value) {
+    if let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) {
+        for choice in choices {
+            if let Some(object) = choice.as_object_mut() {
+                object.remove("logprobs");
             }
         }
     }
 }
 
-/// Which streamed text a held-back piece belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Field {
-    /// `choices[choice].delta.<name>` (content, reasoning_content, refusal).
-    Text { choice: u64, name: String },
-    /// `choices[choice].delta.tool_calls[index].function.name`.
-    ToolName { choice: u64, index: u64 },
+fn join_strings(value: &Value, out: &mut String) {
+    match value {
+        Value::String(text) => out.push_str(text),
+        Value::Array(items) => items.iter().for_each(|item| join_strings(item, out)),
+        Value::Object(map) => map.values().for_each(|item| join_strings(item, out)),
+        _ => {}
+    }
 }
 
 /// The longest end of `text` that is a proper start of `secret`.
 fn prefix_tail_len(text: &str, secret: &str) -> usize {
-    let mut best = 0;
     for (i, _) in text.char_indices() {
         let tail = text.get(i..).unwrap_or_default();
         if tail.len() < secret.len() && secret.starts_with(tail) {
-            best = tail.len();
-            break;
+            return tail.len();
         }
     }
-    best
+    0
 }
 
-/// Redacts a Chat Completions event stream (SSE) at the decoded level, event by event.
+/// A step into a delta: an object key, or the element of a list with this `index`
+/// (tool calls) or at this position.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Seg {
+    Key(String),
+    At(u64),
+}
+
+/// Where a streamed string sits: the choice and the path inside its delta.
+type Place = (u64, Vec<Seg>);
+
+/// The most decoded text held back at once (tool call arguments are held whole).
+const MAX_HELD_BYTES: usize = 1024 * 1024;
+
+/// The largest single line or event accepted from the upstream.
+const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Redacts a Chat Completions event stream at the decoded level.
+///
+/// The upstream's bytes are parsed as the HTML standard parses an event stream (lines end
+/// at CR, LF or CRLF; a leading BOM is dropped; comments and other fields are dropped; a
+/// blank line ends an event), and nothing the upstream sent is passed on as bytes: each
+/// event's JSON is parsed, redacted and written again. Per choice, every string in its
+/// delta is held back while its end could still be the start of the key, and each
+/// `arguments` string whole until the choice finishes. A delta after a choice finished,
+/// data that is not JSON, or held text over the cap end the stream with an
+/// `upstream_malformed` error event.
 #[derive(Debug)]
 pub struct StreamRedactor {
     secret: String,
-    /// Bytes of an event not yet complete.
-    buffer: BytesMut,
-    /// Decoded text held back per field, because it could still be the key's start.
-    held: BTreeMap<Field, String>,
-    /// Each tool call's arguments, held whole until its choice finishes (the key may be
-    /// spelt with escapes of the arguments' own JSON, split anywhere).
-    arguments: BTreeMap<(u64, u64), String>,
-    /// Set once the stream was cut for a leak: nothing more is passed.
+    /// Bytes of a line not yet complete.
+    line: BytesMut,
+    /// Whether the stream's start (and a BOM there) was seen.
+    started: bool,
+    /// The current event's data, when it has a `data` field.
+    data: Option<String>,
+    /// Decoded text held back, by where it sits.
+    held: BTreeMap<Place, String>,
+    /// `arguments` strings, held whole until their choice finishes.
+    arguments: BTreeMap<Place, String>,
+    /// Choices that sent their `finish_reason`.
+    finished: std::collections::BTreeSet<u64>,
+    /// Set once the stream was cut: nothing more is passed.
     stopped: bool,
 }
-
-/// The largest single event accepted from the upstream.
-const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
 impl StreamRedactor {
     /// A redactor for `secret`; an empty secret passes everything unchanged.
     pub fn new(secret: &str) -> Self {
         Self {
             secret: secret.to_owned(),
-            buffer: BytesMut::new(),
+            line: BytesMut::new(),
+            started: false,
+            data: None,
             held: BTreeMap::new(),
             arguments: BTreeMap::new(),
+            finished: std::collections::BTreeSet::new(),
             stopped: false,
         }
     }
@@ -223,102 +285,133 @@ impl StreamRedactor {
         if self.secret.is_empty() {
             return Bytes::copy_from_slice(chunk);
         }
-        self.buffer.extend_from_slice(chunk);
+        self.line.extend_from_slice(chunk);
         let mut out = Vec::new();
-        while let Some((end, skip)) = event_end(&self.buffer) {
-            let event = self.buffer.split_to(end + skip);
-            let text = String::from_utf8_lossy(event.get(..end).unwrap_or_default()).into_owned();
-            match self.event(&text) {
-                Ok(bytes) => out.extend_from_slice(&bytes),
-                Err(Leak) => {
-                    out.extend_from_slice(&leak_event());
-                    self.stopped = true;
-                    self.buffer.clear();
-                    return Bytes::from(out);
-                }
-            }
-        }
-        if self.buffer.len() > MAX_EVENT_BYTES {
-            out.extend_from_slice(&error_event(
-                "upstream_malformed",
-                "the model upstream sent an event that is too large",
-            ));
-            self.stopped = true;
-            self.buffer.clear();
+        if let Err(Leak) = self.lines(false, &mut out) {
+            self.stop(&mut out);
         }
         Bytes::from(out)
     }
 
-    /// Ends the stream: flushes what was held back (the upstream closed without `[DONE]`).
+    /// Ends the stream: the last event, and whatever was held back.
     pub fn finish(&mut self) -> Bytes {
         if self.stopped || self.secret.is_empty() {
             return Bytes::new();
         }
         let mut out = Vec::new();
-        if !self.buffer.is_empty() {
-            let rest = std::mem::take(&mut self.buffer);
-            let text = String::from_utf8_lossy(&rest).into_owned();
-            match self.event(&text) {
-                Ok(bytes) => out.extend_from_slice(&bytes),
-                Err(Leak) => {
-                    self.stopped = true;
-                    return Bytes::from(leak_event());
-                }
-            }
-        }
-        match self.flush_all() {
-            Ok(bytes) => out.extend_from_slice(&bytes),
-            Err(Leak) => out.extend_from_slice(&leak_event()),
+        let done = self
+            .lines(true, &mut out)
+            .and_then(|()| self.dispatch(&mut out))
+            .and_then(|()| self.flush_all(&mut out));
+        if let Err(Leak) = done {
+            self.stop(&mut out);
         }
         self.stopped = true;
         Bytes::from(out)
     }
 
-    /// One complete event (without its blank line).
-    fn event(&mut self, text: &str) -> Result<Vec<u8>, Leak> {
-        let mut data = Vec::new();
-        let mut other = Vec::new();
-        for line in text.split('\n') {
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            match line.strip_prefix("data:") {
-                Some(rest) => data.push(rest.strip_prefix(' ').unwrap_or(rest)),
-                None => other.push(line),
+    /// Whether the stream was cut (a leak or a malformed upstream).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    fn stop(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&leak_event());
+        self.stopped = true;
+        self.line.clear();
+        self.held.clear();
+        self.arguments.clear();
+    }
+
+    /// Splits off and handles every complete line (at the end, the last one too).
+    fn lines(&mut self, at_end: bool, out: &mut Vec<u8>) -> Result<(), Leak> {
+        if !self.started {
+            if self.line.len() < 3 && !at_end && b"\xEF\xBB\xBF".starts_with(&self.line) {
+                return Ok(());
+            }
+            if self.line.starts_with(b"\xEF\xBB\xBF") {
+                let _ = self.line.split_to(3);
+            }
+            self.started = true;
+        }
+        loop {
+            let Some(end) = self.line.iter().position(|b| *b == b'\r' || *b == b'\n') else {
+                if self.line.len() > MAX_EVENT_BYTES {
+                    return Err(Leak);
+                }
+                if at_end && !self.line.is_empty() {
+                    let rest = self.line.split();
+                    self.field(&rest)?;
+                }
+                return Ok(());
+            };
+            let cr = self.line.get(end) == Some(&b'\r');
+            // A CR last in the buffer may be the first half of a CRLF: wait for more.
+            if cr && end + 1 == self.line.len() && !at_end {
+                return Ok(());
+            }
+            let skip = if cr && self.line.get(end + 1) == Some(&b'\n') {
+                2
+            } else {
+                1
+            };
+            let line = self.line.split_to(end);
+            let _ = self.line.split_to(skip);
+            if line.is_empty() {
+                self.dispatch(out)?;
+            } else {
+                self.field(&line)?;
             }
         }
-        let mut out = Vec::new();
-        for line in other.iter().filter(|l| !l.is_empty()) {
-            // `event:`, `id:`, comments: no client decodes them into model text.
-            out.extend_from_slice(line.replace(&self.secret, MARK).as_bytes());
-            out.push(b'\n');
+    }
+
+    /// One non-empty line: only `data` fields are kept (comments, `event`, `id`,
+    /// `retry` and unknown fields are dropped).
+    fn field(&mut self, line: &[u8]) -> Result<(), Leak> {
+        let text = std::str::from_utf8(line).map_err(|_| Leak)?;
+        if text.starts_with(':') {
+            return Ok(());
         }
-        if data.is_empty() {
-            if !out.is_empty() {
-                out.push(b'\n');
-            }
-            return Ok(out);
-        }
-        let data = data.join("\n");
-        if data.trim() == "[DONE]" {
-            out.extend_from_slice(&self.flush_all()?);
-            out.extend_from_slice(b"data: [DONE]\n\n");
-            return Ok(out);
-        }
-        let Ok(mut value) = serde_json::from_str::<Value>(&data) else {
-            let replaced = data.replace(&self.secret, MARK);
-            if lenient_unescape(&replaced).contains(&self.secret) {
+        let (name, value) = match text.split_once(':') {
+            Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
+            None => (text, ""),
+        };
+        if name == "data" {
+            let data = self.data.get_or_insert_with(String::new);
+            data.push_str(value);
+            data.push('\n');
+            if data.len() > MAX_EVENT_BYTES {
                 return Err(Leak);
             }
-            out.extend_from_slice(format!("data: {replaced}\n\n").as_bytes());
-            return Ok(out);
+        }
+        Ok(())
+    }
+
+    /// A blank line: the event's data, if any, is handled.
+    fn dispatch(&mut self, out: &mut Vec<u8>) -> Result<(), Leak> {
+        let Some(mut data) = self.data.take() else {
+            return Ok(());
         };
+        if data.ends_with('\n') {
+            data.pop();
+        }
+        if data.trim() == "[DONE]" {
+            self.flush_all(out)?;
+            out.extend_from_slice(b"data: [DONE]\n\n");
+            return Ok(());
+        }
+        // Data that is not JSON is refused, not passed: a client's parser may read more
+        // into it than serde does (`1e999`, lone surrogates).
+        let mut value: Value = serde_json::from_str(&data).map_err(|_| Leak)?;
+        drop_logprobs(&mut value);
         self.chunk(&mut value)?;
         redact_value(&mut value, &self.secret)?;
         out.extend_from_slice(format!("data: {value}\n\n").as_bytes());
-        Ok(out)
+        Ok(())
     }
 
-    /// Holds back what could still be the key in each choice's streamed text, and each
-    /// tool call's arguments until its choice finishes.
+    /// Holds back, per choice, what could still be the key in any streamed string, and
+    /// each `arguments` string until its choice finishes.
     fn chunk(&mut self, value: &mut Value) -> Result<(), Leak> {
         let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) else {
             return Ok(());
@@ -328,64 +421,96 @@ impl StreamRedactor {
                 .get("index")
                 .and_then(Value::as_u64)
                 .unwrap_or(position as u64);
-            let finished = choice.get("finish_reason").is_some_and(|r| !r.is_null());
-            let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) else {
-                if finished {
-                    let flushed = self.flush_choice(index)?;
-                    if !flushed.is_empty() {
-                        if let Some(object) = choice.as_object_mut() {
-                            object.insert("delta".into(), Value::Object(flushed));
-                        }
-                    }
+            let finishing = choice.get("finish_reason").is_some_and(|r| !r.is_null());
+            if self.finished.contains(&index) {
+                // INVARIANT: nothing follows a choice's finish: its held text was
+                // flushed, so a continuation could complete the key unseen.
+                let mut text = String::new();
+                join_strings(choice.get("delta").unwrap_or(&Value::Null), &mut text);
+                if !text.is_empty() || finishing {
+                    return Err(Leak);
                 }
                 continue;
-            };
-            for name in ["content", "reasoning_content", "refusal"] {
-                if let Some(Value::String(text)) = delta.get_mut(name) {
-                    let field = Field::Text {
-                        choice: index,
-                        name: name.to_owned(),
-                    };
-                    *text = self.hold(field, text);
-                }
             }
-            if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
-                for (k, call) in calls.iter_mut().enumerate() {
-                    let call_index = call
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(k as u64);
-                    let Some(function) = call.get_mut("function").and_then(Value::as_object_mut)
-                    else {
-                        continue;
-                    };
-                    if let Some(Value::String(name)) = function.get_mut("name") {
-                        let field = Field::ToolName {
-                            choice: index,
-                            index: call_index,
-                        };
-                        *name = self.hold(field, name);
-                    }
-                    if let Some(Value::String(arguments)) = function.get_mut("arguments") {
-                        self.arguments
-                            .entry((index, call_index))
-                            .or_default()
-                            .push_str(arguments);
-                        arguments.clear();
-                    }
-                }
+            if let Some(delta) = choice.get_mut("delta") {
+                let mut path = Vec::new();
+                self.hold_all(index, delta, &mut path)?;
             }
-            if finished {
+            if finishing {
                 let flushed = self.flush_choice(index)?;
-                merge_delta(delta, flushed);
+                let delta = choice
+                    .as_object_mut()
+                    .map(|c| c.entry("delta").or_insert_with(|| json!({})));
+                if let Some(delta) = delta {
+                    merge(delta, flushed);
+                }
+                self.finished.insert(index);
             }
         }
         Ok(())
     }
 
-    /// Adds `text` to what is held for `field`; returns the part that can go now.
-    fn hold(&mut self, field: Field, text: &str) -> String {
-        let held = self.held.entry(field).or_default();
+    fn hold_all(
+        &mut self,
+        choice: u64,
+        value: &mut Value,
+        path: &mut Vec<Seg>,
+    ) -> Result<(), Leak> {
+        match value {
+            Value::String(text) => {
+                let place = (choice, path.clone());
+                if matches!(path.last(), Some(Seg::Key(k)) if k == "arguments") {
+                    self.arguments.entry(place).or_default().push_str(text);
+                    text.clear();
+                } else {
+                    *text = self.hold(place, text);
+                }
+                self.check_cap()
+            }
+            Value::Array(items) => {
+                for (position, item) in items.iter_mut().enumerate() {
+                    let at = item
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(position as u64);
+                    path.push(Seg::At(at));
+                    self.hold_all(choice, item, path)?;
+                    path.pop();
+                }
+                Ok(())
+            }
+            Value::Object(map) => {
+                for (key, item) in map.iter_mut() {
+                    if key == "index" {
+                        continue;
+                    }
+                    path.push(Seg::Key(key.clone()));
+                    self.hold_all(choice, item, path)?;
+                    path.pop();
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn check_cap(&self) -> Result<(), Leak> {
+        let held: usize = self
+            .held
+            .values()
+            .chain(self.arguments.values())
+            .map(String::len)
+            .sum();
+        if held > MAX_HELD_BYTES {
+            Err(Leak)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Adds `text` to what is held at `place`; returns the part that can go now.
+    fn hold(&mut self, place: Place, text: &str) -> String {
+        let held = self.held.entry(place).or_default();
         held.push_str(text);
         let redacted = held.replace(&self.secret, MARK);
         let keep = prefix_tail_len(&redacted, &self.secret);
@@ -395,150 +520,135 @@ impl StreamRedactor {
         now
     }
 
-    /// Everything held for one choice, as delta fields to send.
-    fn flush_choice(&mut self, choice: u64) -> Result<Map<String, Value>, Leak> {
-        let mut delta = Map::new();
-        let fields: Vec<Field> = self
+    /// Everything held for one choice, as a delta to send.
+    fn flush_choice(&mut self, choice: u64) -> Result<Value, Leak> {
+        let mut delta = json!({});
+        let held: Vec<Place> = self
             .held
             .keys()
-            .filter(|f| matches!(f, Field::Text { choice: c, .. } | Field::ToolName { choice: c, .. } if *c == choice))
+            .filter(|(c, _)| *c == choice)
             .cloned()
             .collect();
-        let mut calls: BTreeMap<u64, Map<String, Value>> = BTreeMap::new();
-        for field in fields {
-            let text = self.held.remove(&field).unwrap_or_default();
-            if text.is_empty() {
-                continue;
-            }
-            match field {
-                Field::Text { name, .. } => {
-                    delta.insert(name, Value::String(text));
-                }
-                Field::ToolName { index, .. } => {
-                    calls
-                        .entry(index)
-                        .or_default()
-                        .insert("name".into(), Value::String(text));
-                }
+        for place in held {
+            let text = self.held.remove(&place).unwrap_or_default();
+            if !text.is_empty() {
+                insert_at(&mut delta, &place.1, text);
             }
         }
-        let keys: Vec<(u64, u64)> = self
+        let arguments: Vec<Place> = self
             .arguments
             .keys()
             .filter(|(c, _)| *c == choice)
-            .copied()
+            .cloned()
             .collect();
-        for key in keys {
-            let text = self.arguments.remove(&key).unwrap_or_default();
-            let redacted = redact_arguments(&text, &self.secret)?;
-            calls
-                .entry(key.1)
-                .or_default()
-                .insert("arguments".into(), Value::String(redacted));
-        }
-        if !calls.is_empty() {
-            let list = calls
-                .into_iter()
-                .map(|(index, function)| json!({ "index": index, "function": function }))
-                .collect();
-            delta.insert("tool_calls".into(), Value::Array(list));
+        for place in arguments {
+            let text = self.arguments.remove(&place).unwrap_or_default();
+            insert_at(&mut delta, &place.1, redact_arguments(&text, &self.secret)?);
         }
         Ok(delta)
     }
 
     /// Everything still held, as one event (before `[DONE]` or the end of the stream).
-    fn flush_all(&mut self) -> Result<Vec<u8>, Leak> {
+    fn flush_all(&mut self, out: &mut Vec<u8>) -> Result<(), Leak> {
         let mut choices: Vec<u64> = self
             .held
             .keys()
-            .map(|f| match f {
-                Field::Text { choice, .. } | Field::ToolName { choice, .. } => *choice,
-            })
-            .chain(self.arguments.keys().map(|(c, _)| *c))
+            .chain(self.arguments.keys())
+            .map(|(c, _)| *c)
             .collect();
         choices.sort_unstable();
         choices.dedup();
         let mut list = Vec::new();
         for choice in choices {
             let delta = self.flush_choice(choice)?;
-            if !delta.is_empty() {
+            if delta.as_object().is_some_and(|d| !d.is_empty()) {
                 list.push(json!({ "index": choice, "delta": delta, "finish_reason": null }));
             }
         }
-        if list.is_empty() {
-            return Ok(Vec::new());
+        if !list.is_empty() {
+            let event = json!({ "object": "chat.completion.chunk", "choices": list });
+            out.extend_from_slice(format!("data: {event}\n\n").as_bytes());
         }
-        let event = json!({ "object": "chat.completion.chunk", "choices": list });
-        Ok(format!("data: {event}\n\n").into_bytes())
+        Ok(())
     }
 }
 
-/// Adds flushed fields to an event's delta: text is appended, tool call arguments go to
-/// the entry with the same index (or a new one).
-fn merge_delta(delta: &mut Map<String, Value>, flushed: Map<String, Value>) {
-    for (name, value) in flushed {
-        match (name.as_str(), value) {
-            ("tool_calls", Value::Array(new_calls)) => {
-                let list = delta
-                    .entry("tool_calls")
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                let Some(list) = list.as_array_mut() else {
-                    continue;
+/// Writes `text` at `path` inside `root`, creating objects and `index`ed list entries.
+fn insert_at(root: &mut Value, path: &[Seg], text: String) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut here = root;
+    for seg in parents {
+        here = match seg {
+            Seg::Key(key) => {
+                let Some(object) = here.as_object_mut() else {
+                    return;
                 };
-                for new_call in new_calls {
-                    let index = new_call.get("index").cloned();
-                    let existing = list.iter_mut().find(|c| c.get("index").cloned() == index);
-                    match existing {
-                        Some(call) => {
-                            let Some(function) = call
-                                .as_object_mut()
-                                .map(|c| c.entry("function").or_insert_with(|| json!({})))
-                                .and_then(Value::as_object_mut)
-                            else {
-                                continue;
-                            };
-                            if let Some(Value::Object(new_function)) = new_call.get("function") {
-                                for (key, text) in new_function {
-                                    let before = function
-                                        .get(key)
-                                        .and_then(Value::as_str)
-                                        .unwrap_or_default()
-                                        .to_owned();
-                                    let joined =
-                                        format!("{before}{}", text.as_str().unwrap_or_default());
-                                    function.insert(key.clone(), Value::String(joined));
-                                }
-                            }
-                        }
-                        None => list.push(new_call),
+                object.entry(key.clone()).or_insert_with(|| json!({}))
+            }
+            Seg::At(at) => {
+                if !here.is_array() {
+                    *here = json!([]);
+                }
+                let Some(list) = here.as_array_mut() else {
+                    return;
+                };
+                let position = list
+                    .iter()
+                    .position(|e| e.get("index").and_then(Value::as_u64) == Some(*at));
+                let position = match position {
+                    Some(p) => p,
+                    None => {
+                        list.push(json!({ "index": at }));
+                        list.len() - 1
+                    }
+                };
+                match list.get_mut(position) {
+                    Some(entry) => entry,
+                    None => return,
+                }
+            }
+        };
+    }
+    if let (Seg::Key(key), Some(object)) = (last, here.as_object_mut()) {
+        let before = object
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        object.insert(key.clone(), Value::String(format!("{before}{text}")));
+    }
+}
+
+/// Adds a flushed delta to an event's delta: strings are appended, lists matched by
+/// `index`, objects merged.
+fn merge(into: &mut Value, flushed: Value) {
+    match (into, flushed) {
+        (Value::Object(target), Value::Object(source)) => {
+            for (key, value) in source {
+                match target.get_mut(&key) {
+                    Some(existing) => merge(existing, value),
+                    None => {
+                        target.insert(key, value);
                     }
                 }
             }
-            (_, Value::String(text)) => {
-                let before = delta
-                    .get(&name)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                delta.insert(name, Value::String(format!("{before}{text}")));
-            }
-            (_, other) => {
-                delta.insert(name, other);
+        }
+        (Value::Array(target), Value::Array(source)) => {
+            for item in source {
+                let index = item.get("index").cloned();
+                match target.iter_mut().find(|e| e.get("index").cloned() == index) {
+                    Some(existing) => merge(existing, item),
+                    None => target.push(item),
+                }
             }
         }
-    }
-}
-
-/// Where the first complete event ends in `buffer`, and how long its terminator is.
-fn event_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buffer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
+        (target @ Value::String(_), Value::String(more)) => {
+            let before = target.as_str().unwrap_or_default().to_owned();
+            *target = Value::String(format!("{before}{more}"));
+        }
+        (target, other) => *target = other,
     }
 }
 
@@ -551,7 +661,7 @@ fn error_event(code: &str, message: &str) -> Vec<u8> {
 fn leak_event() -> Vec<u8> {
     error_event(
         "upstream_malformed",
-        "the model upstream's answer held the provider key in a form that cannot be redacted; the rest was withheld",
+        "the model upstream's stream was malformed, or held the provider key in a form that cannot be redacted; the rest was withheld",
     )
 }
 

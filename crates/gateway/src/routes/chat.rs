@@ -198,10 +198,15 @@ fn stream_through(response: reqwest::Response, secret: String, idle: Duration) -
                 return None;
             }
             match tokio::time::timeout(idle, upstream.next()).await {
-                Ok(Some(Ok(chunk))) => Some((
-                    Ok::<Bytes, std::io::Error>(redactor.push(&chunk)),
-                    (upstream, redactor, false),
-                )),
+                Ok(Some(Ok(chunk))) => {
+                    let out = redactor.push(&chunk);
+                    // A cut stream (a leak, a malformed upstream) ends here.
+                    let stopped = redactor.is_stopped();
+                    Some((
+                        Ok::<Bytes, std::io::Error>(out),
+                        (upstream, redactor, stopped),
+                    ))
+                }
                 Ok(None) => Some((Ok(redactor.finish()), (upstream, redactor, true))),
                 Ok(Some(Err(_))) | Err(_) => {
                     let mut tail = redactor.finish().to_vec();
