@@ -16,6 +16,22 @@ use crate::extract::JsonBody;
 use crate::redact::{redact_answer, StreamRedactor};
 use crate::AppState;
 
+/// Upstream error codes (OpenAI's and common compatible servers') the gateway names.
+const KNOWN_UPSTREAM_CODES: [&str; 12] = [
+    "invalid_api_key",
+    "invalid_request_error",
+    "insufficient_quota",
+    "rate_limit_exceeded",
+    "model_not_found",
+    "context_length_exceeded",
+    "server_error",
+    "engine_overloaded",
+    "invalid_model",
+    "unsupported_parameter",
+    "content_filter",
+    "timeout",
+];
+
 /// The largest non-streaming upstream answer accepted.
 const MAX_UPSTREAM_BODY: usize = 8 * 1024 * 1024;
 
@@ -80,7 +96,7 @@ pub(crate) async fn chat_completions(
         let body = read_limited(response, state.config.upstream_timeout)
             .await
             .unwrap_or_default();
-        return Err(upstream_error(status.as_u16(), &body, &secret));
+        return Err(upstream_error(status.as_u16(), &body));
     }
     if streaming {
         let is_sse = response
@@ -135,8 +151,8 @@ fn timed_out() -> ApiError {
 }
 
 /// An upstream refusal, without echoing its message (which may quote the key); its
-/// code is kept only when it is a short lowercase word that does not hold the key.
-fn upstream_error(status: u16, body: &[u8], secret: &str) -> ApiError {
+/// code is named only when it is one of the known codes.
+fn upstream_error(status: u16, body: &[u8]) -> ApiError {
     let code = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| {
@@ -144,8 +160,9 @@ fn upstream_error(status: u16, body: &[u8], secret: &str) -> ApiError {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         })
-        .filter(|c| c.len() <= 64 && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
-        .filter(|c| secret.is_empty() || !c.contains(secret));
+        // Only codes from a known list are named: a free-form code could carry pieces of
+        // the key, one request at a time.
+        .filter(|c| KNOWN_UPSTREAM_CODES.contains(&c.as_str()));
     let detail = code.map(|c| format!(" (`{c}`)")).unwrap_or_default();
     let gateway_status = if status == 429 {
         StatusCode::TOO_MANY_REQUESTS
