@@ -123,17 +123,28 @@ fn decode_percent_u(text: &str) -> Option<String> {
 /// The rule a grant remembers, with the words the card shows for it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GrantRule {
-    /// What the grant will cover, in the person's words ("writing files under `drafts/`").
-    pub description: String,
+    /// What the grant will cover, in the person's words ("writing files under `drafts/`"),
+    /// as the action words it. `None` for the default rule (every call of the action):
+    /// the dock words that one in its own language.
+    pub description: Option<String>,
     /// The pattern later calls must match to skip the card.
     pub matcher: Matcher,
 }
 
 impl GrantRule {
-    /// A rule covering every call of the action.
+    /// A rule covering every call of the action, described as `description`.
     pub fn any(description: impl Into<String>) -> Self {
         Self {
-            description: description.into(),
+            description: Some(description.into()),
+            matcher: Matcher::Any,
+        }
+    }
+
+    /// The default rule: every call of the action, with no words of its own (the dock
+    /// says "every call of <title>" in its language).
+    pub fn every_call() -> Self {
+        Self {
+            description: None,
             matcher: Matcher::Any,
         }
     }
@@ -145,7 +156,7 @@ impl GrantRule {
         value: impl Into<Value>,
     ) -> Self {
         Self {
-            description: description.into(),
+            description: Some(description.into()),
             matcher: Matcher::Exact {
                 pointer: pointer.into(),
                 value: value.into(),
@@ -160,7 +171,7 @@ impl GrantRule {
         prefix: impl Into<String>,
     ) -> Self {
         Self {
-            description: description.into(),
+            description: Some(description.into()),
             matcher: Matcher::Prefix {
                 pointer: pointer.into(),
                 prefix: prefix.into(),
@@ -175,7 +186,7 @@ impl GrantRule {
         pattern: impl Into<String>,
     ) -> Self {
         Self {
-            description: description.into(),
+            description: Some(description.into()),
             matcher: Matcher::Glob {
                 pointer: pointer.into(),
                 pattern: pattern.into(),

@@ -77,7 +77,10 @@ fn a_grant_covers_the_approved_folder_and_asks_for_anything_else() {
         panic!()
     };
     let rule = card.grant_rule.clone().unwrap();
-    assert_eq!(rule.description, "writing files under `drafts/`");
+    assert_eq!(
+        rule.description.as_deref(),
+        Some("writing files under `drafts/`")
+    );
     drive(
         &w.exec,
         w.exec
@@ -125,12 +128,9 @@ fn without_a_rule_the_grant_covers_every_call_of_the_action() {
         panic!()
     };
     assert_eq!(card.grant_rule.as_ref().unwrap().matcher, Matcher::Any);
-    assert!(card
-        .grant_rule
-        .as_ref()
-        .unwrap()
-        .description
-        .contains("every call"));
+    // The default rule carries no words of its own: the dock words it in its language.
+    assert_eq!(card.grant_rule.as_ref().unwrap().description, None);
+    assert_eq!(card.grant_rule.as_ref().unwrap().matcher, Matcher::Any);
     drive(
         &w.exec,
         w.exec

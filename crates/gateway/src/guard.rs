@@ -72,10 +72,12 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
         if !access.allowed_origins.iter().any(|o| o == origin) {
             return Err(ApiError::new(
                 ErrorCode::OriginNotAllowed,
-                format!(
-                    "origin `{}` is not allowed",
-                    origin.chars().take(100).collect::<String>()
-                ),
+                {
+                    let origin: String = origin.chars().take(100).collect();
+                    format!(
+                        "origin `{origin}` is not allowed; start the gateway with `--allowed-origin {origin}` (or COUNTERSIGN_ALLOWED_ORIGINS) to serve a page from there"
+                    )
+                },
             ));
         }
     }

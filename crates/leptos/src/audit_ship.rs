@@ -1,26 +1,28 @@
 //! Shipping the page's audit records to the gateway: in batches, in order, retried with
 //! backoff while the gateway is away, never duplicated (the gateway keeps each id once).
+//! A leaf: it knows the audit trail and an endpoint, nothing of the rest of the page.
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
-use crate::context::{Countersign, Shared};
+use countersign::MemoryAudit;
+
 use crate::http::fetch;
 
 /// Records per request.
-pub const AUDIT_BATCH: usize = 100;
+const AUDIT_BATCH: usize = 100;
 /// The longest wait between retries, in milliseconds.
-pub const MAX_BACKOFF_MS: u32 = 30_000;
+const MAX_BACKOFF_MS: u32 = 30_000;
 
 /// The wait before the next retry after `failures` failures in a row: 1 s, 2 s, 4 s…
 /// capped at [`MAX_BACKOFF_MS`].
-pub fn backoff_ms(failures: u32) -> u32 {
+fn backoff_ms(failures: u32) -> u32 {
     let exponent = failures.saturating_sub(1).min(15);
     1_000u32.saturating_mul(1 << exponent).min(MAX_BACKOFF_MS)
 }
 
 #[derive(Default)]
-pub(crate) struct Shipper {
+struct Shipper {
     endpoint: String,
     /// Records acknowledged by the gateway (a prefix of the trail).
     acknowledged: usize,
@@ -38,78 +40,101 @@ pub struct ShippingStatus {
     pub failures: u32,
 }
 
-impl Countersign {
-    /// Starts sending every audit record (past and future) to `endpoint` (the gateway's
-    /// `/v1/audit`). Safe to call once; later calls change the endpoint.
-    pub fn ship_audit(&self, endpoint: impl Into<String>) {
-        {
-            let mut slot = self.0.shipper.borrow_mut();
-            let shipper = slot.get_or_insert_with(Shipper::default);
-            shipper.endpoint = endpoint.into();
+type Slot = Rc<RefCell<Option<Shipper>>>;
+
+/// The page's audit shipping: off until [`Shipping::start`].
+#[derive(Clone)]
+pub(crate) struct Shipping {
+    slot: Slot,
+    audit: MemoryAudit,
+}
+
+impl Shipping {
+    pub(crate) fn new(audit: MemoryAudit) -> Self {
+        Self {
+            slot: Rc::default(),
+            audit,
         }
-        ship(&self.0);
     }
 
-    /// How shipping is going, if it was started.
-    pub fn shipping_status(&self) -> Option<ShippingStatus> {
-        self.0.shipper.borrow().as_ref().map(|s| ShippingStatus {
+    /// Starts (or re-points) shipping to `endpoint`, then sends what waits.
+    pub(crate) fn start(&self, endpoint: String) {
+        self.slot
+            .borrow_mut()
+            .get_or_insert_with(Shipper::default)
+            .endpoint = endpoint;
+        ship(&self.slot, &self.audit);
+    }
+
+    /// Sends the next batch if shipping is on, one waits and none is in flight.
+    pub(crate) fn ship(&self) {
+        ship(&self.slot, &self.audit);
+    }
+
+    pub(crate) fn status(&self) -> Option<ShippingStatus> {
+        self.slot.borrow().as_ref().map(|s| ShippingStatus {
             acknowledged: s.acknowledged,
             failures: s.failures,
         })
     }
-}
 
-/// The page is going away: hands every unacknowledged record to `navigator.sendBeacon`,
-/// which delivers it after the page is gone. Best effort; the gateway keeps each id once,
-/// so records that also arrive by the normal path are not duplicated.
-pub(crate) fn flush_with_beacon(shared: &Rc<Shared>) {
-    let (endpoint, from) = match shared.shipper.borrow().as_ref() {
-        Some(s) => (s.endpoint.clone(), s.acknowledged),
-        None => return,
-    };
-    let Some(navigator) = web_sys::window().map(|w| w.navigator()) else {
-        return;
-    };
-    let mut from = from;
-    while from < shared.audit.len() {
-        let batch = shared.audit.slice(from, AUDIT_BATCH);
-        from += batch.len();
-        let Ok(body) = serde_json::to_string(&batch) else {
+    /// The page is going away: hands every unacknowledged record to
+    /// `navigator.sendBeacon`, which delivers it after the page is gone. Best effort; the
+    /// gateway keeps each id once, so records that also arrive by the normal path are not
+    /// duplicated.
+    pub(crate) fn flush_with_beacon(&self) {
+        let (endpoint, mut from) = match self.slot.borrow().as_ref() {
+            Some(s) => (s.endpoint.clone(), s.acknowledged),
+            None => return,
+        };
+        let Some(navigator) = web_sys::window().map(|w| w.navigator()) else {
             return;
         };
-        let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(&body));
-        let options = web_sys::BlobPropertyBag::new();
-        options.set_type("application/json");
-        if let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options) {
-            let _ = navigator.send_beacon_with_opt_blob(&endpoint, Some(&blob));
+        while from < self.audit.len() {
+            let batch = self.audit.slice(from, AUDIT_BATCH);
+            from += batch.len();
+            let Ok(body) = serde_json::to_string(&batch) else {
+                return;
+            };
+            let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(&body));
+            let options = web_sys::BlobPropertyBag::new();
+            options.set_type("application/json");
+            if let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options) {
+                let _ = navigator.send_beacon_with_opt_blob(&endpoint, Some(&blob));
+            }
         }
     }
 }
 
-/// Sends the next batch if one is waiting and none is in flight.
-pub(crate) fn ship(shared: &Rc<Shared>) {
+impl std::fmt::Debug for Shipping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shipping")
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+fn ship(slot: &Slot, audit: &MemoryAudit) {
     let (endpoint, from) = {
-        let mut slot = shared.shipper.borrow_mut();
-        let Some(shipper) = slot.as_mut() else { return };
-        if shipper.in_flight
-            || shipper.retry.is_some()
-            || shipper.acknowledged >= shared.audit.len()
-        {
+        let mut guard = slot.borrow_mut();
+        let Some(shipper) = guard.as_mut() else { return };
+        if shipper.in_flight || shipper.retry.is_some() || shipper.acknowledged >= audit.len() {
             return;
         }
         shipper.in_flight = true;
         (shipper.endpoint.clone(), shipper.acknowledged)
     };
-    let batch = shared.audit.slice(from, AUDIT_BATCH);
+    let batch = audit.slice(from, AUDIT_BATCH);
     let count = batch.len();
     let body = serde_json::to_string(&batch).unwrap_or_else(|_| "[]".into());
-    let weak: Weak<Shared> = Rc::downgrade(shared);
+    let weak: Weak<RefCell<Option<Shipper>>> = Rc::downgrade(slot);
+    let audit = audit.clone();
     leptos::task::spawn_local(async move {
         let ok = matches!(fetch("POST", &endpoint, Some(&body), 15_000).await, Ok((status, _)) if (200..300).contains(&status));
-        let Some(shared) = weak.upgrade() else { return };
+        let Some(slot) = weak.upgrade() else { return };
         let retry_in = {
-            let mut slot = shared.shipper.borrow_mut();
-            let Some(shipper) = slot.as_mut() else { return };
+            let mut guard = slot.borrow_mut();
+            let Some(shipper) = guard.as_mut() else { return };
             shipper.in_flight = false;
             if ok {
                 // INVARIANT: only acknowledged records advance the mark; a failed batch is
@@ -123,26 +148,24 @@ pub(crate) fn ship(shared: &Rc<Shared>) {
             }
         };
         match retry_in {
-            None => ship(&shared),
+            None => ship(&slot, &audit),
             Some(wait) => {
-                let again = Rc::downgrade(&shared);
+                let again = Rc::downgrade(&slot);
                 let timer = gloo_timers::callback::Timeout::new(wait, move || {
-                    if let Some(shared) = again.upgrade() {
-                        if let Some(s) = shared.shipper.borrow_mut().as_mut() {
+                    if let Some(slot) = again.upgrade() {
+                        if let Some(s) = slot.borrow_mut().as_mut() {
                             s.retry = None;
                         }
-                        ship(&shared);
+                        ship(&slot, &audit);
                     }
                 });
-                if let Some(s) = shared.shipper.borrow_mut().as_mut() {
+                if let Some(s) = slot.borrow_mut().as_mut() {
                     s.retry = Some(timer);
                 }
             }
         }
     });
 }
-
-pub(crate) type ShipperSlot = RefCell<Option<Shipper>>;
 
 #[cfg(test)]
 mod tests {

@@ -7,14 +7,14 @@
 //! description in storage is never taken on trust, and one role's grants never reach
 //! another role on a shared browser.
 
-use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::GrantBasis;
 use serde::{Deserialize, Serialize};
 
+use countersign::Executor;
+
 use crate::clock::now;
-use crate::context::{Countersign, Shared};
 
 /// One saved grant: what it derives from, and when it expires.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,7 +40,7 @@ fn storage() -> Option<web_sys::Storage> {
 }
 
 /// Reads saved grants, dropping expired and unreadable entries.
-pub fn read_stored(key: &str, wall_now_ms: f64) -> Vec<StoredGrant> {
+fn read_stored(key: &str, wall_now_ms: f64) -> Vec<StoredGrant> {
     let text = storage()
         .and_then(|s| s.get_item(key).ok().flatten())
         .unwrap_or_default();
@@ -51,35 +51,30 @@ pub fn read_stored(key: &str, wall_now_ms: f64) -> Vec<StoredGrant> {
         .collect()
 }
 
-impl Countersign {
-    /// Keeps "always allow" grants for `ttl` across page loads, in `localStorage` under
-    /// `key` and the session's role. A saved grant is restored only when the same
-    /// declaration registers again, for the same role, and only where a person could
-    /// grant it now (`Ask`, not asked twice); its rule is derived again from the saved
-    /// arguments. Expired and unreadable entries are dropped.
-    pub fn persist_grants(&self, key: impl Into<String>, ttl: Duration) {
-        let key = format!("{}:{}", key.into(), self.0.role);
+impl GrantStore {
+    /// A store under `key` (already per role), keeping grants for `ttl`, with what the
+    /// page saved earlier waiting for its actions to register.
+    pub(crate) fn open(key: String, ttl: Duration) -> Self {
         let waiting = read_stored(&key, js_sys::Date::now());
-        *self.0.grant_store.borrow_mut() = Some(GrantStore {
+        Self {
             key,
             ttl,
             waiting,
             saved: Vec::new(),
-        });
-        self.pump();
+        }
     }
 }
 
-/// Called from `pump`: restore what can be restored, save what changed.
-pub(crate) fn sync(shared: &Rc<Shared>) {
-    let mut slot = shared.grant_store.borrow_mut();
+/// Called after every executor step: restore what can be restored, save what changed.
+pub(crate) fn sync(slot: &GrantStoreSlot, executor: &Executor) {
+    let mut slot = slot.borrow_mut();
     let Some(store) = slot.as_mut() else { return };
     let wall = js_sys::Date::now();
     // Only saved grants still waiting need the registry (most pumps have none).
     let (ready, later): (Vec<StoredGrant>, Vec<StoredGrant>) = if store.waiting.is_empty() {
         (Vec::new(), Vec::new())
     } else {
-        let registered = shared.executor.action_ids();
+        let registered = executor.action_ids();
         store
             .waiting
             .drain(..)
@@ -92,11 +87,11 @@ pub(crate) fn sync(shared: &Rc<Shared>) {
     let mut restored_expiry = Vec::new();
     for grant in ready {
         // Refused where a fresh grant could not be made: such an entry is dropped.
-        if shared.executor.restore_grant(&grant.basis, now()).is_ok() {
+        if executor.restore_grant(&grant.basis, now()).is_ok() {
             restored_expiry.push(grant);
         }
     }
-    let live = shared.executor.grants();
+    let live = executor.grants();
     // A saved grant whose action went away (unmounted, or the page is closing) was
     // revoked with its registration in this page, but stays saved for the next
     // registration of the same declaration; only a grant revoked while its action is
@@ -108,7 +103,7 @@ pub(crate) fn sync(shared: &Rc<Shared>) {
         .cloned()
         .collect();
     if !gone.is_empty() {
-        let registered = shared.executor.action_ids();
+        let registered = executor.action_ids();
         for saved in gone {
             let absent = !registered.contains(&saved.basis.action);
             let known = store.waiting.iter().any(|w| w.basis == saved.basis);

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use web_sys::{ScrollBehavior, ScrollIntoViewOptions, ScrollLogicalPosition};
 
-use crate::context::Countersign;
+use crate::countersign::Countersign;
 
 /// The class a highlighted element carries.
 pub const HIGHLIGHT_CLASS: &str = "cs-highlight";

@@ -159,6 +159,9 @@ pub struct Strings {
     pub step_limit: &'static str,
     /// The empty chat's hint.
     pub empty_chat: &'static str,
+    /// What "always allow" covers when the action gave no words of its own;
+    /// `{title}` is the action's title.
+    pub every_call: &'static str,
 }
 
 impl Strings {
@@ -176,6 +179,11 @@ impl Strings {
         self.n_of_m
             .replace("{n}", &n.to_string())
             .replace("{m}", &m.to_string())
+    }
+
+    /// What "always allow" covers by default: every call of the action titled `title`.
+    pub fn every_call_of(&self, title: &str) -> String {
+        self.every_call.replace("{title}", title)
     }
 
     /// What changed on a card, in words.
@@ -265,7 +273,8 @@ static EN: Strings = Strings {
     outcome_refused: "Refused",
     error_prefix: "Error",
     step_limit: "Stopped: the assistant reached its step limit.",
-    empty_chat: "Ask for something, e.g. \u{201c}rename the workspace to Apollo\u{201d}.",
+    empty_chat: "Ask the assistant to do something on this page. Anything that changes something is shown here for your approval first.",
+    every_call: "every call of {title}",
 };
 
 static ZH: Strings = Strings {
@@ -321,7 +330,8 @@ static ZH: Strings = Strings {
     outcome_refused: "已拒绝",
     error_prefix: "错误",
     step_limit: "已停止：助手达到步数上限。",
-    empty_chat: "试试说：\u{201c}把工作区重命名为 Apollo\u{201d}。",
+    empty_chat: "请助手在本页上帮你做事。任何会改变内容的操作，都会先在这里请你批准。",
+    every_call: "{title}的每次调用",
 };
 
 #[cfg(test)]

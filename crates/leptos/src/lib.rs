@@ -27,12 +27,16 @@
 pub mod assistant;
 mod audit_ship;
 mod clock;
-mod context;
+mod countersign;
 mod dock;
+mod dock_state;
+mod driver;
 mod grant_store;
 mod highlight;
 mod http;
 mod i18n;
+mod page_registry;
+mod provider;
 mod use_action;
 mod use_page_state;
 mod use_target;
@@ -41,14 +45,15 @@ pub use assistant::{
     Assistant, AssistantError, Fallback, FallbackSwitch, ModelClient, OpenAiCompatible, Reply,
     Rule, Scripted,
 };
-pub use audit_ship::{backoff_ms, ShippingStatus, AUDIT_BATCH, MAX_BACKOFF_MS};
-pub use clock::now;
-pub use context::{
-    provide_countersign, use_countersign, Countersign, CountersignContext, CountersignOptions,
-    DockState, LogEntry, ProvideError, READ_PAGE_STATE,
-};
+pub use audit_ship::ShippingStatus;
+pub use countersign::Countersign;
 pub use dock::{AgentDock, DOCK_CSS};
-pub use grant_store::{read_stored, StoredGrant};
+pub use dock_state::{DockState, LogEntry};
+pub use grant_store::StoredGrant;
+pub use provider::{
+    provide_countersign, use_countersign, CountersignContext, CountersignOptions, ProvideError,
+    READ_PAGE_STATE,
+};
 pub use highlight::HIGHLIGHT_CLASS;
 pub use i18n::{Locale, Strings};
 pub use use_action::{use_action, use_action_with_options, UseActionOptions, UseActionReturn};

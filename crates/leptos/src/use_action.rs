@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use send_wrapper::SendWrapper;
 use serde::de::DeserializeOwned;
 
-use crate::context::use_countersign;
+use crate::provider::use_countersign;
 
 /// Options for [`use_action_with_options`].
 #[derive(Clone, Debug, Default)]
@@ -80,14 +80,14 @@ where
     match cs.executor().register(action) {
         Ok(registration) => {
             if let Some(target) = options.target {
-                cs.0.action_targets.borrow_mut().insert(id.clone(), target);
+                cs.0.page.bind_action_target(&id, &target);
             }
             cs.pump();
             let held = SendWrapper::new((registration, cs, id.clone()));
             on_cleanup(move || {
                 let (registration, cs, id) = held.take();
                 registration.unregister();
-                cs.0.action_targets.borrow_mut().remove(&id);
+                cs.0.page.unbind_action_target(&id);
                 cs.pump();
             });
             UseActionReturn {

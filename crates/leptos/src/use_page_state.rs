@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use send_wrapper::SendWrapper;
 use serde::Serialize;
 
-use crate::context::use_countersign;
+use crate::provider::use_countersign;
 
 /// Exposes `read()` to the model under `key`, read-only, while the component is mounted.
 ///
@@ -33,13 +33,13 @@ where
     let Some(cs) = use_countersign() else {
         return;
     };
-    let handle = cs.add_page_state(
+    let handle = cs.0.page.add_state(
         key,
         Rc::new(move || serde_json::to_value(read()).unwrap_or(serde_json::Value::Null)),
     );
     let held = SendWrapper::new((cs, key.to_owned()));
     on_cleanup(move || {
         let (cs, key) = held.take();
-        cs.remove_page_state(&key, handle);
+        cs.0.page.remove_state(&key, handle);
     });
 }

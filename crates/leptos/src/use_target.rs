@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use send_wrapper::SendWrapper;
 use wasm_bindgen::JsCast;
 
-use crate::context::use_countersign;
+use crate::provider::use_countersign;
 
 /// Registers the element behind the returned `NodeRef` as page target `name`.
 ///
@@ -33,7 +33,7 @@ where
 {
     let node_ref = NodeRef::<E>::new();
     if let Some(cs) = use_countersign() {
-        let key = cs.add_target(
+        let key = cs.0.page.add_target(
             name,
             Rc::new(move || {
                 node_ref
@@ -44,7 +44,7 @@ where
         let held = SendWrapper::new((cs, name.to_owned()));
         on_cleanup(move || {
             let (cs, name) = held.take();
-            cs.remove_target(&name, key);
+            cs.0.page.remove_target(&name, key);
         });
     }
     node_ref

@@ -274,6 +274,18 @@ impl Drop for Page {
     }
 }
 
+/// The grants saved under `key`, unexpired.
+fn read_stored(key: &str) -> Vec<countersign_leptos::StoredGrant> {
+    let storage = web_sys::window().unwrap().local_storage().unwrap().unwrap();
+    let text = storage.get_item(key).unwrap().unwrap_or_default();
+    let now = js_sys::Date::now();
+    serde_json::from_str::<Vec<countersign_leptos::StoredGrant>>(&text)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|g| g.expires_at_ms > now)
+        .collect()
+}
+
 async fn tick() {
     TimeoutFuture::new(40).await;
 }
@@ -772,7 +784,7 @@ async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired()
         page.click(".cs-allow-session");
         assert_eq!(code(&first.await), "OK");
         tick().await;
-        let stored = countersign_leptos::read_stored(stored_key, js_sys::Date::now());
+        let stored = read_stored(stored_key);
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].basis.action, "save");
         assert_eq!(stored[0].basis.role, "admin");
@@ -793,7 +805,7 @@ async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired()
         page.click(".cs-revoke");
         tick().await;
         assert!(
-            countersign_leptos::read_stored(stored_key, js_sys::Date::now()).is_empty(),
+            read_stored(stored_key).is_empty(),
             "revoking forgets it"
         );
     }

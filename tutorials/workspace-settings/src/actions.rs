@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::copy::Copy;
+use crate::copy::PageText;
 use crate::workspace::{validate_name, Workspace};
 
 /// Params of `save_workspace_name`.
@@ -18,7 +18,7 @@ struct Rename {
 }
 
 /// Registers the page's actions for as long as the settings component is mounted.
-pub(crate) fn declare(ws: Workspace, copy: &'static Copy) {
+pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
     // Save name: Write + confirm Ask → asked the first time; "always allow this session" is offered.
     use_action_with_options(
         Action::<Rename>::new("save_workspace_name", copy.save_desc)

@@ -5,9 +5,11 @@ use countersign_leptos::Locale;
 /// Every word the tutorial page shows or declares (fields named for where they appear).
 #[derive(Debug)]
 #[allow(missing_docs)]
-pub(crate) struct Copy {
+pub(crate) struct PageText {
     pub(crate) locale: Locale,
     pub(crate) title: &'static str,
+    /// The dock's empty-chat hint: what to ask on this page.
+    pub(crate) dock_hint: &'static str,
     pub(crate) intro: &'static str,
     pub(crate) general: &'static str,
     pub(crate) name_label: &'static str,
@@ -43,7 +45,7 @@ pub(crate) struct Copy {
     pub(crate) publish_expect: &'static str,
 }
 
-impl Copy {
+impl PageText {
     /// "rename the workspace from `a` to `b`".
     pub(crate) fn rename_consequence(&self, from: &str, to: &str) -> String {
         match self.locale {
@@ -76,16 +78,17 @@ impl Copy {
 }
 
 /// The copy for a locale.
-pub(crate) fn copy(locale: Locale) -> &'static Copy {
+pub(crate) fn copy(locale: Locale) -> &'static PageText {
     match locale {
         Locale::En => &EN,
         Locale::Zh => &ZH,
     }
 }
 
-static EN: Copy = Copy {
+static EN: PageText = PageText {
     locale: Locale::En,
     title: "Workspace settings",
+    dock_hint: "Ask for something, e.g. \u{201c}rename the workspace to Apollo\u{201d}.",
     intro: "Ask the assistant to rename, archive, reset or publish this workspace. Nothing consequential happens until you countersign it, and the last step of publishing is yours alone.",
     general: "General",
     name_label: "Workspace name",
@@ -120,9 +123,10 @@ static EN: Copy = Copy {
     publish_expect: "the page shows the workspace as published",
 };
 
-static ZH: Copy = Copy {
+static ZH: PageText = PageText {
     locale: Locale::Zh,
     title: "工作区设置",
+    dock_hint: "试试说：\u{201c}把工作区重命名为 Apollo\u{201d}。",
     intro: "让助手重命名、归档、重置或发布这个工作区。在你确认之前，不会发生任何重要变更；发布的最后一步只能由你完成。",
     general: "常规",
     name_label: "工作区名称",

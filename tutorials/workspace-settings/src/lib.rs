@@ -12,10 +12,7 @@ mod settings;
 mod workspace;
 
 use countersign::Session;
-use countersign_leptos::{
-    provide_countersign, AgentDock, Assistant, CountersignOptions, Fallback, Locale,
-    OpenAiCompatible,
-};
+use countersign_leptos::{provide_countersign, AgentDock, Assistant, CountersignOptions, Locale};
 use leptos::prelude::*;
 
 /// The tutorial app: settings on the left, the dock on the right (below on narrow screens).
@@ -40,22 +37,9 @@ pub fn App() -> impl IntoView {
     };
     let copy = copy::copy(locale);
     let ws = workspace::Workspace::new(copy.default_description);
-    let fallback = Fallback::new(OpenAiCompatible::default(), planner::offline(locale), true);
-    let switch = fallback.switch();
-    let assistant = Assistant::new(fallback);
-    let offline = cs.dock().offline;
-    let shipping = cs.clone();
-    leptos::task::spawn_local(async move {
-        // With the gateway at this origin: keep the audit trail there, and use its model
-        // if it has one. Without it (plain `trunk serve`): offline assistant, audit in memory.
-        if let Some(has_model) = OpenAiCompatible::default().health().await {
-            shipping.ship_audit("/v1/audit");
-            if has_model {
-                switch.set_online(true);
-                offline.set(false);
-            }
-        }
-    });
+    // With the gateway at this origin: its model if it has one, and the audit trail
+    // shipped there. Without it (plain `trunk serve`): the offline assistant.
+    let assistant = Assistant::for_page(&cs, planner::offline(locale));
     if let Some(document) = web_sys::window().and_then(|w| w.document()) {
         if let Some(root) = document.document_element() {
             let _ = root.set_attribute("lang", locale.tag());
@@ -65,7 +49,7 @@ pub fn App() -> impl IntoView {
     view! {
         <div class="layout">
             <settings::Settings ws=ws copy=copy />
-            <AgentDock assistant=assistant />
+            <AgentDock assistant=assistant hint=copy.dock_hint />
         </div>
     }
     .into_any()

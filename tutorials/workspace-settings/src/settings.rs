@@ -9,7 +9,7 @@ use leptos::html;
 use leptos::prelude::*;
 
 use crate::actions;
-use crate::copy::Copy;
+use crate::copy::PageText;
 use crate::workspace::{validate_name, Workspace};
 
 /// The workspace-settings page.
@@ -18,7 +18,7 @@ pub(crate) fn Settings(
     /// The page state.
     ws: Workspace,
     /// The page's words.
-    copy: &'static Copy,
+    copy: &'static PageText,
 ) -> impl IntoView {
     actions::declare(ws, copy);
     use_page_state("workspace_name", move || ws.name.get_untracked());

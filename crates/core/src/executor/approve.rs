@@ -152,9 +152,10 @@ impl ExecutorState {
         let (event, reason) = match gesture {
             Gesture::AllowOnce => (AuditEvent::Approved, Reason::AllowedOnce),
             Gesture::AllowForSession => {
-                let rule = card.grant_rule.clone().unwrap_or_else(|| {
-                    crate::GrantRule::any(format!("every call of {}", card.title))
-                });
+                let rule = card
+                    .grant_rule
+                    .clone()
+                    .unwrap_or_else(crate::GrantRule::every_call);
                 let grant = self.add_grant(&decided, rule, now, call);
                 (AuditEvent::Granted, Reason::Granted { grant })
             }

@@ -70,7 +70,7 @@ impl ExecutorState {
         let offers = policy.offers_session_grant() && !meta.confirm_twice;
         let grant_rule = if offers {
             let rule = self.hook(Hook::Remember, || prepared.grant_rule())?;
-            Some(rule.unwrap_or_else(|| GrantRule::any(format!("every call of {}", meta.title))))
+            Some(rule.unwrap_or_else(GrantRule::every_call))
         } else {
             None
         };

@@ -91,7 +91,7 @@ impl ExecutorState {
         let rule = self
             .hook(Hook::Remember, || prepared.grant_rule())
             .map_err(reentered)?
-            .unwrap_or_else(|| GrantRule::any(format!("every call of {}", meta.title)));
+            .unwrap_or_else(GrantRule::every_call);
         let decided = Decided {
             action: Rc::clone(&action),
             generation,

@@ -93,9 +93,19 @@ pub enum ModelError {
     /// No model is configured here: use the offline assistant.
     #[error("no model is configured")]
     NotConfigured,
-    /// The model or gateway could not be reached or answered with an error.
+    /// The model or gateway could not be reached, or failed on its side (5xx): the
+    /// offline assistant may stand in.
     #[error("the model could not answer: {0}")]
     Unavailable(String),
+    /// The gateway refused this page's request (a wrong origin, a missing token, a
+    /// foreign host): a setup problem to show, never a reason to fall back silently.
+    #[error("the gateway refused this page ({code}): {message}")]
+    Refused {
+        /// The gateway's error code, e.g. `origin_not_allowed`.
+        code: String,
+        /// Its explanation, naming what fixes it.
+        message: String,
+    },
     /// The answer was not in the expected format.
     #[error("the model's answer was malformed: {0}")]
     Malformed(String),

@@ -20,7 +20,8 @@ pub use message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCa
 pub use openai::{parse_completion, parse_error, OpenAiCompatible, DEFAULT_MODEL_TIMEOUT_MS};
 pub use scripted::{Reply, Rule, Scripted};
 
-use crate::context::{Countersign, LogEntry};
+use crate::countersign::Countersign;
+use crate::dock_state::LogEntry;
 use crate::i18n::Locale;
 
 /// How many model round trips one message may take unless configured otherwise.
@@ -79,6 +80,40 @@ impl Assistant {
         }))
     }
 
+    /// The assistant most pages want, in one call: the model behind the gateway at this
+    /// origin when its `/v1/health` says it has one, the offline `planner` otherwise
+    /// (also when the gateway goes away mid-session). With a gateway there, the audit
+    /// trail ships to it (`/v1/audit`). The dock's badge follows whichever answers. A
+    /// gateway that *refuses* the page (a wrong origin, a missing token) is shown in the
+    /// chat with the flag that fixes it, never hidden behind the offline assistant.
+    ///
+    /// ```no_run
+    /// # use countersign_leptos::{Assistant, Locale, Rule, Scripted};
+    /// # fn app(cs: &countersign_leptos::Countersign) {
+    /// let offline = Scripted::new(Locale::En, vec![
+    ///     Rule::new("add_todo", serde_json::json!({ "text": "{text}" })).phrase("add {text}"),
+    /// ]);
+    /// let assistant = Assistant::for_page(cs, offline);
+    /// # }
+    /// ```
+    pub fn for_page(cs: &Countersign, planner: Scripted) -> Self {
+        let fallback = Fallback::new(OpenAiCompatible::default(), planner, true);
+        let switch = fallback.switch();
+        let assistant = Self::new(fallback);
+        cs.set_offline(true);
+        let cs = cs.clone();
+        leptos::task::spawn_local(async move {
+            if let Some(has_model) = OpenAiCompatible::default().health().await {
+                cs.ship_audit("/v1/audit");
+                if has_model {
+                    switch.set_online(true);
+                    cs.set_offline(false);
+                }
+            }
+        });
+        assistant
+    }
+
     /// Whether the offline assistant is in use.
     pub fn is_offline(&self) -> bool {
         self.0.client.is_offline()
@@ -99,9 +134,8 @@ impl Assistant {
         if self.0.busy.replace(true) {
             return Err(AssistantError::Busy);
         }
-        let dock = cs.dock();
-        dock.working.set(true);
-        dock.offline.set(self.is_offline());
+        cs.set_working(true);
+        cs.set_offline(self.is_offline());
         cs.push_log(LogEntry::User(text.to_owned()));
         self.0
             .history
@@ -112,9 +146,9 @@ impl Assistant {
             Ok(answer) => cs.push_log(LogEntry::Assistant(answer.clone())),
             Err(e) => cs.push_log(LogEntry::Error(e.to_string())),
         }
-        dock.working.set(false);
+        cs.set_working(false);
         // A fallback client may have switched to the offline assistant during the turn.
-        dock.offline.set(self.is_offline());
+        cs.set_offline(self.is_offline());
         self.0.busy.set(false);
         result
     }

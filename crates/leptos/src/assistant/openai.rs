@@ -170,6 +170,12 @@ pub fn parse_error(status: u16, body: &str) -> ModelError {
         .unwrap_or("");
     if code == "not_configured" {
         ModelError::NotConfigured
+    } else if matches!(status, 400..=499) && status != 429 && !code.is_empty() {
+        // The gateway said no to this page: show why, do not fall back silently.
+        ModelError::Refused {
+            code: code.chars().take(64).collect(),
+            message: message.chars().take(300).collect(),
+        }
     } else if message.is_empty() {
         ModelError::Unavailable(format!("HTTP {status}"))
     } else {

@@ -1,12 +1,17 @@
 //! `Scripted`: the deterministic offline assistant. It maps phrases (English and
 //! Chinese) to tool calls from a table the app supplies, and reacts to results like a
-//! model should: a refusal is reported as "not done" and never retried.
+//! model should: a refusal is reported as "not done" and never retried. The matching
+//! rules are in `scripted/phrase.rs` and on [`Scripted`].
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use countersign::{Code, LocalBoxFuture};
 use serde_json::Value;
+
+mod phrase;
+
+use phrase::{fill, match_phrase};
 
 use super::client::ModelClient;
 use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
@@ -76,6 +81,12 @@ impl Rule {
 }
 
 /// The offline assistant. Deterministic: the same conversation gives the same turn.
+///
+/// It matches the person's message against the phrases of each [`Rule`]:
+/// case-insensitive (ASCII), at word boundaries; one `{slot}` per phrase captures the
+/// text up to the words after it or the next clause separator (` and `, `,`, `，`, `。`,
+/// `然后`…), trimmed of spaces and punctuation; several phrases in one message become
+/// several calls, in order. No match: the [`Scripted::help`] reply.
 #[derive(Debug)]
 pub struct Scripted {
     rules: Vec<Rule>,
@@ -239,104 +250,6 @@ impl ModelClient for Scripted {
 
 fn is_cjk(c: char) -> bool {
     matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3400}'..='\u{4dbf}' | '\u{3000}'..='\u{303f}' | '\u{ff00}'..='\u{ffef}')
-}
-
-/// Where `phrase` occurs in `text` (ASCII case-insensitive, on word boundaries so
-/// "publish" does not match "published") and what fills its slot.
-fn match_phrase(phrase: &str, text: &str) -> Option<(usize, Option<String>)> {
-    let lower = text.to_ascii_lowercase();
-    let phrase = phrase.to_ascii_lowercase();
-    let slot = phrase
-        .split_once('{')
-        .and_then(|(before, rest)| rest.split_once('}').map(|(_, after)| (before, after)));
-    match slot {
-        None => find_word(&lower, &phrase).map(|at| (at, None)),
-        Some((before, after)) => {
-            let at = find_word(&lower, before.trim_end())?;
-            let start = at + before.trim_end().len();
-            let rest = text.get(start..)?;
-            let rest_lower = lower.get(start..)?;
-            let end = if after.trim().is_empty() {
-                slot_end(rest_lower)
-            } else {
-                rest_lower.find(after)?
-            };
-            let slot = clean(rest.get(..end)?);
-            (!slot.is_empty()).then_some((at, Some(slot)))
-        }
-    }
-}
-
-/// The first occurrence of `needle` in `haystack` not inside an ASCII word.
-fn find_word(haystack: &str, needle: &str) -> Option<usize> {
-    if needle.is_empty() {
-        return None;
-    }
-    let mut from = 0;
-    while let Some(found) = haystack.get(from..).and_then(|h| h.find(needle)) {
-        let at = from + found;
-        let end = at + needle.len();
-        let before = haystack.get(..at).and_then(|h| h.chars().next_back());
-        let after = haystack.get(end..).and_then(|h| h.chars().next());
-        let joins = |c: Option<char>, edge: Option<char>| {
-            c.is_some_and(|c| c.is_ascii_alphanumeric())
-                && edge.is_some_and(|e| e.is_ascii_alphanumeric())
-        };
-        if !joins(before, needle.chars().next()) && !joins(after, needle.chars().next_back()) {
-            return Some(at);
-        }
-        from = at + needle.chars().next().map_or(1, char::len_utf8);
-    }
-    None
-}
-
-/// Where a trailing slot ends: at the next clause separator, or the end.
-fn slot_end(rest: &str) -> usize {
-    const SEPARATORS: [&str; 10] = [
-        " and ", " then ", ",", "，", "、", "然后", "并且", ";", "；", "。",
-    ];
-    SEPARATORS
-        .iter()
-        .filter_map(|s| rest.find(s))
-        .min()
-        .unwrap_or(rest.len())
-}
-
-fn clean(slot: &str) -> String {
-    slot.trim()
-        .trim_matches(|c: char| {
-            matches!(
-                c,
-                '"' | '\'' | '“' | '”' | '「' | '」' | '.' | '!' | '?' | '。' | '！' | '？'
-            )
-        })
-        .trim()
-        .to_owned()
-}
-
-fn fill(template: &Value, slot: Option<&str>) -> Value {
-    match template {
-        Value::String(s) => match slot {
-            Some(slot) if s.contains('{') => {
-                let filled = match s
-                    .split_once('{')
-                    .and_then(|(b, r)| r.split_once('}').map(|(_, a)| (b, a)))
-                {
-                    Some((before, after)) => format!("{before}{slot}{after}"),
-                    None => s.clone(),
-                };
-                Value::String(filled)
-            }
-            _ => template.clone(),
-        },
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), fill(v, slot)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, slot)).collect()),
-        other => other.clone(),
-    }
 }
 
 fn describe(content: &str, title: &str, rule: Option<&Rule>, locale: Locale) -> String {

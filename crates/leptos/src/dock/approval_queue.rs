@@ -8,7 +8,7 @@ use leptos::html;
 use leptos::prelude::*;
 
 use super::revealed::{revealed, Shape};
-use crate::context::Countersign;
+use crate::countersign::Countersign;
 use crate::i18n::Strings;
 
 /// The queue of pending approvals; renders nothing while none wait.
@@ -78,7 +78,11 @@ fn card_view(
     let (card_class, kind_badge) = kind_class(card.kind);
     let arguments = arguments_view(strings, &card.arguments);
     let offers_grant = card.offers_session_grant;
-    let grant_rule = card.grant_rule.as_ref().map(|r| r.description.clone());
+    let grant_rule = card.grant_rule.as_ref().map(|r| {
+        r.description
+            .clone()
+            .unwrap_or_else(|| strings.every_call_of(&card.title))
+    });
     // A card drawn again because the page changed under the person says what changed.
     let changed = (!card.changed.is_empty()).then(|| {
         let what: Vec<&str> = card

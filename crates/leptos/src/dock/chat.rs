@@ -4,7 +4,8 @@ use leptos::prelude::*;
 
 use super::revealed::{revealed, Shape};
 use crate::assistant::Assistant;
-use crate::context::{Countersign, LogEntry};
+use crate::countersign::Countersign;
+use crate::dock_state::LogEntry;
 use crate::i18n::Strings;
 
 /// The log and the input. Without an assistant the input is disabled.
@@ -14,6 +15,10 @@ pub(crate) fn Chat(
     cs: StoredValue<Countersign, LocalStorage>,
     /// The assistant answering messages, if any.
     assistant: StoredValue<Option<Assistant>, LocalStorage>,
+    /// The empty chat's hint.
+    hint: String,
+    /// The input's placeholder.
+    placeholder: String,
 ) -> impl IntoView {
     let dock = cs.with_value(Countersign::dock);
     let strings: &'static Strings = cs.with_value(|cs| cs.locale().strings());
@@ -33,10 +38,27 @@ pub(crate) fn Chat(
             let _ = assistant.send(&cs, &text).await;
         });
     };
+    // The log follows the newest message unless the person scrolled up to read.
+    let log_ref = NodeRef::<leptos::html::Ol>::new();
+    let follow = RwSignal::new(true);
+    let on_scroll = move |_| {
+        if let Some(el) = log_ref.get_untracked() {
+            let bottom = el.scroll_top() + el.client_height();
+            follow.set(bottom >= el.scroll_height() - 24);
+        }
+    };
+    Effect::new(move |_| {
+        let _ = dock.log.with(Vec::len);
+        if follow.get_untracked() {
+            if let Some(el) = log_ref.get_untracked() {
+                request_animation_frame(move || el.set_scroll_top(el.scroll_height()));
+            }
+        }
+    });
     let log = move || {
         let entries = dock.log.get();
         if entries.is_empty() {
-            return view! { <p class="cs-empty">{strings.empty_chat}</p> }.into_any();
+            return view! { <p class="cs-empty">{hint.clone()}</p> }.into_any();
         }
         entries
             .into_iter()
@@ -46,14 +68,14 @@ pub(crate) fn Chat(
     };
     view! {
         <section class="cs-chat">
-            <ol class="cs-log" aria-live="polite">{log}</ol>
+            <ol class="cs-log" aria-live="polite" node_ref=log_ref on:scroll=on_scroll>{log}</ol>
             <p class="cs-working" hidden=move || !dock.working.get()>{strings.working}</p>
             <form class="cs-form" on:submit=move |ev| { ev.prevent_default(); send(); }>
                 <input
                     type="text"
                     class="cs-input"
-                    aria-label=strings.input_placeholder
-                    placeholder=strings.input_placeholder
+                    aria-label=placeholder.clone()
+                    placeholder=placeholder
                     disabled=!enabled
                     prop:value=move || draft.get()
                     on:input=move |ev| draft.set(event_target_value(&ev))

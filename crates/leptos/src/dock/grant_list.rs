@@ -2,7 +2,7 @@
 
 use leptos::prelude::*;
 
-use crate::context::Countersign;
+use crate::countersign::Countersign;
 use crate::i18n::Strings;
 
 /// "Allowed for this session": renders nothing while there are no grants.
@@ -24,7 +24,7 @@ pub(crate) fn GrantList(
                         <li class="cs-grant" data-action=grant.action.clone()>
                             <span>
                                 <strong>{grant.title.clone()}</strong>
-                                <span class="cs-label cs-grant__rule">{grant.rule.description.clone()}</span>
+                                <span class="cs-label cs-grant__rule">{grant.rule.description.clone().unwrap_or_else(|| strings.every_call_of(&grant.title))}</span>
                             </span>
                             <button class="cs-btn cs-btn--link cs-revoke" on:click=move |_| cs.with_value(|cs| cs.revoke(id))>
                                 {strings.revoke}

@@ -3,7 +3,7 @@
 use countersign::HandoffView;
 use leptos::prelude::*;
 
-use crate::context::Countersign;
+use crate::countersign::Countersign;
 use crate::i18n::Strings;
 
 /// The oldest waiting handoff; renders nothing while none waits.

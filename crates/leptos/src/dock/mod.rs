@@ -12,7 +12,7 @@ mod revealed;
 use leptos::prelude::*;
 
 use crate::assistant::Assistant;
-use crate::context::use_countersign;
+use crate::provider::use_countersign;
 use approval_queue::ApprovalQueue;
 use chat::Chat;
 use grant_list::GrantList;
@@ -55,6 +55,16 @@ pub fn AgentDock(
     /// (approvals and handoffs still work: calls can come from elsewhere).
     #[prop(optional)]
     assistant: Option<Assistant>,
+    /// The dock's heading. Default: "Assistant" in the dock's language.
+    #[prop(optional, into)]
+    title: Option<String>,
+    /// The empty chat's hint: what a person could ask on *this* page. Default: a
+    /// sentence about approvals that fits any app, in the dock's language.
+    #[prop(optional, into)]
+    hint: Option<String>,
+    /// The chat input's placeholder. Default: "Ask the assistant…" in the dock's language.
+    #[prop(optional, into)]
+    placeholder: Option<String>,
 ) -> impl IntoView {
     let Some(cs) = use_countersign() else {
         leptos::logging::error!("countersign: <AgentDock/> needs provide_countersign above it");
@@ -64,16 +74,18 @@ pub fn AgentDock(
     let locale = cs.locale();
     let strings = locale.strings();
     let dock = cs.dock();
-    dock.offline
-        .set(assistant.as_ref().is_some_and(Assistant::is_offline));
+    cs.set_offline(assistant.as_ref().is_some_and(Assistant::is_offline));
     let cs = StoredValue::new_local(cs);
     let assistant = StoredValue::new_local(assistant);
     crate::highlight::track(cs);
+    let title = title.unwrap_or_else(|| strings.title.to_owned());
+    let hint = hint.unwrap_or_else(|| strings.empty_chat.to_owned());
+    let placeholder = placeholder.unwrap_or_else(|| strings.input_placeholder.to_owned());
     view! {
-        <aside class="cs-dock" lang=locale.tag() aria-label=strings.title>
+        <aside class="cs-dock" lang=locale.tag() aria-label=title.clone()>
             <style>{DOCK_CSS}</style>
             <header class="cs-dock__header">
-                <h2>{strings.title}</h2>
+                <h2>{title}</h2>
                 <span class="cs-badge cs-badge--offline" title=strings.offline_explained hidden=move || !dock.offline.get()>
                     {strings.offline_badge}
                 </span>
@@ -82,7 +94,7 @@ pub fn AgentDock(
             <ApprovalQueue cs=cs />
             <HandoffPanel cs=cs />
             <GrantList cs=cs />
-            <Chat cs=cs assistant=assistant />
+            <Chat cs=cs assistant=assistant hint=hint placeholder=placeholder />
         </aside>
     }
     .into_any()

@@ -1,0 +1,271 @@
+//! [`Countersign`]: the page's handle on the gate. What a person's gestures and the
+//! assistant's calls go through; the driver keeps the dock in step after each of them.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use countersign::{
+    Action, ApprovalRequest, Call, CallId, Executor, Gesture, GrantId, MemoryAudit, Outcome,
+    Settled, TicketError,
+};
+use futures_channel::oneshot;
+use leptos::prelude::*;
+use schemars::JsonSchema;
+use serde_json::{Map, Value};
+
+use crate::audit_ship::{Shipping, ShippingStatus};
+use crate::clock::now;
+use crate::dock_state::{DockSignals, DockState, LogEntry};
+use crate::grant_store::{GrantStore, GrantStoreSlot};
+use crate::i18n::Locale;
+use crate::page_registry::PageRegistry;
+
+/// Everything one page's Countersign holds.
+pub(crate) struct Shared {
+    pub(crate) executor: Executor,
+    /// The session's role (grants are stored per role).
+    pub(crate) role: String,
+    pub(crate) audit: MemoryAudit,
+    pub(crate) locale: Locale,
+    pub(crate) dock: DockSignals,
+    pub(crate) page: PageRegistry,
+    pub(crate) waiters: RefCell<HashMap<CallId, oneshot::Sender<Settled>>>,
+    pub(crate) unclaimed: RefCell<HashMap<CallId, Settled>>,
+    pub(crate) timer: RefCell<Option<gloo_timers::callback::Timeout>>,
+    pub(crate) ticker: RefCell<Option<gloo_timers::callback::Interval>>,
+    pub(crate) builtins: RefCell<Vec<countersign::Registration>>,
+    pub(crate) shipping: Shipping,
+    pub(crate) grant_store: GrantStoreSlot,
+}
+
+/// The page's Countersign: cheap to clone, single-threaded (it lives in the page).
+#[derive(Clone)]
+pub struct Countersign(pub(crate) Rc<Shared>);
+
+impl std::fmt::Debug for Countersign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Countersign")
+            .field("executor", &self.0.executor)
+            .field("locale", &self.0.locale)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Countersign {
+    /// The executor (registry, pipeline, tickets, grants).
+    pub fn executor(&self) -> &Executor {
+        &self.0.executor
+    }
+
+    /// The audit trail so far.
+    pub fn audit(&self) -> &MemoryAudit {
+        &self.0.audit
+    }
+
+    /// The dock's language.
+    pub fn locale(&self) -> Locale {
+        self.0.locale
+    }
+
+    /// The dock's reactive state (read-only).
+    pub fn dock(&self) -> DockState {
+        self.0.dock.read_only()
+    }
+
+    /// Sends one model call through the gate and resolves when it settles (after the
+    /// person decides, the run finishes, the handoff ends, or a timeout).
+    pub fn call(&self, call: Call) -> impl Future<Output = Settled> + 'static {
+        let action = call.action.clone();
+        let submitted = self.0.executor.submit(call, now());
+        let (id, rx) = match submitted {
+            Ok(step) => {
+                let id = crate::driver::step_call(&step);
+                self.handle(step);
+                (Some(id), Some(self.wait(id)))
+            }
+            // Called from inside an action's hook: the executor refused to re-enter.
+            Err(_) => (None, None),
+        };
+        self.pump();
+        async move {
+            match (id, rx) {
+                (Some(id), Some(rx)) => rx.await.unwrap_or_else(|_| crate::driver::lost(id)),
+                _ => Settled {
+                    call: CallId::default(),
+                    tool_call_id: String::new(),
+                    outcome: Outcome::Refused(countersign::Refusal::of(
+                        countersign::Reason::HookReentered {
+                            hook: countersign::Hook::Run,
+                        },
+                        &action,
+                    )),
+                    action,
+                },
+            }
+        }
+    }
+
+    /// The person pressed Allow (once or for the session) on `card`. If the page changed
+    /// under the card, nothing runs and the card is shown again with what changed.
+    pub fn approve(&self, card: &ApprovalRequest, gesture: Gesture) -> Result<(), TicketError> {
+        let result = self
+            .0
+            .executor
+            .approve(card.countersign(gesture), now())
+            .map(|step| self.handle(step));
+        self.pump();
+        result
+    }
+
+    /// The person pressed Deny on a card, with an optional reason for the model.
+    pub fn deny(&self, call: CallId, reason: Option<&str>) -> Result<(), TicketError> {
+        let result = self.0.executor.deny(call, reason, now()).map(|_| ());
+        self.pump();
+        result
+    }
+
+    /// The person says the handoff is done; `expect` is checked against the page now.
+    pub fn handoff_done(&self, call: CallId) -> Result<(), TicketError> {
+        let result = self.0.executor.handoff_done(call, now()).map(|_| ());
+        self.pump();
+        result
+    }
+
+    /// The person cancels the handoff.
+    pub fn handoff_cancel(&self, call: CallId) -> Result<(), TicketError> {
+        let result = self.0.executor.handoff_cancel(call, now()).map(|_| ());
+        self.pump();
+        result
+    }
+
+    /// Moves a handoff's highlight to step `index`.
+    pub fn show_step(&self, call: CallId, index: usize) -> Result<(), TicketError> {
+        let result = self.0.executor.show_step(call, index);
+        self.pump();
+        result
+    }
+
+    /// Switches the session's mode (and the dock's banner). Refused from inside an
+    /// action's hook ([`countersign::Reentered`]): a hook never switches the mode its own
+    /// call is decided in.
+    pub fn set_mode(&self, mode: countersign::Mode) -> Result<(), countersign::Reentered> {
+        self.0.executor.set_mode(mode)?;
+        self.0.dock.mode.set(mode);
+        self.pump();
+        Ok(())
+    }
+
+    /// Loads the deployment's policy file (JSON). A malformed file is refused with its
+    /// line; the executor then refuses every call but reversals until a valid one is
+    /// loaded, and the dock says why.
+    pub fn load_policy(&self, text: &str) -> Result<(), countersign::PolicyError> {
+        let result = self.0.executor.load_policy(text);
+        self.0
+            .dock
+            .policy_error
+            .set(result.as_ref().err().map(ToString::to_string));
+        self.pump();
+        result
+    }
+
+    /// Fetches the policy file from `url` (same origin) and loads it. A file that cannot
+    /// be fetched counts as broken: fail closed.
+    pub async fn load_policy_from(&self, url: &str) -> Result<(), countersign::PolicyError> {
+        let unavailable = |why: String| countersign::PolicyError {
+            line: 0,
+            column: 0,
+            message: why,
+        };
+        let error = match crate::http::fetch("GET", url, None, 10_000).await {
+            Ok((status, body)) if (200..300).contains(&status) => return self.load_policy(&body),
+            Ok((status, _)) => {
+                unavailable(format!("the file could not be fetched (HTTP {status})"))
+            }
+            Err(e) => unavailable(format!("the file could not be fetched ({e})")),
+        };
+        let _ = self.0.executor.fail_policy(error.clone());
+        self.0.dock.policy_error.set(Some(error.to_string()));
+        self.pump();
+        Err(error)
+    }
+
+    /// Revokes a session grant; `false` if there was none.
+    pub fn revoke(&self, grant: GrantId) -> bool {
+        let revoked = self.0.executor.revoke(grant).unwrap_or(false);
+        self.pump();
+        revoked
+    }
+
+    /// Registers an action for the page's whole life (not tied to a component).
+    pub fn register_static<P>(&self, action: Action<P>) -> Result<(), countersign::RegisterError>
+    where
+        P: serde::de::DeserializeOwned + JsonSchema + Clone + 'static,
+    {
+        let reg = self.0.executor.register(action)?;
+        self.0.builtins.borrow_mut().push(reg);
+        self.pump();
+        Ok(())
+    }
+
+    /// The element registered under target `name`, if it is mounted.
+    pub fn target(&self, name: &str) -> Option<web_sys::Element> {
+        self.0.page.target(name)
+    }
+
+    /// The page target bound to an action, if any.
+    pub fn action_target(&self, action: &str) -> Option<String> {
+        self.0.page.action_target(action)
+    }
+
+    /// The read-only page state, as the model may see it.
+    pub fn page_state(&self) -> Map<String, Value> {
+        self.0.page.state()
+    }
+
+    /// The title of a registered action (its id if it is not registered).
+    pub fn title_of(&self, action: &str) -> String {
+        self.0
+            .executor
+            .title_of(action)
+            .unwrap_or_else(|| action.to_owned())
+    }
+
+    /// Starts sending every audit record (past and future) to `endpoint` (the gateway's
+    /// `/v1/audit`), in order, retried with backoff, and handed to `sendBeacon` when the
+    /// page goes away. [`crate::Assistant::for_page`] does it when a gateway is there.
+    pub fn ship_audit(&self, endpoint: impl Into<String>) {
+        self.0.shipping.start(endpoint.into());
+    }
+
+    /// How shipping is going, if it was started.
+    pub fn shipping_status(&self) -> Option<ShippingStatus> {
+        self.0.shipping.status()
+    }
+
+    /// Keeps "always allow" grants for `ttl` across page loads, in `localStorage` under
+    /// `key` and the session's role. A saved grant is restored only when the same
+    /// declaration registers again, for the same role, and only where a person could
+    /// grant it now (`Ask`, not asked twice); its rule is derived again from the saved
+    /// arguments. Expired and unreadable entries are dropped.
+    pub fn persist_grants(&self, key: impl Into<String>, ttl: Duration) {
+        let key = format!("{}:{}", key.into(), self.0.role);
+        *self.0.grant_store.borrow_mut() = Some(GrantStore::open(key, ttl));
+        self.pump();
+    }
+
+    pub(crate) fn push_log(&self, entry: LogEntry) {
+        self.0.dock.log.update(|log| log.push(entry));
+    }
+
+    pub(crate) fn set_working(&self, working: bool) {
+        self.0.dock.working.set(working);
+    }
+
+    /// Whether the offline assistant is the one answering (the dock's badge).
+    pub(crate) fn set_offline(&self, offline: bool) {
+        self.0.dock.offline.set(offline);
+    }
+}

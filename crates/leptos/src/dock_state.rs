@@ -1,0 +1,93 @@
+//! What the dock renders: read-only signals for components, and the crate's writer
+//! behind them (only the runtime changes them, after each executor step).
+
+use countersign::{ApprovalRequest, Code, Grant, HandoffView, Mode};
+use leptos::prelude::*;
+
+/// One entry in the dock's conversation log.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LogEntry {
+    /// What the person typed.
+    User(String),
+    /// What the assistant answered.
+    Assistant(String),
+    /// How an action call ended.
+    Outcome {
+        /// The action id.
+        action: String,
+        /// The action's title, if it is registered.
+        title: String,
+        /// `None` for done, else the refusal code.
+        code: Option<Code>,
+    },
+    /// An error (model unreachable, bad reply, a gateway refusal), shown as an error.
+    Error(String),
+}
+
+/// The dock's reactive state, read-only: the runtime updates it after every executor
+/// step. Render your own dock from it, or observe it in tests.
+#[derive(Clone, Copy, Debug)]
+pub struct DockState {
+    /// Pending approval cards, oldest first.
+    pub approvals: ReadSignal<Vec<ApprovalRequest>>,
+    /// Handoffs waiting for the person.
+    pub handoffs: ReadSignal<Vec<HandoffView>>,
+    /// Session grants in force.
+    pub grants: ReadSignal<Vec<Grant>>,
+    /// The conversation and action log.
+    pub log: ReadSignal<Vec<LogEntry>>,
+    /// Whether the assistant is working on a turn.
+    pub working: ReadSignal<bool>,
+    /// Whether the offline assistant is the one answering.
+    pub offline: ReadSignal<bool>,
+    /// The clock, ticking once a second while something waits (for countdowns).
+    pub now_ms: ReadSignal<u64>,
+    /// The session's mode (the dock shows a banner outside `Default`).
+    pub mode: ReadSignal<Mode>,
+    /// The policy file's error while it is broken (the dock shows it).
+    pub policy_error: ReadSignal<Option<String>>,
+}
+
+/// The writable side of [`DockState`], for the runtime only.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DockSignals {
+    pub(crate) approvals: RwSignal<Vec<ApprovalRequest>>,
+    pub(crate) handoffs: RwSignal<Vec<HandoffView>>,
+    pub(crate) grants: RwSignal<Vec<Grant>>,
+    pub(crate) log: RwSignal<Vec<LogEntry>>,
+    pub(crate) working: RwSignal<bool>,
+    pub(crate) offline: RwSignal<bool>,
+    pub(crate) now_ms: RwSignal<u64>,
+    pub(crate) mode: RwSignal<Mode>,
+    pub(crate) policy_error: RwSignal<Option<String>>,
+}
+
+impl DockSignals {
+    pub(crate) fn new(now_ms: u64) -> Self {
+        Self {
+            approvals: RwSignal::new(Vec::new()),
+            handoffs: RwSignal::new(Vec::new()),
+            grants: RwSignal::new(Vec::new()),
+            log: RwSignal::new(Vec::new()),
+            working: RwSignal::new(false),
+            offline: RwSignal::new(false),
+            now_ms: RwSignal::new(now_ms),
+            mode: RwSignal::new(Mode::Default),
+            policy_error: RwSignal::new(None),
+        }
+    }
+
+    pub(crate) fn read_only(&self) -> DockState {
+        DockState {
+            approvals: self.approvals.read_only(),
+            handoffs: self.handoffs.read_only(),
+            grants: self.grants.read_only(),
+            log: self.log.read_only(),
+            working: self.working.read_only(),
+            offline: self.offline.read_only(),
+            now_ms: self.now_ms.read_only(),
+            mode: self.mode.read_only(),
+            policy_error: self.policy_error.read_only(),
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The driver: after every executor step it delivers settlements to whoever waits,
+//! refreshes the dock's signals, re-arms the deadline timer and ships the audit.
+
+use std::rc::Rc;
+
+use countersign::{CallId, Outcome, Settled, Step};
+use futures_channel::oneshot;
+use leptos::prelude::*;
+
+use crate::clock::now;
+use crate::countersign::Countersign;
+use crate::dock_state::LogEntry;
+
+impl Countersign {
+    /// Drives a step: a job runs outside the executor and is handed back when done.
+    pub(crate) fn handle(&self, step: Step) {
+        if let Step::Perform(job) = step {
+            let weak = Rc::downgrade(&self.0);
+            leptos::task::spawn_local(async move {
+                let completion = job.run().await;
+                if let Some(shared) = weak.upgrade() {
+                    let cs = Countersign(shared);
+                    let _ = cs.0.executor.complete(completion, now());
+                    cs.pump();
+                }
+            });
+        }
+    }
+
+    /// A receiver for the call's settlement (already there, or later).
+    pub(crate) fn wait(&self, call: CallId) -> oneshot::Receiver<Settled> {
+        let (tx, rx) = oneshot::channel();
+        match self.0.unclaimed.borrow_mut().remove(&call) {
+            Some(settled) => {
+                let _ = tx.send(settled);
+            }
+            None => {
+                self.0.waiters.borrow_mut().insert(call, tx);
+            }
+        }
+        rx
+    }
+
+    /// Delivers settlements, refreshes the dock's signals, re-arms the timer and ships
+    /// the audit. Called after every executor step.
+    pub(crate) fn pump(&self) {
+        crate::grant_store::sync(&self.0.grant_store, &self.0.executor);
+        let settled = self.0.executor.drain_settled();
+        for s in settled {
+            let title = self.title_of(&s.action);
+            self.push_log(LogEntry::Outcome {
+                action: s.action.clone(),
+                title,
+                code: s.outcome.code(),
+            });
+            let waiter = self.0.waiters.borrow_mut().remove(&s.call);
+            match waiter {
+                Some(tx) => {
+                    let _ = tx.send(s);
+                }
+                None => {
+                    self.0.unclaimed.borrow_mut().insert(s.call, s);
+                }
+            }
+        }
+        let exec = &self.0.executor;
+        let dock = self.0.dock;
+        dock.approvals.set(exec.approvals());
+        dock.handoffs.set(exec.handoffs());
+        dock.grants.set(exec.grants());
+        dock.now_ms.set(now().as_millis());
+        self.rearm();
+        self.0.shipping.ship();
+    }
+
+    fn rearm(&self) {
+        let deadline = self.0.executor.poll_timeout();
+        let timer = deadline.map(|deadline| {
+            let wait = deadline
+                .as_millis()
+                .saturating_sub(now().as_millis())
+                .saturating_add(1);
+            let weak = Rc::downgrade(&self.0);
+            gloo_timers::callback::Timeout::new(
+                u32::try_from(wait).unwrap_or(u32::MAX),
+                move || {
+                    if let Some(shared) = weak.upgrade() {
+                        let cs = Countersign(shared);
+                        cs.0.executor.handle_timeout(now());
+                        cs.pump();
+                    }
+                },
+            )
+        });
+        // Replacing the old Timeout cancels it.
+        *self.0.timer.borrow_mut() = timer;
+        let waiting = deadline.is_some();
+        let mut ticker = self.0.ticker.borrow_mut();
+        if waiting && ticker.is_none() {
+            let now_ms = self.0.dock.now_ms;
+            *ticker = Some(gloo_timers::callback::Interval::new(1_000, move || {
+                now_ms.set(now().as_millis());
+            }));
+        } else if !waiting {
+            *ticker = None;
+        }
+    }
+
+    /// Settles every live call (the page is going away) and stops the timers.
+    pub(crate) fn shutdown(&self) {
+        self.0.executor.shutdown(now());
+        self.pump();
+        *self.0.timer.borrow_mut() = None;
+        *self.0.ticker.borrow_mut() = None;
+    }
+}
+
+pub(crate) fn step_call(step: &Step) -> CallId {
+    match step {
+        Step::Settled(s) => s.call,
+        Step::Approval(card) => card.call,
+        Step::Handoff(view) => view.call,
+        Step::Perform(job) => job.call(),
+    }
+}
+
+pub(crate) fn lost(call: CallId) -> Settled {
+    Settled {
+        call,
+        tool_call_id: String::new(),
+        action: String::new(),
+        outcome: Outcome::Refused(countersign::Refusal::of(
+            countersign::Reason::PageClosed,
+            "",
+        )),
+    }
+}

@@ -1,0 +1,192 @@
+//! The provider: one [`Countersign`] per page, made near the root and given to every
+//! component below through context.
+
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
+
+use countersign::{Action, Config, Executor, Kind, MemoryAudit, Session};
+use leptos::prelude::*;
+use schemars::JsonSchema;
+use send_wrapper::SendWrapper;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::audit_ship::Shipping;
+use crate::clock::{now, random_secret};
+use crate::countersign::{Countersign, Shared};
+use crate::dock_state::DockSignals;
+use crate::i18n::Locale;
+use crate::page_registry::PageRegistry;
+
+/// How the provider is set up.
+#[derive(Clone, Debug)]
+pub struct CountersignOptions {
+    /// The role and scopes the assistant acts for. Defaults to role `user`, no scopes.
+    pub session: Session,
+    /// The dock's language. Defaults to `?lang=` in the page URL, else English.
+    pub locale: Option<Locale>,
+    /// How long an approval card waits. Defaults to five minutes.
+    pub approval_timeout: Option<std::time::Duration>,
+}
+
+impl Default for CountersignOptions {
+    fn default() -> Self {
+        Self {
+            session: Session::new("user", Vec::<String>::new()),
+            locale: None,
+            approval_timeout: None,
+        }
+    }
+}
+
+/// The context value: a newtype so nothing else in context collides with it.
+#[derive(Clone)]
+pub struct CountersignContext(SendWrapper<Countersign>);
+
+impl std::fmt::Debug for CountersignContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CountersignContext(..)")
+    }
+}
+
+/// Why the provider could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProvideError {
+    /// The page has no Web Crypto to draw card nonces from.
+    #[error("the page has no crypto.getRandomValues for approval nonces")]
+    NoRandomness,
+}
+
+/// The id of the built-in read-only action that returns the page state.
+pub const READ_PAGE_STATE: &str = "read_page_state";
+
+#[derive(Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StateQuery {
+    /// One key to read; omit to read all.
+    #[serde(default)]
+    key: Option<String>,
+}
+
+/// Creates the page's Countersign and provides it to every component below.
+///
+/// Call once, near the root, before components that use [`crate::use_action`].
+///
+/// ```no_run
+/// use countersign::Session;
+/// use countersign_leptos::{provide_countersign, AgentDock, CountersignOptions};
+/// use leptos::prelude::*;
+///
+/// #[component]
+/// fn App() -> impl IntoView {
+///     let options = CountersignOptions {
+///         session: Session::new("editor", ["todos.write"]),
+///         ..CountersignOptions::default()
+///     };
+///     match provide_countersign(options) {
+///         Ok(_) => view! { <AgentDock/> }.into_any(),
+///         Err(e) => view! { <p role="alert">{e.to_string()}</p> }.into_any(),
+///     }
+/// }
+/// ```
+pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, ProvideError> {
+    let secret = random_secret().ok_or(ProvideError::NoRandomness)?;
+    let locale = options.locale.unwrap_or_else(|| {
+        let query = web_sys::window()
+            .and_then(|w| w.location().search().ok())
+            .unwrap_or_default();
+        Locale::from_query(&query)
+    });
+    let session_id = {
+        let mut id = String::from("page-");
+        for byte in secret.iter().take(6) {
+            id.push_str(&format!("{byte:02x}"));
+        }
+        id
+    };
+    let role = options.session.role.clone();
+    let mut config = Config::new(session_id, options.session, secret);
+    if let Some(timeout) = options.approval_timeout {
+        config.approval_timeout = timeout;
+    }
+    let audit = MemoryAudit::new();
+    let executor = Executor::new(config, audit.clone());
+    let cs = Countersign(Rc::new(Shared {
+        executor,
+        role,
+        shipping: Shipping::new(audit.clone()),
+        audit,
+        locale,
+        dock: DockSignals::new(now().as_millis()),
+        page: PageRegistry::new(),
+        waiters: RefCell::default(),
+        unclaimed: RefCell::default(),
+        timer: RefCell::default(),
+        ticker: RefCell::default(),
+        builtins: RefCell::default(),
+        grant_store: RefCell::default(),
+    }));
+    register_page_state_action(&cs);
+    settle_on_pagehide(&cs);
+    provide_context(CountersignContext(SendWrapper::new(cs.clone())));
+    let on_leave = SendWrapper::new(cs.clone());
+    on_cleanup(move || on_leave.take().shutdown());
+    Ok(cs)
+}
+
+/// The page's Countersign, if a provider is above this component.
+pub fn use_countersign() -> Option<Countersign> {
+    use_context::<CountersignContext>().map(|c| (*c.0).clone())
+}
+
+/// Navigating away or closing the tab settles every live call (one terminal record
+/// each) and hands the unshipped audit records to `sendBeacon`.
+fn settle_on_pagehide(cs: &Countersign) {
+    use wasm_bindgen::closure::Closure;
+    use wasm_bindgen::JsCast;
+    let weak = Rc::downgrade(&cs.0);
+    let on_hide = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+        if let Some(shared) = weak.upgrade() {
+            let shipping = shared.shipping.clone();
+            Countersign(shared).shutdown();
+            shipping.flush_with_beacon();
+        }
+    });
+    if let Some(window) = web_sys::window() {
+        let _ =
+            window.add_event_listener_with_callback("pagehide", on_hide.as_ref().unchecked_ref());
+    }
+    // The listener lives as long as the page; it holds only a weak reference.
+    on_hide.forget();
+}
+
+/// The built-in read-only action that returns what the page shares with
+/// [`crate::use_page_state`].
+fn register_page_state_action(cs: &Countersign) {
+    let weak: Weak<Shared> = Rc::downgrade(&cs.0);
+    let action = Action::<StateQuery>::new(
+        READ_PAGE_STATE,
+        "Read what this page shares about its current state (read-only): all of it, or one key.",
+    )
+    .title("Read page state")
+    .kind(Kind::Read)
+    .run(move |q: StateQuery| {
+        let state = weak
+            .upgrade()
+            .map(|s| s.page.state())
+            .unwrap_or_default();
+        async move {
+            match q.key {
+                None => Ok(Value::Object(state)),
+                Some(key) => state
+                    .get(&key)
+                    .cloned()
+                    .map(|v| serde_json::json!({ key.clone(): v }))
+                    .ok_or_else(|| format!("no page state named `{key}`")),
+            }
+        }
+    });
+    if let Ok(reg) = cs.0.executor.register(action) {
+        cs.0.builtins.borrow_mut().push(reg);
+    }
+}

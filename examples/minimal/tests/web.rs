@@ -1,0 +1,33 @@
+//! The minimal app in headless Chromium: asked through the dock's chat, approved on the
+//! card, and nothing added before that.
+#![cfg(target_arch = "wasm32")]
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use countersign_leptos::CountersignOptions;
+use countersign_testing::{mount, tick};
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+#[wasm_bindgen_test]
+async fn the_assistant_asks_and_nothing_is_added_until_the_person_allows_it() {
+    let page = mount(CountersignOptions::default(), minimal::App);
+    tick().await;
+    assert!(page.text(".cs-empty").contains("add buy milk"));
+    page.type_into(".cs-input", "add buy milk");
+    page.click(".cs-send");
+    tick().await;
+    tick().await;
+    assert!(page.text(".cs-card__consequence").contains("buy milk"));
+    assert_eq!(page.all("#todos li").len(), 0, "nothing before the countersignature");
+    page.click(".cs-allow-once");
+    tick().await;
+    tick().await;
+    let items: Vec<String> = page
+        .all("#todos li")
+        .iter()
+        .map(|li| li.text_content().unwrap_or_default())
+        .collect();
+    assert_eq!(items, ["buy milk"]);
+    assert_eq!(page.terminal_records(), 1);
+}
