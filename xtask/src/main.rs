@@ -320,9 +320,11 @@ fn test() -> Result {
     c.args(["clippy", "--all-targets", "--target", wasm]);
     for package in [
         "countersign-leptos",
+        "countersign-testing",
         "workspace-settings",
         "counter",
         "notes",
+        "minimal",
     ] {
         c.args(["-p", package]);
     }
@@ -370,6 +372,11 @@ fn browser_tests() -> Result {
             "notes",
             "web",
             "browser tests: the notes example (classification, rules, previews, modes)",
+        ),
+        (
+            "minimal",
+            "web",
+            "browser tests: the minimal app (ask in the chat, approve on the card)",
         ),
     ] {
         let mut c = cargo();

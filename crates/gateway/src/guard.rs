@@ -70,15 +70,12 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
     if let Some(origin) = origin {
         if !access.allowed_origins.iter().any(|o| o == origin) {
-            return Err(ApiError::new(
-                ErrorCode::OriginNotAllowed,
-                {
-                    let origin: String = origin.chars().take(100).collect();
-                    format!(
+            return Err(ApiError::new(ErrorCode::OriginNotAllowed, {
+                let origin: String = origin.chars().take(100).collect();
+                format!(
                         "origin `{origin}` is not allowed; start the gateway with `--allowed-origin {origin}` (or COUNTERSIGN_ALLOWED_ORIGINS) to serve a page from there"
                     )
-                },
-            ));
+            }));
         }
     }
     match &access.token {

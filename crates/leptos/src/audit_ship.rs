@@ -117,7 +117,9 @@ impl std::fmt::Debug for Shipping {
 fn ship(slot: &Slot, audit: &MemoryAudit) {
     let (endpoint, from) = {
         let mut guard = slot.borrow_mut();
-        let Some(shipper) = guard.as_mut() else { return };
+        let Some(shipper) = guard.as_mut() else {
+            return;
+        };
         if shipper.in_flight || shipper.retry.is_some() || shipper.acknowledged >= audit.len() {
             return;
         }
@@ -134,7 +136,9 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
         let Some(slot) = weak.upgrade() else { return };
         let retry_in = {
             let mut guard = slot.borrow_mut();
-            let Some(shipper) = guard.as_mut() else { return };
+            let Some(shipper) = guard.as_mut() else {
+                return;
+            };
             shipper.in_flight = false;
             if ok {
                 // INVARIANT: only acknowledged records advance the mark; a failed batch is

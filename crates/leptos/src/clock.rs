@@ -6,7 +6,7 @@ use countersign::Timestamp;
 /// falling back to `Date.now()` where there is no `performance`.
 ///
 /// Never `std::time::Instant::now()`: it panics on `wasm32-unknown-unknown`.
-pub fn now() -> Timestamp {
+pub(crate) fn now() -> Timestamp {
     let millis = web_sys::window()
         .and_then(|w| w.performance())
         .map_or_else(js_sys::Date::now, |p| p.now());

@@ -50,12 +50,12 @@ pub use countersign::Countersign;
 pub use dock::{AgentDock, DOCK_CSS};
 pub use dock_state::{DockState, LogEntry};
 pub use grant_store::StoredGrant;
+pub use highlight::HIGHLIGHT_CLASS;
+pub use i18n::{Locale, Strings};
 pub use provider::{
     provide_countersign, use_countersign, CountersignContext, CountersignOptions, ProvideError,
     READ_PAGE_STATE,
 };
-pub use highlight::HIGHLIGHT_CLASS;
-pub use i18n::{Locale, Strings};
 pub use use_action::{use_action, use_action_with_options, UseActionOptions, UseActionReturn};
 pub use use_page_state::use_page_state;
 pub use use_target::use_target;

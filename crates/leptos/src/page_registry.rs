@@ -102,7 +102,11 @@ impl PageRegistry {
     /// Every page-state entry, read now.
     pub(crate) fn state(&self) -> Map<String, Value> {
         // Read outside the borrow: a state function may touch the registry.
-        self.state.all().into_iter().map(|(k, f)| (k, f())).collect()
+        self.state
+            .all()
+            .into_iter()
+            .map(|(k, f)| (k, f()))
+            .collect()
     }
 
     pub(crate) fn bind_action_target(&self, action: &str, target: &str) {

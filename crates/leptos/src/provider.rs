@@ -171,10 +171,7 @@ fn register_page_state_action(cs: &Countersign) {
     .title("Read page state")
     .kind(Kind::Read)
     .run(move |q: StateQuery| {
-        let state = weak
-            .upgrade()
-            .map(|s| s.page.state())
-            .unwrap_or_default();
+        let state = weak.upgrade().map(|s| s.page.state()).unwrap_or_default();
         async move {
             match q.key {
                 None => Ok(Value::Object(state)),

@@ -9,24 +9,19 @@
     clippy::indexing_slicing
 )]
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use countersign::{Action, Call, Confirm, Expect, Handoff, Kind, NoParams, Session, Settled};
+use countersign::{Action, Confirm, Expect, Handoff, Kind, NoParams, Session};
 use countersign_leptos::{
-    provide_countersign, use_action, use_action_with_options, use_page_state, use_target,
-    AgentDock, Assistant, Countersign, CountersignOptions, Locale, Rule, Scripted,
-    UseActionOptions, HIGHLIGHT_CLASS,
+    use_action, use_action_with_options, use_page_state, use_target, AgentDock, Assistant,
+    CountersignOptions, Locale, Rule, Scripted, UseActionOptions, HIGHLIGHT_CLASS,
 };
-use gloo_timers::future::TimeoutFuture;
+use countersign_testing::{code, tick, Mounted};
 use leptos::prelude::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
-use web_sys::{HtmlElement, HtmlInputElement};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -65,12 +60,19 @@ struct PageSignals {
     enabled: RwSignal<bool>,
 }
 
+/// A mounted test page: the shared harness (`countersign-testing`) plus this suite's
+/// run log and page signals.
 struct Page {
-    cs: Countersign,
+    mounted: Mounted,
     runs: Runs,
-    root: HtmlElement,
     signals: PageSignals,
-    _handle: leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>,
+}
+
+impl std::ops::Deref for Page {
+    type Target = Mounted;
+    fn deref(&self) -> &Mounted {
+        &self.mounted
+    }
 }
 
 #[derive(Clone)]
@@ -155,11 +157,7 @@ fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoVie
 }
 
 fn mount(setup: Setup) -> Page {
-    let document = web_sys::window().unwrap().document().unwrap();
-    let root: HtmlElement = document.create_element("div").unwrap().unchecked_into();
-    document.body().unwrap().append_child(&root).unwrap();
     let runs: Runs = Arc::default();
-    let slot: Rc<RefCell<Option<Countersign>>> = Rc::default();
     let signals = PageSignals {
         rows: RwSignal::new(1),
         code: RwSignal::new(String::new()),
@@ -167,15 +165,13 @@ fn mount(setup: Setup) -> Page {
         temp_mounted: RwSignal::new(true),
         enabled: RwSignal::new(true),
     };
-    let (page_runs, page_slot) = (Arc::clone(&runs), Rc::clone(&slot));
-    let handle = leptos::mount::mount_to(root.clone(), move || {
-        let cs = provide_countersign(CountersignOptions {
-            session: Session::new("admin", Vec::<String>::new()),
-            locale: Some(setup.locale),
-            approval_timeout: None,
-        })
-        .unwrap();
-        *page_slot.borrow_mut() = Some(cs);
+    let page_runs = Arc::clone(&runs);
+    let options = CountersignOptions {
+        session: Session::new("admin", Vec::<String>::new()),
+        locale: Some(setup.locale),
+        approval_timeout: None,
+    };
+    let mounted = countersign_testing::mount(options, move || {
         let assistant = setup.assistant.then(|| {
             Assistant::new(Scripted::new(
                 setup.locale,
@@ -196,61 +192,17 @@ fn mount(setup: Setup) -> Page {
                 None => view! { <AgentDock /> }.into_any(),
             }}
         }
-        .into_any()
     });
-    let cs = slot.borrow().clone().unwrap();
     Page {
-        cs,
+        mounted,
         runs,
-        root,
         signals,
-        _handle: handle,
     }
 }
 
 impl Page {
-    fn q(&self, selector: &str) -> Option<HtmlElement> {
-        self.root
-            .query_selector(selector)
-            .unwrap()
-            .map(|e| e.unchecked_into())
-    }
-
-    fn all(&self, selector: &str) -> Vec<HtmlElement> {
-        let list = self.root.query_selector_all(selector).unwrap();
-        (0..list.length())
-            .filter_map(|i| list.get(i))
-            .map(|n| n.unchecked_into())
-            .collect()
-    }
-
-    fn click(&self, selector: &str) {
-        self.q(selector)
-            .unwrap_or_else(|| panic!("no `{selector}` to click"))
-            .click();
-    }
-
-    fn text(&self, selector: &str) -> String {
-        self.q(selector)
-            .map(|e| e.text_content().unwrap_or_default())
-            .unwrap_or_default()
-    }
-
     fn runs(&self) -> Vec<String> {
         self.runs.lock().unwrap().clone()
-    }
-
-    fn call(&self, action: &str, args: &str) -> impl std::future::Future<Output = Settled> {
-        self.cs.call(Call::new("tc", action, args))
-    }
-
-    fn terminal_records(&self) -> usize {
-        self.cs
-            .audit()
-            .records()
-            .iter()
-            .filter(|r| r.is_terminal())
-            .count()
     }
 
     fn highlighted(&self) -> Vec<String> {
@@ -258,19 +210,6 @@ impl Page {
             .iter()
             .map(|e| e.id())
             .collect()
-    }
-
-    fn type_into(&self, selector: &str, text: &str) {
-        let input: HtmlInputElement = self.q(selector).unwrap().unchecked_into();
-        input.set_value(text);
-        let event = web_sys::Event::new("input").unwrap();
-        input.dispatch_event(&event).unwrap();
-    }
-}
-
-impl Drop for Page {
-    fn drop(&mut self) {
-        self.root.remove();
     }
 }
 
@@ -284,14 +223,6 @@ fn read_stored(key: &str) -> Vec<countersign_leptos::StoredGrant> {
         .into_iter()
         .filter(|g| g.expires_at_ms > now)
         .collect()
-}
-
-async fn tick() {
-    TimeoutFuture::new(40).await;
-}
-
-fn code(s: &Settled) -> &'static str {
-    s.outcome.code_str()
 }
 
 #[wasm_bindgen_test]
@@ -804,10 +735,7 @@ async fn always_allow_is_remembered_across_page_loads_until_revoked_or_expired()
         );
         page.click(".cs-revoke");
         tick().await;
-        assert!(
-            read_stored(stored_key).is_empty(),
-            "revoking forgets it"
-        );
+        assert!(read_stored(stored_key).is_empty(), "revoking forgets it");
     }
     // Expired entries, entries for actions that can never be granted, entries for
     // another declaration, and anything carrying its own matcher are not restored.

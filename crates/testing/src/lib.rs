@@ -28,7 +28,9 @@ pub struct Mounted {
 
 impl std::fmt::Debug for Mounted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mounted").field("cs", &self.cs).finish_non_exhaustive()
+        f.debug_struct("Mounted")
+            .field("cs", &self.cs)
+            .finish_non_exhaustive()
     }
 }
 

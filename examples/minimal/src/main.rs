@@ -1,3 +1,5 @@
+//! Mounts the minimal example.
+
 fn main() {
     leptos::mount::mount_to_body(minimal::App);
 }

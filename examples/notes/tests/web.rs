@@ -9,17 +9,12 @@
     clippy::indexing_slicing
 )]
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use countersign::{Call, Mode, Session, Settled};
-use countersign_leptos::{provide_countersign, AgentDock, Countersign, CountersignOptions};
-use gloo_timers::future::TimeoutFuture;
+use countersign_leptos::{AgentDock, CountersignOptions};
+use countersign_testing::{tick, Mounted};
 use leptos::prelude::*;
 use notes::{declare, starting_files, Files};
-use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
-use web_sys::HtmlElement;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -29,42 +24,30 @@ fn Harness(files: Files, trash: RwSignal<Vec<(String, String)>>) -> impl IntoVie
     view! { <p>"notes"</p> }
 }
 
+/// A mounted notes page: the shared harness (`countersign-testing`) and its files.
 struct Page {
-    cs: Countersign,
+    mounted: Mounted,
     files: Files,
-    root: HtmlElement,
-    _handle: leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>,
 }
 
-impl Drop for Page {
-    fn drop(&mut self) {
-        self.root.remove();
+impl std::ops::Deref for Page {
+    type Target = Mounted;
+    fn deref(&self) -> &Mounted {
+        &self.mounted
     }
 }
 
 fn mount() -> Page {
-    let document = web_sys::window().unwrap().document().unwrap();
-    let root: HtmlElement = document.create_element("div").unwrap().unchecked_into();
-    document.body().unwrap().append_child(&root).unwrap();
-    let slot: Rc<RefCell<Option<Countersign>>> = Rc::default();
     let files = RwSignal::new(starting_files());
     let trash = RwSignal::new(Vec::new());
-    let inner = Rc::clone(&slot);
-    let handle = leptos::mount::mount_to(root.clone(), move || {
-        let options = CountersignOptions {
-            session: Session::new("editor", Vec::<String>::new()),
-            ..Default::default()
-        };
-        *inner.borrow_mut() = Some(provide_countersign(options).unwrap());
-        view! { <Harness files=files trash=trash /> <AgentDock /> }.into_any()
+    let options = CountersignOptions {
+        session: Session::new("editor", Vec::<String>::new()),
+        ..Default::default()
+    };
+    let mounted = countersign_testing::mount(options, move || {
+        view! { <Harness files=files trash=trash /> <AgentDock /> }
     });
-    let cs = slot.borrow().clone().unwrap();
-    Page {
-        cs,
-        files,
-        root,
-        _handle: handle,
-    }
+    Page { mounted, files }
 }
 
 impl Page {
@@ -76,32 +59,9 @@ impl Page {
         self.cs.call(Call::new("tc", action, args.to_string()))
     }
 
-    fn q(&self, selector: &str) -> Option<HtmlElement> {
-        self.root
-            .query_selector(selector)
-            .unwrap()
-            .map(|e| e.unchecked_into())
-    }
-
-    fn text(&self, selector: &str) -> String {
-        self.q(selector)
-            .map(|e| e.text_content().unwrap_or_default())
-            .unwrap_or_default()
-    }
-
-    fn click(&self, selector: &str) {
-        self.q(selector)
-            .unwrap_or_else(|| panic!("no `{selector}`"))
-            .click();
-    }
-
     fn file(&self, path: &str) -> Option<String> {
         self.files.with_untracked(|f| f.get(path).cloned())
     }
-}
-
-async fn tick() {
-    TimeoutFuture::new(40).await;
 }
 
 fn code(s: &Settled) -> &'static str {

@@ -12,7 +12,6 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use countersign::Call;
-use leptos::prelude::Set;
 
 pub use client::ModelClient;
 pub use fallback::{Fallback, FallbackSwitch};

@@ -116,7 +116,10 @@ fn card_view(
     };
     let deny = move || {
         let why = reason.get_untracked();
-        cs.with_value(|cs| cs.deny(call, Some(why.as_str()).filter(|r| !r.trim().is_empty())));
+        cs.with_value(|cs| {
+            // A card already settled (a timeout raced the click) has nothing to deny.
+            let _ = cs.deny(call, Some(why.as_str()).filter(|r| !r.trim().is_empty()));
+        });
     };
     let on_key = move |ev: KeyboardEvent| {
         // Esc never approves: it only leaves the card waiting.

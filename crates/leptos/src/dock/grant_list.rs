@@ -26,7 +26,7 @@ pub(crate) fn GrantList(
                                 <strong>{grant.title.clone()}</strong>
                                 <span class="cs-label cs-grant__rule">{grant.rule.description.clone().unwrap_or_else(|| strings.every_call_of(&grant.title))}</span>
                             </span>
-                            <button class="cs-btn cs-btn--link cs-revoke" on:click=move |_| cs.with_value(|cs| cs.revoke(id))>
+                            <button class="cs-btn cs-btn--link cs-revoke" on:click=move |_| cs.with_value(|cs| { cs.revoke(id); })>
                                 {strings.revoke}
                             </button>
                         </li>

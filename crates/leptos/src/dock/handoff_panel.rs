@@ -24,7 +24,7 @@ fn panel(
     cs: StoredValue<Countersign, LocalStorage>,
     strings: &'static Strings,
     view: HandoffView,
-    now_ms: RwSignal<u64>,
+    now_ms: ReadSignal<u64>,
 ) -> impl IntoView {
     let call = view.call;
     let current = view.current_step;
@@ -40,7 +40,7 @@ fn panel(
             let text = step.text.clone();
             view! {
                 <li class:cs-step--current=is_current aria-current=is_current.then_some("step")>
-                    <button class="cs-btn cs-step" on:click=move |_| cs.with_value(|cs| cs.show_step(call, i))>
+                    <button class="cs-btn cs-step" on:click=move |_| cs.with_value(|cs| { let _ = cs.show_step(call, i); })>
                         {text}
                     </button>
                 </li>
@@ -61,13 +61,15 @@ fn panel(
             <div class="cs-buttons">
                 {has_next.then(|| view! {
                     <button class="cs-btn cs-handoff-next" on:click=move |_| {
-                        cs.with_value(|cs| cs.show_step(call, current.map_or(0, |i| i + 1)));
+                        cs.with_value(|cs| {
+                            let _ = cs.show_step(call, current.map_or(0, |i| i + 1));
+                        });
                     }>{strings.next_step}</button>
                 })}
-                <button class="cs-btn cs-btn--primary cs-handoff-done" on:click=move |_| cs.with_value(|cs| cs.handoff_done(call))>
+                <button class="cs-btn cs-btn--primary cs-handoff-done" on:click=move |_| cs.with_value(|cs| { let _ = cs.handoff_done(call); })>
                     {strings.handoff_done}
                 </button>
-                <button class="cs-btn cs-btn--deny cs-handoff-cancel" on:click=move |_| cs.with_value(|cs| cs.handoff_cancel(call))>
+                <button class="cs-btn cs-btn--deny cs-handoff-cancel" on:click=move |_| cs.with_value(|cs| { let _ = cs.handoff_cancel(call); })>
                     {strings.handoff_cancel}
                 </button>
             </div>

@@ -81,8 +81,9 @@ pub fn AgentDock(
     let title = title.unwrap_or_else(|| strings.title.to_owned());
     let hint = hint.unwrap_or_else(|| strings.empty_chat.to_owned());
     let placeholder = placeholder.unwrap_or_else(|| strings.input_placeholder.to_owned());
+    let label = title.clone();
     view! {
-        <aside class="cs-dock" lang=locale.tag() aria-label=title.clone()>
+        <aside class="cs-dock" lang=locale.tag() aria-label=label>
             <style>{DOCK_CSS}</style>
             <header class="cs-dock__header">
                 <h2>{title}</h2>

@@ -108,7 +108,6 @@ pub(super) fn fill(template: &Value, slot: Option<&str>) -> Value {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +126,9 @@ mod tests {
         }
         let got = match_phrase("重命名为{name}", "重命名为「阿波罗」。").and_then(|(_, s)| s);
         assert_eq!(got.as_deref(), Some("阿波罗"));
-        assert_eq!(match_phrase("rename it to {name}", "rename it to “”."), None);
+        assert_eq!(
+            match_phrase("rename it to {name}", "rename it to “”."),
+            None
+        );
     }
 }
