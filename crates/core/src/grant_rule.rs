@@ -141,7 +141,7 @@ impl GrantRule {
     }
 
     /// The default rule: every call of the action, with no words of its own (the dock
-    /// says "every call of <title>" in its language).
+    /// says "every call of" and the action's title, in its language).
     pub fn every_call() -> Self {
         Self {
             description: None,

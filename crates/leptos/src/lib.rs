@@ -1,28 +1,4 @@
-//! Countersign for Leptos 0.8 (CSR): declare actions from components, show the
-//! `<AgentDock/>`, point at page elements during handoffs, and run the in-page assistant.
-//!
-//! ```no_run
-//! use countersign::{Action, Confirm, Kind};
-//! use countersign_leptos::{provide_countersign, use_action, AgentDock, CountersignOptions};
-//! use leptos::prelude::*;
-//!
-//! #[component]
-//! fn App() -> impl IntoView {
-//!     let _ = provide_countersign(CountersignOptions::default());
-//!     view! { <Settings/> <AgentDock/> }
-//! }
-//!
-//! #[component]
-//! fn Settings() -> impl IntoView {
-//!     use_action(
-//!         Action::<countersign::NoParams>::new("reset_workspace", "Reset all settings.")
-//!             .kind(Kind::Danger)
-//!             .consequence(|_| "reset every setting to its default".into())
-//!             .run(|_| async { Ok::<_, String>(()) }),
-//!     );
-//!     view! { <p>"Settings"</p> }
-//! }
-//! ```
+#![doc = include_str!("../README.md")]
 
 pub mod assistant;
 mod audit_ship;
