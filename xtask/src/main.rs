@@ -343,6 +343,23 @@ fn test() -> Result {
     c.args(["test", "--workspace", "--exclude", "countersign-e2e"]);
     run("native tests, doctests included", c)?;
 
+    // The published crates build from their packages: metadata, included files, READMEs.
+    let mut c = cargo();
+    c.args([
+        "package",
+        "-p",
+        "countersign",
+        "-p",
+        "countersign-leptos",
+        "-p",
+        "countersign-gateway",
+        "--allow-dirty",
+    ]);
+    run(
+        "cargo package (the three published crates build from their packages)",
+        c,
+    )?;
+
     browser_tests()?;
     end_to_end()?;
 
