@@ -54,16 +54,17 @@ impl Matcher {
 }
 
 /// Whether a path has a `.` or `..` segment in any form a consumer may decode it to:
-/// as written, percent-decoded (repeatedly: `%252e`; also IIS's `%u002e`), and Unicode
-/// NFKC-normalised (fullwidth `．`, the two-dot leader `‥`), with `/` and `\` both
-/// separating segments. A segment of dots and spaces only (`..`, `...`, `.. `, which
-/// Windows trims to `..`) counts as one. Bytes that are not strict UTF-8 once decoded
-/// (overlong `%c0%ae`) count as climbing: nothing is guessed.
+/// as written, and percent-decoded (repeatedly: `%252e`; also IIS's `%u002e`), with `/`
+/// and `\` both separating segments. A segment of dots and spaces only (`..`, `...`,
+/// `.. `, which Windows trims to `..`) counts as one. Bytes that are not strict UTF-8
+/// once decoded (overlong `%c0%ae`) count as climbing, and so does any character that
+/// Unicode compatibility normalisation (NFKC) could fold into ASCII (fullwidth `．`, the
+/// two-dot leader `‥`, small forms, mathematical and enclosed letters and digits): such a
+/// path is never covered by a folder rule, so it is asked. Nothing is guessed.
 ///
 /// INVARIANT: the folder matchers refuse every such path, so a remembered rule for
 /// `drafts/` never covers a file outside it however the dots are spelt.
 pub fn has_dot_segment(path: &str) -> bool {
-    use unicode_normalization::UnicodeNormalization as _;
     let dotted = |text: &str| {
         text.split(['/', '\\']).any(|segment| {
             !segment.is_empty()
@@ -75,7 +76,7 @@ pub fn has_dot_segment(path: &str) -> bool {
     // Each round can only reveal more; a few rounds cover any sane nesting, and a path
     // still changing after them is refused as climbing (fail closed).
     for _ in 0..4 {
-        if dotted(&form) || form.contains('\u{fffd}') {
+        if dotted(&form) || form.chars().any(|c| c == '\u{fffd}' || folds_to_ascii(c)) {
             return true;
         }
         let Some(unicode_escapes) = decode_percent_u(&form) else {
@@ -85,13 +86,38 @@ pub fn has_dot_segment(path: &str) -> bool {
         else {
             return true;
         };
-        let next: String = decoded.nfkc().collect();
+        let next = decoded.into_owned();
         if next == form {
             return false;
         }
         form = next;
     }
     true
+}
+
+/// Whether NFKC may fold `c` into ASCII (or ASCII-like punctuation): the blocks of
+/// compatibility characters. A small table instead of NFKC's: the page's download stays
+/// small, and anything in these blocks is refused rather than folded (fail closed).
+pub(crate) fn folds_to_ascii(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x00AA | 0x00B2 | 0x00B3 | 0x00B9 | 0x00BA | 0x00BC..=0x00BE
+            | 0x02B0..=0x02FF
+            | 0x1D2C..=0x1D6A
+            | 0x2000..=0x206F
+            | 0x2070..=0x209F
+            | 0x2100..=0x218F
+            | 0x2460..=0x24FF
+            | 0x2776..=0x2793
+            | 0x3000
+            | 0x3200..=0x33FF
+            | 0xFB00..=0xFB06
+            | 0xFE10..=0xFE1F
+            | 0xFE30..=0xFE6F
+            | 0xFF00..=0xFFEF
+            | 0x1D400..=0x1D7FF
+            | 0x1F100..=0x1F1FF
+    )
 }
 
 /// Decodes `%uXXXX` escapes (IIS's); `None` for a malformed one.

@@ -144,12 +144,7 @@ fn looks_latin(c: char) -> bool {
 /// (fullwidth `ａ`, mathematical `𝖺`, roman numeral `ⅼ`, ligature `ﬁ`): it reads as
 /// another character.
 fn compatibility_form(c: char) -> bool {
-    use unicode_normalization::UnicodeNormalization as _;
-    !c.is_ascii() && c.is_alphanumeric() && {
-        let mut buffer = [0u8; 4];
-        let single: &str = c.encode_utf8(&mut buffer);
-        !single.nfkc().eq(single.chars())
-    }
+    c.is_alphanumeric() && crate::grant_rule::folds_to_ascii(c)
 }
 
 /// Combining marks that strike or overlay the letter they sit on.
