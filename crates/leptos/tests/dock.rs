@@ -21,6 +21,7 @@ use countersign_testing::{code, tick, Mounted};
 use leptos::prelude::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -887,4 +888,136 @@ async fn hidden_characters_on_a_card_are_shown_and_isolated() {
         last.text_content()
     );
     assert!(page.runs().is_empty());
+}
+
+/// Latin words in a row (three or more) in `text`.
+fn latin_runs(text: &str) -> Vec<String> {
+    let mut runs = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    for word in text.split(|c: char| c.is_whitespace()) {
+        let bare = word.trim_matches(|c: char| c.is_ascii_punctuation() || !c.is_ascii());
+        let latin = !bare.is_empty() && bare.chars().all(|c| c.is_ascii_alphabetic());
+        if latin {
+            run.push(bare);
+        } else {
+            if run.len() >= 3 {
+                runs.push(run.join(" "));
+            }
+            run.clear();
+        }
+    }
+    if run.len() >= 3 {
+        runs.push(run.join(" "));
+    }
+    runs
+}
+
+#[wasm_bindgen_test]
+async fn every_word_the_zh_dock_says_itself_is_chinese() {
+    let page = mount(Setup {
+        locale: Locale::Zh,
+        ..Setup::default()
+    });
+    // A card with its grant offer, a grant in the list, and a handoff: most of the dock.
+    let first = page.call("save", r#"{"name":"a"}"#);
+    tick().await;
+    page.click(".cs-allow-session");
+    first.await;
+    let pending = page.call("archive", r#"{"name":"b"}"#);
+    let handoff = page.call("publish", "{}");
+    tick().await;
+    let dock = page.q(".cs-dock").unwrap();
+    let copy: web_sys::Element = dock.clone_node_with_deep(true).unwrap().dyn_into().unwrap();
+    // What is not the dock's own: the model's text, and the page's declarations (titles,
+    // handoff reasons, steps and expectations, written by this test page in English).
+    let theirs = ".cs-model, style, .cs-card__title, .cs-grant strong, .cs-handoff__title, .cs-handoff__reason, .cs-step, .cs-handoff__expect, .cs-msg--outcome strong";
+    let list = copy.query_selector_all(theirs).unwrap();
+    for i in 0..list.length() {
+        if let Some(node) = list.get(i) {
+            if let Some(parent) = node.parent_node() {
+                parent.remove_child(&node).unwrap();
+            }
+        }
+    }
+    let text = copy.text_content().unwrap_or_default();
+    assert_eq!(latin_runs(&text), Vec::<String>::new(), "{text}");
+    assert!(
+        text.contains("的每次调用"),
+        "the default grant rule is worded in Chinese: {text}"
+    );
+    page.click(".cs-deny");
+    pending.await;
+    page.click(".cs-handoff-cancel");
+    handoff.await;
+}
+
+#[component]
+fn LongStep() -> impl IntoView {
+    use_action(
+        Action::<NoParams>::new("long_step", "A handoff with long words.")
+            .kind(Kind::Danger)
+            .handoff(
+                Handoff::new(
+                    "Averyveryveryveryveryveryveryveryveryveryverylongwordwithoutanyspaces appears in this reason.",
+                    Expect::new("never", || false),
+                )
+                .step(
+                    "Open Settings › Integrations › https://example.com/a/very/long/path/with/segments/that/never/breaks/naturally/at/all and press Confirm",
+                    Some("nowhere"),
+                ),
+            ),
+    );
+    view! { <p>"page"</p> }
+}
+
+#[wasm_bindgen_test]
+async fn the_dock_never_scrolls_sideways_from_320_to_1920_px() {
+    let page = countersign_testing::mount(CountersignOptions::default(), || {
+        view! { <LongStep /> <AgentDock /> }
+    });
+    let pending = page.call("long_step", "{}");
+    tick().await;
+    assert!(page.q(".cs-handoff").is_some());
+    for width in [320, 360, 414, 768, 1024, 1280, 1920] {
+        page.root
+            .style()
+            .set_property("width", &format!("{width}px"))
+            .unwrap();
+        tick().await;
+        let dock = page.q(".cs-dock").unwrap();
+        assert!(
+            dock.scroll_width() <= dock.client_width(),
+            "at {width} px the dock scrolls sideways: {} > {}",
+            dock.scroll_width(),
+            dock.client_width()
+        );
+    }
+    page.click(".cs-handoff-cancel");
+    pending.await;
+}
+
+#[wasm_bindgen_test]
+async fn the_chat_follows_the_newest_message_unless_the_person_scrolled_up() {
+    let page = mount(Setup::default());
+    for i in 0..30 {
+        page.call("note", &format!(r#"{{"name":"n{i}"}}"#)).await;
+    }
+    tick().await;
+    let log = page.q(".cs-log").unwrap();
+    assert!(
+        log.scroll_height() > log.client_height(),
+        "the log overflows"
+    );
+    let at_bottom = |log: &web_sys::HtmlElement| {
+        log.scroll_top() + log.client_height() >= log.scroll_height() - 24
+    };
+    assert!(at_bottom(&log), "the newest message is in view");
+    // The person scrolls up to read: new messages do not pull them down.
+    log.set_scroll_top(0);
+    log.dispatch_event(&web_sys::Event::new("scroll").unwrap())
+        .unwrap();
+    tick().await;
+    page.call("note", r#"{"name":"later"}"#).await;
+    tick().await;
+    assert_eq!(log.scroll_top(), 0, "reading stays where it was");
 }
