@@ -278,6 +278,72 @@ impl Ui<'_> {
             .map_err(|e| e.to_string())
     }
 
+    /// Runs axe-core (installed from npm by `cargo xtask setup` into `target/tools`) on
+    /// the element matching `css`; returns the serious and critical violations as
+    /// `rule: n nodes (first target)`.
+    pub async fn axe(&self, css: &str) -> Result<Vec<String>, String> {
+        let script = crate::workspace_root().join("target/tools/node_modules/axe-core/axe.min.js");
+        let source = std::fs::read_to_string(&script).map_err(|e| {
+            format!(
+                "axe-core is not installed at {} ({e}); run `cargo xtask setup`",
+                script.display()
+            )
+        })?;
+        self.client
+            .execute(&source, vec![])
+            .await
+            .map_err(|e| format!("could not load axe-core: {e}"))?;
+        let run = format!(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document.querySelector({css:?}), {{ resultTypes: ['violations'] }})
+               .then(r => done(r.violations
+                 .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                 .map(v => v.id + ': ' + v.nodes.length + ' nodes (' + JSON.stringify(v.nodes[0].target) + ')')))
+               .catch(e => done(['axe failed: ' + e]));"
+        );
+        let found = self
+            .client
+            .execute_async(&run, vec![])
+            .await
+            .map_err(|e| format!("axe did not run: {e}"))?;
+        Ok(found
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// Sends keys to whatever has the focus, as a keyboard would (WebDriver key codes:
+    /// `\u{E004}` Tab, `\u{E007}` Enter).
+    pub async fn keys(&self, keys: &str) -> Result<(), String> {
+        let focused = self
+            .client
+            .active_element()
+            .await
+            .map_err(|e| format!("nothing has the focus: {e}"))?;
+        focused
+            .send_keys(keys)
+            .await
+            .map_err(|e| format!("could not type: {e}"))
+    }
+
+    /// The class attribute of the focused element.
+    pub async fn focused_class(&self) -> Result<String, String> {
+        let focused = self
+            .client
+            .active_element()
+            .await
+            .map_err(|e| format!("nothing has the focus: {e}"))?;
+        Ok(focused
+            .attr("class")
+            .await
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default())
+    }
+
     /// Runs a script in the page and returns its result.
     pub async fn eval(&self, script: &str) -> Result<Value, String> {
         self.client

@@ -70,6 +70,8 @@ async fn main() -> ExitCode {
         a_question_is_answered_without_changing_anything,
         the_same_flow_in_chinese,
         the_dock_is_readable_at_360_px,
+        the_dock_passes_axe_in_english_and_chinese,
+        the_whole_approval_flow_works_from_the_keyboard,
     ];
     let (mut passed, mut failed) = (0, 0);
     let mut report = |name: String, outcome: Outcome| match outcome {
@@ -500,4 +502,101 @@ async fn the_dock_is_readable_at_360_px(ui: &Ui<'_>) -> Outcome {
     ui.eval("document.querySelector('.cs-card').scrollIntoView()")
         .await?;
     ui.shot("11-narrow-card").await
+}
+
+/// axe-core on the dock with a card, a handoff, the grants list and the chat open, in
+/// English and Chinese: no serious or critical violations.
+async fn the_dock_passes_axe_in_english_and_chinese(ui: &Ui<'_>) -> Outcome {
+    for (lang, rename, both) in [
+        (
+            "en",
+            "rename the workspace to Apollo",
+            "archive and publish",
+        ),
+        ("zh", "把工作区重命名为 Apollo", "归档然后发布"),
+    ] {
+        ui.open(lang).await?;
+        ui.say(rename).await?;
+        ui.wait_for(".cs-card").await?;
+        ui.click(".cs-allow-session").await?;
+        ui.wait_for(".cs-grant").await?;
+        ui.say(both).await?;
+        ui.wait_for(".cs-card").await?;
+        ui.wait_for(".cs-handoff").await?;
+        let violations = ui.axe(".cs-dock").await?;
+        ensure(
+            violations.is_empty(),
+            format!("axe ({lang}): {}", violations.join("; ")),
+        )?;
+        ui.shot(&format!("axe-{lang}")).await?;
+        ui.click(".cs-deny").await?;
+        ui.click(".cs-handoff-cancel").await?;
+        ui.wait_gone(".cs-handoff").await?;
+    }
+    Ok(())
+}
+
+/// Tab to the card, approve; deny with a reason typed in; cancel a handoff: keyboard only.
+async fn the_whole_approval_flow_works_from_the_keyboard(ui: &Ui<'_>) -> Outcome {
+    const TAB: &str = "\u{E004}";
+    const ENTER: &str = "\u{E007}";
+    ui.open("en").await?;
+    ui.say("rename the workspace to Apollo").await?;
+    ui.wait_for(".cs-card").await?;
+    // The card takes the focus when it appears; Tab walks to its buttons.
+    let mut found = false;
+    for _ in 0..12 {
+        if ui.focused_class().await?.contains("cs-allow-once") {
+            found = true;
+            break;
+        }
+        ui.keys(TAB).await?;
+    }
+    ensure(found, "Tab never reached \"Allow once\"")?;
+    ui.keys(ENTER).await?;
+    ui.wait_text("#current-name", "Apollo").await?;
+    ui.say("archive").await?;
+    ui.wait_for(".cs-card").await?;
+    let mut typed = false;
+    for _ in 0..12 {
+        if ui.focused_class().await?.contains("cs-reason") {
+            ui.keys("not today").await?;
+            typed = true;
+            break;
+        }
+        ui.keys(TAB).await?;
+    }
+    ensure(typed, "Tab never reached the reason field")?;
+    let mut denied = false;
+    for _ in 0..12 {
+        ui.keys(TAB).await?;
+        if ui.focused_class().await?.contains("cs-deny") {
+            ui.keys(ENTER).await?;
+            denied = true;
+            break;
+        }
+    }
+    ensure(denied, "Tab never reached \"Deny\"")?;
+    ui.wait_gone(".cs-card").await?;
+    ensure(
+        ui.text("#archived-status").await? == "Active",
+        "a denial changed nothing",
+    )?;
+    // The handoff, cancelled from the keyboard too.
+    ui.say("publish").await?;
+    ui.wait_for(".cs-handoff").await?;
+    ui.eval("document.querySelector('.cs-input').focus(); return null")
+        .await?;
+    let mut cancelled = false;
+    for _ in 0..20 {
+        ui.keys("\u{E008}\u{E004}").await?; // Shift+Tab: back up from the chat into the dock
+        if ui.focused_class().await?.contains("cs-handoff-cancel") {
+            ui.keys(ENTER).await?;
+            cancelled = true;
+            break;
+        }
+    }
+    ensure(cancelled, "Shift+Tab never reached the handoff's Cancel")?;
+    ui.wait_gone(".cs-handoff").await?;
+    Ok(())
 }

@@ -14,6 +14,8 @@ const TRUNK_VERSION: &str = "0.21.14";
 /// wasm-bindgen ("WebAssembly.Table.set(): Argument 1 is invalid"), so the npm build of
 /// binaryen is installed into `target/tools` and put first on PATH.
 const BINARYEN_NPM: &str = "132.0.0";
+/// The axe-core release the end-to-end suite injects to check the dock's accessibility.
+const AXE_CORE_NPM: &str = "4.14.1";
 /// Debian packages the browser tests need, with a file each installs.
 const APT_PACKAGES: [(&str, &str); 3] = [
     ("chromium", "/usr/bin/chromium"),
@@ -181,6 +183,23 @@ fn setup() -> Result {
                 c,
             )?;
         }
+    }
+
+    // axe-core for the end-to-end accessibility check, beside binaryen.
+    let axe = npm_tools_dir().join("node_modules/axe-core/axe.min.js");
+    if axe.is_file() {
+        println!("ok: axe-core {AXE_CORE_NPM} (npm)");
+    } else {
+        if version_of("npm").is_none() {
+            apt_install(&["nodejs", "npm"])?;
+        }
+        let dir = npm_tools_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut c = cmd("npm");
+        c.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .arg(format!("axe-core@{AXE_CORE_NPM}"));
+        run(&format!("installing axe-core {AXE_CORE_NPM} from npm"), c)?;
     }
 
     match version_of("trunk") {

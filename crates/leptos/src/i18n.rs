@@ -159,6 +159,8 @@ pub struct Strings {
     pub step_limit: &'static str,
     /// The empty chat's hint.
     pub empty_chat: &'static str,
+    /// The conversation log's accessible name.
+    pub conversation: &'static str,
     /// What "always allow" covers when the action gave no words of its own;
     /// `{title}` is the action's title.
     pub every_call: &'static str,
@@ -275,6 +277,7 @@ static EN: Strings = Strings {
     step_limit: "Stopped: the assistant reached its step limit.",
     empty_chat: "Ask the assistant to do something on this page. Anything that changes something is shown here for your approval first.",
     every_call: "every call of {title}",
+    conversation: "Conversation",
 };
 
 static ZH: Strings = Strings {
@@ -332,6 +335,7 @@ static ZH: Strings = Strings {
     step_limit: "已停止：助手达到步数上限。",
     empty_chat: "请助手在本页上帮你做事。任何会改变内容的操作，都会先在这里请你批准。",
     every_call: "{title}的每次调用",
+    conversation: "对话记录",
 };
 
 #[cfg(test)]

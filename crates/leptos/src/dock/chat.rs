@@ -68,7 +68,8 @@ pub(crate) fn Chat(
     };
     view! {
         <section class="cs-chat">
-            <ol class="cs-log" aria-live="polite" node_ref=log_ref on:scroll=on_scroll>{log}</ol>
+            // Scrollable, so reachable from the keyboard too (axe: scrollable-region-focusable).
+            <ol class="cs-log" aria-live="polite" aria-label=strings.conversation tabindex="0" node_ref=log_ref on:scroll=on_scroll>{log}</ol>
             <p class="cs-working" hidden=move || !dock.working.get()>{strings.working}</p>
             <form class="cs-form" on:submit=move |ev| { ev.prevent_default(); send(); }>
                 <input
