@@ -363,6 +363,10 @@ fn test() -> Result {
     run("native tests, doctests included", c)?;
 
     // The published crates build from their packages: metadata, included files, READMEs.
+    // Cargo verifies them against a local registry of the packages, whose extracted
+    // sources it keeps by version: a copy left from an earlier run (same version, older
+    // code) would be built instead of this one, so those copies go first.
+    forget_packaged_sources(&["countersign", "countersign-leptos", "countersign-gateway"]);
     let mut c = cargo();
     c.args([
         "package",
@@ -384,6 +388,27 @@ fn test() -> Result {
 
     println!("\n==> all checks passed");
     Ok(())
+}
+
+/// Removes extracted sources of `crates` (this workspace's version) that earlier
+/// `cargo package` runs left in cargo's registry cache.
+fn forget_packaged_sources(crates: &[&str]) {
+    let version = env!("CARGO_PKG_VERSION");
+    let src = cargo_bin_dir()
+        .parent()
+        .map(|home| home.join("registry").join("src"))
+        .unwrap_or_default();
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return;
+    };
+    for registry in registries.flatten() {
+        for name in crates {
+            let stale = registry.path().join(format!("{name}-{version}"));
+            if stale.is_dir() {
+                let _ = std::fs::remove_dir_all(&stale);
+            }
+        }
+    }
 }
 
 /// wasm-bindgen-test in headless Chromium (the runner reads each crate's webdriver.json).
