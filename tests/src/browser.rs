@@ -36,6 +36,12 @@ impl std::fmt::Debug for Browser {
 impl Browser {
     /// Starts ChromeDriver on a free loopback port and opens a headless session.
     pub async fn start() -> Result<Self, String> {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts a session with `extra` Chromium flags too (e.g. `--force-dark-mode`, which
+    /// makes pages see `prefers-color-scheme: dark`).
+    pub async fn start_with(extra: &[&str]) -> Result<Self, String> {
         let driver_path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
             .into_iter()
             .map(PathBuf::from)
@@ -55,7 +61,12 @@ impl Browser {
         let url = format!("http://127.0.0.1:{port}");
         let mut caps = Map::new();
         let mut chrome = Map::new();
-        chrome.insert("args".into(), json!(CHROME_ARGS));
+        let args: Vec<&str> = CHROME_ARGS
+            .iter()
+            .copied()
+            .chain(extra.iter().copied())
+            .collect();
+        chrome.insert("args".into(), json!(args));
         if std::path::Path::new("/usr/bin/chromium").is_file() {
             chrome.insert("binary".into(), json!("/usr/bin/chromium"));
         }
@@ -328,6 +339,20 @@ impl Ui<'_> {
             .send_keys(keys)
             .await
             .map_err(|e| format!("could not type: {e}"))
+    }
+
+    /// An attribute of the focused element (empty if it has none).
+    pub async fn focused_attr(&self, name: &str) -> Result<String, String> {
+        let focused = self
+            .client
+            .active_element()
+            .await
+            .map_err(|e| format!("nothing has the focus: {e}"))?;
+        Ok(focused
+            .attr(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default())
     }
 
     /// The class attribute of the focused element.

@@ -72,6 +72,7 @@ async fn main() -> ExitCode {
         the_dock_is_readable_at_360_px,
         the_dock_passes_axe_in_english_and_chinese,
         the_whole_approval_flow_works_from_the_keyboard,
+        the_dock_is_light_by_default,
     ];
     let (mut passed, mut failed) = (0, 0);
     let mut report = |name: String, outcome: Outcome| match outcome {
@@ -137,6 +138,26 @@ async fn main() -> ExitCode {
         if filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())) {
             report(name.to_owned(), outcome);
         }
+    }
+    // The dark theme, in a browser that prefers it.
+    let name = "offline/the_dock_follows_a_dark_preference";
+    if filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())) {
+        let outcome = match Browser::start_with(&["--force-dark-mode"]).await {
+            Ok(dark) => {
+                let ui = Ui {
+                    client: &dark.client,
+                    base: passes[0].0.base.clone(),
+                    shots: shots.clone(),
+                    offline: true,
+                    prefix: "dark-",
+                };
+                let outcome = the_dock_follows_a_dark_preference(&ui).await;
+                let _ = dark.client.close().await;
+                outcome
+            }
+            Err(e) => Err(e),
+        };
+        report(name.to_owned(), outcome);
     }
     let _ = browser.client.close().await;
     let _ = std::fs::remove_dir_all(&audit_dir);
@@ -598,5 +619,83 @@ async fn the_whole_approval_flow_works_from_the_keyboard(ui: &Ui<'_>) -> Outcome
     }
     ensure(cancelled, "Shift+Tab never reached the handoff's Cancel")?;
     ui.wait_gone(".cs-handoff").await?;
+    // And the handoff done: Shift+Tab back into the page to the code, type it, Tab to
+    // Publish and press it, then Tab on into the dock to "I've done it".
+    ui.say("publish").await?;
+    ui.wait_for(".cs-handoff").await?;
+    let mut at_code = false;
+    for _ in 0..40 {
+        ui.keys("\u{E008}\u{E004}").await?;
+        if ui.focused_attr("id").await? == "verification-code" {
+            at_code = true;
+            break;
+        }
+    }
+    ensure(
+        at_code,
+        "Shift+Tab never reached the verification code field",
+    )?;
+    ui.keys("246810").await?;
+    ui.keys(TAB).await?;
+    ensure(
+        ui.focused_attr("id").await? == "publish",
+        format!(
+            "Tab from the code went to `{}`",
+            ui.focused_attr("id").await?
+        ),
+    )?;
+    ui.keys(ENTER).await?;
+    let mut done = false;
+    for _ in 0..40 {
+        ui.keys(TAB).await?;
+        if ui.focused_class().await?.contains("cs-handoff-done") {
+            ui.keys(ENTER).await?;
+            done = true;
+            break;
+        }
+    }
+    ensure(done, "Tab never reached \"I've done it\"")?;
+    ui.wait_gone(".cs-handoff").await?;
+    ui.wait_text("#publish-status", "Published").await?;
+    ui.answer_contains("Done").await?;
     Ok(())
+}
+
+/// The dock's background, as the browser computed it.
+async fn dock_background(ui: &Ui<'_>) -> Result<String, String> {
+    let value = ui
+        .eval("return getComputedStyle(document.querySelector('.cs-dock')).backgroundColor")
+        .await?;
+    Ok(value.as_str().unwrap_or_default().to_owned())
+}
+
+/// Light by default (a screenshot for the record).
+async fn the_dock_is_light_by_default(ui: &Ui<'_>) -> Outcome {
+    ui.open("en").await?;
+    ui.say("archive").await?;
+    ui.wait_for(".cs-card").await?;
+    let background = dock_background(ui).await?;
+    ensure(
+        background == "rgb(255, 255, 255)",
+        format!("light background: {background}"),
+    )?;
+    ui.shot("theme-light").await?;
+    ui.click(".cs-deny").await?;
+    ui.wait_gone(".cs-card").await
+}
+
+/// In a browser that prefers dark, the dock's custom properties switch (a screenshot for
+/// the record).
+async fn the_dock_follows_a_dark_preference(ui: &Ui<'_>) -> Outcome {
+    ui.open("en").await?;
+    ui.say("archive").await?;
+    ui.wait_for(".cs-card").await?;
+    let background = dock_background(ui).await?;
+    ensure(
+        background == "rgb(15, 23, 42)",
+        format!("dark background: {background}"),
+    )?;
+    ui.shot("theme-dark").await?;
+    ui.click(".cs-deny").await?;
+    ui.wait_gone(".cs-card").await
 }
