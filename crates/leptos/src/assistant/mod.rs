@@ -143,6 +143,9 @@ impl Assistant {
         let result = self.turn(cs).await;
         match &result {
             Ok(answer) => cs.push_log(LogEntry::Assistant(answer.clone())),
+            Err(AssistantError::StepLimit(_)) => {
+                cs.push_log(LogEntry::Error(cs.locale().strings().step_limit.to_owned()))
+            }
             Err(e) => cs.push_log(LogEntry::Error(e.to_string())),
         }
         cs.set_working(false);
