@@ -10,7 +10,7 @@ use crate::reason::{Reason, Said};
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
 
-use super::state::{ExecutorState, LiveState, Stop};
+use super::state::{ExecutorState, Live, LiveState, Stop};
 
 /// A call's identity in audit records, whether or not it got far enough to be live.
 pub(crate) struct Trace<'a> {
@@ -67,6 +67,21 @@ impl<'a> Trace<'a> {
         self.policy = Some(policy);
     }
 
+    /// A live call's identity, borrowing its ids.
+    pub(crate) fn of_live(call: CallId, live: &'a Live) -> Self {
+        let meta = live.action.meta();
+        Self {
+            call,
+            tool_call_id: &live.tool_call_id,
+            action_id: &meta.id,
+            started: live.started,
+            declared: Some((meta.kind, meta.confirm)),
+            policy: Some(live.level),
+            audit_digest: live.audit_digest,
+            validated: true,
+        }
+    }
+
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
         self.audit_digest = key.digest(arguments);
         self.validated = true;
@@ -96,19 +111,7 @@ impl ExecutorState {
         let Some(live) = self.live.remove(&call) else {
             return;
         };
-        let meta = live.action.meta();
-        // Copied out: the record needs the state mutably (this path is not the hot one).
-        let (tool_call_id, action_id) = (live.tool_call_id.clone(), meta.id.clone());
-        let trace = Trace {
-            call,
-            tool_call_id: &tool_call_id,
-            action_id: &action_id,
-            started: live.started,
-            declared: Some((meta.kind, meta.confirm)),
-            policy: Some(live.level),
-            audit_digest: live.audit_digest,
-            validated: true,
-        };
+        let trace = Trace::of_live(call, &live);
         self.record(
             &trace,
             AuditEvent::Settled,
@@ -119,8 +122,8 @@ impl ExecutorState {
         );
         self.settled.push_back(Settled {
             call,
+            action: live.action.meta().id.clone(),
             tool_call_id: live.tool_call_id,
-            action: meta.id.clone(),
             outcome,
         });
     }
@@ -162,23 +165,13 @@ impl ExecutorState {
         reason: &Reason,
         now: Timestamp,
     ) {
-        let Some(live) = self.live.get(&call) else {
+        // Taken out while the record is written (the record needs the state mutably),
+        // then put back: the call stays live.
+        let Some(live) = self.live.remove(&call) else {
             return;
         };
-        let meta = live.action.meta();
-        // Copied out: the record needs the state mutably (this path is not the hot one).
-        let (tool_call_id, action_id) = (live.tool_call_id.clone(), meta.id.clone());
-        let trace = Trace {
-            call,
-            tool_call_id: &tool_call_id,
-            action_id: &action_id,
-            started: live.started,
-            declared: Some((meta.kind, meta.confirm)),
-            policy: Some(live.level),
-            audit_digest: live.audit_digest,
-            validated: true,
-        };
-        self.record(&trace, event, by, reason, None, now);
+        self.record(&Trace::of_live(call, &live), event, by, reason, None, now);
+        self.live.insert(call, live);
     }
 
     pub(crate) fn record(
