@@ -327,18 +327,32 @@ impl Ui<'_> {
             .unwrap_or_default())
     }
 
-    /// Sends keys to whatever has the focus, as a keyboard would (WebDriver key codes:
-    /// `\u{E004}` Tab, `\u{E007}` Enter).
+    /// Presses keys on the keyboard, wherever the focus is (WebDriver actions: the
+    /// focused element gets them, as from a person's keyboard). Key codes: `\u{E004}`
+    /// Tab, `\u{E007}` Enter; a modifier (`\u{E008}` Shift) stays down until the end.
     pub async fn keys(&self, keys: &str) -> Result<(), String> {
-        let focused = self
-            .client
-            .active_element()
+        use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+        let modifier = |c: char| ('\u{E008}'..='\u{E00A}').contains(&c) || c == '\u{E03D}';
+        let mut actions = KeyActions::new("keyboard".into());
+        let mut held = Vec::new();
+        for c in keys.chars() {
+            actions = actions.then(KeyAction::Down { value: c });
+            if modifier(c) {
+                held.push(c);
+            } else {
+                actions = actions.then(KeyAction::Up { value: c });
+            }
+        }
+        for c in held.into_iter().rev() {
+            actions = actions.then(KeyAction::Up { value: c });
+        }
+        self.client
+            .perform_actions(actions)
             .await
-            .map_err(|e| format!("nothing has the focus: {e}"))?;
-        focused
-            .send_keys(keys)
-            .await
-            .map_err(|e| format!("could not type: {e}"))
+            .map_err(|e| format!("could not press keys: {e}"))?;
+        // Let the page react before the next look.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Ok(())
     }
 
     /// An attribute of the focused element (empty if it has none).
