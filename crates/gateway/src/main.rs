@@ -22,7 +22,7 @@ use countersign_gateway::{
 #[command(
     name = "countersign-gateway",
     version,
-    about = "Serve the page, proxy the model with a server-side key, keep a hash-chained audit trail"
+    about = "Serve the page, proxy the model with a server-side key, keep a keyed, anchored audit trail"
 )]
 struct Cli {
     #[command(subcommand)]
