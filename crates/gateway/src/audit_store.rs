@@ -131,24 +131,38 @@ pub struct Head {
     pub seq: u64,
     /// Its mac.
     pub last: String,
-    /// HMAC-SHA256 of `head`, the seq and `last`.
+    /// The seq a batch being written will reach: written before the batch, so a crash
+    /// mid-batch leaves lines up to here at most, and a head put back from earlier (with
+    /// a smaller `pending`) is caught by the lines beyond it.
+    #[serde(default)]
+    pub pending: u64,
+    /// HMAC-SHA256 of `head`, the seq, `last` and `pending`.
     pub mac: String,
 }
 
 impl Head {
-    fn sealed(key: &ChainKey, seq: u64, last: &str) -> Self {
+    fn sealed(key: &ChainKey, seq: u64, last: &str, pending: u64) -> Self {
         Self {
             seq,
             last: last.to_owned(),
-            mac: key.mac(&[b"head", &seq.to_le_bytes(), last.as_bytes()]),
+            pending,
+            mac: Self::mac_of(key, seq, last, pending),
         }
+    }
+
+    fn mac_of(key: &ChainKey, seq: u64, last: &str, pending: u64) -> String {
+        key.mac(&[
+            b"head",
+            &seq.to_le_bytes(),
+            last.as_bytes(),
+            &pending.to_le_bytes(),
+        ])
     }
 
     fn holds(&self, key: &ChainKey) -> bool {
         constant_time_eq(
             self.mac.as_bytes(),
-            key.mac(&[b"head", &self.seq.to_le_bytes(), self.last.as_bytes()])
-                .as_bytes(),
+            Self::mac_of(key, self.seq, &self.last, self.pending).as_bytes(),
         )
     }
 }
@@ -294,10 +308,22 @@ fn seal(
 }
 
 /// The bytes a line's mac covers: the line up to its last `,"mac":"`, closed with `}`.
+/// `None` unless the line ends exactly in 64 hex digits and `"}` (no byte may follow the
+/// mac unseen: no spaces, no CR).
 fn sealed_part(line: &[u8]) -> Option<Vec<u8>> {
     let at = line
         .windows(MAC_FIELD.len())
         .rposition(|w| w == MAC_FIELD)?;
+    let rest = line.get(at + MAC_FIELD.len()..)?;
+    let exact = rest.len() == 66
+        && rest.ends_with(b"\"}")
+        && rest
+            .iter()
+            .take(64)
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    if !exact {
+        return None;
+    }
     let mut body = line.get(..at)?.to_vec();
     body.push(b'}');
     Some(body)
@@ -340,7 +366,9 @@ pub fn verify_bytes(
             )));
         }
         if let Some(key) = key {
-            let sealed = sealed_part(line).ok_or_else(|| broken("the line has no mac".into()))?;
+            let sealed = sealed_part(line).ok_or_else(|| {
+                broken("the line does not end in its mac (`,\"mac\":\"<64 hex>\"}`)".into())
+            })?;
             if !constant_time_eq(key.mac(&[&sealed]).as_bytes(), parsed.mac.as_bytes()) {
                 return Err(broken(
                     "its mac does not match: the line was changed, or the key is wrong".into(),
@@ -413,6 +441,13 @@ fn anchor(
         return Err(StoreError::Unanchored(format!(
             "line {} is not the line the head acknowledged: the file was rewritten",
             head.seq
+        )));
+    }
+    if verified.lines > head.seq.max(head.pending) {
+        return Err(StoreError::Unanchored(format!(
+            "{} lines lie beyond what the head allows ({}): the head was put back from earlier",
+            verified.lines - head.seq,
+            head.seq.max(head.pending)
         )));
     }
     verified.unanchored_lines = verified.lines - head.seq;
@@ -542,7 +577,7 @@ impl AuditStore {
         }
         write_head(
             &head_path,
-            &Head::sealed(&key, verified.lines, &verified.head),
+            &Head::sealed(&key, verified.lines, &verified.head, verified.lines),
         )
         .map_err(io(&head_path))?;
         let len = (bytes.len() - verified.torn_tail_bytes) as u64;
@@ -581,6 +616,9 @@ impl AuditStore {
         }
         let appended = fresh.len();
         if appended > 0 {
+            // The intent first: the head allows lines up to `seq` before they exist.
+            let intent = Head::sealed(&inner.key, inner.seq, &inner.head, seq);
+            write_head(&inner.head_path, &intent).map_err(io(&inner.head_path))?;
             let path = inner.path.clone();
             // INVARIANT: one write, fdatasync, then the head; state advances (and the
             // batch is acknowledged) only after all succeed.
@@ -603,7 +641,7 @@ impl AuditStore {
             inner.head_dirty = true;
         }
         if inner.head_dirty {
-            let sealed = Head::sealed(&inner.key, inner.seq, &inner.head);
+            let sealed = Head::sealed(&inner.key, inner.seq, &inner.head, inner.seq);
             write_head(&inner.head_path, &sealed).map_err(io(&inner.head_path))?;
             inner.head_dirty = false;
         }

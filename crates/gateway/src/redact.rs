@@ -160,7 +160,16 @@ fn joined_leak(value: &Value, secret: &str) -> bool {
     match value {
         Value::Array(items) => {
             let strings: String = items.iter().filter_map(Value::as_str).collect();
-            if strings.contains(secret) {
+            // Content parts as clients join them: a string as itself, an object by its
+            // `text` (mixed lists included).
+            let parts: String = items
+                .iter()
+                .filter_map(|item| {
+                    item.as_str()
+                        .or_else(|| item.get("text").and_then(Value::as_str))
+                })
+                .collect();
+            if strings.contains(secret) || parts.contains(secret) {
                 return true;
             }
             let keys: std::collections::BTreeSet<&String> = items
@@ -230,6 +239,20 @@ type Place = (u64, Vec<Seg>);
 /// The most decoded text held back at once (tool call arguments are held whole).
 const MAX_HELD_BYTES: usize = 1024 * 1024;
 
+/// The most places (choice × path) holding text at once.
+const MAX_PLACES: usize = 256;
+
+/// The `index` of a choice or a tool call: a plain integer, or (when absent) the
+/// position, but only in a list of one — a client would read a missing, fractional or
+/// string `index` differently from us.
+fn index_of(item: &Value, position: usize, len: usize) -> Result<u64, Leak> {
+    match item.get("index") {
+        Some(index) => index.as_u64().filter(|i| *i < 1024).ok_or(Leak),
+        None if len == 1 => Ok(position as u64),
+        None => Err(Leak),
+    }
+}
+
 /// The largest single line or event accepted from the upstream.
 const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
@@ -258,6 +281,8 @@ pub struct StreamRedactor {
     arguments: BTreeMap<Place, String>,
     /// Choices that sent their `finish_reason`.
     finished: std::collections::BTreeSet<u64>,
+    /// Bytes held back in all places.
+    held_bytes: usize,
     /// Set once the stream was cut: nothing more is passed.
     stopped: bool,
 }
@@ -273,6 +298,7 @@ impl StreamRedactor {
             held: BTreeMap::new(),
             arguments: BTreeMap::new(),
             finished: std::collections::BTreeSet::new(),
+            held_bytes: 0,
             stopped: false,
         }
     }
@@ -359,6 +385,9 @@ impl StreamRedactor {
             let _ = self.line.split_to(skip);
             if line.is_empty() {
                 self.dispatch(out)?;
+                if self.stopped {
+                    return Ok(());
+                }
             } else {
                 self.field(&line)?;
             }
@@ -398,6 +427,9 @@ impl StreamRedactor {
         if data.trim() == "[DONE]" {
             self.flush_all(out)?;
             out.extend_from_slice(b"data: [DONE]\n\n");
+            // Nothing follows `[DONE]`: what was held is out, so more could finish a key.
+            self.stopped = true;
+            self.line.clear();
             return Ok(());
         }
         // Data that is not JSON is refused, not passed: a client's parser may read more
@@ -410,39 +442,57 @@ impl StreamRedactor {
         Ok(())
     }
 
-    /// Holds back, per choice, what could still be the key in any streamed string, and
-    /// each `arguments` string until its choice finishes.
+    /// Holds back, per choice, what could still be the key in any streamed string of the
+    /// choice (its delta and anything beside it), and each `arguments` string until the
+    /// choice finishes. Shapes a client could read differently are refused: a `choices`
+    /// or `index` that is not what the wire format says, lists other than `tool_calls`,
+    /// anything for a choice that finished.
     fn chunk(&mut self, value: &mut Value) -> Result<(), Leak> {
-        let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) else {
+        let Some(choices) = value.get_mut("choices") else {
             return Ok(());
         };
+        let Some(choices) = choices.as_array_mut() else {
+            return Err(Leak);
+        };
+        let count = choices.len();
         for (position, choice) in choices.iter_mut().enumerate() {
-            let index = choice
-                .get("index")
-                .and_then(Value::as_u64)
-                .unwrap_or(position as u64);
+            let index = index_of(choice, position, count)?;
             let finishing = choice.get("finish_reason").is_some_and(|r| !r.is_null());
+            let Some(fields) = choice.as_object_mut() else {
+                return Err(Leak);
+            };
             if self.finished.contains(&index) {
                 // INVARIANT: nothing follows a choice's finish: its held text was
                 // flushed, so a continuation could complete the key unseen.
                 let mut text = String::new();
-                join_strings(choice.get("delta").unwrap_or(&Value::Null), &mut text);
+                for (key, item) in fields.iter() {
+                    if key != "index" && key != "finish_reason" {
+                        join_strings(item, &mut text);
+                    }
+                }
                 if !text.is_empty() || finishing {
                     return Err(Leak);
                 }
                 continue;
             }
-            if let Some(delta) = choice.get_mut("delta") {
-                let mut path = Vec::new();
-                self.hold_all(index, delta, &mut path)?;
+            for (key, item) in fields.iter_mut() {
+                if key == "index" || key == "finish_reason" {
+                    continue;
+                }
+                let mut path = vec![Seg::Key(key.clone())];
+                self.hold_all(index, item, &mut path)?;
             }
             if finishing {
                 let flushed = self.flush_choice(index)?;
-                let delta = choice
-                    .as_object_mut()
-                    .map(|c| c.entry("delta").or_insert_with(|| json!({})));
-                if let Some(delta) = delta {
-                    merge(delta, flushed);
+                if let Value::Object(flushed) = flushed {
+                    for (key, item) in flushed {
+                        match fields.get_mut(&key) {
+                            Some(existing) => merge(existing, item),
+                            None => {
+                                fields.insert(key, item);
+                            }
+                        }
+                    }
                 }
                 self.finished.insert(index);
             }
@@ -460,6 +510,7 @@ impl StreamRedactor {
             Value::String(text) => {
                 let place = (choice, path.clone());
                 if matches!(path.last(), Some(Seg::Key(k)) if k == "arguments") {
+                    self.held_bytes += text.len();
                     self.arguments.entry(place).or_default().push_str(text);
                     text.clear();
                 } else {
@@ -468,11 +519,14 @@ impl StreamRedactor {
                 self.check_cap()
             }
             Value::Array(items) => {
+                // Only tool calls come as a list, each with its integer `index`: a list
+                // of content parts would be joined by clients across places held apart.
+                if !matches!(path.last(), Some(Seg::Key(k)) if k == "tool_calls") {
+                    return Err(Leak);
+                }
+                let count = items.len();
                 for (position, item) in items.iter_mut().enumerate() {
-                    let at = item
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(position as u64);
+                    let at = index_of(item, position, count)?;
                     path.push(Seg::At(at));
                     self.hold_all(choice, item, path)?;
                     path.pop();
@@ -494,14 +548,9 @@ impl StreamRedactor {
         }
     }
 
+    /// Refuses more held text, or more places holding it, than a stream needs.
     fn check_cap(&self) -> Result<(), Leak> {
-        let held: usize = self
-            .held
-            .values()
-            .chain(self.arguments.values())
-            .map(String::len)
-            .sum();
-        if held > MAX_HELD_BYTES {
+        if self.held_bytes > MAX_HELD_BYTES || self.held.len() + self.arguments.len() > MAX_PLACES {
             Err(Leak)
         } else {
             Ok(())
@@ -510,17 +559,22 @@ impl StreamRedactor {
 
     /// Adds `text` to what is held at `place`; returns the part that can go now.
     fn hold(&mut self, place: Place, text: &str) -> String {
-        let held = self.held.entry(place).or_default();
+        let mut held = self.held.remove(&place).unwrap_or_default();
+        self.held_bytes = self.held_bytes.saturating_sub(held.len());
         held.push_str(text);
         let redacted = held.replace(&self.secret, MARK);
         let keep = prefix_tail_len(&redacted, &self.secret);
         let split = redacted.len() - keep;
         let now = redacted.get(..split).unwrap_or_default().to_owned();
-        *held = redacted.get(split..).unwrap_or_default().to_owned();
+        let tail = redacted.get(split..).unwrap_or_default().to_owned();
+        if !tail.is_empty() {
+            self.held_bytes += tail.len();
+            self.held.insert(place, tail);
+        }
         now
     }
 
-    /// Everything held for one choice, as a delta to send.
+    /// Everything held for one choice, as the choice's fields to send.
     fn flush_choice(&mut self, choice: u64) -> Result<Value, Leak> {
         let mut delta = json!({});
         let held: Vec<Place> = self
@@ -531,6 +585,7 @@ impl StreamRedactor {
             .collect();
         for place in held {
             let text = self.held.remove(&place).unwrap_or_default();
+            self.held_bytes = self.held_bytes.saturating_sub(text.len());
             if !text.is_empty() {
                 insert_at(&mut delta, &place.1, text);
             }
@@ -543,6 +598,7 @@ impl StreamRedactor {
             .collect();
         for place in arguments {
             let text = self.arguments.remove(&place).unwrap_or_default();
+            self.held_bytes = self.held_bytes.saturating_sub(text.len());
             insert_at(&mut delta, &place.1, redact_arguments(&text, &self.secret)?);
         }
         Ok(delta)
@@ -560,9 +616,13 @@ impl StreamRedactor {
         choices.dedup();
         let mut list = Vec::new();
         for choice in choices {
-            let delta = self.flush_choice(choice)?;
-            if delta.as_object().is_some_and(|d| !d.is_empty()) {
-                list.push(json!({ "index": choice, "delta": delta, "finish_reason": null }));
+            let Value::Object(mut fields) = self.flush_choice(choice)? else {
+                continue;
+            };
+            if !fields.is_empty() {
+                fields.insert("index".into(), json!(choice));
+                fields.insert("finish_reason".into(), Value::Null);
+                list.push(Value::Object(fields));
             }
         }
         if !list.is_empty() {
