@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub(crate) builtins: RefCell<Vec<countersign::Registration>>,
     pub(crate) shipping: Shipping,
     pub(crate) grant_store: GrantStoreSlot,
+    /// How many audit records the activity list has looked at.
+    pub(crate) activity_seen: std::cell::Cell<usize>,
 }
 
 /// The page's Countersign: cheap to clone, single-threaded (it lives in the page).

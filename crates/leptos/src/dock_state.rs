@@ -1,7 +1,7 @@
 //! What the dock renders: read-only signals for components, and the crate's writer
 //! behind them (only the runtime changes them, after each executor step).
 
-use countersign::{ApprovalRequest, Code, Grant, HandoffView, Mode};
+use countersign::{ApprovalRequest, Code, Grant, GrantId, HandoffView, Mode, Reason};
 use leptos::prelude::*;
 
 /// One entry in the dock's conversation log.
@@ -22,6 +22,21 @@ pub enum LogEntry {
     },
     /// An error (model unreachable, bad reply, a gateway refusal), shown as an error.
     Error(String),
+}
+
+/// A call the gate let through without a card, and why (the decision's reason).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Activity {
+    /// The executor's call number (as audit records write it).
+    pub call: u64,
+    /// The action id.
+    pub action: String,
+    /// The action's title.
+    pub title: String,
+    /// Why no card was needed: the level, a grant or remembered rule, or the mode.
+    pub reason: Reason,
+    /// The grant that allowed it, if one did (it can be revoked from the list).
+    pub grant: Option<GrantId>,
 }
 
 /// The dock's reactive state, read-only: the runtime updates it after every executor
@@ -46,6 +61,8 @@ pub struct DockState {
     pub mode: ReadSignal<Mode>,
     /// The policy file's error while it is broken (the dock shows it).
     pub policy_error: ReadSignal<Option<String>>,
+    /// Calls allowed without a card, newest last (at most the last 50).
+    pub activity: ReadSignal<Vec<Activity>>,
 }
 
 /// The writable side of [`DockState`], for the runtime only.
@@ -60,6 +77,7 @@ pub(crate) struct DockSignals {
     pub(crate) now_ms: RwSignal<u64>,
     pub(crate) mode: RwSignal<Mode>,
     pub(crate) policy_error: RwSignal<Option<String>>,
+    pub(crate) activity: RwSignal<Vec<Activity>>,
 }
 
 impl DockSignals {
@@ -74,6 +92,7 @@ impl DockSignals {
             now_ms: RwSignal::new(now_ms),
             mode: RwSignal::new(Mode::Default),
             policy_error: RwSignal::new(None),
+            activity: RwSignal::new(Vec::new()),
         }
     }
 
@@ -88,6 +107,7 @@ impl DockSignals {
             now_ms: self.now_ms.read_only(),
             mode: self.mode.read_only(),
             policy_error: self.policy_error.read_only(),
+            activity: self.activity.read_only(),
         }
     }
 }

@@ -9,7 +9,10 @@ use leptos::prelude::*;
 
 use crate::clock::now;
 use crate::countersign::Countersign;
-use crate::dock_state::LogEntry;
+use crate::dock_state::{Activity, LogEntry};
+
+/// How many automatic decisions the activity list keeps.
+const MAX_ACTIVITY: usize = 50;
 
 impl Countersign {
     /// Drives a step: a job runs outside the executor and is handed back when done.
@@ -69,8 +72,41 @@ impl Countersign {
         dock.handoffs.set(exec.handoffs());
         dock.grants.set(exec.grants());
         dock.now_ms.set(now().as_millis());
+        self.note_activity();
         self.rearm();
         self.0.shipping.ship();
+    }
+
+    /// Adds the calls allowed without a card since the last look to the activity list,
+    /// with the reason the gate recorded.
+    fn note_activity(&self) {
+        let from = self.0.activity_seen.get();
+        let total = self.0.audit.len();
+        if from >= total {
+            return;
+        }
+        let fresh: Vec<Activity> = self
+            .0
+            .audit
+            .slice(from, total - from)
+            .into_iter()
+            .filter(|r| r.event == countersign::AuditEvent::Allowed)
+            .map(|r| Activity {
+                call: r.call,
+                title: self.title_of(&r.action),
+                action: r.action,
+                grant: r.grant,
+                reason: r.reason,
+            })
+            .collect();
+        self.0.activity_seen.set(total);
+        if !fresh.is_empty() {
+            self.0.dock.activity.update(|list| {
+                list.extend(fresh);
+                let excess = list.len().saturating_sub(MAX_ACTIVITY);
+                list.drain(..excess);
+            });
+        }
     }
 
     fn rearm(&self) {

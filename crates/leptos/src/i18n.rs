@@ -161,6 +161,18 @@ pub struct Strings {
     pub empty_chat: &'static str,
     /// The conversation log's accessible name.
     pub conversation: &'static str,
+    /// The heading of the calls done without asking.
+    pub activity: &'static str,
+    /// Why: the level needs no approval.
+    pub why_no_approval: &'static str,
+    /// Why: a grant ("always allow") or remembered rule covered it.
+    pub why_grant: &'static str,
+    /// Why: unattended mode stood in for the person.
+    pub why_unattended: &'static str,
+    /// Why: bypass mode skipped the approval.
+    pub why_bypass: &'static str,
+    /// Revokes the grant that allowed a call.
+    pub revoke_grant: &'static str,
     /// What "always allow" covers when the action gave no words of its own;
     /// `{title}` is the action's title.
     pub every_call: &'static str,
@@ -278,6 +290,12 @@ static EN: Strings = Strings {
     empty_chat: "Ask the assistant to do something on this page. Anything that changes something is shown here for your approval first.",
     every_call: "every call of {title}",
     conversation: "Conversation",
+    activity: "Done without asking",
+    why_no_approval: "needs no approval",
+    why_grant: "always allowed",
+    why_unattended: "unattended",
+    why_bypass: "bypass",
+    revoke_grant: "Revoke that grant",
 };
 
 static ZH: Strings = Strings {
@@ -336,6 +354,12 @@ static ZH: Strings = Strings {
     empty_chat: "请助手在本页上帮你做事。任何会改变内容的操作，都会先在这里请你批准。",
     every_call: "{title}的每次调用",
     conversation: "对话记录",
+    activity: "未经询问已执行",
+    why_no_approval: "无需批准",
+    why_grant: "已始终允许",
+    why_unattended: "无人值守",
+    why_bypass: "绕过模式",
+    revoke_grant: "撤销该许可",
 };
 
 #[cfg(test)]

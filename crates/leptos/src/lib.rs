@@ -24,7 +24,7 @@ pub use assistant::{
 pub use audit_ship::ShippingStatus;
 pub use countersign::Countersign;
 pub use dock::{AgentDock, DOCK_CSS};
-pub use dock_state::{DockState, LogEntry};
+pub use dock_state::{Activity, DockState, LogEntry};
 pub use grant_store::StoredGrant;
 pub use highlight::HIGHLIGHT_CLASS;
 pub use i18n::{Locale, Strings};

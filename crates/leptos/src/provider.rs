@@ -125,6 +125,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         ticker: RefCell::default(),
         builtins: RefCell::default(),
         grant_store: RefCell::default(),
+        activity_seen: std::cell::Cell::new(0),
     }));
     register_page_state_action(&cs);
     settle_on_pagehide(&cs);

@@ -1021,3 +1021,52 @@ async fn the_chat_follows_the_newest_message_unless_the_person_scrolled_up() {
     tick().await;
     assert_eq!(log.scroll_top(), 0, "reading stays where it was");
 }
+
+#[wasm_bindgen_test]
+async fn calls_done_without_asking_are_listed_with_why_and_their_grant_can_be_revoked() {
+    let page = mount(Setup::default());
+    assert!(page.q(".cs-activities").is_none(), "nothing yet");
+    assert_eq!(code(&page.call("note", r#"{"name":"a"}"#).await), "OK");
+    // Approved by the person on a card: not an automatic decision.
+    let first = page.call("save", r#"{"name":"b"}"#);
+    tick().await;
+    page.click(".cs-allow-session");
+    assert_eq!(code(&first.await), "OK");
+    // Covered by the grant just made.
+    assert_eq!(code(&page.call("save", r#"{"name":"c"}"#).await), "OK");
+    tick().await;
+    let items = page.all(".cs-activity");
+    assert_eq!(items.len(), 2, "{:?}", page.text(".cs-activities"));
+    assert!(page
+        .text(".cs-activity[data-action='note'] .cs-chip")
+        .contains("needs no approval"));
+    assert!(page
+        .text(".cs-activity[data-action='save'] .cs-chip--grant")
+        .contains("always allowed"));
+    assert!(page
+        .q(".cs-activity[data-action='note'] .cs-activity-revoke")
+        .is_none());
+    page.click(".cs-activity[data-action='save'] .cs-activity-revoke");
+    tick().await;
+    assert!(
+        page.cs.executor().grants().is_empty(),
+        "the grant is revoked"
+    );
+    assert!(
+        page.q(".cs-activity-revoke").is_none(),
+        "no revoke for a grant gone"
+    );
+    let asked = page.call("save", r#"{"name":"d"}"#);
+    tick().await;
+    assert!(page.q(".cs-card").is_some(), "asked again");
+    page.click(".cs-deny");
+    asked.await;
+    // Unattended stands in for the person on `Ask`: listed as such.
+    page.cs.set_mode(countersign::Mode::Unattended).unwrap();
+    assert_eq!(code(&page.call("save", r#"{"name":"e"}"#).await), "OK");
+    tick().await;
+    assert!(page
+        .text(".cs-activity .cs-chip--mode")
+        .contains("unattended"));
+    assert_eq!(page.runs(), ["note:a", "save:b", "save:c", "save:e"]);
+}

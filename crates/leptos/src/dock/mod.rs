@@ -3,6 +3,7 @@
 // `#[component]` expands to `pub` props structs and functions, visible or not.
 #![allow(unreachable_pub)]
 
+mod activity_list;
 mod approval_queue;
 mod chat;
 mod grant_list;
@@ -13,6 +14,7 @@ use leptos::prelude::*;
 
 use crate::assistant::Assistant;
 use crate::provider::use_countersign;
+use activity_list::ActivityList;
 use approval_queue::ApprovalQueue;
 use chat::Chat;
 use grant_list::GrantList;
@@ -95,6 +97,7 @@ pub fn AgentDock(
             <ApprovalQueue cs=cs />
             <HandoffPanel cs=cs />
             <GrantList cs=cs />
+            <ActivityList cs=cs />
             <Chat cs=cs assistant=assistant hint=hint placeholder=placeholder />
         </aside>
     }
