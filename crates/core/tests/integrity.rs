@@ -582,3 +582,43 @@ fn the_grant_that_allowed_a_call_is_in_its_record() {
     assert_eq!(allowed.reason, Reason::Grant { grant });
     assert_eq!(allowed.grant, Some(grant));
 }
+
+/// Found by `properties.rs`: a card drawn under one policy file and redrawn under another
+/// carries the new level, and the trail records the level the person countersigned.
+#[test]
+fn a_card_redrawn_under_a_new_policy_file_is_recorded_at_the_level_it_showed() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    w.exec
+        .load_policy(r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always"}}}}}"#)
+        .unwrap();
+    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(card.policy, countersign::ApprovalPolicy::AskAlways);
+    w.exec
+        .load_policy(r#"{"roles":{"admin":{"overrides":{}}}}"#)
+        .unwrap();
+    let Step::Approval(fresh) = w
+        .exec
+        .approve(card.countersign(Gesture::AllowOnce), at(1))
+        .unwrap()
+    else {
+        panic!("a card whose level changed must be shown again")
+    };
+    assert!(fresh.changed.contains(&CardChange::Level));
+    assert_eq!(fresh.policy, countersign::ApprovalPolicy::Ask);
+    let step = w
+        .exec
+        .approve(fresh.countersign(Gesture::AllowOnce), at(2))
+        .unwrap();
+    let settled = drive(&w.exec, step, 3).unwrap();
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(w.runs(), vec!["save:a".to_string()]);
+    let records = w.audit.for_call(card.call);
+    let approved = records
+        .iter()
+        .find(|r| r.event == AuditEvent::Approved)
+        .unwrap();
+    assert_eq!(approved.policy, Some(countersign::ApprovalPolicy::Ask));
+}

@@ -108,7 +108,7 @@ struct Sim {
     tag_call: BTreeMap<String, CallId>,
     call_action: BTreeMap<CallId, usize>,
     granted_at_submit: BTreeSet<CallId>,
-    approved: BTreeMap<CallId, Gesture>,
+    approved: BTreeMap<CallId, (Gesture, ApprovalPolicy)>,
     cards: Vec<ApprovalRequest>,
     jobs: Vec<Job>,
     submitted: Vec<CallId>,
@@ -262,7 +262,7 @@ impl Sim {
                                 Some(format!("page {}", self.page.get())),
                                 "a card that went stale was approved into a run"
                             );
-                            self.approved.insert(card.call, gesture);
+                            self.approved.insert(card.call, (gesture, card.policy));
                         }
                         if gesture == Gesture::AllowForSession
                             && !matches!(step, Step::Approval(ref c) if c.round == card.round)
@@ -282,7 +282,8 @@ impl Sim {
                         assert!(pending, "a settled card approved again");
                         if let Step::Perform(job) = &step {
                             assert_eq!(job.call(), card.call);
-                            self.approved.insert(card.call, Gesture::AllowOnce);
+                            self.approved
+                                .insert(card.call, (Gesture::AllowOnce, card.policy));
                         }
                         self.take(step);
                     }
@@ -361,7 +362,12 @@ impl Sim {
             let first = &self.audit.for_call(call)[0];
             // The level that applied is the one in force when the call was decided
             // (declaration, or the policy file's override), as its first record says.
-            let policy = first.policy.expect("a call that ran was resolved");
+            // A card redrawn after the policy file changed carries the new level, and the
+            // person countersigned that card: judge an approved call by what it showed.
+            let policy = match self.approved.get(&call) {
+                Some((_, shown)) => *shown,
+                None => first.policy.expect("a call that ran was resolved"),
+            };
             // Only the mode the call was decided in may stand in for a person.
             let by_mode = first.decided_by == Decider::Mode;
             match policy {
@@ -384,7 +390,7 @@ impl Sim {
                 }
                 ApprovalPolicy::AskAlways => {
                     assert!(
-                        self.approved.get(&call) == Some(&Gesture::AllowOnce)
+                        matches!(self.approved.get(&call), Some((Gesture::AllowOnce, _)))
                             || (by_mode && first.mode == Mode::Bypass),
                         "AskAlways ran without its own ticket"
                     );

@@ -134,6 +134,9 @@ impl ExecutorState {
         );
         if let Some(live) = self.live.get_mut(&call) {
             live.consequence = fresh.consequence.clone();
+            // The redrawn card may carry a new level (the policy file changed): what the
+            // trail says applied is what the person now sees.
+            live.level = fresh.policy;
             live.state = LiveState::Approval(Box::new(fresh.clone()));
         }
         Ok(Next::Approval(Box::new(fresh)))
