@@ -112,6 +112,7 @@ pub struct Action<P> {
     pub(crate) second_question: Option<Rc<QuestionFn<P>>>,
     pub(crate) reversal: bool,
     pub(crate) rewrite: Option<Rc<RewriteFn<P>>>,
+    pub(crate) approval_timeout: Option<std::time::Duration>,
 }
 
 impl<P> std::fmt::Debug for Action<P> {
@@ -152,6 +153,7 @@ where
             preview: None,
             second_question: None,
             reversal: false,
+            approval_timeout: None,
             rewrite: None,
         }
     }
@@ -291,6 +293,15 @@ where
         self
     }
 
+    /// How long this action's cards wait for the person before the call settles as
+    /// `APPROVAL_TIMEOUT`; without it, the executor's
+    /// [`approval_timeout`](crate::Config::approval_timeout) (five minutes by
+    /// default). A redrawn card gets a fresh deadline of the same length.
+    pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.approval_timeout = Some(timeout);
+        self
+    }
+
     /// Makes the last step the person's: the executor never runs anything, it shows the
     /// steps and waits for the [`Handoff`]'s `expect` to hold.
     pub fn handoff(mut self, handoff: Handoff) -> Self {
@@ -328,6 +339,7 @@ where
             handoff: self.handoff.clone(),
             reversal: self.reversal,
             confirm_twice: self.second_question.is_some(),
+            approval_timeout: self.approval_timeout,
         };
         Rc::new(Typed {
             meta,
@@ -352,6 +364,8 @@ pub(crate) struct ActionMeta {
     pub(crate) handoff: Option<Handoff>,
     pub(crate) reversal: bool,
     pub(crate) confirm_twice: bool,
+    /// The action's own approval timeout, if it set one.
+    pub(crate) approval_timeout: Option<std::time::Duration>,
 }
 
 /// A registered action with its param type erased.

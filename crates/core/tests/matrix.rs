@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{at, drive, World};
+use common::{at, code, drive, World};
 use countersign::{ApprovalPolicy, AuditEvent, Confirm, Decider, Gesture, Kind, Step, TicketError};
 
 #[derive(Clone, Copy, Debug)]
@@ -194,4 +194,38 @@ fn ask_always_is_asked_every_time_even_after_an_allow() {
     }
     assert!(w.exec.grants().is_empty());
     assert_eq!(w.runs().len(), 3);
+}
+
+#[test]
+fn an_action_s_own_approval_timeout_sets_its_card_s_deadline_and_expiry_is_its_own_outcome() {
+    let mut w = World::new();
+    w.add(
+        w.action("quick", Kind::Write, Confirm::Ask)
+            .approval_timeout(std::time::Duration::from_secs(20)),
+    );
+    w.add(w.action("slow", Kind::Write, Confirm::Ask));
+    let Step::Approval(quick) = w.call("quick", r#"{"name":"a"}"#, 0) else {
+        panic!()
+    };
+    let Step::Approval(slow) = w.call("slow", r#"{"name":"b"}"#, 0) else {
+        panic!()
+    };
+    assert_eq!(quick.deadline, at(20_000));
+    assert_eq!(slow.deadline, at(5 * 60 * 1000), "the executor's default");
+    assert!(w.exec.handle_timeout(at(19_999)).is_empty());
+    let expired = w.exec.handle_timeout(at(20_000));
+    assert_eq!(expired.len(), 1, "only the short card expired");
+    assert_eq!(expired[0].call, quick.call);
+    assert_eq!(code(&expired[0]), "APPROVAL_TIMEOUT");
+    assert_eq!(w.exec.approvals().len(), 1, "the other card still waits");
+    // A late press of the expired card is refused and runs nothing.
+    assert!(w
+        .exec
+        .approve(quick.countersign(Gesture::AllowOnce), at(20_001))
+        .is_err());
+    assert!(w.runs().is_empty());
+    let terminal = w.terminal(quick.call);
+    assert_eq!(terminal.len(), 1);
+    assert_eq!(terminal[0].event, AuditEvent::Settled);
+    assert_eq!(terminal[0].decided_by, Decider::Timer);
 }

@@ -129,6 +129,8 @@ pub struct Strings {
     pub handoff_cancel: &'static str,
     /// "Time left".
     pub time_left: &'static str,
+    /// The warning a waiting card shows in its last 30 seconds.
+    pub expires_soon: &'static str,
     /// What is checked when the person says done.
     pub will_check: &'static str,
     /// Kinds.
@@ -273,6 +275,7 @@ static EN: Strings = Strings {
     handoff_done: "I've done it",
     handoff_cancel: "Cancel",
     time_left: "Time left",
+    expires_soon: "This request expires in under 30 seconds; after that nothing runs.",
     will_check: "Will check",
     kind_read: "Read",
     kind_write: "Write",
@@ -337,6 +340,7 @@ static ZH: Strings = Strings {
     handoff_done: "我已完成",
     handoff_cancel: "取消",
     time_left: "剩余时间",
+    expires_soon: "此请求将在 30 秒内过期，过期后不会执行任何操作。",
     will_check: "将检查",
     kind_read: "读取",
     kind_write: "写入",

@@ -81,6 +81,7 @@ struct Setup {
     locale: Locale,
     handoff_timeout: Duration,
     assistant: bool,
+    approval_timeout: Option<Duration>,
 }
 
 impl Default for Setup {
@@ -89,6 +90,7 @@ impl Default for Setup {
             locale: Locale::En,
             handoff_timeout: Duration::from_secs(60),
             assistant: false,
+            approval_timeout: None,
         }
     }
 }
@@ -170,7 +172,7 @@ fn mount(setup: Setup) -> Page {
     let options = CountersignOptions {
         session: Session::new("admin", Vec::<String>::new()),
         locale: Some(setup.locale),
-        approval_timeout: None,
+        approval_timeout: setup.approval_timeout,
     };
     let mounted = countersign_testing::mount(options, move || {
         let assistant = setup.assistant.then(|| {
@@ -533,6 +535,36 @@ async fn a_handoff_times_out_at_its_own_timeout() {
     assert_eq!(code(&settled), "HANDOFF_TIMEOUT");
     assert!(page.q(".cs-handoff").is_none());
     assert!(page.highlighted().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn a_waiting_card_counts_down_and_warns_before_it_expires_on_its_own() {
+    // The default five minutes: a countdown, no warning.
+    let page = mount(Setup::default());
+    let pending = page.call("save", r#"{"name":"a"}"#);
+    tick().await;
+    assert_eq!(page.text(".cs-card .cs-countdown"), "Time left 5:00");
+    assert!(page.q(".cs-card__expiring").is_none());
+    page.click(".cs-deny");
+    pending.await;
+    drop(page);
+    // A page whose cards wait 1.5 s: warned at once, then expired by the timer.
+    let page = mount(Setup {
+        approval_timeout: Some(Duration::from_millis(1_500)),
+        ..Setup::default()
+    });
+    let pending = page.call("save", r#"{"name":"b"}"#);
+    tick().await;
+    assert_eq!(page.text(".cs-card .cs-countdown"), "Time left 0:02");
+    let warning = page.q(".cs-card__expiring").expect("the expiry warning");
+    assert_eq!(warning.get_attribute("role").as_deref(), Some("alert"));
+    let settled = pending.await; // nobody clicks
+    tick().await;
+    assert_eq!(code(&settled), "APPROVAL_TIMEOUT");
+    assert!(page.q(".cs-card").is_none());
+    assert!(page.text(".cs-log").contains("nobody approved in time"));
+    assert!(page.runs().is_empty(), "an expired card runs nothing");
+    assert_eq!(page.terminal_records(), 1);
 }
 
 #[wasm_bindgen_test]

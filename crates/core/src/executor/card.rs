@@ -129,7 +129,10 @@ impl ExecutorState {
             round,
             question: face.question,
             asked_at: now,
-            deadline: now.saturating_add(self.config.approval_timeout),
+            deadline: now.saturating_add(
+                meta.approval_timeout
+                    .unwrap_or(self.config.approval_timeout),
+            ),
             changed,
             card_sha256,
             nonce: self.nonce(call, round, refresh),

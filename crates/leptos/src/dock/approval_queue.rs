@@ -53,10 +53,19 @@ pub(crate) fn ApprovalQueue(
         let total = batch.with(BTreeSet::len).max(cards.len());
         let position = total.saturating_sub(cards.len()) + 1;
         Some(card_view(
-            cs, strings, card, position, total, reason, card_ref,
+            cs,
+            strings,
+            card,
+            (position, total),
+            reason,
+            card_ref,
+            dock.now_ms,
         ))
     }
 }
+
+/// How long before its deadline a card warns that it is about to expire.
+const EXPIRY_WARNING_MS: u64 = 30_000;
 
 fn kind_class(kind: Kind) -> (&'static str, &'static str) {
     match kind {
@@ -70,11 +79,13 @@ fn card_view(
     cs: StoredValue<Countersign, LocalStorage>,
     strings: &'static Strings,
     card: ApprovalRequest,
-    position: usize,
-    total: usize,
+    (position, total): (usize, usize),
     reason: RwSignal<String>,
     card_ref: NodeRef<html::Div>,
+    now_ms: ReadSignal<u64>,
 ) -> impl IntoView {
+    let deadline = card.deadline.as_millis();
+    let left = move || deadline.saturating_sub(now_ms.get());
     let (card_class, kind_badge) = kind_class(card.kind);
     let arguments = arguments_view(strings, &card.arguments);
     let offers_grant = card.offers_session_grant;
@@ -158,6 +169,13 @@ fn card_view(
                 })}
                 {every_time.then(|| view! { <p class="cs-card__hint">{strings.asked_every_time}</p> })}
                 {preview}
+                <p class="cs-countdown" role="timer">
+                    {strings.time_left}" "{move || strings.countdown(left())}
+                </p>
+                // Inserted, not toggled: a new alert is what screen readers announce.
+                {move || (left() <= EXPIRY_WARNING_MS).then(|| view! {
+                    <p class="cs-card__expiring" role="alert">{strings.expires_soon}</p>
+                })}
                 <div>
                     <span class="cs-label">{strings.arguments}</span>
                     <pre class="cs-card__args">{arguments}</pre>
