@@ -621,4 +621,9 @@ fn a_card_redrawn_under_a_new_policy_file_is_recorded_at_the_level_it_showed() {
         .find(|r| r.event == AuditEvent::Approved)
         .unwrap();
     assert_eq!(approved.policy, Some(countersign::ApprovalPolicy::Ask));
+    let redrawn = records
+        .iter()
+        .find(|r| r.event == AuditEvent::Asked && matches!(r.reason, Reason::StaleCard { .. }))
+        .unwrap();
+    assert_eq!(redrawn.policy, Some(countersign::ApprovalPolicy::Ask));
 }

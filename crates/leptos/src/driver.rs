@@ -110,6 +110,8 @@ impl Countersign {
     }
 
     fn rearm(&self) {
+        /// The longest wait `setTimeout` honours (2^31 - 1 ms, about 24.8 days).
+        const MAX_TIMER_MS: u64 = i32::MAX as u64;
         let deadline = self.0.executor.poll_timeout();
         let timer = deadline.map(|deadline| {
             let wait = deadline
@@ -118,7 +120,9 @@ impl Countersign {
                 .saturating_add(1);
             let weak = Rc::downgrade(&self.0);
             gloo_timers::callback::Timeout::new(
-                u32::try_from(wait).unwrap_or(u32::MAX),
+                // setTimeout takes an i32: a longer wait would fire at once, find
+                // nothing due and re-arm in a loop. Wake early instead and re-arm.
+                u32::try_from(wait.min(MAX_TIMER_MS)).unwrap_or(u32::MAX),
                 move || {
                     if let Some(shared) = weak.upgrade() {
                         let cs = Countersign(shared);

@@ -125,6 +125,13 @@ impl ExecutorState {
             changed.clone(),
             now,
         );
+        if let Some(live) = self.live.get_mut(&call) {
+            live.consequence = fresh.consequence.clone();
+            // The redrawn card may carry a new level (the policy file changed): what the
+            // trail says applied, from this redraw's record on, is what the person sees.
+            live.level = fresh.policy;
+            live.state = LiveState::Approval(Box::new(fresh.clone()));
+        }
         self.record_live(
             call,
             AuditEvent::Asked,
@@ -132,13 +139,6 @@ impl ExecutorState {
             &Reason::StaleCard { changed },
             now,
         );
-        if let Some(live) = self.live.get_mut(&call) {
-            live.consequence = fresh.consequence.clone();
-            // The redrawn card may carry a new level (the policy file changed): what the
-            // trail says applied is what the person now sees.
-            live.level = fresh.policy;
-            live.state = LiveState::Approval(Box::new(fresh.clone()));
-        }
         Ok(Next::Approval(Box::new(fresh)))
     }
 
