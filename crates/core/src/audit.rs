@@ -27,8 +27,15 @@ pub enum AuditEvent {
     /// The action rewrote the call (normalised arguments, or a safer action); the call
     /// re-entered the pipeline.
     Rewritten,
-    /// The call ended; `outcome` says how. Exactly one per call.
+    /// The call ended; `outcome` says how. Exactly one per call, unless the call was
+    /// superseded.
     Settled,
+    /// A person edited the call's arguments on its card: the call ended here, without an
+    /// outcome of its own, and continues as the new call `reason` names. Terminal.
+    Superseded,
+    /// This call holds a person's edit of the call `reason` names: the first record of
+    /// the new call, before the pipeline decides it again.
+    Edited,
 }
 
 /// Who made the decision a record describes.
@@ -90,7 +97,7 @@ pub struct AuditRecord {
     pub event: AuditEvent,
     /// Who decided.
     pub decided_by: Decider,
-    /// `OK` or a refusal code, on the terminal record only.
+    /// `OK` or a refusal code, on the terminal `settled` record only.
     pub outcome: Option<String>,
     /// The rule that decided (typed; never the arguments themselves).
     pub reason: Reason,
@@ -106,9 +113,9 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
-    /// Whether this is the call's terminal record.
+    /// Whether this is the call's terminal record (`settled`, or `superseded` by an edit).
     pub fn is_terminal(&self) -> bool {
-        self.event == AuditEvent::Settled
+        matches!(self.event, AuditEvent::Settled | AuditEvent::Superseded)
     }
 }
 

@@ -6,6 +6,7 @@ mod arguments;
 mod audit;
 mod call;
 mod digest;
+mod edit;
 mod executor;
 mod grant_rule;
 mod handoff;
@@ -26,6 +27,7 @@ pub use arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 pub use audit::{AuditEvent, AuditRecord, AuditSink, Decider, MemoryAudit};
 pub use call::{Call, CallId, Session};
 pub use digest::{ArgsDigest, AuditKey, BadDigest};
+pub use edit::{EditDiff, EditError, FieldChange};
 pub use executor::{
     Completion, Config, Executor, HandoffView, Job, RegisterError, Registration, Step,
     DEFAULT_APPROVAL_TIMEOUT, MAX_ACTION_ID_LEN,

@@ -309,6 +309,28 @@ pub struct Settled {
     pub action: String,
     /// How it ended.
     pub outcome: Outcome,
+    /// The person's edit, when the call went ahead (or was refused) with the person's
+    /// arguments instead of the model's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited: Option<crate::EditDiff>,
+}
+
+impl Settled {
+    /// What the model gets back for its tool call: [`Outcome::to_model_json`], plus
+    /// `edited_by_person` (the fields the person changed, and to what) when the call
+    /// carried an edit, so the model never believes its own version ran.
+    pub fn to_model_json(&self) -> Value {
+        let mut json = self.outcome.to_model_json();
+        if let (Some(edit), Some(map)) = (&self.edited, json.as_object_mut()) {
+            map.insert("edited_by_person".into(), edit.to_model_json());
+        }
+        json
+    }
+
+    /// [`Settled::to_model_json`] as a string: the content of the model's tool message.
+    pub fn to_model_content(&self) -> String {
+        self.to_model_json().to_string()
+    }
 }
 
 /// Quotes text from outside (the model, the page) for a message: at most `max` chars,

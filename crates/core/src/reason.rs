@@ -179,6 +179,9 @@ pub enum Reason {
     RewriteLoop,
     /// approve: the person allowed this call once.
     AllowedOnce,
+    /// approve: the person allowed every remaining `Ask` item of the model's batch at
+    /// once ("allow all in this batch"); this call once, no grant.
+    AllowedInBatch,
     /// approve: the person allowed it for the session, making this grant.
     Granted {
         /// The grant made.
@@ -195,6 +198,18 @@ pub enum Reason {
     CardKeptChanging,
     /// approve: the person declined.
     Declined,
+    /// approve: the person edited the arguments; the edited call carries on as `call`.
+    EditedInto {
+        /// The new call.
+        call: crate::CallId,
+    },
+    /// approve: this call holds the person's edit of `call`, and is always asked again.
+    EditedFrom {
+        /// The call that was edited.
+        call: crate::CallId,
+        /// The declared fields changed (`…` for any other).
+        changed: Vec<String>,
+    },
     /// approve: nobody approved in time.
     ApprovalTimeout,
     /// perform: the action has no `run`.
@@ -251,11 +266,14 @@ impl Reason {
             | R::Rewritten { .. }
             | R::RewriteLoop => Stage::Decide,
             R::AllowedOnce
+            | R::AllowedInBatch
             | R::Granted { .. }
             | R::SecondQuestion
             | R::StaleCard { .. }
             | R::CardKeptChanging
             | R::Declined
+            | R::EditedInto { .. }
+            | R::EditedFrom { .. }
             | R::ApprovalTimeout => Stage::Approve,
             R::NothingToRun
             | R::RunFailed
@@ -311,9 +329,12 @@ impl Reason {
             | R::Handoff
             | R::Rewritten { .. }
             | R::AllowedOnce
+            | R::AllowedInBatch
             | R::Granted { .. }
             | R::SecondQuestion
             | R::StaleCard { .. }
+            | R::EditedInto { .. }
+            | R::EditedFrom { .. }
             | R::Verified
             | R::HandoffCompleted => return None,
         })
@@ -360,11 +381,14 @@ impl Reason {
             R::Rewritten { .. } => "rewritten",
             R::RewriteLoop => "rewrite_loop",
             R::AllowedOnce => "allowed_once",
+            R::AllowedInBatch => "allowed_in_batch",
             R::Granted { .. } => "granted",
             R::SecondQuestion => "second_question",
             R::StaleCard { .. } => "stale_card",
             R::CardKeptChanging => "card_kept_changing",
             R::Declined => "declined",
+            R::EditedInto { .. } => "edited_into",
+            R::EditedFrom { .. } => "edited_from",
             R::ApprovalTimeout => "approval_timeout",
             R::NothingToRun => "nothing_to_run",
             R::RunFailed => "run_failed",
@@ -436,6 +460,9 @@ impl Reason {
             }
             R::RewriteLoop => "the action kept rewriting the call".into(),
             R::AllowedOnce => "the person allowed it once".into(),
+            R::AllowedInBatch => {
+                "the person allowed it once, with \"allow all in this batch\"".into()
+            }
             R::Granted { grant } => {
                 format!("the person allowed it for the session (grant {})", grant.0)
             }
@@ -449,6 +476,17 @@ impl Reason {
             }
             R::CardKeptChanging => "the card kept changing before it was approved".into(),
             R::Declined => "the person declined".into(),
+            R::EditedInto { call } => {
+                format!(
+                    "the person edited the arguments; continued as call {}",
+                    call.get()
+                )
+            }
+            R::EditedFrom { call, changed } => format!(
+                "the person's edit of call {} ({}); asked again",
+                call.get(),
+                changed.join(", ")
+            ),
             R::ApprovalTimeout => "nobody approved before the deadline".into(),
             R::NothingToRun => "the action has nothing to run".into(),
             R::RunFailed => "the run failed".into(),

@@ -10,7 +10,7 @@ use crate::reason::CardChange;
 use crate::time::Timestamp;
 
 /// The SHA-256 of what an approval card shows (title, level, consequence, preview,
-/// arguments, question, grant offer). A ticket carries it, so an approval is bound to
+/// arguments, question, grant offer, the person's edit). A ticket carries it, so an approval is bound to
 /// the card as the person saw it, not only to the arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
@@ -25,6 +25,10 @@ pub enum Gesture {
     /// "Always allow this session": this call, and later calls of the same action
     /// until revoked. Refused for any policy but `Ask`.
     AllowForSession,
+    /// "Allow all in this batch": this call once, pressed for every remaining item of
+    /// one model turn. Refused unless the card is a plain `Ask` (not `AskAlways`, not a
+    /// double confirmation); each item still needs its own ticket, bound to its card.
+    AllowInBatch,
 }
 
 /// A random-looking value the executor puts on each card, so a ticket is bound to one
@@ -78,6 +82,10 @@ pub struct ApprovalRequest {
     /// What changed since the person last saw this call's card (empty on a first card):
     /// the dock shows "this changed since you looked: …".
     pub changed: Vec<CardChange>,
+    /// Whether the action asks twice (a second, differently worded card follows this one).
+    pub asks_twice: bool,
+    /// The person's edit this call carries: the card shows original → edited.
+    pub edited: Option<crate::EditDiff>,
     /// The digest of everything above that the person reads; the ticket binds it.
     pub card_sha256: CardDigest,
     #[serde(skip)]
@@ -90,6 +98,12 @@ pub struct ApprovalRequest {
 }
 
 impl ApprovalRequest {
+    /// Whether "allow all in this batch" may cover this card: a plain `Ask`, first
+    /// question of an action that asks once.
+    pub fn batchable(&self) -> bool {
+        self.policy == ApprovalPolicy::Ask && !self.asks_twice && self.round == 1
+    }
+
     /// Mints a ticket for this card. Call it only from a person's gesture in the page:
     /// this is the one way to make a [`Ticket`], and no model output can reach it.
     pub fn countersign(&self, gesture: Gesture) -> Ticket {
@@ -157,6 +171,10 @@ pub enum TicketError {
     /// "Always allow" was asked for a call whose policy never offers it.
     #[error("this action cannot be allowed for the session")]
     GrantNotOffered,
+    /// "Allow all in this batch" was used on a card that must be decided on its own
+    /// (`AskAlways`, or a double confirmation).
+    #[error("this call must be decided on its own")]
+    BatchNotOffered,
 }
 
 /// An action's hook called back into the executor while it was deciding or running a

@@ -16,6 +16,7 @@ fn every_reason_names_its_stage_code_and_hint() {
     use RetryHint as H;
     use Stage as S;
     let grant = serde_json::from_str("7").unwrap();
+    let call_id = serde_json::from_str("3").unwrap();
     #[rustfmt::skip]
     let table: Vec<(Reason, S, Option<C>, H, &str)> = vec![
         (Reason::UnknownAction, S::Resolve, Some(C::UnknownAction), H::FixCall, "unknown_action"),
@@ -40,11 +41,14 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::Rewritten { to: None }, S::Decide, Some(C::Unavailable), H::AskUser, "rewritten"),
         (Reason::RewriteLoop, S::Decide, Some(C::InvalidArgs), H::DoNotRetry, "rewrite_loop"),
         (Reason::AllowedOnce, S::Approve, None, H::AskUser, "allowed_once"),
+        (Reason::AllowedInBatch, S::Approve, None, H::AskUser, "allowed_in_batch"),
         (Reason::Granted { grant }, S::Approve, None, H::AskUser, "granted"),
         (Reason::SecondQuestion, S::Approve, None, H::AskUser, "second_question"),
         (Reason::StaleCard { changed: vec![CardChange::Consequence] }, S::Approve, None, H::AskUser, "stale_card"),
         (Reason::CardKeptChanging, S::Approve, Some(C::Unavailable), H::AskUser, "card_kept_changing"),
         (Reason::Declined, S::Approve, Some(C::PermissionDenied), H::AskUser, "declined"),
+        (Reason::EditedInto { call: call_id }, S::Approve, None, H::AskUser, "edited_into"),
+        (Reason::EditedFrom { call: call_id, changed: vec!["name".into()] }, S::Approve, None, H::AskUser, "edited_from"),
         (Reason::ApprovalTimeout, S::Approve, Some(C::ApprovalTimeout), H::AskUser, "approval_timeout"),
         (Reason::NothingToRun, S::Perform, Some(C::ExecutionFailed), H::AskUser, "nothing_to_run"),
         (Reason::RunFailed, S::Perform, Some(C::ExecutionFailed), H::AskUser, "run_failed"),

@@ -49,6 +49,11 @@ impl ExecutorState {
         if ticket.gesture == Gesture::AllowForSession && !request.offers_session_grant {
             return Err(TicketError::GrantNotOffered);
         }
+        // INVARIANT: "allow all in this batch" never covers a card that must be decided
+        // on its own.
+        if ticket.gesture == Gesture::AllowInBatch && !request.batchable() {
+            return Err(TicketError::BatchNotOffered);
+        }
         let call = ticket.call;
         let card = (**request).clone();
         let decided = Decided {
@@ -56,6 +61,7 @@ impl ExecutorState {
             generation: live.generation,
             prepared: Rc::clone(&live.prepared),
             arguments: live.arguments.clone(),
+            edited: live.edited.clone(),
         };
         match self.redraw(&decided, &card) {
             Err(stop) => {
@@ -154,6 +160,7 @@ impl ExecutorState {
     ) -> Result<Next, TicketError> {
         let (event, reason) = match gesture {
             Gesture::AllowOnce => (AuditEvent::Approved, Reason::AllowedOnce),
+            Gesture::AllowInBatch => (AuditEvent::Approved, Reason::AllowedInBatch),
             Gesture::AllowForSession => {
                 let rule = card
                     .grant_rule

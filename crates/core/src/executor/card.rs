@@ -113,6 +113,8 @@ impl ExecutorState {
             "round": round,
             "question": face.question,
             "grant_rule": face.grant_rule,
+            "asks_twice": meta.confirm_twice,
+            "edited": decided.edited,
         })));
         ApprovalRequest {
             call,
@@ -134,6 +136,8 @@ impl ExecutorState {
                     .unwrap_or(self.config.approval_timeout),
             ),
             changed,
+            asks_twice: meta.confirm_twice,
+            edited: decided.edited.clone(),
             card_sha256,
             nonce: self.nonce(call, round, refresh),
             refresh,

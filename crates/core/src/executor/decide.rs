@@ -35,6 +35,8 @@ pub(crate) struct Decided {
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,
     pub(crate) arguments: Value,
+    /// The person's edit, when the call came from one.
+    pub(crate) edited: Option<crate::EditDiff>,
 }
 
 /// A rewrite hook's request: run this instead.
@@ -225,6 +227,7 @@ impl ExecutorState {
             arguments: decided.arguments,
             started: trace.started,
             consequence,
+            edited: decided.edited,
             state,
         }
     }

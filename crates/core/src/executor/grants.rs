@@ -97,6 +97,7 @@ impl ExecutorState {
             generation,
             prepared,
             arguments: basis.arguments.clone(),
+            edited: None,
         };
         Ok(self.add_grant(&decided, rule, now, CallId::default()))
     }

@@ -12,6 +12,7 @@ mod approve;
 mod availability;
 mod card;
 mod decide;
+mod edit;
 mod grants;
 mod job;
 mod perform;
@@ -40,6 +41,7 @@ use crate::arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 use crate::audit::AuditSink;
 use crate::call::{Call, CallId, Session};
 use crate::digest::AuditKey;
+use crate::edit::EditError;
 use crate::handoff::HandoffStep;
 use crate::mode::Mode;
 use crate::outcome::Settled;
@@ -277,6 +279,19 @@ impl Executor {
     /// ([`Step::Perform`]), or settles if the action went away or is now refused.
     pub fn approve(&self, ticket: Ticket, now: Timestamp) -> Result<Step, TicketError> {
         let next = self.with(|state| state.approve(ticket, now))??;
+        Ok(self.step(next))
+    }
+
+    /// The person edited a waiting call's arguments (raw JSON, as a form sends them).
+    ///
+    /// The edit approves nothing. Edited arguments that do not validate change nothing
+    /// ([`EditError::Invalid`], with the reason for the form). Otherwise the original
+    /// call ends (`superseded`, no result of its own) and the edited arguments become a
+    /// new call, linked to it, with the model's tool call id: it passes scope,
+    /// availability and decide again and is always asked, on a card showing original →
+    /// edited ([`ApprovalRequest::edited`]). Its result tells the model what changed.
+    pub fn edit(&self, call: CallId, arguments: &str, now: Timestamp) -> Result<Step, EditError> {
+        let next = self.with(|state| state.edit(call, arguments, now))??;
         Ok(self.step(next))
     }
 
@@ -540,6 +555,7 @@ fn lost(call: CallId) -> Settled {
             reason,
             crate::reason::Said::default(),
         )),
+        edited: None,
     }
 }
 

@@ -9,6 +9,8 @@
 
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
+use crate::edit::EditDiff;
+use crate::policy::ApprovalPolicy;
 use crate::reason::Reason;
 use crate::time::Timestamp;
 
@@ -25,20 +27,23 @@ impl ExecutorState {
         let now = self.tick(now);
         let id = CallId(self.next_call);
         self.next_call += 1;
-        self.pipeline(id, call, now, now, 0)
+        self.pipeline(id, call, now, now, 0, None)
     }
 
     /// resolve → validate → scope → availability → decide, then ask, hand off or run.
-    /// A rewrite re-enters here with the new call.
-    fn pipeline(
+    /// A rewrite re-enters here with the new call; a person's edit enters here with the
+    /// edited arguments (`edited`).
+    pub(crate) fn pipeline(
         &mut self,
         id: CallId,
         call: Call,
         started: Timestamp,
         now: Timestamp,
         depth: u8,
+        edited: Option<EditDiff>,
     ) -> Next {
         let mut trace = Trace::arriving(id, &call, started);
+        trace.edited = edited;
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
@@ -61,7 +66,19 @@ impl ExecutorState {
         trace.validated(&arguments, &self.config.audit_key);
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
-        let decision = self.decide(action.meta(), prepared.as_ref(), &arguments, generation)?;
+        let mut decision = self.decide(action.meta(), prepared.as_ref(), &arguments, generation)?;
+        if let Some(edit) = &trace.edited {
+            // INVARIANT: an edit approves nothing. The edited call is always asked, even
+            // where a grant or the level would let the model's own version run.
+            if let Decision::Run(..) = decision {
+                let changed = edit.declared_fields(&action.meta().schema);
+                let reason = Reason::EditedFrom {
+                    call: edit.from,
+                    changed,
+                };
+                decision = Decision::Ask(ApprovalPolicy::Ask, reason, Decider::Person);
+            }
+        }
         if let Some(rewrite) = self.rewrite(action.meta(), prepared.as_ref(), &arguments)? {
             if depth >= MAX_REWRITES {
                 return Err(Stop::new(Reason::RewriteLoop, Decider::Action));
@@ -92,13 +109,15 @@ impl ExecutorState {
                 action: rewrite.action,
                 arguments: rewrite.arguments.to_string(),
             };
-            return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1));
+            let edited = trace.edited.take();
+            return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, edited));
         }
         let decided = super::decide::Decided {
             action,
             generation,
             prepared,
             arguments,
+            edited: trace.edited.clone(),
         };
         match decision {
             Decision::Run(reason, by) => self.allow(trace, decided, reason, by, now),

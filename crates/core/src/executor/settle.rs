@@ -24,6 +24,8 @@ pub(crate) struct Trace<'a> {
     pub(crate) audit_digest: ArgsDigest,
     /// Whether the digests are of validated arguments.
     pub(crate) validated: bool,
+    /// The person's edit the call carries.
+    pub(crate) edited: Option<crate::EditDiff>,
 }
 
 impl<'a> Trace<'a> {
@@ -39,6 +41,7 @@ impl<'a> Trace<'a> {
             policy: None,
             audit_digest: ArgsDigest::default_empty(),
             validated: false,
+            edited: None,
         }
     }
 
@@ -79,6 +82,7 @@ impl<'a> Trace<'a> {
             policy: Some(live.level),
             audit_digest: live.audit_digest,
             validated: true,
+            edited: None,
         }
     }
 
@@ -125,6 +129,7 @@ impl ExecutorState {
             action: live.action.meta().id.clone(),
             tool_call_id: live.tool_call_id,
             outcome,
+            edited: live.edited,
         });
     }
 
@@ -151,6 +156,7 @@ impl ExecutorState {
             tool_call_id: trace.tool_call_id.to_owned(),
             action: shown_id(trace.action_id),
             outcome,
+            edited: trace.edited.clone(),
         };
         self.settled.push_back(settled.clone());
         settled

@@ -46,6 +46,8 @@ pub(crate) struct Live {
     /// What the card showed last (or, without a card, what the decision computed); the
     /// receipt repeats it.
     pub(crate) consequence: Option<String>,
+    /// The person's edit this call carries (its card shows it; the model is told).
+    pub(crate) edited: Option<crate::EditDiff>,
     pub(crate) state: LiveState,
 }
 

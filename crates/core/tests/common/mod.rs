@@ -70,6 +70,14 @@ impl World {
             .unwrap()
     }
 
+    /// Submits a call that must wait for a card, and returns the card.
+    pub fn card(&self, action: &str, args: &str, at: u64) -> countersign::ApprovalRequest {
+        match self.call(action, args, at) {
+            Step::Approval(card) => card,
+            other => panic!("expected a card for {action}, got {other:?}"),
+        }
+    }
+
     pub fn runs(&self) -> Vec<String> {
         self.runs.borrow().clone()
     }

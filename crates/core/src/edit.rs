@@ -1,0 +1,145 @@
+//! Approve with edits: a person's edit of a waiting call's arguments is a new call,
+//! linked to the original, that passes the whole pipeline again from validate.
+//!
+//! An edit approves nothing. The original call ends (its terminal record is
+//! [`crate::AuditEvent::Superseded`]); the edited arguments become a new call whose card
+//! shows the original → edited diff and needs its own ticket. The model's result for the
+//! tool call says it ran with the person's arguments, and which fields changed.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::call::CallId;
+use crate::ticket::TicketError;
+
+/// One top-level field a person changed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FieldChange {
+    /// The field's name.
+    pub field: String,
+    /// Its value in the call being edited (`None`: the field was absent).
+    pub before: Option<Value>,
+    /// Its value after the edit (`None`: the person removed it).
+    pub after: Option<Value>,
+}
+
+/// What a person changed on a call before approving it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EditDiff {
+    /// The call that was edited (it ended when the edit was submitted).
+    pub from: CallId,
+    /// The changed fields, in name order.
+    pub changes: Vec<FieldChange>,
+}
+
+impl EditDiff {
+    /// The changes between two argument objects, field by field.
+    pub(crate) fn between(from: CallId, before: &Value, after: &Value) -> Self {
+        let empty = Map::new();
+        let before = before.as_object().unwrap_or(&empty);
+        let after = after.as_object().unwrap_or(&empty);
+        let mut fields: Vec<&String> = before.keys().chain(after.keys()).collect();
+        fields.sort_unstable();
+        fields.dedup();
+        let changes = fields
+            .into_iter()
+            .filter(|f| before.get(*f) != after.get(*f))
+            .map(|f| FieldChange {
+                field: f.clone(),
+                before: before.get(f).cloned(),
+                after: after.get(f).cloned(),
+            })
+            .collect();
+        Self { from, changes }
+    }
+
+    /// The names of the changed fields that the action's schema declares; any other
+    /// (a free-form map's keys, which the model may have written) is named `…`. What
+    /// the audit trail keeps: never a value, never a name the model made up.
+    pub(crate) fn declared_fields(&self, schema: &Value) -> Vec<String> {
+        let declared = schema.get("properties").and_then(Value::as_object);
+        let mut names: Vec<String> = Vec::new();
+        for change in &self.changes {
+            let name = if declared.is_some_and(|p| p.contains_key(&change.field)) {
+                change.field.clone()
+            } else {
+                "…".to_owned()
+            };
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// What the model is told: the fields the person changed, with its value and the
+    /// value that was used instead.
+    pub(crate) fn to_model_json(&self) -> Value {
+        let changes: Vec<Value> = self
+            .changes
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "field": c.field,
+                    "you_sent": c.before,
+                    "person_set": c.after,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "note": "the person edited your arguments before deciding; the call went ahead with their version, not yours",
+            "changes": changes,
+        })
+    }
+}
+
+/// Why an edit was not taken. Nothing changed: the original card still waits (except
+/// after [`TicketError::Expired`], which settles it as `APPROVAL_TIMEOUT`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// The call is not waiting on a card, or the card expired.
+    #[error(transparent)]
+    Ticket(#[from] TicketError),
+    /// The edited arguments are not the action's params; the form shows why.
+    #[error("{0}")]
+    Invalid(String),
+    /// The edited arguments are the call's own.
+    #[error("nothing was changed")]
+    Unchanged,
+}
+
+impl From<crate::Reentered> for EditError {
+    fn from(_: crate::Reentered) -> Self {
+        EditError::Ticket(TicketError::Reentered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_diff_names_added_removed_and_changed_fields_in_order() {
+        let diff = EditDiff::between(
+            CallId(1),
+            &json!({"b": 1, "a": "x", "keep": true}),
+            &json!({"a": "y", "keep": true, "c": null}),
+        );
+        let fields: Vec<&str> = diff.changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["a", "b", "c"]);
+        assert_eq!(diff.changes[1].after, None);
+        assert_eq!(diff.changes[2].before, None);
+    }
+
+    #[test]
+    fn undeclared_names_never_reach_the_trail() {
+        let diff = EditDiff::between(
+            CallId(1),
+            &json!({"name": "a", "token sk-123": 1}),
+            &json!({"name": "b"}),
+        );
+        let schema = json!({"properties": {"name": {"type": "string"}}});
+        assert_eq!(diff.declared_fields(&schema), ["name", "…"]);
+    }
+}

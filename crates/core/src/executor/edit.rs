@@ -1,0 +1,75 @@
+//! edit: a person's edit of a waiting call becomes a new call, linked to the original,
+//! that enters the pipeline again from resolve with the edited arguments.
+
+use crate::audit::{AuditEvent, Decider};
+use crate::call::{Call, CallId};
+use crate::edit::{EditDiff, EditError};
+use crate::reason::Reason;
+use crate::ticket::TicketError;
+use crate::time::Timestamp;
+
+use super::settle::Trace;
+use super::state::{ExecutorState, LiveState};
+use super::Next;
+
+impl ExecutorState {
+    pub(crate) fn edit(
+        &mut self,
+        call: CallId,
+        arguments: &str,
+        now: Timestamp,
+    ) -> Result<Next, EditError> {
+        let now = self.tick(now);
+        let live = self.live.get(&call).ok_or(TicketError::NotPending)?;
+        let LiveState::Approval(card) = &live.state else {
+            return Err(TicketError::NotPending.into());
+        };
+        if now >= card.deadline {
+            self.expire_approval(call, now);
+            return Err(TicketError::Expired.into());
+        }
+        let edited = Call {
+            tool_call_id: live.tool_call_id.clone(),
+            action: live.action.meta().id.clone(),
+            arguments: arguments.to_owned(),
+        };
+        // Checked before anything changes: an edit that does not validate leaves the
+        // original card waiting, and the form says why.
+        let (_, value) = self
+            .validate(live.action.as_ref(), &edited)
+            .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
+        if value == live.arguments {
+            return Err(EditError::Unchanged);
+        }
+        let diff = EditDiff::between(call, &live.arguments, &value);
+        let changed = diff.declared_fields(&live.action.meta().schema);
+        let started = live.started;
+        let into = CallId(self.next_call);
+        self.next_call += 1;
+        // The original ends here, once: superseded, with no outcome of its own. The
+        // model's tool call is answered by the new call.
+        let Some(original) = self.live.remove(&call) else {
+            return Err(TicketError::NotPending.into());
+        };
+        self.record(
+            &Trace::of_live(call, &original),
+            AuditEvent::Superseded,
+            Decider::Person,
+            &Reason::EditedInto { call: into },
+            None,
+            now,
+        );
+        let mut trace = Trace::arriving(into, &edited, started);
+        trace.resolved(&original.action, original.level);
+        trace.validated(&value, &self.config.audit_key);
+        self.record(
+            &trace,
+            AuditEvent::Edited,
+            Decider::Person,
+            &Reason::EditedFrom { call, changed },
+            None,
+            now,
+        );
+        Ok(self.pipeline(into, edited, started, now, 0, Some(diff)))
+    }
+}
