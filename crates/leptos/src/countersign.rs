@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    Action, ApprovalRequest, Call, CallId, Executor, Gesture, GrantId, MemoryAudit, Outcome,
-    Settled, TicketError,
+    Action, ApprovalRequest, Call, CallId, EditError, Executor, Gesture, GrantId, MemoryAudit,
+    Outcome, Settled, TicketError,
 };
 use futures_channel::oneshot;
 use leptos::prelude::*;
@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     pub(crate) grant_store: GrantStoreSlot,
     /// How many audit records the activity list has looked at.
     pub(crate) activity_seen: std::cell::Cell<usize>,
+    /// The model turns whose calls have not all settled.
+    pub(crate) batches: RefCell<Vec<crate::batch::Batch>>,
+    pub(crate) next_batch: std::cell::Cell<u64>,
 }
 
 /// The page's Countersign: cheap to clone, single-threaded (it lives in the page).
@@ -105,9 +108,57 @@ impl Countersign {
                         &action,
                     )),
                     action,
+                    edited: None,
                 },
             }
         }
+    }
+
+    /// Sends one model turn's tool calls through the gate as a batch and resolves with
+    /// every result, in call order, once all have settled. Each item is decided on its
+    /// own; an item that depends on an earlier one (the same action, or an action bound
+    /// to the same page target) is submitted only after that one settled.
+    pub fn call_batch(&self, calls: Vec<Call>) -> impl Future<Output = Vec<Settled>> + 'static {
+        let (tx, rx) = oneshot::channel();
+        let id = self.0.next_batch.get() + 1;
+        self.0.next_batch.set(id);
+        let page = &self.0.page;
+        let conflict = |a: &Call, b: &Call| {
+            a.action == b.action
+                || page
+                    .action_target(&a.action)
+                    .is_some_and(|t| page.action_target(&b.action).as_ref() == Some(&t))
+        };
+        let ids: Vec<String> = calls.iter().map(|c| c.action.clone()).collect();
+        let batch = crate::batch::Batch::new(id, calls, conflict, tx);
+        self.0.batches.borrow_mut().push(batch);
+        self.pump();
+        async move {
+            match rx.await {
+                Ok(results) => results,
+                // The page went away first: every item is reported as not done.
+                Err(_) => ids
+                    .iter()
+                    .map(|_| crate::driver::lost(CallId::default()))
+                    .collect(),
+            }
+        }
+    }
+
+    /// The person edited a waiting call's arguments (raw JSON from the edit form). The
+    /// edit approves nothing: arguments that do not validate change nothing and come
+    /// back as [`EditError::Invalid`] for the form; otherwise the call carries on as a
+    /// new, linked call with its own card (its id is returned), and whoever waited for
+    /// the original gets the new call's result.
+    pub fn edit(&self, call: CallId, arguments: &str) -> Result<CallId, EditError> {
+        let result = self.0.executor.edit(call, arguments, now()).map(|step| {
+            let to = crate::driver::step_call(&step);
+            self.moved(call, to);
+            self.handle(step);
+            to
+        });
+        self.pump();
+        result
     }
 
     /// The person pressed Allow (once or for the session) on `card`. If the page changed

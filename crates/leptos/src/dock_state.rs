@@ -63,6 +63,8 @@ pub struct DockState {
     pub policy_error: ReadSignal<Option<String>>,
     /// Calls allowed without a card, newest last (at most the last 50).
     pub activity: ReadSignal<Vec<Activity>>,
+    /// The model turns whose calls have not all settled ("n of m", "allow all").
+    pub batches: ReadSignal<Vec<crate::BatchView>>,
 }
 
 /// The writable side of [`DockState`], for the runtime only.
@@ -78,6 +80,7 @@ pub(crate) struct DockSignals {
     pub(crate) mode: RwSignal<Mode>,
     pub(crate) policy_error: RwSignal<Option<String>>,
     pub(crate) activity: RwSignal<Vec<Activity>>,
+    pub(crate) batches: RwSignal<Vec<crate::BatchView>>,
 }
 
 impl DockSignals {
@@ -93,6 +96,7 @@ impl DockSignals {
             mode: RwSignal::new(Mode::Default),
             policy_error: RwSignal::new(None),
             activity: RwSignal::new(Vec::new()),
+            batches: RwSignal::new(Vec::new()),
         }
     }
 
@@ -108,6 +112,7 @@ impl DockSignals {
             mode: self.mode.read_only(),
             policy_error: self.policy_error.read_only(),
             activity: self.activity.read_only(),
+            batches: self.batches.read_only(),
         }
     }
 }

@@ -48,7 +48,73 @@ impl Countersign {
     /// the audit. Called after every executor step.
     pub(crate) fn pump(&self) {
         crate::grant_store::sync(&self.0.grant_store, &self.0.executor);
-        let settled = self.0.executor.drain_settled();
+        // Settling a batch item may let a later one be submitted, which may settle at
+        // once: deliver until nothing more moves.
+        loop {
+            self.deliver(self.0.executor.drain_settled());
+            if !self.advance_batches() {
+                break;
+            }
+        }
+        let exec = &self.0.executor;
+        let dock = self.0.dock;
+        dock.approvals.set(exec.approvals());
+        dock.handoffs.set(exec.handoffs());
+        dock.grants.set(exec.grants());
+        dock.batches
+            .set(self.0.batches.borrow().iter().map(|b| b.view()).collect());
+        dock.now_ms.set(now().as_millis());
+        self.note_activity();
+        self.rearm();
+        self.0.shipping.ship();
+    }
+
+    /// A person's edit moved a call: whoever waited for `from` now waits for `to`.
+    pub(crate) fn moved(&self, from: CallId, to: CallId) {
+        if self
+            .0
+            .batches
+            .borrow_mut()
+            .iter_mut()
+            .any(|b| b.moved(from, to))
+        {
+            return;
+        }
+        let waiter = self.0.waiters.borrow_mut().remove(&from);
+        if let Some(tx) = waiter {
+            self.0.waiters.borrow_mut().insert(to, tx);
+        }
+    }
+
+    /// Submits every batch item whose dependencies have settled, and finishes batches
+    /// whose items all have. `true` if anything was submitted.
+    fn advance_batches(&self) -> bool {
+        let mut ready = Vec::new();
+        for batch in self.0.batches.borrow_mut().iter_mut() {
+            ready.extend(batch.ready().into_iter().map(|(i, c)| (batch.id, i, c)));
+        }
+        let mut any = false;
+        for (id, index, call) in ready {
+            // From inside an action's hook the executor is busy: the item waits for the
+            // next pump (and this one does not loop on it).
+            let Ok(step) = self.0.executor.submit(call, now()) else {
+                continue;
+            };
+            any = true;
+            let call = step_call(&step);
+            if let Some(batch) = self.0.batches.borrow_mut().iter_mut().find(|b| b.id == id) {
+                batch.started(index, call);
+            }
+            self.handle(step);
+        }
+        self.0
+            .batches
+            .borrow_mut()
+            .retain_mut(|b| !b.finish_if_done());
+        any
+    }
+
+    fn deliver(&self, settled: Vec<Settled>) {
         for s in settled {
             let title = self.title_of(&s.action);
             self.push_log(LogEntry::Outcome {
@@ -56,6 +122,9 @@ impl Countersign {
                 title,
                 code: s.outcome.code(),
             });
+            if self.0.batches.borrow_mut().iter_mut().any(|b| b.take(&s)) {
+                continue;
+            }
             let waiter = self.0.waiters.borrow_mut().remove(&s.call);
             match waiter {
                 Some(tx) => {
@@ -66,15 +135,6 @@ impl Countersign {
                 }
             }
         }
-        let exec = &self.0.executor;
-        let dock = self.0.dock;
-        dock.approvals.set(exec.approvals());
-        dock.handoffs.set(exec.handoffs());
-        dock.grants.set(exec.grants());
-        dock.now_ms.set(now().as_millis());
-        self.note_activity();
-        self.rearm();
-        self.0.shipping.ship();
     }
 
     /// Adds the calls allowed without a card since the last look to the activity list,
@@ -173,5 +233,6 @@ pub(crate) fn lost(call: CallId) -> Settled {
             countersign::Reason::PageClosed,
             "",
         )),
+        edited: None,
     }
 }

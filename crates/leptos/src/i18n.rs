@@ -131,6 +131,28 @@ pub struct Strings {
     pub time_left: &'static str,
     /// The warning a waiting card shows in its last 30 seconds.
     pub expires_soon: &'static str,
+    /// The card's Edit button.
+    pub edit: &'static str,
+    /// The edit form's heading.
+    pub edit_heading: &'static str,
+    /// What submitting an edit does (it approves nothing).
+    pub edit_hint: &'static str,
+    /// The edit form's submit button.
+    pub edit_submit: &'static str,
+    /// The edit form's cancel button.
+    pub edit_cancel: &'static str,
+    /// The label of the JSON editor (for arguments the form cannot express).
+    pub edit_json: &'static str,
+    /// An optional field's "leave empty to omit" hint.
+    pub edit_optional: &'static str,
+    /// An edit that changed nothing.
+    pub edit_unchanged: &'static str,
+    /// A number field that is not a number.
+    pub edit_not_a_number: &'static str,
+    /// The heading of an edited call's diff.
+    pub edited_by_you: &'static str,
+    /// "Allow all in this batch".
+    pub allow_batch: &'static str,
     /// What is checked when the person says done.
     pub will_check: &'static str,
     /// Kinds.
@@ -276,6 +298,17 @@ static EN: Strings = Strings {
     handoff_cancel: "Cancel",
     time_left: "Time left",
     expires_soon: "This request expires in under 30 seconds; after that nothing runs.",
+    edit: "Edit",
+    edit_heading: "Edit the arguments",
+    edit_hint: "Submitting approves nothing: the edited call is checked again and shown to you to approve.",
+    edit_submit: "Check edit",
+    edit_cancel: "Cancel edit",
+    edit_json: "Arguments (JSON)",
+    edit_optional: "optional: leave empty to omit",
+    edit_unchanged: "Nothing was changed.",
+    edit_not_a_number: "is not a number",
+    edited_by_you: "You edited this request:",
+    allow_batch: "Allow all in this batch",
     will_check: "Will check",
     kind_read: "Read",
     kind_write: "Write",
@@ -341,6 +374,17 @@ static ZH: Strings = Strings {
     handoff_cancel: "取消",
     time_left: "剩余时间",
     expires_soon: "此请求将在 30 秒内过期，过期后不会执行任何操作。",
+    edit: "编辑",
+    edit_heading: "编辑参数",
+    edit_hint: "提交编辑不会批准任何操作：编辑后的调用会重新检查，并再次请你批准。",
+    edit_submit: "检查编辑",
+    edit_cancel: "取消编辑",
+    edit_json: "参数（JSON）",
+    edit_optional: "可选：留空即省略",
+    edit_unchanged: "没有任何改动。",
+    edit_not_a_number: "不是数字",
+    edited_by_you: "你编辑了此请求：",
+    allow_batch: "全部允许（本批）",
     will_check: "将检查",
     kind_read: "读取",
     kind_write: "写入",

@@ -2,6 +2,7 @@
 
 pub mod assistant;
 mod audit_ship;
+mod batch;
 mod clock;
 mod countersign;
 mod dock;
@@ -22,6 +23,7 @@ pub use assistant::{
     Rule, Scripted,
 };
 pub use audit_ship::ShippingStatus;
+pub use batch::BatchView;
 pub use countersign::Countersign;
 pub use dock::{AgentDock, DOCK_CSS};
 pub use dock_state::{Activity, DockState, LogEntry};

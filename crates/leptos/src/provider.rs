@@ -126,6 +126,8 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         builtins: RefCell::default(),
         grant_store: RefCell::default(),
         activity_seen: std::cell::Cell::new(0),
+        batches: RefCell::default(),
+        next_batch: std::cell::Cell::new(0),
     }));
     register_page_state_action(&cs);
     settle_on_pagehide(&cs);

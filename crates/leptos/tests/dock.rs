@@ -105,6 +105,15 @@ fn Temp(runs: Runs) -> impl IntoView {
 fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoView {
     use_action(logging("note", Kind::Write, Confirm::Unset, &runs));
     use_action(logging("save", Kind::Write, Confirm::Ask, &runs));
+    use_action(
+        logging("rename", Kind::Write, Confirm::Ask, &runs).validate(|p| {
+            if p.name.trim().is_empty() {
+                Err("the name cannot be empty".into())
+            } else {
+                Ok(())
+            }
+        }),
+    );
     use_action(logging("archive", Kind::Danger, Confirm::Ask, &runs));
     use_action(
         logging("rewrite", Kind::Write, Confirm::Ask, &runs).preview(|p| {
@@ -1101,4 +1110,228 @@ async fn calls_done_without_asking_are_listed_with_why_and_their_grant_can_be_re
         .text(".cs-activity .cs-chip--mode")
         .contains("unattended"));
     assert_eq!(page.runs(), ["note:a", "save:b", "save:c", "save:e"]);
+}
+
+fn input_value(page: &Page, selector: &str) -> String {
+    page.q(selector)
+        .map(|e| e.unchecked_into::<web_sys::HtmlInputElement>().value())
+        .unwrap_or_default()
+}
+
+fn disabled(page: &Page, selector: &str) -> bool {
+    page.q(selector)
+        .is_some_and(|e| e.has_attribute("disabled"))
+}
+
+#[wasm_bindgen_test]
+async fn an_edit_makes_a_new_card_with_the_diff_and_only_its_approval_runs() {
+    let page = mount(Setup::default());
+    let pending = page.call("save", r#"{"name":"Apollo"}"#);
+    tick().await;
+    let original = page.q(".cs-card").unwrap().get_attribute("data-call");
+    page.click(".cs-edit-open");
+    tick().await;
+    assert_eq!(input_value(&page, "input[data-field='name']"), "Apollo");
+    assert!(
+        page.q(".cs-allow-once")
+            .unwrap()
+            .closest("[hidden]")
+            .unwrap()
+            .is_some(),
+        "no Allow while editing"
+    );
+    page.type_into("input[data-field='name']", "Artemis");
+    tick().await;
+    assert!(!disabled(&page, ".cs-edit-submit"));
+    page.click(".cs-edit-submit");
+    tick().await;
+    // A new card for the edited call, with what changed; nothing ran.
+    assert!(page.runs().is_empty(), "an edit approves nothing");
+    assert_ne!(
+        page.q(".cs-card").unwrap().get_attribute("data-call"),
+        original
+    );
+    let diff = page.text(".cs-card__edited");
+    assert!(
+        diff.contains("\"Apollo\"") && diff.contains("\"Artemis\""),
+        "{diff}"
+    );
+    assert!(page.text(".cs-card__consequence").contains("Artemis"));
+    assert!(page.q(".cs-edit").is_none(), "the form closed");
+    page.click(".cs-allow-once");
+    let settled = pending.await;
+    tick().await;
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(page.runs(), ["save:Artemis"]);
+    let told = settled.to_model_json();
+    assert_eq!(told["edited_by_person"]["changes"][0]["you_sent"], "Apollo");
+    assert_eq!(
+        told["edited_by_person"]["changes"][0]["person_set"],
+        "Artemis"
+    );
+    // The original ended as superseded, the edit as settled: one terminal record each.
+    let events: Vec<_> = page
+        .cs
+        .audit()
+        .records()
+        .iter()
+        .filter(|r| r.is_terminal())
+        .map(|r| r.event)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            countersign::AuditEvent::Superseded,
+            countersign::AuditEvent::Settled
+        ]
+    );
+}
+
+#[wasm_bindgen_test]
+async fn an_edit_that_fails_validation_shows_why_and_changes_nothing() {
+    let page = mount(Setup::default());
+    let pending = page.call("rename", r#"{"name":"Apollo"}"#);
+    tick().await;
+    let card = page.q(".cs-card").unwrap().get_attribute("data-call");
+    let records = page.cs.audit().len();
+    page.click(".cs-edit-open");
+    tick().await;
+    page.type_into("input[data-field='name']", "   ");
+    tick().await;
+    assert!(page
+        .text(".cs-edit__error")
+        .contains("the name cannot be empty"));
+    assert!(disabled(&page, ".cs-edit-submit"));
+    page.click(".cs-edit-submit");
+    tick().await;
+    assert_eq!(
+        page.q(".cs-card").unwrap().get_attribute("data-call"),
+        card,
+        "the same card waits"
+    );
+    assert_eq!(page.cs.audit().len(), records, "nothing recorded");
+    // Back to the model's own value: "nothing was changed", still nothing recorded.
+    page.type_into("input[data-field='name']", "Apollo");
+    tick().await;
+    page.click(".cs-edit-submit");
+    tick().await;
+    assert!(page.text(".cs-edit__error").contains("Nothing was changed"));
+    assert_eq!(page.cs.audit().len(), records);
+    page.click(".cs-edit-cancel");
+    tick().await;
+    page.click(".cs-allow-once");
+    assert_eq!(code(&pending.await), "OK");
+    assert_eq!(page.runs(), ["rename:Apollo"]);
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn a_card_that_expires_during_an_edit_runs_nothing() {
+    let page = mount(Setup {
+        approval_timeout: Some(Duration::from_millis(1_200)),
+        ..Setup::default()
+    });
+    let pending = page.call("save", r#"{"name":"Apollo"}"#);
+    tick().await;
+    page.click(".cs-edit-open");
+    tick().await;
+    page.type_into("input[data-field='name']", "Artemis");
+    let settled = pending.await; // the person is still typing
+    tick().await;
+    assert_eq!(code(&settled), "APPROVAL_TIMEOUT");
+    assert!(page.q(".cs-edit").is_none() && page.q(".cs-card").is_none());
+    assert!(page.runs().is_empty());
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn a_batch_counts_its_items_and_offers_allow_all_only_when_every_remaining_item_may_share_it()
+{
+    let page = mount(Setup::default());
+    // An AskAlways item in the batch: no "allow all"; each item decided on its own.
+    let results = page.batch(&[
+        ("save", r#"{"name":"a"}"#),
+        ("archive", r#"{"name":"b"}"#),
+        ("rewrite", r#"{"name":"c"}"#),
+    ]);
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "1 of 3");
+    assert!(
+        page.q(".cs-allow-batch").is_none(),
+        "offered with an AskAlways item left"
+    );
+    page.click(".cs-allow-once");
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "2 of 3");
+    page.click(".cs-deny");
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "3 of 3");
+    assert!(
+        page.q(".cs-allow-batch").is_none(),
+        "one item left is allowed on its own"
+    );
+    page.click(".cs-allow-once");
+    let results = results.await;
+    let codes: Vec<_> = results.iter().map(code).collect();
+    assert_eq!(codes, ["OK", "PERMISSION_DENIED", "OK"]);
+    let ids: Vec<_> = results.iter().map(|s| s.tool_call_id.as_str()).collect();
+    assert_eq!(ids, ["tc0", "tc1", "tc2"], "results in call order");
+    // Two plain Ask items: "allow all" lists both, and allows exactly those.
+    let results = page.batch(&[("save", r#"{"name":"x"}"#), ("rewrite", r#"{"name":"y"}"#)]);
+    tick().await;
+    let offer = page.text(".cs-batch");
+    assert!(offer.contains("`x`") && offer.contains("`y`"), "{offer}");
+    page.click(".cs-allow-batch");
+    let codes: Vec<_> = results.await.iter().map(code).collect();
+    assert_eq!(codes, ["OK", "OK"]);
+    let in_batch = page
+        .cs
+        .audit()
+        .records()
+        .iter()
+        .filter(|r| r.reason == countersign::Reason::AllowedInBatch)
+        .count();
+    assert_eq!(in_batch, 2);
+    // It never reaches a later turn.
+    let later = page.call("save", r#"{"name":"z"}"#);
+    tick().await;
+    assert!(page.q(".cs-card").is_some(), "a later call asks again");
+    assert_eq!(page.runs(), ["save:a", "rewrite:c", "save:x", "rewrite:y"]);
+    page.click(".cs-deny");
+    assert_eq!(code(&later.await), "PERMISSION_DENIED");
+}
+
+#[wasm_bindgen_test]
+async fn dependent_items_run_in_call_order_and_a_denial_cancels_no_other() {
+    let page = mount(Setup::default());
+    let results = page.batch(&[
+        ("save", r#"{"name":"1"}"#),
+        ("rewrite", r#"{"name":"r"}"#),
+        ("save", r#"{"name":"2"}"#),
+    ]);
+    tick().await;
+    // The second `save` waits for the first: not even drawn yet.
+    assert_eq!(page.cs.dock().approvals.get_untracked().len(), 2);
+    assert_eq!(page.text(".cs-card__count"), "1 of 3");
+    page.click(".cs-deny");
+    tick().await;
+    // The denial cancelled nothing else: the dependent item is drawn now.
+    assert_eq!(page.cs.dock().approvals.get_untracked().len(), 2);
+    page.click(".cs-allow-once");
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "3 of 3");
+    // Edited, it keeps its place in the batch.
+    page.click(".cs-edit-open");
+    tick().await;
+    page.type_into("input[data-field='name']", "two");
+    tick().await;
+    page.click(".cs-edit-submit");
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "3 of 3");
+    page.click(".cs-allow-once");
+    let results = results.await;
+    let codes: Vec<_> = results.iter().map(code).collect();
+    assert_eq!(codes, ["PERMISSION_DENIED", "OK", "OK"]);
+    assert!(results[2].edited.is_some());
+    assert_eq!(page.runs(), ["rewrite:r", "save:two"]);
 }

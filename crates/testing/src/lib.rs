@@ -126,6 +126,17 @@ impl Mounted {
         self.cs.call(Call::new("tc", action, args))
     }
 
+    /// Sends one model turn's calls through the gate as a batch, as the assistant
+    /// would; resolves with every result in call order.
+    pub fn batch(&self, calls: &[(&str, &str)]) -> impl Future<Output = Vec<Settled>> {
+        let calls = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (action, args))| Call::new(format!("tc{i}"), *action, *args))
+            .collect();
+        self.cs.call_batch(calls)
+    }
+
     /// How many terminal audit records there are.
     pub fn terminal_records(&self) -> usize {
         self.cs

@@ -510,6 +510,34 @@ impl Executor {
         })
     }
 
+    /// A registered action's params schema (what its edit form is built from).
+    pub fn params_schema(&self, action: &str) -> Option<Value> {
+        self.read(|state| {
+            state
+                .registry
+                .get(action)
+                .map(|e| e.action.meta().schema.clone())
+        })
+    }
+
+    /// Checks raw arguments against a registered action's params (its schema, the
+    /// typed params and its own validator) without making a call: what an edit form
+    /// runs as the person types. Nothing is recorded.
+    pub fn check_arguments(&self, action: &str, arguments: &str) -> Result<Value, String> {
+        let busy = || Reentered.to_string();
+        self.with(|state| {
+            let (action, _) = state
+                .resolve(&Call::new("", action, ""))
+                .map_err(|_| "no such action".to_owned())?;
+            let call = Call::new("", action.meta().id.clone(), arguments);
+            state
+                .validate(action.as_ref(), &call)
+                .map(|(_, value)| value)
+                .map_err(|stop| stop.detail.unwrap_or_default())
+        })
+        .unwrap_or_else(|_| Err(busy()))
+    }
+
     /// The ids of the registered actions, sorted.
     pub fn action_ids(&self) -> Vec<String> {
         self.read(|state| state.registry.ids())

@@ -181,19 +181,18 @@ impl Assistant {
                     if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
                         cs.push_log(LogEntry::Assistant(text));
                     }
-                    // Submit every call first, so the dock shows the whole queue ("1 of 3"),
-                    // then collect the results in order.
-                    let pending: Vec<_> = calls
+                    // One batch per turn: each item decided on its own, every result
+                    // back in call order once all have settled.
+                    let batch = calls
                         .iter()
-                        .map(|c| {
-                            cs.call(Call::new(c.id.clone(), c.name.clone(), c.arguments.clone()))
-                        })
+                        .map(|c| Call::new(c.id.clone(), c.name.clone(), c.arguments.clone()))
                         .collect();
-                    for (call, result) in calls.iter().zip(pending) {
-                        let settled = result.await;
-                        self.0.history.borrow_mut().push(ChatMessage::tool(
+                    let results = cs.call_batch(batch).await;
+                    let mut history = self.0.history.borrow_mut();
+                    for (call, settled) in calls.iter().zip(results) {
+                        history.push(ChatMessage::tool(
                             call.id.clone(),
-                            settled.outcome.to_model_content(),
+                            settled.to_model_content(),
                         ));
                     }
                 }

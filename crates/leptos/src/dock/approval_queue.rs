@@ -1,4 +1,6 @@
-//! The approval queue: one card at a time, "n of m", Allow once / Always allow / Deny.
+//! The approval queue: one card at a time, "n of m" of the model's batch, Allow once /
+//! Always allow / Deny / Edit, and "allow all in this batch" where every remaining item
+//! may be allowed together.
 
 use std::collections::BTreeSet;
 
@@ -21,9 +23,24 @@ pub(crate) fn ApprovalQueue(
     let strings: &'static Strings = cs.with_value(|cs| cs.locale().strings());
     let reason = RwSignal::new(String::new());
     let card_ref = NodeRef::<html::Div>::new();
-    // Every call seen since the queue was last empty: "n of m" counts the batch.
+    // Calls seen since the queue was last empty: "n of m" for calls outside a batch.
     let batch = RwSignal::new(BTreeSet::<CallId>::new());
-    let current = Memo::new(move |_| dock.approvals.with(|cards| cards.first().map(|c| c.call)));
+    // The card to show first (the one a person's edit just made), when it waits.
+    let prefer = RwSignal::new(None::<CallId>);
+    let editing = RwSignal::new(None::<CallId>);
+    // The card on screen, by identity: the view is drawn again only when it changes
+    // (not on every refresh of the queue), so an open edit form keeps what was typed.
+    let shown = Memo::new(move |_| {
+        dock.approvals.with(|cards| {
+            let wanted = prefer.get();
+            cards
+                .iter()
+                .find(|c| Some(c.call) == wanted)
+                .or(cards.first())
+                .map(|c| (c.call, c.card_sha256))
+        })
+    });
+    let current = Memo::new(move |_| shown.get().map(|(call, _)| call));
 
     Effect::new(move |_| {
         let ids: Vec<CallId> = dock
@@ -47,20 +64,49 @@ pub(crate) fn ApprovalQueue(
         }
     });
 
+    let place = Memo::new(move |_| {
+        let call = current.get()?;
+        let in_batch = dock.batches.with(|batches| {
+            batches
+                .iter()
+                .find_map(|b| b.position(call).map(|n| (n, b.items.len())))
+        });
+        Some(in_batch.unwrap_or_else(|| {
+            let waiting = dock.approvals.with(Vec::len);
+            let total = batch.with(BTreeSet::len).max(waiting);
+            (total.saturating_sub(waiting) + 1, total)
+        }))
+    });
+
     move || {
-        let cards = dock.approvals.get();
-        let card = cards.first().cloned()?;
-        let total = batch.with(BTreeSet::len).max(cards.len());
-        let position = total.saturating_sub(cards.len()) + 1;
-        Some(card_view(
-            cs,
-            strings,
-            card,
-            (position, total),
-            reason,
-            card_ref,
-            dock.now_ms,
-        ))
+        let (call, _) = shown.get()?;
+        let card = dock
+            .approvals
+            .with_untracked(|cards| cards.iter().find(|c| c.call == call).cloned())?;
+        let editor = Editor { editing, prefer };
+        Some(view! {
+            {card_view(cs, strings, card, place, reason, card_ref, dock.now_ms, editor)}
+            {move || super::batch_allow::offer(dock, current.get()).map(|cards| super::batch_allow::view(cs, strings, cards))}
+        })
+    }
+}
+
+/// The edit form's state, shared by the queue and the card on screen.
+#[derive(Clone, Copy)]
+pub(crate) struct Editor {
+    /// The call whose edit form is open.
+    pub(crate) editing: RwSignal<Option<CallId>>,
+    /// The card to show next (the one an edit made).
+    pub(crate) prefer: RwSignal<Option<CallId>>,
+}
+
+impl Editor {
+    /// The form closed: `Some(call)` when the edit became that call.
+    pub(crate) fn done(self, to: Option<CallId>) {
+        self.editing.set(None);
+        if to.is_some() {
+            self.prefer.set(to);
+        }
     }
 }
 
@@ -75,14 +121,16 @@ fn kind_class(kind: Kind) -> (&'static str, &'static str) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn card_view(
     cs: StoredValue<Countersign, LocalStorage>,
     strings: &'static Strings,
     card: ApprovalRequest,
-    (position, total): (usize, usize),
+    place: Memo<Option<(usize, usize)>>,
     reason: RwSignal<String>,
     card_ref: NodeRef<html::Div>,
     now_ms: ReadSignal<u64>,
+    editor: Editor,
 ) -> impl IntoView {
     let deadline = card.deadline.as_millis();
     let left = move || deadline.saturating_sub(now_ms.get());
@@ -113,6 +161,18 @@ fn card_view(
         .map(|text| revealed(strings, &text, Shape::Text))
         .unwrap_or_else(|| revealed(strings, &card.action, Shape::Name));
     let second = (card.round > 1).then(|| card.question.clone().unwrap_or_default());
+    let edited = card.edited.clone().map(|diff| edited_view(strings, diff));
+    let is_editing = move || editor.editing.get() == Some(card.call);
+    let form_card = StoredValue::new(card.clone());
+    let form = move || {
+        // Built untracked: what the form reads while it is built must not rebuild it
+        // (and lose what the person typed) on the next keystroke.
+        is_editing().then(|| {
+            untrack(|| {
+                form_card.with_value(|c| super::edit_form::edit_form(cs, strings, c, editor))
+            })
+        })
+    };
     let preview = card.preview.clone().map(|p| preview_view(strings, p));
     let every_time = card.policy == ApprovalPolicy::AskAlways;
     let target = cs.with_value(|cs| cs.action_target(&card.action));
@@ -152,12 +212,13 @@ fn card_view(
                 node_ref=card_ref
                 on:keydown=on_key
             >
-                <p class="cs-card__count">{strings.n_of_m(position, total)}</p>
+                <p class="cs-card__count">{move || place.get().map(|(n, m)| strings.n_of_m(n, m))}</p>
                 <div class="cs-card__head">
                     <h3 id="cs-card-title" class="cs-card__title">{card.title.clone()}</h3>
                     <span class=kind_badge>{strings.kind(card.kind)}</span>
                 </div>
                 {changed}
+                {edited}
                 <p id="cs-card-consequence" class="cs-card__consequence">
                     <span class="cs-label">{strings.consequence}</span>
                     {consequence}
@@ -192,7 +253,8 @@ fn card_view(
                 {grant_rule.map(|rule| view! {
                     <p class="cs-card__rule"><span class="cs-label">{strings.grant_covers}</span>{revealed(strings, &rule, Shape::Text)}</p>
                 })}
-                <div class="cs-buttons">
+                {form}
+                <div class="cs-buttons" hidden=is_editing>
                     <button class="cs-btn cs-btn--primary cs-allow-once" on:click=move |_| approve(Gesture::AllowOnce)>
                         {strings.allow_once}
                     </button>
@@ -202,6 +264,7 @@ fn card_view(
                         </button>
                     })}
                     <button class="cs-btn cs-btn--deny cs-deny" on:click=move |_| deny()>{strings.deny}</button>
+                    <button class="cs-btn cs-edit-open" on:click=move |_| editor.editing.set(Some(call))>{strings.edit}</button>
                     {target.map(|name| view! {
                         <button class="cs-btn cs-btn--link cs-show" on:click=move |_| {
                             cs.with_value(|cs| crate::highlight::point_at(cs, &name));
@@ -210,6 +273,37 @@ fn card_view(
                 </div>
             </div>
         </section>
+    }
+}
+
+/// An edited call's diff: each changed field, original → edited.
+fn edited_view(strings: &'static Strings, diff: countersign::EditDiff) -> impl IntoView {
+    let shown = |v: &Option<serde_json::Value>| match v {
+        None => "—".to_owned(),
+        Some(serde_json::Value::String(s)) => format!("\"{s}\""),
+        Some(other) => other.to_string(),
+    };
+    let rows = diff
+        .changes
+        .iter()
+        .map(|c| {
+            let before = shown(&c.before);
+            let after = shown(&c.after);
+            view! {
+                <li>
+                    <span class="cs-label">{revealed(strings, &c.field, Shape::Text)}</span>
+                    <del class="cs-diff__del">{revealed(strings, &before, Shape::Text)}</del>
+                    " → "
+                    <ins class="cs-diff__add">{revealed(strings, &after, Shape::Text)}</ins>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="cs-card__edited" role="status">
+            <strong>{strings.edited_by_you}</strong>
+            <ul class="cs-edit__diff">{rows}</ul>
+        </div>
     }
 }
 

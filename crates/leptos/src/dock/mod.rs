@@ -5,7 +5,9 @@
 
 mod activity_list;
 mod approval_queue;
+mod batch_allow;
 mod chat;
+mod edit_form;
 mod grant_list;
 mod handoff_panel;
 mod revealed;
