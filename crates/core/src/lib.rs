@@ -29,7 +29,7 @@ pub use call::{Call, CallId, Session};
 pub use digest::{ArgsDigest, AuditKey, BadDigest};
 pub use edit::{EditDiff, EditError, FieldChange};
 pub use executor::{
-    Completion, Config, Executor, HandoffView, Job, RegisterError, Registration, Step,
+    Completion, Config, Executor, HandoffView, Job, Pending, RegisterError, Registration, Step,
     DEFAULT_APPROVAL_TIMEOUT, MAX_ACTION_ID_LEN,
 };
 pub use grant_rule::{has_dot_segment, GrantRule, Matcher};
@@ -42,7 +42,7 @@ pub use policy::{ApprovalPolicy, Confirm, Kind};
 pub use policy_file::{Override, PolicyError, PolicyFile, RolePolicy, MAX_POLICY_BYTES};
 pub use preview::{line_diff, Preview};
 pub use projection::{openai_tools, ToolAnnotations, ToolSpec};
-pub use reason::{CardChange, Hook, Level, LevelSource, Reason};
+pub use reason::{CardChange, Hook, Level, LevelSource, Reason, RestoreMiss};
 pub use reveal::{is_bidi_control, is_format_char, reveal, reveal_name, Revealed};
 pub use ticket::{
     ApprovalRequest, CardDigest, Gesture, Grant, GrantBasis, GrantId, Reentered, RestoreError,

@@ -49,6 +49,9 @@ pub enum Code {
     PermissionDenied,
     /// Nobody approved before the approval deadline.
     ApprovalTimeout,
+    /// The request was waiting when the page reloaded and could not be brought back
+    /// (expired meanwhile, its action changed or is unavailable, or another tab has it).
+    ApprovalExpired,
     /// The action ran and reported failure, or its run was abandoned.
     ExecutionFailed,
     /// The action ran but its verification found the effect missing.
@@ -63,7 +66,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in pipeline order.
-    pub const ALL: [Code; 12] = [
+    pub const ALL: [Code; 13] = [
         Code::UnknownAction,
         Code::InvalidArgs,
         Code::ScopeMissing,
@@ -71,6 +74,7 @@ impl Code {
         Code::PolicyDenied,
         Code::PermissionDenied,
         Code::ApprovalTimeout,
+        Code::ApprovalExpired,
         Code::ExecutionFailed,
         Code::VerifyFailed,
         Code::HandoffCancelled,
@@ -88,6 +92,7 @@ impl Code {
             Code::PolicyDenied => "POLICY_DENIED",
             Code::PermissionDenied => "PERMISSION_DENIED",
             Code::ApprovalTimeout => "APPROVAL_TIMEOUT",
+            Code::ApprovalExpired => "APPROVAL_EXPIRED",
             Code::ExecutionFailed => "EXECUTION_FAILED",
             Code::VerifyFailed => "VERIFY_FAILED",
             Code::HandoffCancelled => "HANDOFF_CANCELLED",
@@ -106,6 +111,7 @@ impl Code {
             Code::PolicyDenied => "the deployment or the session refused the call",
             Code::PermissionDenied => "the person declined",
             Code::ApprovalTimeout => "nobody approved before the deadline",
+            Code::ApprovalExpired => "the request did not survive a reload of the page",
             Code::ExecutionFailed => "the run failed or was interrupted",
             Code::VerifyFailed => "verification found no effect",
             Code::HandoffCancelled => "the person cancelled the handoff",
@@ -125,6 +131,7 @@ impl Code {
             | Code::Unavailable
             | Code::PermissionDenied
             | Code::ApprovalTimeout
+            | Code::ApprovalExpired
             | Code::ExecutionFailed
             | Code::VerifyFailed
             | Code::HandoffCancelled

@@ -119,6 +119,32 @@ impl CardChange {
     }
 }
 
+/// Why a call waiting when the page reloaded was not brought back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoreMiss {
+    /// Its deadline passed.
+    Expired,
+    /// Its action is not registered again, or is declared differently now.
+    Changed,
+    /// Its action says it is not available.
+    Unavailable,
+    /// Another tab of the page has it.
+    ElsewhereOrDone,
+}
+
+impl RestoreMiss {
+    /// The cause in a few words.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RestoreMiss::Expired => "its deadline passed",
+            RestoreMiss::Changed => "the action is gone or declared differently",
+            RestoreMiss::Unavailable => "the action is not available",
+            RestoreMiss::ElsewhereOrDone => "another tab of the page has it",
+        }
+    }
+}
+
 /// Why a decision came out as it did. One per audit record; every refusal carries one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "rule", rename_all = "snake_case")]
@@ -203,6 +229,16 @@ pub enum Reason {
         /// The new call.
         call: crate::CallId,
     },
+    /// approve: the call was waiting when the page reloaded and was brought back; it is
+    /// always asked again, never run by itself.
+    Restored,
+    /// approve: the call was waiting when the page reloaded and could not be brought back.
+    NotRestored {
+        /// Whether it was a handoff (its code is then `HANDOFF_TIMEOUT`).
+        handoff: bool,
+        /// Why not.
+        why: RestoreMiss,
+    },
     /// approve: this call holds the person's edit of `call`, and is always asked again.
     EditedFrom {
         /// The call that was edited.
@@ -274,6 +310,8 @@ impl Reason {
             | R::Declined
             | R::EditedInto { .. }
             | R::EditedFrom { .. }
+            | R::Restored
+            | R::NotRestored { .. }
             | R::ApprovalTimeout => Stage::Approve,
             R::NothingToRun
             | R::RunFailed
@@ -311,6 +349,8 @@ impl Reason {
             | R::Rewritten { to: None } => Code::Unavailable,
             R::Declined => Code::PermissionDenied,
             R::ApprovalTimeout => Code::ApprovalTimeout,
+            R::NotRestored { handoff: false, .. } => Code::ApprovalExpired,
+            R::NotRestored { handoff: true, .. } => Code::HandoffTimeout,
             R::NothingToRun | R::RunFailed | R::Interrupted => Code::ExecutionFailed,
             R::VerifyFailed => Code::VerifyFailed,
             R::HandoffCancelled => Code::HandoffCancelled,
@@ -335,6 +375,7 @@ impl Reason {
             | R::StaleCard { .. }
             | R::EditedInto { .. }
             | R::EditedFrom { .. }
+            | R::Restored
             | R::Verified
             | R::HandoffCompleted => return None,
         })
@@ -388,6 +429,8 @@ impl Reason {
             R::CardKeptChanging => "card_kept_changing",
             R::Declined => "declined",
             R::EditedInto { .. } => "edited_into",
+            R::Restored => "restored",
+            R::NotRestored { .. } => "not_restored",
             R::EditedFrom { .. } => "edited_from",
             R::ApprovalTimeout => "approval_timeout",
             R::NothingToRun => "nothing_to_run",
@@ -476,6 +519,11 @@ impl Reason {
             }
             R::CardKeptChanging => "the card kept changing before it was approved".into(),
             R::Declined => "the person declined".into(),
+            R::Restored => "waiting when the page reloaded; brought back and asked again".into(),
+            R::NotRestored { why, .. } => format!(
+                "waiting when the page reloaded; not brought back: {}",
+                why.as_str()
+            ),
             R::EditedInto { call } => {
                 format!(
                     "the person edited the arguments; continued as call {}",
@@ -560,6 +608,10 @@ impl Reason {
             }
             R::ApprovalTimeout => format!(
                 "nobody approved {what} in time; it was not done. ask the user before trying again"
+            ),
+            R::NotRestored { why, .. } => format!(
+                "{what} was waiting for the person when the page was reloaded, and was not brought back ({}); it was not done here. ask the user before trying again",
+                why.as_str()
             ),
             R::NothingToRun => format!("{name} has nothing to run; nothing was done"),
             R::RunFailed => format!("{name} failed: {}", detail(500)),

@@ -3,7 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use countersign::{
-    ApprovalPolicy, CardChange, Code, Hook, Level, LevelSource, Mode, Reason, RetryHint, Stage,
+    ApprovalPolicy, CardChange, Code, Hook, Level, LevelSource, Mode, Reason, RestoreMiss,
+    RetryHint, Stage,
 };
 
 fn level(policy: ApprovalPolicy, source: LevelSource) -> Reason {
@@ -47,6 +48,9 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::StaleCard { changed: vec![CardChange::Consequence] }, S::Approve, None, H::AskUser, "stale_card"),
         (Reason::CardKeptChanging, S::Approve, Some(C::Unavailable), H::AskUser, "card_kept_changing"),
         (Reason::Declined, S::Approve, Some(C::PermissionDenied), H::AskUser, "declined"),
+        (Reason::Restored, S::Approve, None, H::AskUser, "restored"),
+        (Reason::NotRestored { handoff: false, why: RestoreMiss::Expired }, S::Approve, Some(C::ApprovalExpired), H::AskUser, "not_restored"),
+        (Reason::NotRestored { handoff: true, why: RestoreMiss::ElsewhereOrDone }, S::Approve, Some(C::HandoffTimeout), H::AskUser, "not_restored"),
         (Reason::EditedInto { call: call_id }, S::Approve, None, H::AskUser, "edited_into"),
         (Reason::EditedFrom { call: call_id, changed: vec!["name".into()] }, S::Approve, None, H::AskUser, "edited_from"),
         (Reason::ApprovalTimeout, S::Approve, Some(C::ApprovalTimeout), H::AskUser, "approval_timeout"),

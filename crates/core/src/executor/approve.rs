@@ -62,6 +62,7 @@ impl ExecutorState {
             prepared: Rc::clone(&live.prepared),
             arguments: live.arguments.clone(),
             edited: live.edited.clone(),
+            deadline: live.deadline,
         };
         match self.redraw(&decided, &card) {
             Err(stop) => {

@@ -131,10 +131,12 @@ impl ExecutorState {
             round,
             question: face.question,
             asked_at: now,
-            deadline: now.saturating_add(
-                meta.approval_timeout
-                    .unwrap_or(self.config.approval_timeout),
-            ),
+            deadline: decided.deadline.unwrap_or_else(|| {
+                now.saturating_add(
+                    meta.approval_timeout
+                        .unwrap_or(self.config.approval_timeout),
+                )
+            }),
             changed,
             asks_twice: meta.confirm_twice,
             edited: decided.edited.clone(),

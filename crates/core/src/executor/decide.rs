@@ -37,6 +37,8 @@ pub(crate) struct Decided {
     pub(crate) arguments: Value,
     /// The person's edit, when the call came from one.
     pub(crate) edited: Option<crate::EditDiff>,
+    /// A deadline the card or handoff keeps (a call restored after a reload).
+    pub(crate) deadline: Option<Timestamp>,
 }
 
 /// A rewrite hook's request: run this instead.
@@ -185,7 +187,10 @@ impl ExecutorState {
         now: Timestamp,
     ) -> Result<Next, Stop> {
         let meta = decided.action.meta();
-        let timeout = meta.handoff.as_ref().map(|h| h.timeout).unwrap_or_default();
+        let timeout = match decided.deadline {
+            Some(deadline) => deadline.saturating_since(now),
+            None => meta.handoff.as_ref().map(|h| h.timeout).unwrap_or_default(),
+        };
         let steps = meta.handoff.as_ref().map_or(0, |h| h.steps.len());
         let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
         self.record(
@@ -228,6 +233,7 @@ impl ExecutorState {
             started: trace.started,
             consequence,
             edited: decided.edited,
+            deadline: decided.deadline,
             state,
         }
     }

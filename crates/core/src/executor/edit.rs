@@ -44,8 +44,7 @@ impl ExecutorState {
         let diff = EditDiff::between(call, &live.arguments, &value);
         let changed = diff.declared_fields(&live.action.meta().schema);
         let started = live.started;
-        let into = CallId(self.next_call);
-        self.next_call += 1;
+        let into = self.new_call_id();
         // The original ends here, once: superseded, with no outcome of its own. The
         // model's tool call is answered by the new call.
         let Some(original) = self.live.remove(&call) else {
@@ -70,6 +69,10 @@ impl ExecutorState {
             None,
             now,
         );
-        Ok(self.pipeline(into, edited, started, now, 0, Some(diff)))
+        let origin = super::pipeline::Origin {
+            edited: Some(diff),
+            restored: original.deadline,
+        };
+        Ok(self.pipeline(into, edited, started, now, 0, origin))
     }
 }

@@ -98,6 +98,7 @@ impl ExecutorState {
             prepared,
             arguments: basis.arguments.clone(),
             edited: None,
+            deadline: None,
         };
         Ok(self.add_grant(&decided, rule, now, CallId::default()))
     }

@@ -20,6 +20,7 @@ mod pipeline;
 mod registration;
 pub(crate) mod registry;
 mod resolve;
+mod restore;
 mod scope;
 mod settle;
 mod state;
@@ -54,6 +55,7 @@ use crate::time::Timestamp;
 pub use job::{Completion, Job};
 pub use registration::Registration;
 pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
+pub use restore::Pending;
 
 use job::Guard;
 use registration::{apply, Mailbox};
@@ -293,6 +295,32 @@ impl Executor {
     pub fn edit(&self, call: CallId, arguments: &str, now: Timestamp) -> Result<Step, EditError> {
         let next = self.with(|state| state.edit(call, arguments, now))??;
         Ok(self.step(next))
+    }
+
+    /// Brings back a call that was waiting for a person when the page reloaded. Only if
+    /// its action registered again with the same declaration, is available and has time
+    /// left does it pass the pipeline again and wait on a new card (or handoff) with
+    /// its old deadline; it is always asked, never run by itself. Otherwise it settles
+    /// at once as `APPROVAL_EXPIRED` (`HANDOFF_TIMEOUT` for a handoff).
+    pub fn restore_pending(&self, pending: Pending, now: Timestamp) -> Result<Step, Reentered> {
+        let next = self.with(|state| state.restore(pending, now))?;
+        Ok(self.step(next))
+    }
+
+    /// Settles a stored call that will not be brought back here (another tab of the
+    /// page has it): `APPROVAL_EXPIRED` with `why`, one terminal record.
+    pub fn drop_pending(
+        &self,
+        pending: Pending,
+        why: crate::RestoreMiss,
+        now: Timestamp,
+    ) -> Result<Settled, Reentered> {
+        let next = self.with(|state| state.drop_pending(pending, why, now))?;
+        match self.step(next) {
+            Step::Settled(settled) => Ok(settled),
+            // Not reachable: a dropped call always settles.
+            _ => Err(Reentered),
+        }
     }
 
     /// The person declines a pending call: `PERMISSION_DENIED`, with their reason for the model.

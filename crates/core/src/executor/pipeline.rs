@@ -19,20 +19,28 @@ use super::settle::Trace;
 use super::state::{ExecutorState, Stop};
 use super::Next;
 
+/// Where a call entering the pipeline comes from, besides the model.
+#[derive(Default)]
+pub(crate) struct Origin {
+    /// A person's edit of a waiting call.
+    pub(crate) edited: Option<EditDiff>,
+    /// A call restored after a reload: it keeps this deadline.
+    pub(crate) restored: Option<Timestamp>,
+}
+
 /// How many times one call may be rewritten before it is refused.
 const MAX_REWRITES: u8 = 3;
 
 impl ExecutorState {
     pub(crate) fn submit(&mut self, call: Call, now: Timestamp) -> Next {
         let now = self.tick(now);
-        let id = CallId(self.next_call);
-        self.next_call += 1;
-        self.pipeline(id, call, now, now, 0, None)
+        let id = self.new_call_id();
+        self.pipeline(id, call, now, now, 0, Origin::default())
     }
 
     /// resolve → validate → scope → availability → decide, then ask, hand off or run.
     /// A rewrite re-enters here with the new call; a person's edit enters here with the
-    /// edited arguments (`edited`).
+    /// edited arguments, and a call restored after a reload with its old deadline.
     pub(crate) fn pipeline(
         &mut self,
         id: CallId,
@@ -40,10 +48,11 @@ impl ExecutorState {
         started: Timestamp,
         now: Timestamp,
         depth: u8,
-        edited: Option<EditDiff>,
+        origin: Origin,
     ) -> Next {
         let mut trace = Trace::arriving(id, &call, started);
-        trace.edited = edited;
+        trace.edited = origin.edited;
+        trace.restored = origin.restored;
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
@@ -67,16 +76,19 @@ impl ExecutorState {
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
         let mut decision = self.decide(action.meta(), prepared.as_ref(), &arguments, generation)?;
-        if let Some(edit) = &trace.edited {
-            // INVARIANT: an edit approves nothing. The edited call is always asked, even
-            // where a grant or the level would let the model's own version run.
-            if let Decision::Run(..) = decision {
+        // INVARIANT: an edit approves nothing, and nothing runs by itself after a reload.
+        // An edited or restored call is always asked, even where a grant, the mode or
+        // the level would let it run.
+        if let Decision::Run(..) = decision {
+            if let Some(edit) = &trace.edited {
                 let changed = edit.declared_fields(&action.meta().schema);
                 let reason = Reason::EditedFrom {
                     call: edit.from,
                     changed,
                 };
                 decision = Decision::Ask(ApprovalPolicy::Ask, reason, Decider::Person);
+            } else if trace.restored.is_some() {
+                decision = Decision::Ask(ApprovalPolicy::Ask, Reason::Restored, Decider::Host);
             }
         }
         if let Some(rewrite) = self.rewrite(action.meta(), prepared.as_ref(), &arguments)? {
@@ -109,8 +121,11 @@ impl ExecutorState {
                 action: rewrite.action,
                 arguments: rewrite.arguments.to_string(),
             };
-            let edited = trace.edited.take();
-            return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, edited));
+            let origin = Origin {
+                edited: trace.edited.take(),
+                restored: trace.restored,
+            };
+            return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, origin));
         }
         let decided = super::decide::Decided {
             action,
@@ -118,6 +133,7 @@ impl ExecutorState {
             prepared,
             arguments,
             edited: trace.edited.clone(),
+            deadline: trace.restored,
         };
         match decision {
             Decision::Run(reason, by) => self.allow(trace, decided, reason, by, now),

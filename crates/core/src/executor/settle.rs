@@ -26,6 +26,8 @@ pub(crate) struct Trace<'a> {
     pub(crate) validated: bool,
     /// The person's edit the call carries.
     pub(crate) edited: Option<crate::EditDiff>,
+    /// The deadline of a call restored after a reload.
+    pub(crate) restored: Option<Timestamp>,
 }
 
 impl<'a> Trace<'a> {
@@ -42,6 +44,7 @@ impl<'a> Trace<'a> {
             audit_digest: ArgsDigest::default_empty(),
             validated: false,
             edited: None,
+            restored: None,
         }
     }
 
@@ -83,6 +86,7 @@ impl<'a> Trace<'a> {
             audit_digest: live.audit_digest,
             validated: true,
             edited: None,
+            restored: None,
         }
     }
 

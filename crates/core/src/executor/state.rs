@@ -48,6 +48,8 @@ pub(crate) struct Live {
     pub(crate) consequence: Option<String>,
     /// The person's edit this call carries (its card shows it; the model is told).
     pub(crate) edited: Option<crate::EditDiff>,
+    /// The deadline a restored call keeps across redraws.
+    pub(crate) deadline: Option<Timestamp>,
     pub(crate) state: LiveState,
 }
 
