@@ -131,6 +131,10 @@ pub enum RestoreMiss {
     Unavailable,
     /// Another tab of the page has it.
     ElsewhereOrDone,
+    /// It was not waiting for a person when the page went away: still arriving, queued
+    /// behind another call of its batch, or running (whether a run took effect is
+    /// unknown).
+    NotWaiting,
 }
 
 impl RestoreMiss {
@@ -141,6 +145,9 @@ impl RestoreMiss {
             RestoreMiss::Changed => "the action is gone or declared differently",
             RestoreMiss::Unavailable => "the action is not available",
             RestoreMiss::ElsewhereOrDone => "another tab of the page has it",
+            RestoreMiss::NotWaiting => {
+                "it was not waiting for a person (still arriving, queued or running: whether it took effect is unknown)"
+            }
         }
     }
 }

@@ -91,6 +91,30 @@ impl Batch {
         }
     }
 
+    /// A batch of calls already in the executor or already settled (the calls brought
+    /// back after a reload), resolved like any other once all have settled.
+    pub(crate) fn adopted(
+        id: u64,
+        items: Vec<Result<CallId, Settled>>,
+        done: oneshot::Sender<Vec<Settled>>,
+    ) -> Self {
+        let items = items
+            .into_iter()
+            .map(|item| Item {
+                after: Vec::new(),
+                state: match item {
+                    Ok(call) => ItemState::Live(call),
+                    Err(settled) => ItemState::Settled(Box::new(settled)),
+                },
+            })
+            .collect();
+        Self {
+            id,
+            items,
+            done: Some(done),
+        }
+    }
+
     /// The calls that may be submitted now (their dependencies all settled), taken out
     /// of the waiting state; the caller submits them and reports each with [`Batch::started`].
     pub(crate) fn ready(&mut self) -> Vec<(usize, Call)> {

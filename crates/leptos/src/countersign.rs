@@ -41,6 +41,10 @@ pub(crate) struct Shared {
     pub(crate) grant_store: GrantStoreSlot,
     /// How many audit records the activity list has looked at.
     pub(crate) activity_seen: std::cell::Cell<usize>,
+    /// Pending approvals and handoffs kept across reloads, when the page asked for it.
+    pub(crate) pending_store: crate::pending_store::PendingSlot,
+    /// The results of the calls brought back after a reload, for the assistant.
+    pub(crate) restored: RefCell<Option<oneshot::Receiver<Vec<Settled>>>>,
     /// The model turns whose calls have not all settled.
     pub(crate) batches: RefCell<Vec<crate::batch::Batch>>,
     pub(crate) next_batch: std::cell::Cell<u64>,
@@ -307,6 +311,23 @@ impl Countersign {
         let key = format!("{}:{}", key.into(), self.0.role);
         *self.0.grant_store.borrow_mut() = Some(GrantStore::open(key, ttl));
         self.pump();
+    }
+
+    /// Saves the assistant's conversation beside the pending calls (when kept).
+    pub(crate) fn save_history(&self, history: &[crate::assistant::ChatMessage]) {
+        if let Some(store) = self.0.pending_store.borrow().as_ref() {
+            store.save_history(&history);
+        }
+    }
+
+    /// The conversation an earlier load of this tab saved, if it is kept and readable.
+    pub(crate) fn saved_history(&self) -> Option<Vec<crate::assistant::ChatMessage>> {
+        self.0.pending_store.borrow().as_ref()?.history()
+    }
+
+    /// The results of the calls brought back after a reload (once, for the assistant).
+    pub(crate) fn take_restored(&self) -> Option<oneshot::Receiver<Vec<Settled>>> {
+        self.0.restored.borrow_mut().take()
     }
 
     pub(crate) fn push_log(&self, entry: LogEntry) {

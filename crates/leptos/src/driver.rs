@@ -63,6 +63,9 @@ impl Countersign {
         dock.grants.set(exec.grants());
         dock.batches
             .set(self.0.batches.borrow().iter().map(|b| b.view()).collect());
+        if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
+            store.sync(exec.waiting(now()), js_sys::Date::now());
+        }
         dock.now_ms.set(now().as_millis());
         self.note_activity();
         self.rearm();

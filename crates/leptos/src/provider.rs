@@ -27,6 +27,12 @@ pub struct CountersignOptions {
     pub locale: Option<Locale>,
     /// How long an approval card waits. Defaults to five minutes.
     pub approval_timeout: Option<std::time::Duration>,
+    /// Keep pending approvals and handoffs, and the assistant's conversation, across
+    /// reloads of this tab, in `sessionStorage` under this key (and the session's role).
+    /// After a reload a pending call comes back only if the same declaration registered
+    /// again, is available and has time left, on a new card; nothing runs by itself.
+    /// Off by default.
+    pub keep_pending: Option<String>,
 }
 
 impl Default for CountersignOptions {
@@ -35,6 +41,7 @@ impl Default for CountersignOptions {
             session: Session::new("user", Vec::<String>::new()),
             locale: None,
             approval_timeout: None,
+            keep_pending: None,
         }
     }
 }
@@ -105,6 +112,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         id
     };
     let role = options.session.role.clone();
+    let role_key = role.clone();
     let mut config = Config::new(session_id, options.session, secret);
     if let Some(timeout) = options.approval_timeout {
         config.approval_timeout = timeout;
@@ -128,7 +136,12 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         activity_seen: std::cell::Cell::new(0),
         batches: RefCell::default(),
         next_batch: std::cell::Cell::new(0),
+        pending_store: RefCell::default(),
+        restored: RefCell::default(),
     }));
+    if let Some(key) = options.keep_pending {
+        cs.keep_pending(format!("{key}:{role_key}"));
+    }
     register_page_state_action(&cs);
     settle_on_pagehide(&cs);
     provide_context(CountersignContext(SendWrapper::new(cs.clone())));
@@ -151,6 +164,10 @@ fn settle_on_pagehide(cs: &Countersign) {
     let on_hide = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
         if let Some(shared) = weak.upgrade() {
             let shipping = shared.shipping.clone();
+            // What waits now stays written for the next load of this tab.
+            if let Some(store) = shared.pending_store.borrow_mut().as_mut() {
+                store.freeze();
+            }
             Countersign(shared).shutdown();
             shipping.flush_with_beacon();
         }

@@ -8,13 +8,20 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::copy::PageText;
-use crate::workspace::{validate_name, Workspace};
+use crate::workspace::{validate_description, validate_name, Workspace};
 
 /// Params of `save_workspace_name`.
 #[derive(Clone, Deserialize, JsonSchema)]
 struct Rename {
     /// The new workspace name: 1 to 64 characters, no control characters.
     name: String,
+}
+
+/// Params of `save_description`.
+#[derive(Clone, Deserialize, JsonSchema)]
+struct Describe {
+    /// The new one-line description: at most 200 characters.
+    description: String,
 }
 
 /// Registers the page's actions for as long as the settings component is mounted.
@@ -41,6 +48,33 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
                 }
             }),
         UseActionOptions::default().target("workspace_name"),
+    );
+
+    // Description: Write + confirm Ask, like the name. Asked for in the same message as a
+    // rename, the two calls form one batch ("1 of 2", "Allow all in this batch").
+    use_action_with_options(
+        Action::<Describe>::new("save_description", copy.describe_desc)
+            .title(copy.describe_title)
+            .kind(Kind::Write)
+            .confirm(Confirm::Ask)
+            .scope("workspace.write")
+            .available(move || !ws.archived.get_untracked())
+            .validate(|p| validate_description(p.description.trim()))
+            .consequence(move |p| {
+                copy.describe_consequence(&ws.description.get_untracked(), p.description.trim())
+            })
+            .run(move |p: Describe| async move {
+                ws.description.set(p.description.trim().to_owned());
+                Ok::<_, String>(json!({ "description": ws.description.get_untracked() }))
+            })
+            .verify(move |p, _| {
+                if ws.description.get_untracked() == p.description.trim() {
+                    Ok(())
+                } else {
+                    Err("the page still shows the old description".into())
+                }
+            }),
+        UseActionOptions::default().target("description"),
     );
 
     // Archive: Danger declared with confirm Ask as well; still asked every time (AskAlways).

@@ -33,6 +33,8 @@ pub(crate) struct PageText {
     // Declarations: what the model and the cards read.
     pub(crate) save_title: &'static str,
     pub(crate) save_desc: &'static str,
+    pub(crate) describe_title: &'static str,
+    pub(crate) describe_desc: &'static str,
     pub(crate) archive_title: &'static str,
     pub(crate) archive_desc: &'static str,
     pub(crate) reset_title: &'static str,
@@ -51,6 +53,14 @@ impl PageText {
         match self.locale {
             Locale::Zh => format!("把工作区从“{from}”重命名为“{to}”"),
             Locale::En => format!("rename the workspace from “{from}” to “{to}”"),
+        }
+    }
+
+    /// "change the description from `a` to `b`".
+    pub(crate) fn describe_consequence(&self, from: &str, to: &str) -> String {
+        match self.locale {
+            Locale::Zh => format!("把描述从“{from}”改为“{to}”"),
+            Locale::En => format!("change the description from “{from}” to “{to}”"),
         }
     }
 
@@ -111,6 +121,8 @@ static EN: PageText = PageText {
     wrong_code: "That code is not right.",
     save_title: "Save workspace name",
     save_desc: "Save the shared workspace name.",
+    describe_title: "Save description",
+    describe_desc: "Save the workspace's one-line description.",
     archive_title: "Archive workspace",
     archive_desc: "Archive the workspace, making it read-only.",
     reset_title: "Reset workspace",
@@ -149,6 +161,8 @@ static ZH: PageText = PageText {
     wrong_code: "验证码不正确。",
     save_title: "保存工作区名称",
     save_desc: "保存共享的工作区名称。",
+    describe_title: "保存描述",
+    describe_desc: "保存工作区的一行描述。",
     archive_title: "归档工作区",
     archive_desc: "归档工作区，使其变为只读。",
     reset_title: "重置工作区",

@@ -1,5 +1,7 @@
-//! The workspace-settings tutorial: four actions (save name, archive, reset, publish with
-//! a handoff), read-only page state, and the in-page assistant in the `<AgentDock/>`.
+//! The workspace-settings tutorial: five actions (save name, save description, archive,
+//! reset, publish with a handoff), read-only page state, and the in-page assistant in the
+//! `<AgentDock/>`. Cards can be edited before approving, survive a reload, and calls made
+//! in one message form a batch.
 //!
 //! Run it with `cargo xtask serve`; read `tutorials/workspace-settings/README.md`.
 
@@ -30,6 +32,9 @@ pub fn App() -> impl IntoView {
         session: Session::new("admin", ["workspace.write", "workspace.admin"]),
         locale: Some(locale),
         approval_timeout: None,
+        // A pending card (and the chat) survives a reload of this tab; it comes back
+        // only as it was, and is asked again.
+        keep_pending: Some("workspace-settings".into()),
     };
     let cs = match provide_countersign(options) {
         Ok(cs) => cs,

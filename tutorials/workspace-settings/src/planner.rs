@@ -16,6 +16,11 @@ pub fn offline(locale: Locale) -> Scripted {
                 .phrase("把工作区重命名为{name}")
                 .phrase("重命名为{name}")
                 .phrase("改名为{name}"),
+            Rule::new("save_description", json!({ "description": "{text}" }))
+                .phrase("set the description to {text}")
+                .phrase("describe it as {text}")
+                .phrase("把描述改为{text}")
+                .phrase("描述改为{text}"),
             Rule::new("archive_workspace", json!({})).phrase("archive").phrase("归档"),
             Rule::new("reset_workspace", json!({})).phrase("reset").phrase("重置"),
             Rule::new("publish_changes", json!({})).phrase("publish").phrase("发布"),

@@ -30,6 +30,7 @@ pub(crate) fn Settings(
     let reset_ref = use_target::<html::Button>("reset_button");
     let code_ref = use_target::<html::Input>("verification_code");
     let publish_ref = use_target::<html::Button>("publish_button");
+    let description_ref = use_target::<html::P>("description");
     let archived = move || ws.archived.get();
     let save = move || {
         let draft = ws.draft_name.get_untracked();
@@ -68,7 +69,7 @@ pub(crate) fn Settings(
                     </button>
                 </div>
                 <p class="field-label">{copy.description_label}</p>
-                <p id="description" class="description">{move || ws.description.get()}</p>
+                <p id="description" class="description" node_ref=description_ref>{move || ws.description.get()}</p>
             </section>
 
             <section class="panel" aria-labelledby="status-heading">

@@ -78,9 +78,33 @@ pub(crate) fn validate_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A description: at most 200 characters, no control or format characters.
+pub(crate) fn validate_description(text: &str) -> Result<(), String> {
+    let chars = text.chars().count();
+    if chars > 200 {
+        return Err(format!(
+            "the description has {chars} characters; the limit is 200"
+        ));
+    }
+    if text
+        .chars()
+        .any(|c| c.is_control() || countersign::is_format_char(c))
+    {
+        return Err("the description must not contain control or invisible characters".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptions_are_checked() {
+        assert!(validate_description("Rockets and moons").is_ok());
+        assert!(validate_description(&"x".repeat(201)).is_err());
+        assert!(validate_description("a\u{202e}b").is_err());
+    }
 
     #[test]
     fn names_are_checked() {

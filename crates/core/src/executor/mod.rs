@@ -393,6 +393,36 @@ impl Executor {
         })
     }
 
+    /// Every call waiting for a person (on a card or a handoff), oldest first, as a page
+    /// would store it to bring it back after a reload ([`Executor::restore_pending`]).
+    pub fn waiting(&self, now: Timestamp) -> Vec<(CallId, Pending)> {
+        self.read(|state| {
+            state
+                .live
+                .iter()
+                .filter_map(|(call, live)| {
+                    let (handoff, deadline) = match &live.state {
+                        LiveState::Approval(card) => (false, card.deadline),
+                        LiveState::Handoff(machine) => (true, machine.deadline()),
+                        LiveState::Performing => return None,
+                    };
+                    let meta = live.action.meta();
+                    let pending = Pending {
+                        call: Call::new(
+                            live.tool_call_id.clone(),
+                            meta.id.clone(),
+                            live.arguments.to_string(),
+                        ),
+                        declaration: meta.declaration.clone(),
+                        handoff,
+                        remaining: deadline.saturating_since(now),
+                    };
+                    Some((*call, pending))
+                })
+                .collect()
+        })
+    }
+
     /// The session grants in force.
     pub fn grants(&self) -> Vec<Grant> {
         self.read(|state| state.grants.clone())

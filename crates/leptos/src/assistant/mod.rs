@@ -99,6 +99,7 @@ impl Assistant {
         let fallback = Fallback::new(OpenAiCompatible::default(), planner, true);
         let switch = fallback.switch();
         let assistant = Self::new(fallback);
+        assistant.resume(cs);
         cs.set_offline(true);
         let cs = cs.clone();
         leptos::task::spawn_local(async move {
@@ -111,6 +112,55 @@ impl Assistant {
             }
         });
         assistant
+    }
+
+    /// Picks the conversation up where an earlier load of this tab left it, when the page
+    /// keeps pending calls ([`crate::CountersignOptions::keep_pending`]): the history
+    /// comes back into the chat, and a turn that was waiting on the person goes on once
+    /// the calls it made have settled here (brought back and decided again, or reported
+    /// to the model as not done). [`Assistant::for_page`] does it.
+    pub fn resume(&self, cs: &Countersign) {
+        let Some(history) = cs.saved_history().filter(|h| valid_history(h)) else {
+            return;
+        };
+        for message in &history {
+            match (message.role, &message.content) {
+                (Role::User, Some(text)) => cs.push_log(LogEntry::User(text.clone())),
+                (Role::Assistant, Some(text)) if !text.trim().is_empty() => {
+                    cs.push_log(LogEntry::Assistant(text.clone()))
+                }
+                _ => {}
+            }
+        }
+        let open = unanswered(&history);
+        *self.0.history.borrow_mut() = history;
+        if open.is_empty() {
+            return;
+        }
+        self.0.busy.set(true);
+        cs.set_working(true);
+        let (this, cs) = (self.clone(), cs.clone());
+        leptos::task::spawn_local(async move {
+            let restored = match cs.take_restored() {
+                Some(rx) => rx.await.unwrap_or_default(),
+                None => Vec::new(),
+            };
+            for call in open {
+                let settled = restored
+                    .iter()
+                    .find(|s| s.tool_call_id == call.id)
+                    .cloned()
+                    .or_else(|| not_waiting(&cs, &call));
+                let content = settled.map_or_else(String::new, |s| s.to_model_content());
+                this.0
+                    .history
+                    .borrow_mut()
+                    .push(ChatMessage::tool(call.id.clone(), content));
+            }
+            cs.save_history(&this.0.history.borrow());
+            let result = this.turn(&cs).await;
+            this.finish(&cs, &result);
+        });
     }
 
     /// Whether the offline assistant is in use.
@@ -140,19 +190,26 @@ impl Assistant {
             .history
             .borrow_mut()
             .push(ChatMessage::text(Role::User, text));
+        cs.save_history(&self.0.history.borrow());
         let result = self.turn(cs).await;
-        match &result {
+        self.finish(cs, &result);
+        result
+    }
+
+    /// A turn ended: show its answer or error, and free the assistant.
+    fn finish(&self, cs: &Countersign, result: &Result<String, AssistantError>) {
+        match result {
             Ok(answer) => cs.push_log(LogEntry::Assistant(answer.clone())),
             Err(AssistantError::StepLimit(_)) => {
                 cs.push_log(LogEntry::Error(cs.locale().strings().step_limit.to_owned()))
             }
             Err(e) => cs.push_log(LogEntry::Error(e.to_string())),
         }
+        cs.save_history(&self.0.history.borrow());
         cs.set_working(false);
         // A fallback client may have switched to the offline assistant during the turn.
         cs.set_offline(self.is_offline());
         self.0.busy.set(false);
-        result
     }
 
     async fn turn(&self, cs: &Countersign) -> Result<String, AssistantError> {
@@ -178,6 +235,9 @@ impl Assistant {
                         tool_calls: calls.clone(),
                         tool_call_id: None,
                     });
+                    // Saved before the calls reach the gate: after a reload the turn is
+                    // picked up from here.
+                    cs.save_history(&self.0.history.borrow());
                     if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
                         cs.push_log(LogEntry::Assistant(text));
                     }
@@ -188,18 +248,86 @@ impl Assistant {
                         .map(|c| Call::new(c.id.clone(), c.name.clone(), c.arguments.clone()))
                         .collect();
                     let results = cs.call_batch(batch).await;
-                    let mut history = self.0.history.borrow_mut();
-                    for (call, settled) in calls.iter().zip(results) {
-                        history.push(ChatMessage::tool(
-                            call.id.clone(),
-                            settled.to_model_content(),
-                        ));
+                    {
+                        let mut history = self.0.history.borrow_mut();
+                        for (call, settled) in calls.iter().zip(results) {
+                            history.push(ChatMessage::tool(
+                                call.id.clone(),
+                                settled.to_model_content(),
+                            ));
+                        }
                     }
+                    cs.save_history(&self.0.history.borrow());
                 }
             }
         }
         Err(AssistantError::StepLimit(self.0.max_steps))
     }
+}
+
+/// The most a restored conversation may hold.
+const MAX_RESTORED_MESSAGES: usize = 400;
+
+/// Whether a stored conversation is one this assistant could have written: no system
+/// message (the page writes that fresh each turn), every tool result answering a call.
+fn valid_history(history: &[ChatMessage]) -> bool {
+    let mut asked: Vec<&str> = Vec::new();
+    history.len() <= MAX_RESTORED_MESSAGES
+        && history.iter().all(|m| match m.role {
+            Role::System => false,
+            Role::Tool => m
+                .tool_call_id
+                .as_deref()
+                .is_some_and(|id| asked.contains(&id)),
+            Role::Assistant => {
+                asked.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
+                true
+            }
+            Role::User => m.tool_calls.is_empty(),
+        })
+}
+
+/// The last assistant message's tool calls that have no result yet.
+fn unanswered(history: &[ChatMessage]) -> Vec<ToolCall> {
+    let Some(at) = history
+        .iter()
+        .rposition(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+    else {
+        return Vec::new();
+    };
+    let answered: Vec<&str> = history
+        .iter()
+        .skip(at + 1)
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    history
+        .get(at)
+        .map(|m| {
+            m.tool_calls
+                .iter()
+                .filter(|c| !answered.contains(&c.id.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The result for a call that was not waiting on a person when the page went away: it
+/// is settled here as not brought back (one terminal record), never run.
+fn not_waiting(cs: &Countersign, call: &ToolCall) -> Option<countersign::Settled> {
+    let pending = countersign::Pending {
+        call: Call::new(call.id.clone(), call.name.clone(), call.arguments.clone()),
+        declaration: String::new(),
+        handoff: false,
+        remaining: std::time::Duration::ZERO,
+    };
+    cs.executor()
+        .drop_pending(
+            pending,
+            countersign::RestoreMiss::NotWaiting,
+            crate::clock::now(),
+        )
+        .ok()
 }
 
 fn system_message(cs: &Countersign) -> ChatMessage {

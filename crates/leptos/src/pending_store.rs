@@ -1,0 +1,229 @@
+//! Pending approvals and handoffs that survive a reload, in `sessionStorage`.
+//!
+//! After every executor step the calls waiting for a person are written down (the
+//! model's call, the action's declaration digest, the deadline in wall-clock time), with
+//! the assistant's conversation beside them. After a reload each one is brought back
+//! only through [`countersign::Executor::restore_pending`]: same declaration, available,
+//! time left; always asked again on a new card. Everything else settles at once as
+//! `APPROVAL_EXPIRED`.
+//!
+//! Two tabs: a tab claims each item it holds in `localStorage` and releases the claims
+//! when it goes away (`pagehide`), so a reload brings its own items back while a
+//! duplicated tab (which copies `sessionStorage`) finds them claimed and drops its copies.
+//! A claim that is never released (a crash) lapses at the item's deadline: the safe way.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use countersign::{Call, CallId, Pending};
+use serde::{Deserialize, Serialize};
+
+/// At most this many stored items are read back (hostile storage cannot flood the dock).
+const MAX_ITEMS: usize = 64;
+/// Stored text longer than this is ignored whole.
+const MAX_STORED_BYTES: usize = 512 * 1024;
+
+/// One waiting call, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoredPending {
+    /// A random id for this wait (claims are per id).
+    pub(crate) id: String,
+    pub(crate) tool_call_id: String,
+    pub(crate) action: String,
+    /// The arguments the card showed, as JSON text.
+    pub(crate) arguments: String,
+    pub(crate) declaration: String,
+    pub(crate) handoff: bool,
+    /// The deadline in milliseconds since the Unix epoch.
+    pub(crate) deadline_at_ms: f64,
+}
+
+impl StoredPending {
+    /// The call to bring back, with the time it has left at wall-clock `wall_ms`.
+    pub(crate) fn pending(&self, wall_ms: f64) -> Pending {
+        let left = (self.deadline_at_ms - wall_ms).max(0.0);
+        Pending {
+            call: Call::new(
+                self.tool_call_id.clone(),
+                self.action.clone(),
+                self.arguments.clone(),
+            ),
+            declaration: self.declaration.clone(),
+            handoff: self.handoff,
+            remaining: if left.is_finite() {
+                Duration::from_millis(left as u64)
+            } else {
+                Duration::ZERO
+            },
+        }
+    }
+}
+
+/// A tab's claim on an item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Claim {
+    load: String,
+    until_ms: f64,
+}
+
+pub(crate) struct PendingStore {
+    key: String,
+    /// This page load's id.
+    load: String,
+    /// The stored id of each waiting call.
+    ids: HashMap<CallId, String>,
+    saved: Vec<StoredPending>,
+    /// Set when the page goes away: the last write stands for the next load.
+    frozen: bool,
+}
+
+pub(crate) type PendingSlot = std::cell::RefCell<Option<PendingStore>>;
+
+fn session() -> Option<web_sys::Storage> {
+    web_sys::window()?.session_storage().ok().flatten()
+}
+
+fn local() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok().flatten()
+}
+
+fn read(storage: Option<web_sys::Storage>, key: &str) -> Option<String> {
+    storage?
+        .get_item(key)
+        .ok()
+        .flatten()
+        .filter(|t| t.len() <= MAX_STORED_BYTES)
+}
+
+/// A random hex id from Web Crypto.
+pub(crate) fn random_id() -> String {
+    let bytes = crate::clock::random_secret().unwrap_or_default();
+    bytes.iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+impl PendingStore {
+    /// Opens the store under `key` and takes what an earlier load left there (each item
+    /// read on its own: a garbled one is dropped, the rest still come back).
+    pub(crate) fn open(key: String) -> (Self, Vec<StoredPending>) {
+        let stored: Vec<StoredPending> = read(session(), &format!("{key}:pending"))
+            .and_then(|text| serde_json::from_str::<Vec<serde_json::Value>>(&text).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .take(MAX_ITEMS)
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect();
+        if let Some(s) = session() {
+            let _ = s.remove_item(&format!("{key}:pending"));
+        }
+        let store = Self {
+            key,
+            load: random_id(),
+            ids: HashMap::new(),
+            saved: Vec::new(),
+            frozen: false,
+        };
+        (store, stored)
+    }
+
+    fn claim_key(&self, id: &str) -> String {
+        format!("{}:claim:{id}", self.key)
+    }
+
+    /// Whether another live tab holds `item`.
+    pub(crate) fn claimed_elsewhere(&self, item: &StoredPending, wall_ms: f64) -> bool {
+        read(local(), &self.claim_key(&item.id))
+            .and_then(|t| serde_json::from_str::<Claim>(&t).ok())
+            .is_some_and(|c| c.load != self.load && c.until_ms > wall_ms)
+    }
+
+    /// Claims `item` for this load.
+    pub(crate) fn claim(&self, item: &StoredPending) {
+        let claim = Claim {
+            load: self.load.clone(),
+            until_ms: item.deadline_at_ms,
+        };
+        if let (Some(storage), Ok(text)) = (local(), serde_json::to_string(&claim)) {
+            let _ = storage.set_item(&self.claim_key(&item.id), &text);
+        }
+    }
+
+    fn release(&self, id: &str) {
+        if let Some(storage) = local() {
+            let _ = storage.remove_item(&self.claim_key(id));
+        }
+    }
+
+    /// The page is going away: release every claim and stop writing, so what was last
+    /// written is what the next load of this tab finds.
+    pub(crate) fn freeze(&mut self) {
+        for item in &self.saved {
+            self.release(&item.id);
+        }
+        self.frozen = true;
+    }
+
+    /// Writes the calls waiting now (with their claims), if they changed.
+    pub(crate) fn sync(&mut self, waiting: Vec<(CallId, Pending)>, wall_ms: f64) {
+        if self.frozen {
+            return;
+        }
+        self.ids
+            .retain(|call, _| waiting.iter().any(|(c, _)| c == call));
+        let current: Vec<StoredPending> = waiting
+            .into_iter()
+            .map(|(call, p)| StoredPending {
+                id: self.ids.entry(call).or_insert_with(random_id).clone(),
+                tool_call_id: p.call.tool_call_id,
+                action: p.call.action,
+                arguments: p.call.arguments,
+                declaration: p.declaration,
+                handoff: p.handoff,
+                deadline_at_ms: wall_ms + p.remaining.as_millis() as f64,
+            })
+            .collect();
+        if current
+            .iter()
+            .map(|i| &i.id)
+            .eq(self.saved.iter().map(|i| &i.id))
+        {
+            return;
+        }
+        for gone in self
+            .saved
+            .iter()
+            .filter(|s| !current.iter().any(|c| c.id == s.id))
+        {
+            self.release(&gone.id);
+        }
+        for new in current
+            .iter()
+            .filter(|c| !self.saved.iter().any(|s| s.id == c.id))
+        {
+            self.claim(new);
+        }
+        if let (Some(storage), Ok(text)) = (session(), serde_json::to_string(&current)) {
+            let _ = storage.set_item(&format!("{}:pending", self.key), &text);
+        }
+        self.saved = current;
+    }
+
+    /// The conversation saved beside the items, if any (garbage reads as none).
+    pub(crate) fn history<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        read(session(), &format!("{}:history", self.key))
+            .and_then(|text| serde_json::from_str(&text).ok())
+    }
+
+    /// Saves the conversation beside the items.
+    pub(crate) fn save_history(&self, history: &impl Serialize) {
+        if self.frozen {
+            return;
+        }
+        if let (Some(storage), Ok(text)) = (session(), serde_json::to_string(history)) {
+            if text.len() <= MAX_STORED_BYTES {
+                let _ = storage.set_item(&format!("{}:history", self.key), &text);
+            }
+        }
+    }
+}
