@@ -111,8 +111,32 @@ pub struct Ui<'a> {
 pub const WAIT: Duration = Duration::from_secs(10);
 
 impl Ui<'_> {
-    /// Opens the tutorial (`lang` is `en` or `zh`) and waits for the dock.
+    /// Opens the tutorial (`lang` is `en` or `zh`) in a fresh tab (a fresh
+    /// `sessionStorage`: no pending card or chat of an earlier scenario comes back) and
+    /// waits for the dock.
     pub async fn open(&self, lang: &str) -> Result<(), String> {
+        let fail = |e: fantoccini::error::CmdError| format!("could not open a fresh tab: {e}");
+        let new = self.client.new_window(true).await.map_err(fail)?;
+        self.client.close_window().await.map_err(fail)?;
+        self.client
+            .switch_to_window(new.handle)
+            .await
+            .map_err(fail)?;
+        self.navigate(lang).await
+    }
+
+    /// Reloads the page, as a person pressing F5 would (the tab's `sessionStorage` stays).
+    pub async fn reload(&self) -> Result<(), String> {
+        self.client
+            .refresh()
+            .await
+            .map_err(|e| format!("could not reload: {e}"))?;
+        self.wait_for(".cs-dock").await?;
+        self.wait_for("#current-name").await
+    }
+
+    /// Opens the tutorial in this tab.
+    async fn navigate(&self, lang: &str) -> Result<(), String> {
         self.client
             .goto(&format!("{}/?lang={lang}", self.base))
             .await

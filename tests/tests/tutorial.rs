@@ -73,6 +73,10 @@ async fn main() -> ExitCode {
         the_dock_passes_axe_in_english_and_chinese,
         the_whole_approval_flow_works_from_the_keyboard,
         the_dock_is_light_by_default,
+        an_edited_card_runs_only_the_edited_call,
+        a_pending_card_survives_a_reload,
+        one_message_two_calls_is_a_batch,
+        the_edit_form_and_the_batch_fit_at_360_px,
     ];
     let (mut passed, mut failed) = (0, 0);
     let mut report = |name: String, outcome: Outcome| match outcome {
@@ -698,4 +702,129 @@ async fn the_dock_follows_a_dark_preference(ui: &Ui<'_>) -> Outcome {
     ui.shot("theme-dark").await?;
     ui.click(".cs-deny").await?;
     ui.wait_gone(".cs-card").await
+}
+
+/// Edit before approving: the edited arguments are a new call with its own card, and
+/// only that one runs; the model is told what the person changed.
+async fn an_edited_card_runs_only_the_edited_call(ui: &Ui<'_>) -> Outcome {
+    ui.open("en").await?;
+    ui.say("rename the workspace to Apollo").await?;
+    ui.wait_for(".cs-card").await?;
+    ui.click(".cs-edit-open").await?;
+    ui.wait_for("input[data-field='name']").await?;
+    ensure(
+        ui.value("input[data-field='name']").await? == "Apollo",
+        "the form starts from the model's arguments",
+    )?;
+    ui.type_into("input[data-field='name']", " Ltd").await?;
+    ui.shot("20-edit-form").await?;
+    ui.click(".cs-edit-submit").await?;
+    ui.wait_for(".cs-card__edited").await?;
+    let diff = ui.text(".cs-card__edited").await?;
+    ensure(
+        diff.contains("Apollo") && diff.contains("Apollo Ltd"),
+        format!("the card shows original → edited: {diff}"),
+    )?;
+    ensure(
+        ui.text("#current-name").await? == "Atlas",
+        "an edit approved something",
+    )?;
+    ui.shot("21-edited-card").await?;
+    ui.click(".cs-allow-once").await?;
+    ui.wait_text("#current-name", "Apollo Ltd").await?;
+    ui.answer_contains("Apollo Ltd").await?;
+    Ok(())
+}
+
+/// A card waiting when the page reloads comes back (asked again, nothing run), and the
+/// conversation with it.
+async fn a_pending_card_survives_a_reload(ui: &Ui<'_>) -> Outcome {
+    ui.open("en").await?;
+    ui.say("rename the workspace to Apollo").await?;
+    ui.wait_for(".cs-card").await?;
+    ui.shot("22-before-reload").await?;
+    ui.reload().await?;
+    ui.wait_for(".cs-card").await?;
+    let consequence = ui.text(".cs-card__consequence").await?;
+    ensure(
+        consequence.contains("Apollo"),
+        format!("the card came back: {consequence}"),
+    )?;
+    ensure(
+        ui.text("#current-name").await? == "Atlas",
+        "something ran by itself after the reload",
+    )?;
+    ensure(
+        ui.text(".cs-log")
+            .await?
+            .contains("rename the workspace to Apollo"),
+        "the chat came back",
+    )?;
+    ui.shot("23-after-reload").await?;
+    ui.click(".cs-allow-once").await?;
+    ui.wait_text("#current-name", "Apollo").await?;
+    ui.answer_contains("Done").await?;
+    // Settled: another reload brings nothing back.
+    ui.reload().await?;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    ensure(ui.count(".cs-card").await? == 0, "a settled card came back")
+}
+
+/// Two calls in one message form a batch: "1 of 2", and "allow all in this batch"
+/// (both are plain `Ask`) allows exactly the two listed.
+async fn one_message_two_calls_is_a_batch(ui: &Ui<'_>) -> Outcome {
+    ui.open("en").await?;
+    ui.say("rename the workspace to Apollo and set the description to Rockets")
+        .await?;
+    ui.wait_for(".cs-allow-batch").await?;
+    ensure(
+        ui.text(".cs-card__count").await? == "1 of 2",
+        "the card counts the batch",
+    )?;
+    let listed = ui.text(".cs-batch").await?;
+    ensure(
+        listed.contains("Apollo") && listed.contains("Rockets"),
+        format!("allow-all lists what it allows: {listed}"),
+    )?;
+    ui.shot("24-batch").await?;
+    ui.click(".cs-allow-batch").await?;
+    ui.wait_text("#current-name", "Apollo").await?;
+    ui.wait_text("#description", "Rockets").await?;
+    ui.answer_contains("Done").await?;
+    // Archive is AskAlways: in a batch with it, "allow all" is not offered.
+    ui.say("rename it to Zeus and archive it").await?;
+    ui.wait_for(".cs-card").await?;
+    ensure(
+        ui.count(".cs-allow-batch").await? == 0,
+        "allow-all offered next to an AskAlways item",
+    )?;
+    ui.click(".cs-deny").await?;
+    ui.wait_text(".cs-card__count", "2 of 2").await?;
+    ui.click(".cs-deny").await?;
+    ui.answer_contains("Not done").await?;
+    Ok(())
+}
+
+async fn the_edit_form_and_the_batch_fit_at_360_px(ui: &Ui<'_>) -> Outcome {
+    ui.size(360, 800).await?;
+    ui.open("en").await?;
+    ui.say("rename the workspace to Apollo and set the description to Rockets")
+        .await?;
+    ui.wait_for(".cs-allow-batch").await?;
+    ui.click(".cs-edit-open").await?;
+    ui.wait_for(".cs-edit").await?;
+    ensure(
+        !ui.displayed(".cs-allow-once").await?,
+        "Allow is on screen while the person edits",
+    )?;
+    let fits = ui
+        .eval("const w = document.documentElement.clientWidth; return [...document.querySelectorAll('.cs-card, .cs-edit, .cs-edit input, .cs-batch, .cs-card .cs-btn')].every(e => { const r = e.getBoundingClientRect(); return r.left >= 0 && r.right <= w + 0.5; });")
+        .await?;
+    ensure(
+        fits == serde_json::Value::Bool(true),
+        "the edit form or the batch overflows at 360 px",
+    )?;
+    ui.eval("document.querySelector('.cs-edit').scrollIntoView()")
+        .await?;
+    ui.shot("25-narrow-edit").await
 }

@@ -204,7 +204,7 @@ pub(crate) fn edit_form(
     view! {
         <form class="cs-edit" on:submit=move |ev| { ev.prevent_default(); submit(); }>
             <h4 class="cs-edit__title">{strings.edit_heading}</h4>
-            <p class="cs-card__hint">{strings.edit_hint}</p>
+            <p class="cs-edit__hint">{strings.edit_hint}</p>
             {inputs}
             <p class="cs-edit__error" aria-live="polite">{move || error.get()}</p>
             <div class="cs-buttons">
