@@ -229,3 +229,20 @@ fn an_action_s_own_approval_timeout_sets_its_card_s_deadline_and_expiry_is_its_o
     assert_eq!(terminal[0].event, AuditEvent::Settled);
     assert_eq!(terminal[0].decided_by, Decider::Timer);
 }
+
+#[test]
+fn an_approval_timeout_of_zero_is_refused_at_registration() {
+    let w = World::new();
+    let refused = w
+        .exec
+        .register(
+            w.action("never", Kind::Write, Confirm::Ask)
+                .approval_timeout(std::time::Duration::ZERO),
+        )
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        countersign::RegisterError::ZeroApprovalTimeout("never".into())
+    );
+    assert!(w.exec.action_ids().iter().all(|id| id != "never"));
+}

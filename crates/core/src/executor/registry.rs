@@ -27,6 +27,10 @@ pub enum RegisterError {
     /// The handoff lists no steps for the person.
     #[error("the handoff of action `{0}` has no steps")]
     HandoffWithoutSteps(String),
+    /// The action's approval timeout is zero: its cards would expire as they are drawn,
+    /// so nobody could ever approve it.
+    #[error("action `{0}` has an approval timeout of zero; nobody could approve it")]
+    ZeroApprovalTimeout(String),
     /// An action's hook called back into the executor while it was busy.
     #[error("the executor is busy: an action's hook called back into it")]
     Reentered,
@@ -49,6 +53,9 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
     if !id_ok {
         let shown: String = id.chars().take(MAX_ACTION_ID_LEN).collect();
         return Err(RegisterError::InvalidId(shown.escape_default().to_string()));
+    }
+    if action.approval_timeout.is_some_and(|t| t.is_zero()) {
+        return Err(RegisterError::ZeroApprovalTimeout(id.clone()));
     }
     match (&action.run, &action.handoff) {
         (None, None) => Err(RegisterError::NothingToDo(id.clone())),
