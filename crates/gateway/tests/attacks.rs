@@ -13,10 +13,12 @@
 
 mod common;
 
+use common::client::{ask, data, halves, spec_events};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{chat_body, config, page_post, serve, state, test_key, upstream, Behaviour, KEY};
+use common::{config, serve, state, test_key, Behaviour, KEY};
 use countersign_gateway::{head_path, verify_file, AuditStore, StoreError};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,79 +27,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 // Helpers: the gateway against a hostile upstream, and what a client decodes.
 // ---------------------------------------------------------------------------------
 
-async fn ask(behaviour: Behaviour, stream: bool) -> (u16, String) {
-    let (url, _seen) = upstream(behaviour).await;
-    let (s, _dir) = state(config(Some(url)));
-    let base = serve(s).await;
-    let client = reqwest::Client::new();
-    let response = page_post(
-        &client,
-        format!("{base}/v1/chat/completions"),
-        chat_body(stream),
-    )
-    .send()
-    .await
-    .unwrap();
-    let status = response.status().as_u16();
-    let body = response.text().await.unwrap();
-    (status, body)
-}
-
 fn escaped(text: &str) -> String {
     text.chars()
         .map(|c| format!("\\u{:04x}", u32::from(c)))
         .collect()
-}
-
-/// The key split in two: `sk-test-` and the rest.
-fn halves() -> (&'static str, &'static str) {
-    KEY.split_at(8)
-}
-
-/// An event stream parsed as the WHATWG `EventSource` algorithm does (and the OpenAI
-/// SDKs, eventsource-parser, …): a leading BOM is dropped, lines end at CRLF, LF *or a
-/// lone CR*, a blank line dispatches, `data` lines are joined with LF.
-fn spec_events(body: &str) -> Vec<String> {
-    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    let mut chars = body.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\r' => {
-                if chars.peek() == Some(&'\n') {
-                    chars.next();
-                }
-                lines.push(std::mem::take(&mut line));
-            }
-            '\n' => lines.push(std::mem::take(&mut line)),
-            other => line.push(other),
-        }
-    }
-    lines.push(line);
-    let mut events = Vec::new();
-    let mut data = String::new();
-    for line in lines {
-        if line.is_empty() {
-            if !data.is_empty() {
-                data.pop();
-                events.push(std::mem::take(&mut data));
-            }
-            continue;
-        }
-        if line.starts_with(':') {
-            continue;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f.to_owned(), v.strip_prefix(' ').unwrap_or(v).to_owned()),
-            None => (line.clone(), String::new()),
-        };
-        if field == "data" {
-            data.push_str(&value);
-            data.push('\n');
-        }
-    }
-    events
 }
 
 /// `JSON.parse` as a browser (or Python's `json.loads`) does it: it takes what
@@ -194,10 +127,6 @@ fn assert_none(leaks: &[String]) {
         leaks.len(),
         leaks.join("\n\n")
     );
-}
-
-fn data(value: &Value) -> String {
-    format!("data: {value}\n\n")
 }
 
 fn content(index: Value, text: &str, finish: Value) -> Value {

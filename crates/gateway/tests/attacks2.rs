@@ -13,11 +13,13 @@
 
 mod common;
 
+use common::client::{ask, data, halves, spec_events};
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{chat_body, config, page_post, serve, state, test_key, upstream, Behaviour, KEY};
+use common::{test_key, Behaviour, KEY};
 use countersign_gateway::redact::StreamRedactor;
 use countersign_gateway::{head_path, verify_file, AuditStore};
 use serde_json::{json, Value};
@@ -25,76 +27,6 @@ use serde_json::{json, Value};
 // ---------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------
-
-async fn ask(behaviour: Behaviour, stream: bool) -> (u16, String) {
-    let (url, _seen) = upstream(behaviour).await;
-    let (s, _dir) = state(config(Some(url)));
-    let base = serve(s).await;
-    let client = reqwest::Client::new();
-    let response = page_post(
-        &client,
-        format!("{base}/v1/chat/completions"),
-        chat_body(stream),
-    )
-    .send()
-    .await
-    .unwrap();
-    let status = response.status().as_u16();
-    let body = response.text().await.unwrap();
-    (status, body)
-}
-
-fn halves() -> (&'static str, &'static str) {
-    KEY.split_at(8)
-}
-
-fn data(value: &Value) -> String {
-    format!("data: {value}\n\n")
-}
-
-/// WHATWG event stream parsing (BOM, CR/LF/CRLF, data lines joined with LF).
-fn spec_events(body: &str) -> Vec<String> {
-    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    let mut chars = body.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\r' => {
-                if chars.peek() == Some(&'\n') {
-                    chars.next();
-                }
-                lines.push(std::mem::take(&mut line));
-            }
-            '\n' => lines.push(std::mem::take(&mut line)),
-            other => line.push(other),
-        }
-    }
-    lines.push(line);
-    let mut events = Vec::new();
-    let mut data = String::new();
-    for line in lines {
-        if line.is_empty() {
-            if !data.is_empty() {
-                data.pop();
-                events.push(std::mem::take(&mut data));
-            }
-            continue;
-        }
-        if line.starts_with(':') {
-            continue;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f.to_owned(), v.strip_prefix(' ').unwrap_or(v).to_owned()),
-            None => (line.clone(), String::new()),
-        };
-        if field == "data" {
-            data.push_str(&value);
-            data.push('\n');
-        }
-    }
-    events
-}
 
 /// The property key JavaScript uses for `snapshot.choices[index]` (openai-node's
 /// `ChatCompletionStream` accumulates choices and tool calls this way): `0`, `0.0`,

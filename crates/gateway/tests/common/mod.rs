@@ -10,6 +10,8 @@
     clippy::indexing_slicing
 )]
 
+pub mod client;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
