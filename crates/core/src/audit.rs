@@ -89,7 +89,9 @@ pub struct AuditRecord {
     pub kind: Option<Kind>,
     /// The declaration's confirm override, once resolved (`off` is recorded as such).
     pub confirm: Option<Confirm>,
-    /// The resolved approval policy, once resolved.
+    /// The approval level the call is decided under: the resolved level (declaration or
+    /// policy file) until a card is drawn, then the level that card asks under (a
+    /// classifier may raise it; a redrawn card may change it). Never a mix of the two.
     pub policy: Option<ApprovalPolicy>,
     /// The session's mode when the decision was made.
     #[serde(default)]

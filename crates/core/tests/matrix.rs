@@ -246,3 +246,39 @@ fn an_approval_timeout_of_zero_is_refused_at_registration() {
     );
     assert!(w.exec.action_ids().iter().all(|id| id != "never"));
 }
+
+#[test]
+fn the_trail_records_the_level_the_card_asks_under_from_the_first_card_on() {
+    let mut w = World::new();
+    // Declared `Ask`; the classifier raises these arguments to "ask every time".
+    w.add(
+        w.action("flagged", Kind::Write, Confirm::Ask)
+            .classify(|p| {
+                if p.name == "risky" {
+                    countersign::Verdict::Ask
+                } else {
+                    countersign::Verdict::Allow
+                }
+            }),
+    );
+    let Step::Approval(card) = w.call("flagged", r#"{"name":"risky"}"#, 0) else {
+        panic!("asked")
+    };
+    assert_eq!(card.policy, countersign::ApprovalPolicy::AskAlways);
+    let step = w
+        .exec
+        .approve(card.countersign(Gesture::AllowOnce), at(1))
+        .unwrap();
+    drive(&w.exec, step, 2).unwrap();
+    let levels: Vec<_> = w
+        .audit
+        .for_call(card.call)
+        .iter()
+        .map(|r| r.policy)
+        .collect();
+    assert_eq!(
+        levels,
+        [Some(countersign::ApprovalPolicy::AskAlways); 3],
+        "asked, approved and settled under the card's level"
+    );
+}

@@ -161,7 +161,7 @@ impl ExecutorState {
     /// A person must approve: draw the card and wait.
     pub(crate) fn ask(
         &mut self,
-        trace: &Trace,
+        trace: &mut Trace,
         decided: Decided,
         policy: ApprovalPolicy,
         reason: Reason,
@@ -170,11 +170,15 @@ impl ExecutorState {
     ) -> Result<Next, Stop> {
         let face = self.draw_card(&decided, policy, 1)?;
         let request = self.card(trace.call, &decided, face, 1, 0, Vec::new(), now);
+        // INVARIANT: from the first card on, the trail's `policy` is the level the card
+        // asks under (a classifier may have raised the resolved one), never a mix.
+        trace.policy = Some(request.policy);
         self.record(trace, AuditEvent::Asked, by, &reason, None, now);
         let consequence = request.consequence.clone();
         let digest = Some(request.args_sha256);
         let state = LiveState::Approval(Box::new(request.clone()));
-        let live = self.live_call(trace, decided, consequence, digest, state);
+        let mut live = self.live_call(trace, decided, consequence, digest, state);
+        live.level = request.policy;
         self.live.insert(trace.call, live);
         Ok(Next::Approval(Box::new(request)))
     }
