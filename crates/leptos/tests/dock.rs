@@ -34,6 +34,57 @@ struct Named {
 
 type Runs = Arc<Mutex<Vec<String>>>;
 
+#[derive(Clone, Copy, Deserialize, JsonSchema, serde::Serialize, PartialEq, Debug)]
+#[serde(rename_all = "snake_case")]
+enum Colour {
+    Red,
+    Blue,
+}
+
+/// Params with every kind of field the edit form expresses.
+#[derive(Clone, Deserialize, JsonSchema, serde::Serialize)]
+struct Shaped {
+    /// A name.
+    name: String,
+    /// How many.
+    count: u32,
+    /// Whether it is public.
+    public: bool,
+    /// Its colour.
+    colour: Colour,
+    /// An optional note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+/// Params the form cannot express (a list): edited as JSON.
+#[derive(Clone, Deserialize, JsonSchema, serde::Serialize)]
+struct Tagged {
+    /// Tags.
+    tags: Vec<String>,
+}
+
+fn recording<P>(id: &str, runs: &Runs) -> Action<P>
+where
+    P: serde::de::DeserializeOwned + JsonSchema + serde::Serialize + Clone + 'static,
+{
+    let runs = Arc::clone(runs);
+    let tag = id.to_owned();
+    Action::<P>::new(id, format!("Test action {id}."))
+        .title(format!("Title {id}"))
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .run(move |p: P| {
+            let runs = Arc::clone(&runs);
+            let tag = tag.clone();
+            async move {
+                let args = serde_json::to_string(&p).unwrap();
+                runs.lock().unwrap().push(format!("{tag}:{args}"));
+                Ok::<_, String>(serde_json::json!({}))
+            }
+        })
+}
+
 fn logging(id: &str, kind: Kind, confirm: Confirm, runs: &Runs) -> Action<Named> {
     let runs = Arc::clone(runs);
     let tag = id.to_owned();
@@ -107,6 +158,8 @@ fn Temp(runs: Runs) -> impl IntoView {
 fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoView {
     use_action(logging("note", Kind::Write, Confirm::Unset, &runs));
     use_action(logging("save", Kind::Write, Confirm::Ask, &runs));
+    use_action(recording::<Shaped>("shaped", &runs));
+    use_action(recording::<Tagged>("tagged", &runs));
     use_action(
         logging("rename", Kind::Write, Confirm::Ask, &runs).validate(|p| {
             if p.name.trim().is_empty() {
@@ -1534,4 +1587,108 @@ async fn garbage_in_session_storage_restores_nothing_and_breaks_nothing() {
         drop(page);
         session_storage().clear().unwrap();
     }
+}
+
+fn set_select(page: &Page, selector: &str, value: &str) {
+    let select: web_sys::HtmlSelectElement = page.q(selector).unwrap().unchecked_into();
+    select.set_value(value);
+    select
+        .dispatch_event(&web_sys::Event::new("change").unwrap())
+        .unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn the_edit_form_expresses_numbers_booleans_enums_and_optional_fields() {
+    let page = mount(Setup::default());
+    let pending = page.call(
+        "shaped",
+        r#"{"name":"a","count":2,"public":false,"colour":"red","note":"n"}"#,
+    );
+    tick().await;
+    page.click(".cs-edit-open");
+    tick().await;
+    assert_eq!(input_value(&page, "input[data-field='count']"), "2");
+    assert!(
+        page.q("select[data-field='colour']").is_some(),
+        "an enum is a choice"
+    );
+    // A number field that is not a number: said, and nothing can be submitted.
+    page.type_into("input[data-field='count']", "two");
+    tick().await;
+    assert!(page
+        .text(".cs-edit__error")
+        .contains("count is not a number"));
+    assert!(disabled(&page, ".cs-edit-submit"));
+    page.type_into("input[data-field='count']", "7");
+    let public: web_sys::HtmlInputElement = page
+        .q("input[data-field='public']")
+        .unwrap()
+        .unchecked_into();
+    public.click();
+    set_select(&page, "select[data-field='colour']", "blue");
+    // An optional field left empty is omitted.
+    page.type_into("input[data-field='note']", "");
+    tick().await;
+    page.click(".cs-edit-submit");
+    tick().await;
+    let fields: Vec<String> = page
+        .all(".cs-edit__diff li .cs-label")
+        .iter()
+        .filter_map(|e| e.text_content())
+        .collect();
+    assert_eq!(fields, ["colour", "count", "note", "public"]);
+    page.click(".cs-allow-once");
+    assert_eq!(code(&pending.await), "OK");
+    assert_eq!(
+        page.runs(),
+        [r#"shaped:{"name":"a","count":7,"public":true,"colour":"blue"}"#]
+    );
+}
+
+#[wasm_bindgen_test]
+async fn arguments_the_form_cannot_express_are_edited_as_json_checked_as_typed() {
+    let page = mount(Setup::default());
+    let pending = page.call("tagged", r#"{"tags":["a"]}"#);
+    tick().await;
+    page.click(".cs-edit-open");
+    tick().await;
+    let json = |text: &str| {
+        let area: web_sys::HtmlTextAreaElement = page.q(".cs-edit__json").unwrap().unchecked_into();
+        area.set_value(text);
+        area.dispatch_event(&web_sys::Event::new("input").unwrap())
+            .unwrap();
+    };
+    for bad in [r#"{"tags":"a"}"#, "{", r#"{"tags":[],"approved":true}"#] {
+        json(bad);
+        tick().await;
+        assert!(!page.text(".cs-edit__error").is_empty(), "{bad}");
+        assert!(disabled(&page, ".cs-edit-submit"), "{bad}");
+    }
+    json(r#"{"tags":["a","b"]}"#);
+    tick().await;
+    assert!(page.text(".cs-edit__error").is_empty());
+    page.click(".cs-edit-submit");
+    tick().await;
+    page.click(".cs-allow-once");
+    assert_eq!(code(&pending.await), "OK");
+    assert_eq!(page.runs(), [r#"tagged:{"tags":["a","b"]}"#]);
+}
+
+#[wasm_bindgen_test]
+async fn a_waiting_handoff_survives_a_reload_with_its_deadline() {
+    let page = mount(kept("reload-handoff"));
+    let _ = page.call("publish", "{}");
+    tick().await;
+    assert!(page.q(".cs-handoff").is_some());
+    reload(page);
+    let page = mount(kept("reload-handoff"));
+    restored().await;
+    assert!(page.q(".cs-handoff").is_some(), "the handoff is back");
+    page.click(".cs-handoff-cancel");
+    tick().await;
+    let records = page.cs.audit().records();
+    let terminal: Vec<_> = records.iter().filter(|r| r.is_terminal()).collect();
+    assert_eq!(terminal.len(), 1);
+    assert_eq!(terminal[0].outcome.as_deref(), Some("HANDOFF_CANCELLED"));
+    session_storage().clear().unwrap();
 }
