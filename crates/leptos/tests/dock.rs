@@ -1677,7 +1677,7 @@ async fn arguments_the_form_cannot_express_are_edited_as_json_checked_as_typed()
 #[wasm_bindgen_test]
 async fn a_waiting_handoff_survives_a_reload_with_its_deadline() {
     let page = mount(kept("reload-handoff"));
-    let _ = page.call("publish", "{}");
+    drop(page.call("publish", "{}"));
     tick().await;
     assert!(page.q(".cs-handoff").is_some());
     reload(page);
