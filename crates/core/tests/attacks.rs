@@ -82,9 +82,7 @@ fn a_hook_that_drops_its_registration_does_not_run_under_the_dead_grant() {
         Verdict::Allow
     });
     *slot.borrow_mut() = Some(w.exec.register(action).unwrap());
-    let Step::Approval(card) = w.call("w", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("w", r#"{"name":"a"}"#, 0);
     drive(
         &w.exec,
         w.exec
@@ -540,9 +538,7 @@ fn known_dot_spellings_stay_refused() {
             )
             .unwrap(),
     );
-    let Step::Approval(card) = w.call("write_file", r#"{"path":"drafts/a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("write_file", r#"{"path":"drafts/a"}"#, 0);
     drive(
         &w.exec,
         w.exec
@@ -594,9 +590,7 @@ fn a_second_ticket_for_a_card_that_went_stale_is_refused() {
     let mut w = World::new();
     let state = Rc::new(RefCell::new(String::from("A")));
     w.add(stateful(&w, "save", Confirm::Ask, &state));
-    let Step::Approval(card) = w.call("save", r#"{"name":"x"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"x"}"#, 0);
     let (t1, t2, t3) = (
         card.countersign(Gesture::AllowOnce),
         card.countersign(Gesture::AllowForSession),
@@ -645,9 +639,7 @@ fn a_first_round_ticket_cannot_answer_the_second_question() {
         w.action("purge", Kind::Write, Confirm::Ask)
             .confirm_twice(|_| "sure?".into()),
     );
-    let Step::Approval(first) = w.call("purge", r#"{"name":"x"}"#, 0) else {
-        panic!()
-    };
+    let first = w.card("purge", r#"{"name":"x"}"#, 0);
     assert!(!first.offers_session_grant);
     let (a, b) = (
         first.countersign(Gesture::AllowOnce),
@@ -693,20 +685,10 @@ fn a_grant_never_covers_a_reregistered_action_even_with_the_same_declaration() {
         .exec
         .register(w.action("save", Kind::Write, Confirm::Ask))
         .unwrap();
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
     // A second card waits while the registration is swapped.
-    let Step::Approval(waiting) = w.call("save", r#"{"name":"b"}"#, 0) else {
-        panic!()
-    };
-    drive(
-        &w.exec,
-        w.exec
-            .approve(card.countersign(Gesture::AllowForSession), at(1))
-            .unwrap(),
-        1,
-    );
+    let waiting = w.card("save", r#"{"name":"b"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 1);
     let basis = w.exec.grants()[0].basis.clone();
     let ticket = waiting.countersign(Gesture::AllowOnce);
     reg.unregister();
@@ -764,9 +746,7 @@ fn a_grant_is_never_made_from_a_card_whose_rule_changed() {
     let mut w = World::new();
     let state = Rc::new(RefCell::new(String::from("A")));
     w.add(stateful(&w, "save", Confirm::Ask, &state));
-    let Step::Approval(card) = w.call("save", r#"{"name":"x"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"x"}"#, 0);
     *state.borrow_mut() = "B".into();
     let step = w
         .exec
@@ -784,12 +764,8 @@ fn a_grant_is_never_made_from_a_card_whose_rule_changed() {
 fn a_stale_now_never_revives_an_expired_card_or_moves_the_trail_back() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(a) = w.call("save", r#"{"name":"a"}"#, 1_000) else {
-        panic!()
-    };
-    let Step::Approval(b) = w.call("save", r#"{"name":"b"}"#, 0) else {
-        panic!()
-    };
+    let a = w.card("save", r#"{"name":"a"}"#, 1_000);
+    let b = w.card("save", r#"{"name":"b"}"#, 0);
     // `b` was asked with a stale now: its deadline counts from the executor's clock.
     assert_eq!(b.asked_at, at(1_000));
     let late = 1_000 + 5 * 60 * 1000;
@@ -942,9 +918,7 @@ fn a_registration_dropped_by_a_hook_during_approval_does_not_run() {
             format!("set {}", p.name)
         });
     *slot.borrow_mut() = Some(w.exec.register(action).unwrap());
-    let Step::Approval(card) = w.call("w", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("w", r#"{"name":"a"}"#, 0);
     armed.set(true);
     let step = w
         .exec
@@ -1001,19 +975,9 @@ fn a_broken_file_stops_waiting_cards_grants_and_restores_of_non_reversals() {
     w.exec
         .load_policy(r#"{"roles":{"admin":{"scopes":["workspace.write"]}}}"#)
         .unwrap();
-    let Step::Approval(first) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
-    let Step::Approval(waiting) = w.call("save", r#"{"name":"b"}"#, 0) else {
-        panic!()
-    };
-    drive(
-        &w.exec,
-        w.exec
-            .approve(first.countersign(Gesture::AllowForSession), at(1))
-            .unwrap(),
-        1,
-    );
+    let first = w.card("save", r#"{"name":"a"}"#, 0);
+    let waiting = w.card("save", r#"{"name":"b"}"#, 0);
+    w.allow(&first, Gesture::AllowForSession, 1);
     let basis = w.exec.grants()[0].basis.clone();
     assert!(w
         .exec
@@ -1096,9 +1060,7 @@ fn no_refusal_path_puts_argument_text_in_the_audit() {
             .unwrap(),
     );
     let args = format!(r#"{{"name":"{SECRET}"}}"#);
-    let Step::Approval(card) = w.call("save", &args, 0) else {
-        panic!()
-    };
+    let card = w.card("save", &args, 0);
     w.exec.deny(card.call, Some(SECRET), at(1)).unwrap();
     for (action, args) in [
         ("judged", args.clone()),
@@ -1156,9 +1118,7 @@ fn refusals_carry_their_own_typed_reason() {
         }),
     );
     // Expired.
-    let Step::Approval(card) = w.call("ask", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("ask", r#"{"name":"a"}"#, 0);
     let settled = w.exec.handle_timeout(at(10 * 60 * 1000));
     assert_eq!(settled[0].outcome.reason(), Reason::ApprovalTimeout);
     assert_eq!(
@@ -1211,12 +1171,8 @@ fn a_ticket_from_another_executor_with_the_same_secret_is_refused() {
     let mut b = World::new();
     a.add(a.action("save", Kind::Write, Confirm::Ask));
     b.add(b.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(card_a) = a.call("save", r#"{"name":"x"}"#, 0) else {
-        panic!()
-    };
-    let Step::Approval(_card_b) = b.call("save", r#"{"name":"x"}"#, 0) else {
-        panic!()
-    };
+    let card_a = a.card("save", r#"{"name":"x"}"#, 0);
+    let _card_b = b.card("save", r#"{"name":"x"}"#, 0);
     let got = b
         .exec
         .approve(card_a.countersign(Gesture::AllowOnce), at(1));

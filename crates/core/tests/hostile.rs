@@ -179,9 +179,7 @@ fn unicode_and_control_characters_pass_through_typed_and_are_escaped_in_messages
 fn a_ticket_cannot_be_reused_for_a_second_call() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Always));
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
     let first = card.countersign(Gesture::AllowOnce);
     let replay = card.countersign(Gesture::AllowOnce); // the same card, pressed twice
     drive(&w.exec, w.exec.approve(first, at(1)).unwrap(), 2);
@@ -191,9 +189,7 @@ fn a_ticket_cannot_be_reused_for_a_second_call() {
     );
 
     // A second call with identical arguments gets its own card; the old one does not fit it.
-    let Step::Approval(second) = w.call("save", r#"{"name":"a"}"#, 4) else {
-        panic!()
-    };
+    let second = w.card("save", r#"{"name":"a"}"#, 4);
     let stale = card.countersign(Gesture::AllowOnce);
     assert_eq!(
         w.exec.approve(stale, at(5)).unwrap_err(),
@@ -212,12 +208,8 @@ fn a_ticket_cannot_be_reused_for_a_second_call() {
 fn an_approval_of_one_argument_set_does_not_approve_another() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(harmless) = w.call("save", r#"{"name":"harmless"}"#, 0) else {
-        panic!()
-    };
-    let Step::Approval(harmful) = w.call("save", r#"{"name":"harmful"}"#, 1) else {
-        panic!()
-    };
+    let harmless = w.card("save", r#"{"name":"harmless"}"#, 0);
+    let harmful = w.card("save", r#"{"name":"harmful"}"#, 1);
     assert_ne!(harmless.args_sha256, harmful.args_sha256);
     // A ticket for the harmless card, however it is presented, runs only that call.
     let step = w
@@ -253,9 +245,7 @@ fn a_ticket_from_another_executor_is_refused() {
     else {
         panic!()
     };
-    let Step::Approval(_mine) = w.call("save", r#"{"name":"x"}"#, 0) else {
-        panic!()
-    };
+    let _mine = w.card("save", r#"{"name":"x"}"#, 0);
     assert_eq!(
         w.exec
             .approve(foreign.countersign(Gesture::AllowOnce), at(1))
@@ -269,9 +259,7 @@ fn a_ticket_from_another_executor_is_refused() {
 fn an_approval_after_the_deadline_is_refused_and_settles_as_a_timeout() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(card) = w.call("save", r#"{"name":"x"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"x"}"#, 0);
     let late = card.deadline.as_millis();
     // The host's timer has not fired yet, but the ticket arrives late: still refused.
     assert_eq!(
@@ -298,9 +286,7 @@ fn an_approval_after_the_deadline_is_refused_and_settles_as_a_timeout() {
 fn unregistering_while_pending_settles_unavailable_and_never_runs() {
     let mut w = World::new();
     w.add(w.action("archive", Kind::Danger, Confirm::Unset));
-    let Step::Approval(card) = w.call("archive", r#"{"name":"x"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("archive", r#"{"name":"x"}"#, 0);
     drop(w.regs.pop()); // the component unmounts
     let settled = w.exec.drain_settled();
     assert_eq!(settled.len(), 1);

@@ -178,9 +178,7 @@ fn a_card_whose_level_rose_meanwhile_is_shown_again_without_the_grant_offer() {
                 }
             }),
     );
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
     assert!(card.offers_session_grant);
     strict.set(true);
     let Step::Approval(fresh) = w
@@ -200,16 +198,8 @@ fn a_card_whose_level_rose_meanwhile_is_shown_again_without_the_grant_offer() {
 fn grants_die_with_their_registration_and_never_cover_a_new_declaration() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
-    drive(
-        &w.exec,
-        w.exec
-            .approve(card.countersign(Gesture::AllowForSession), at(1))
-            .unwrap(),
-        1,
-    );
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 1);
     let step = w.call("save", r#"{"name":"b"}"#, 2);
     assert!(matches!(step, Step::Perform(_)));
     drive(&w.exec, step, 2);
@@ -241,9 +231,7 @@ fn time_never_moves_back_for_an_approval() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
     w.add(w.action("note", Kind::Write, Confirm::Unset));
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
     // The executor has seen a time past the card's deadline.
     let late = card.deadline.as_millis() + 1;
     drive(&w.exec, w.call("note", r#"{"name":"n"}"#, late), late);
@@ -479,9 +467,7 @@ fn a_hook_that_calls_back_into_the_executor_refuses_its_call_instead_of_panickin
         .exec
         .register(reentering(&w.exec, "verify", Rc::clone(&tried)))
         .unwrap();
-    let Step::Approval(card) = w.call("nosy", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("nosy", r#"{"name":"a"}"#, 0);
     let s = drive(
         &w.exec,
         w.exec
@@ -559,16 +545,8 @@ fn refusals_are_worded_and_audited_for_their_own_reason() {
 fn the_grant_that_allowed_a_call_is_in_its_record() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
-    drive(
-        &w.exec,
-        w.exec
-            .approve(card.countersign(Gesture::AllowForSession), at(1))
-            .unwrap(),
-        1,
-    );
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 1);
     let grant = w.exec.grants()[0].id;
     let granted = w
         .audit
@@ -592,9 +570,7 @@ fn a_card_redrawn_under_a_new_policy_file_is_recorded_at_the_level_it_showed() {
     w.exec
         .load_policy(r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always"}}}}}"#)
         .unwrap();
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
     assert_eq!(card.policy, countersign::ApprovalPolicy::AskAlways);
     w.exec
         .load_policy(r#"{"roles":{"admin":{"overrides":{}}}}"#)

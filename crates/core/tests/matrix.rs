@@ -138,9 +138,7 @@ fn every_kind_confirm_and_response_ends_as_the_table_says() {
 fn a_session_grant_lets_the_next_ask_call_through_and_revoking_it_asks_again() {
     let mut w = World::new();
     w.add(w.action("save", Kind::Write, Confirm::Ask));
-    let Step::Approval(card) = w.call("save", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
     drive(
         &w.exec,
         w.exec
@@ -204,12 +202,8 @@ fn an_action_s_own_approval_timeout_sets_its_card_s_deadline_and_expiry_is_its_o
             .approval_timeout(std::time::Duration::from_secs(20)),
     );
     w.add(w.action("slow", Kind::Write, Confirm::Ask));
-    let Step::Approval(quick) = w.call("quick", r#"{"name":"a"}"#, 0) else {
-        panic!()
-    };
-    let Step::Approval(slow) = w.call("slow", r#"{"name":"b"}"#, 0) else {
-        panic!()
-    };
+    let quick = w.card("quick", r#"{"name":"a"}"#, 0);
+    let slow = w.card("slow", r#"{"name":"b"}"#, 0);
     assert_eq!(quick.deadline, at(20_000));
     assert_eq!(slow.deadline, at(5 * 60 * 1000), "the executor's default");
     assert!(w.exec.handle_timeout(at(19_999)).is_empty());

@@ -23,9 +23,7 @@ fn the_card_carries_the_dry_runs_preview_and_the_dry_run_changes_nothing() {
         )
         .count("files touched", 1)
     }));
-    let Step::Approval(card) = w.call("rewrite", r#"{"name":"Apollo"}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("rewrite", r#"{"name":"Apollo"}"#, 0);
     let preview = card.preview.clone().unwrap();
     assert_eq!(
         preview.diff.as_deref(),
@@ -42,9 +40,7 @@ fn a_double_confirmed_action_needs_two_yeses_and_offers_no_grant() {
         w.action("delete", Kind::Write, Confirm::Ask)
             .confirm_twice(|p| format!("Really delete `{}`? This cannot be undone.", p.name)),
     );
-    let Step::Approval(first) = w.call("delete", r#"{"name":"repo"}"#, 0) else {
-        panic!()
-    };
+    let first = w.card("delete", r#"{"name":"repo"}"#, 0);
     assert_eq!((first.round, first.offers_session_grant), (1, false));
     assert_eq!(
         w.exec
@@ -107,9 +103,7 @@ fn a_no_to_the_second_question_is_a_denial() {
         w.action("delete", Kind::Danger, Confirm::Unset)
             .confirm_twice(|_| "Sure?".into()),
     );
-    let Step::Approval(first) = w.call("delete", r#"{"name":"repo"}"#, 0) else {
-        panic!()
-    };
+    let first = w.card("delete", r#"{"name":"repo"}"#, 0);
     let Step::Approval(second) = w
         .exec
         .approve(first.countersign(Gesture::AllowOnce), at(1))
@@ -224,9 +218,7 @@ fn a_normalising_rewrite_shows_and_runs_the_final_arguments() {
             countersign::Rewrite::Arguments(serde_json::json!({ "name": trimmed }))
         }
     }));
-    let Step::Approval(card) = w.call("save", r#"{"name":"  Apollo  "}"#, 0) else {
-        panic!()
-    };
+    let card = w.card("save", r#"{"name":"  Apollo  "}"#, 0);
     assert_eq!(
         card.arguments,
         serde_json::json!({"name": "Apollo"}),

@@ -78,6 +78,21 @@ impl World {
         }
     }
 
+    /// The person presses `gesture` on `card` at `at`; the call is driven to its end
+    /// (`None` if it waits again: a second question, a redrawn card).
+    pub fn allow(
+        &self,
+        card: &countersign::ApprovalRequest,
+        gesture: countersign::Gesture,
+        at_ms: u64,
+    ) -> Option<Settled> {
+        let step = self
+            .exec
+            .approve(card.countersign(gesture), at(at_ms))
+            .expect("the ticket is accepted");
+        drive(&self.exec, step, at_ms)
+    }
+
     pub fn runs(&self) -> Vec<String> {
         self.runs.borrow().clone()
     }
