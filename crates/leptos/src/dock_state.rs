@@ -22,6 +22,9 @@ pub enum LogEntry {
     },
     /// An error (model unreachable, bad reply, a gateway refusal), shown as an error.
     Error(String),
+    /// Something the dock tells the person that is not an error: a retry under way,
+    /// older messages left out, the offline assistant taking over.
+    Notice(String),
 }
 
 /// A call the gate let through without a card, and why (the decision's reason).

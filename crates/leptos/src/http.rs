@@ -11,6 +11,25 @@ pub(crate) async fn fetch(
     body: Option<&str>,
     timeout_ms: u32,
 ) -> Result<(u16, String), String> {
+    fetch_full(method, url, body, timeout_ms)
+        .await
+        .map(|r| (r.status, r.body))
+}
+
+/// An answer: its status, body, and `Retry-After` in seconds when it gave one.
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) body: String,
+    pub(crate) retry_after_s: Option<u32>,
+}
+
+/// [`fetch`], keeping the `Retry-After` header (seconds; an HTTP date counts as absent).
+pub(crate) async fn fetch_full(
+    method: &str,
+    url: &str,
+    body: Option<&str>,
+    timeout_ms: u32,
+) -> Result<Answer, String> {
     let window = web_sys::window().ok_or("no window")?;
     let init = web_sys::RequestInit::new();
     init.set_method(method);
@@ -33,7 +52,17 @@ pub(crate) async fn fetch(
         .await
         .map_err(js_error)?;
     drop(timer);
-    Ok((response.status(), text.as_string().unwrap_or_default()))
+    let retry_after_s = response
+        .headers()
+        .get("retry-after")
+        .ok()
+        .flatten()
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    Ok(Answer {
+        status: response.status(),
+        body: text.as_string().unwrap_or_default(),
+        retry_after_s,
+    })
 }
 
 fn js_error(value: JsValue) -> String {

@@ -183,6 +183,34 @@ pub struct Strings {
     pub error_prefix: &'static str,
     /// Shown when the step cap ends a turn.
     pub step_limit: &'static str,
+    /// The gateway or the provider refused the request (401); what to do.
+    pub model_unauthorized: &'static str,
+    /// The request was too large for the gateway (413); what to do.
+    pub model_too_large: &'static str,
+    /// Still rate-limited after waiting; what to do.
+    pub model_rate_limited: &'static str,
+    /// The model kept failing (5xx); what to do.
+    pub model_failed: &'static str,
+    /// The gateway could not be reached; what happens.
+    pub model_unreachable: &'static str,
+    /// The model's answer could not be read.
+    pub model_malformed: &'static str,
+    /// "Waiting {n} s" after a 429 (`{n}` is replaced).
+    pub rate_limited_wait: &'static str,
+    /// A failing model is being tried again.
+    pub model_retrying: &'static str,
+    /// The offline assistant took over mid-session.
+    pub went_offline: &'static str,
+    /// Beside the badge while the offline assistant answers.
+    pub offline_now: &'static str,
+    /// The button that asks for the model again.
+    pub try_model_again: &'static str,
+    /// The model answers again.
+    pub model_back: &'static str,
+    /// Still no model.
+    pub model_still_away: &'static str,
+    /// "{n} older turns were left out" (`{n}` is replaced).
+    pub history_trimmed: &'static str,
     /// The empty chat's hint.
     pub empty_chat: &'static str,
     /// The conversation log's accessible name.
@@ -250,6 +278,36 @@ impl Strings {
             Some(Code::HandoffFailed) => self.outcome_handoff_failed,
             Some(Code::Unavailable) => self.outcome_unavailable,
             Some(_) => self.outcome_refused,
+        }
+    }
+
+    /// "trying again in {n} s".
+    pub fn rate_limited_waiting(&self, seconds: u32) -> String {
+        self.rate_limited_wait.replace("{n}", &seconds.to_string())
+    }
+
+    /// "{n} older turns were left out".
+    pub fn history_trimmed(&self, turns: usize) -> String {
+        self.history_trimmed.replace("{n}", &turns.to_string())
+    }
+
+    /// A model error in words, with what to do.
+    pub fn model_error(&self, error: &crate::assistant::ModelError) -> String {
+        use crate::assistant::ModelError as E;
+        match error {
+            E::Unauthorized(why) if !why.is_empty() => {
+                format!("{} ({why})", self.model_unauthorized)
+            }
+            E::Unauthorized(_) => self.model_unauthorized.to_owned(),
+            E::TooLarge => self.model_too_large.to_owned(),
+            E::RateLimited { .. } => self.model_rate_limited.to_owned(),
+            E::Failed { status, message } => {
+                format!("{} (HTTP {status} {message})", self.model_failed)
+            }
+            E::Unavailable(_) | E::NotConfigured => self.model_unreachable.to_owned(),
+            E::Malformed(_) => self.model_malformed.to_owned(),
+            // The gateway's own sentence names the flag that fixes it.
+            E::Refused { .. } => error.to_string(),
         }
     }
 
@@ -327,6 +385,20 @@ static EN: Strings = Strings {
     outcome_refused: "Refused",
     error_prefix: "Error",
     step_limit: "Stopped: the assistant reached its step limit.",
+    model_unauthorized: "The gateway refused the request (401): the page's gateway token is missing or wrong, or the model provider rejected the gateway's key. Check the gateway's --token and its key file.",
+    model_too_large: "The conversation is too large for the gateway (413), even with older messages left out. Start a new conversation (reload) or raise the gateway's --max-body-bytes.",
+    model_rate_limited: "The model is still rate-limited (429). Wait a minute, then send your message again.",
+    model_failed: "The model kept failing on its side. Try again later; nothing was done.",
+    model_unreachable: "The gateway could not be reached; the offline assistant answers for now.",
+    model_malformed: "The model's answer could not be read; nothing was done. Try again.",
+    rate_limited_wait: "The model is busy (429): trying again in {n} s.",
+    model_retrying: "The model failed on its side: trying again…",
+    went_offline: "The model did not answer, so the offline assistant answers now. Use “Try the model again” to go back.",
+    offline_now: "The offline assistant is answering.",
+    try_model_again: "Try the model again",
+    model_back: "The model answers again.",
+    model_still_away: "Still no model at the gateway; the offline assistant keeps answering.",
+    history_trimmed: "{n} older turns were left out to fit the gateway's size limit.",
     empty_chat: "Ask the assistant to do something on this page. Anything that changes something is shown here for your approval first.",
     every_call: "every call of {title}",
     conversation: "Conversation",
@@ -404,6 +476,20 @@ static ZH: Strings = Strings {
     outcome_refused: "已拒绝",
     error_prefix: "错误",
     step_limit: "已停止：助手达到步数上限。",
+    model_unauthorized: "网关拒绝了请求（401）：页面的网关令牌缺失或错误，或模型服务商拒绝了网关的密钥。请检查网关的 --token 和密钥文件。",
+    model_too_large: "对话对网关来说太大（413），即使省略了较早的消息。请开始新的对话（重新加载），或调高网关的 --max-body-bytes。",
+    model_rate_limited: "模型仍然受到速率限制（429）。请稍等一分钟再发送。",
+    model_failed: "模型在其一侧持续出错。请稍后再试；没有执行任何操作。",
+    model_unreachable: "无法连接网关；暂由离线助手回答。",
+    model_malformed: "无法读取模型的回答；没有执行任何操作。请再试一次。",
+    rate_limited_wait: "模型繁忙（429）：{n} 秒后重试。",
+    model_retrying: "模型在其一侧出错：正在重试…",
+    went_offline: "模型没有回应，现在由离线助手回答。可点“重新连接模型”返回。",
+    offline_now: "离线助手正在回答。",
+    try_model_again: "重新连接模型",
+    model_back: "模型已恢复回答。",
+    model_still_away: "网关仍然没有模型；继续由离线助手回答。",
+    history_trimmed: "为符合网关的大小限制，省略了 {n} 轮较早的对话。",
     empty_chat: "请助手在本页上帮你做事。任何会改变内容的操作，都会先在这里请你批准。",
     every_call: "{title}的每次调用",
     conversation: "对话记录",

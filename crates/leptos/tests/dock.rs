@@ -1692,3 +1692,264 @@ async fn a_waiting_handoff_survives_a_reload_with_its_deadline() {
     assert_eq!(terminal[0].outcome.as_deref(), Some("HANDOFF_CANCELLED"));
     session_storage().clear().unwrap();
 }
+
+// ---------------------------------------------------------------------------------
+// The conversation around the gate: the history, the gateway's errors, the offline state.
+// ---------------------------------------------------------------------------------
+
+/// Replaces `window.fetch` with a stand-in answering from `answers` (each
+/// `[status, body, retryAfter]`, or `"network"` for a failed request), recording each
+/// request's URL and body in `window.__requests`. Returns a guard that puts fetch back.
+struct FakeFetch(wasm_bindgen::JsValue);
+
+impl FakeFetch {
+    fn install(answers: &str) -> Self {
+        let window = web_sys::window().unwrap();
+        let original = js_sys::Reflect::get(&window, &"fetch".into()).unwrap();
+        let install = js_sys::Function::new_with_args(
+            "answers",
+            "window.__answers = answers; window.__requests = [];
+             window.fetch = (input, init) => {
+               const url = typeof input === 'string' ? input : input.url;
+               const body = input instanceof Request ? input.clone().text() : Promise.resolve(init && init.body);
+               if (url.endsWith('/v1/health')) {
+                 return Promise.resolve(new Response(JSON.stringify({ ok: true, model: true }), { status: 200 }));
+               }
+               if (url.endsWith('/v1/audit')) {
+                 return Promise.resolve(new Response('{}', { status: 200 }));
+               }
+               return body.then(text => {
+                 window.__requests.push({ url, body: text || '' });
+                 const next = window.__answers.length > 1 ? window.__answers.shift() : window.__answers[0];
+                 if (next === 'network') return Promise.reject(new TypeError('Failed to fetch'));
+                 const headers = next[2] ? { 'retry-after': String(next[2]) } : {};
+                 return new Response(next[1], { status: next[0], headers });
+               });
+             };",
+        );
+        let parsed = js_sys::JSON::parse(answers).unwrap();
+        install
+            .call1(&wasm_bindgen::JsValue::NULL, &parsed)
+            .unwrap();
+        Self(original)
+    }
+
+    fn requests() -> Vec<(String, String)> {
+        let window = web_sys::window().unwrap();
+        let list = js_sys::Reflect::get(&window, &"__requests".into()).unwrap();
+        js_sys::Array::from(&list)
+            .iter()
+            .map(|r| {
+                let get = |k: &str| {
+                    js_sys::Reflect::get(&r, &k.into())
+                        .unwrap()
+                        .as_string()
+                        .unwrap_or_default()
+                };
+                (get("url"), get("body"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for FakeFetch {
+    fn drop(&mut self) {
+        let window = web_sys::window().unwrap();
+        js_sys::Reflect::set(&window, &"fetch".into(), &self.0).unwrap();
+    }
+}
+
+fn completion_text(text: &str) -> String {
+    serde_json::json!({"choices":[{"message":{"role":"assistant","content":text}}]}).to_string()
+}
+
+fn completion_call(name: &str, arguments: &str) -> String {
+    serde_json::json!({"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[
+        {"id":"c1","type":"function","function":{"name":name,"arguments":arguments}}]}}]})
+    .to_string()
+}
+
+/// A page whose assistant is the real `OpenAiCompatible` client (falling back to the
+/// scripted one only when the gateway is unreachable), speaking to the fake fetch;
+/// `for_page` makes it as [`Assistant::for_page`] does (with the way back online).
+fn mount_online(cap: Option<usize>) -> Page {
+    mount_with_model(cap, false)
+}
+
+fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
+    let runs: Runs = Arc::default();
+    let signals = PageSignals {
+        rows: RwSignal::new(1),
+        code: RwSignal::new(String::new()),
+        published: RwSignal::new(false),
+        temp_mounted: RwSignal::new(true),
+        enabled: RwSignal::new(true),
+    };
+    let page_runs = Arc::clone(&runs);
+    let options = CountersignOptions {
+        session: Session::new("admin", Vec::<String>::new()),
+        locale: Some(Locale::En),
+        approval_timeout: None,
+        keep_pending: None,
+    };
+    let mounted = countersign_testing::mount(options, move || {
+        let mut client = countersign_leptos::OpenAiCompatible::default();
+        if let Some(cap) = cap {
+            client = client.max_request_bytes(cap);
+        }
+        let offline = Scripted::new(Locale::En, Vec::new());
+        let assistant = if for_page {
+            Assistant::for_page(&countersign_leptos::use_countersign().unwrap(), offline)
+        } else {
+            Assistant::new(countersign_leptos::Fallback::new(client, offline, false))
+        };
+        view! {
+            <main><Settings runs=page_runs.clone() signals=signals timeout=Duration::from_secs(60) /></main>
+            <AgentDock assistant=assistant />
+        }
+    });
+    Page {
+        mounted,
+        runs,
+        signals,
+    }
+}
+
+async fn say(page: &Page, text: &str) {
+    page.type_into(".cs-input", text);
+    tick().await;
+    page.click(".cs-send");
+    tick().await;
+}
+
+async fn idle(page: &Page) {
+    for _ in 0..200 {
+        if !page.cs.dock().working.get_untracked() {
+            return;
+        }
+        TimeoutFuture::new(25).await;
+    }
+    panic!("the assistant never finished its turn");
+}
+
+#[wasm_bindgen_test]
+async fn a_refused_oversized_argument_never_travels_back_in_the_history() {
+    let huge = format!(r#"{{"name":"{}"}}"#, "x".repeat(1_200_000));
+    let answers = serde_json::json!([
+        [200, completion_call("save", &huge)],
+        [200, completion_text("It was refused.")]
+    ]);
+    let _fetch = FakeFetch::install(&answers.to_string());
+    let page = mount_online(None);
+    say(&page, "rename it").await;
+    idle(&page).await;
+    let requests = FakeFetch::requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the model heard back once: {}",
+        page.text(".cs-log")
+    );
+    let second = &requests[1].1;
+    assert!(
+        second.len() < 20_000,
+        "the second request carries {} bytes",
+        second.len()
+    );
+    assert!(second.contains("INVALID_ARGS"), "the model learns why");
+    assert!(
+        second.contains("over the limit"),
+        "a placeholder names the size"
+    );
+    assert!(page.text(".cs-log").contains("It was refused."));
+    assert!(page.runs().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn a_history_over_the_gateway_cap_drops_its_oldest_turns_and_says_so() {
+    let _fetch = FakeFetch::install(&serde_json::json!([[200, completion_text("ok")]]).to_string());
+    let page = mount_online(Some(40_000));
+    for turn in 0..6 {
+        say(&page, &format!("turn {turn} {}", "y".repeat(9_000))).await;
+        idle(&page).await;
+    }
+    let requests = FakeFetch::requests();
+    assert!(
+        requests.iter().all(|(_, body)| body.len() <= 40_000),
+        "every request fits the cap"
+    );
+    let last = &requests.last().unwrap().1;
+    assert!(last.contains("turn 5"), "the turn in progress is kept");
+    assert!(!last.contains("turn 0"), "the oldest turn went first");
+    assert!(page.text(".cs-log").contains("older turns were left out"));
+}
+
+#[wasm_bindgen_test]
+async fn the_gateway_s_errors_are_said_in_words_and_never_send_the_session_offline() {
+    for (status, words) in [(401, "(401)"), (413, "(413)"), (500, "kept failing")] {
+        let _fetch = FakeFetch::install(
+            &serde_json::json!([[status, r#"{"error":{"code":"x","message":"no"}}"#]]).to_string(),
+        );
+        let page = mount_online(None);
+        say(&page, "hello").await;
+        idle(&page).await;
+        let error = page.text(".cs-msg--error");
+        assert!(error.contains(words), "{status}: {error}");
+        assert!(
+            !page.cs.dock().offline.get_untracked(),
+            "{status} sent the session offline"
+        );
+        // The next message goes to the model again.
+        let before = FakeFetch::requests().len();
+        say(&page, "again").await;
+        idle(&page).await;
+        assert!(
+            FakeFetch::requests().len() > before,
+            "{status}: the model was not asked again"
+        );
+    }
+}
+
+#[wasm_bindgen_test]
+async fn a_rate_limit_waits_for_retry_after_and_recovers() {
+    let answers = serde_json::json!([[429, "{}", 1], [200, completion_text("Here now.")]]);
+    let _fetch = FakeFetch::install(&answers.to_string());
+    let page = mount_online(None);
+    say(&page, "hello").await;
+    tick().await;
+    tick().await;
+    assert!(page.text(".cs-log").contains("trying again in 1 s"));
+    idle(&page).await;
+    assert!(page.text(".cs-log").contains("Here now."));
+    assert!(page.q(".cs-msg--error").is_none());
+    assert_eq!(FakeFetch::requests().len(), 2);
+}
+
+#[wasm_bindgen_test]
+async fn an_unreachable_gateway_switches_to_the_offline_assistant_visibly_and_the_person_can_leave_it(
+) {
+    let answers = serde_json::json!(["network", [200, completion_text("Back with the model.")]]);
+    let _fetch = FakeFetch::install(&answers.to_string());
+    let page = mount_with_model(None, true);
+    TimeoutFuture::new(100).await; // the health probe: a model is there
+    assert!(!page.cs.dock().offline.get_untracked());
+    say(&page, "hello").await;
+    idle(&page).await;
+    assert!(
+        page.cs.dock().offline.get_untracked(),
+        "the offline assistant took over"
+    );
+    assert!(page
+        .text(".cs-log")
+        .contains("offline assistant answers now"));
+    page.click(".cs-go-online");
+    TimeoutFuture::new(100).await;
+    assert!(
+        !page.cs.dock().offline.get_untracked(),
+        "the person left the offline state"
+    );
+    assert!(page.text(".cs-log").contains("The model answers again."));
+    say(&page, "hello again").await;
+    idle(&page).await;
+    assert!(page.text(".cs-log").contains("Back with the model."));
+}

@@ -596,6 +596,11 @@ impl Executor {
         .unwrap_or_else(|_| Err(busy()))
     }
 
+    /// The cap on a call's raw arguments, in bytes (what the gate refuses above).
+    pub fn max_argument_bytes(&self) -> usize {
+        self.read(|state| state.config.max_argument_bytes)
+    }
+
     /// The ids of the registered actions, sorted.
     pub fn action_ids(&self) -> Vec<String> {
         self.read(|state| state.registry.ids())

@@ -13,4 +13,10 @@ pub trait ModelClient {
     fn is_offline(&self) -> bool {
         false
     }
+
+    /// The largest request body this client's server takes, in bytes, if it has a cap:
+    /// the assistant drops the oldest turns to fit under it.
+    fn request_cap(&self) -> Option<usize> {
+        None
+    }
 }

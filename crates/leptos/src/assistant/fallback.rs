@@ -9,9 +9,10 @@ use countersign::LocalBoxFuture;
 use super::client::ModelClient;
 use super::message::{ModelError, ModelRequest, ModelTurn};
 
-/// Tries the primary client; on "not configured" or "unavailable" switches to the
-/// offline one for the rest of the session. Malformed answers are errors, not a reason
-/// to switch silently.
+/// Tries the primary client; on "not configured" or "unreachable" switches to the
+/// offline one, until [`FallbackSwitch::set_online`] (the dock's "try the model again").
+/// A failing model (5xx), a rate limit, a refusal or a malformed answer is an error to
+/// show, never a reason to switch.
 pub struct Fallback<P, O> {
     primary: Rc<P>,
     offline: Rc<O>,
@@ -80,5 +81,13 @@ impl<P: ModelClient + 'static, O: ModelClient + 'static> ModelClient for Fallbac
 
     fn is_offline(&self) -> bool {
         self.using_offline.get()
+    }
+
+    fn request_cap(&self) -> Option<usize> {
+        if self.using_offline.get() {
+            self.offline.request_cap()
+        } else {
+            self.primary.request_cap()
+        }
     }
 }

@@ -93,10 +93,31 @@ pub enum ModelError {
     /// No model is configured here: use the offline assistant.
     #[error("no model is configured")]
     NotConfigured,
-    /// The model or gateway could not be reached, or failed on its side (5xx): the
-    /// offline assistant may stand in.
+    /// The gateway could not be reached (the network failed, or the request timed out):
+    /// the offline assistant may stand in, visibly, until the person tries again.
     #[error("the model could not answer: {0}")]
     Unavailable(String),
+    /// The gateway or the model failed on its side (5xx): retried with backoff, then
+    /// shown; never a reason to go offline for good.
+    #[error("the model failed (HTTP {status}): {message}")]
+    Failed {
+        /// The HTTP status.
+        status: u16,
+        /// What the gateway said.
+        message: String,
+    },
+    /// Too many requests (429): retried after `retry_after_s`, then shown.
+    #[error("the model is rate-limited; retry after {retry_after_s} s")]
+    RateLimited {
+        /// How long to wait, from `Retry-After` (a default when it gave none).
+        retry_after_s: u32,
+    },
+    /// The request was too large for the gateway (413).
+    #[error("the conversation is too large for the gateway")]
+    TooLarge,
+    /// The gateway (its token) or the model provider (its key) refused the request (401).
+    #[error("the request was not authorised: {0}")]
+    Unauthorized(String),
     /// The gateway refused this page's request (a wrong origin, a missing token, a
     /// foreign host): a setup problem to show, never a reason to fall back silently.
     #[error("the gateway refused this page ({code}): {message}")]

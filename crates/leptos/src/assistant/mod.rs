@@ -16,7 +16,10 @@ use countersign::Call;
 pub use client::ModelClient;
 pub use fallback::{Fallback, FallbackSwitch};
 pub use message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
-pub use openai::{parse_completion, parse_error, OpenAiCompatible, DEFAULT_MODEL_TIMEOUT_MS};
+pub use openai::{
+    parse_completion, parse_error, parse_error_with, OpenAiCompatible, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MODEL_TIMEOUT_MS, DEFAULT_RETRY_AFTER_S,
+};
 pub use scripted::{Reply, Rule, Scripted};
 
 use crate::countersign::Countersign;
@@ -48,7 +51,16 @@ struct Inner {
     history: RefCell<Vec<ChatMessage>>,
     max_steps: usize,
     busy: Cell<bool>,
+    /// The way back from the offline assistant to the model, when there is one.
+    switch: RefCell<Option<FallbackSwitch>>,
 }
+
+/// How many times a rate-limited or failing model request is tried again.
+const MAX_RETRIES: u32 = 2;
+/// The first wait before trying a failing model again (doubled each time).
+const RETRY_BACKOFF_MS: u32 = 500;
+/// The longest `Retry-After` the assistant waits for before giving up.
+const MAX_RETRY_AFTER_S: u32 = 60;
 
 /// The assistant behind the dock's chat. Cheap to clone.
 #[derive(Clone)]
@@ -76,6 +88,7 @@ impl Assistant {
             history: RefCell::default(),
             max_steps: max_steps.max(1),
             busy: Cell::new(false),
+            switch: RefCell::default(),
         }))
     }
 
@@ -99,6 +112,7 @@ impl Assistant {
         let fallback = Fallback::new(OpenAiCompatible::default(), planner, true);
         let switch = fallback.switch();
         let assistant = Self::new(fallback);
+        *assistant.0.switch.borrow_mut() = Some(switch.clone());
         assistant.resume(cs);
         cs.set_offline(true);
         let cs = cs.clone();
@@ -163,6 +177,32 @@ impl Assistant {
         });
     }
 
+    /// Whether the person can ask for the model again while the offline assistant answers
+    /// ([`Assistant::for_page`] keeps the way back).
+    pub fn can_go_online(&self) -> bool {
+        self.0.switch.borrow().is_some()
+    }
+
+    /// The person asks for the model again: the gateway is asked whether it has one; if
+    /// so the model answers from the next message on, else the dock says it is still
+    /// away. The offline assistant is a state the person can always try to leave.
+    pub async fn try_model_again(&self, cs: &Countersign) -> bool {
+        let Some(switch) = self.0.switch.borrow().clone() else {
+            return false;
+        };
+        let strings = cs.locale().strings();
+        let back = OpenAiCompatible::default().health().await == Some(true);
+        switch.set_online(back);
+        cs.set_offline(!back);
+        let notice = if back {
+            strings.model_back
+        } else {
+            strings.model_still_away
+        };
+        cs.push_log(LogEntry::Notice(notice.to_owned()));
+        back
+    }
+
     /// Whether the offline assistant is in use.
     pub fn is_offline(&self) -> bool {
         self.0.client.is_offline()
@@ -196,13 +236,16 @@ impl Assistant {
         result
     }
 
-    /// A turn ended: show its answer or error, and free the assistant.
+    /// A turn ended: show its answer or error (in words, with what to do), and free the
+    /// assistant.
     fn finish(&self, cs: &Countersign, result: &Result<String, AssistantError>) {
+        let strings = cs.locale().strings();
         match result {
             Ok(answer) => cs.push_log(LogEntry::Assistant(answer.clone())),
             Err(AssistantError::StepLimit(_)) => {
-                cs.push_log(LogEntry::Error(cs.locale().strings().step_limit.to_owned()))
+                cs.push_log(LogEntry::Error(strings.step_limit.to_owned()))
             }
+            Err(AssistantError::Model(e)) => cs.push_log(LogEntry::Error(strings.model_error(e))),
             Err(e) => cs.push_log(LogEntry::Error(e.to_string())),
         }
         cs.save_history(&self.0.history.borrow());
@@ -214,13 +257,12 @@ impl Assistant {
 
     async fn turn(&self, cs: &Countersign) -> Result<String, AssistantError> {
         for _ in 0..self.0.max_steps {
+            let tools = cs.executor().projection();
+            self.fit(cs, &tools);
             let mut messages = vec![system_message(cs)];
             messages.extend(self.0.history.borrow().iter().cloned());
-            let request = ModelRequest {
-                messages,
-                tools: cs.executor().projection(),
-            };
-            match self.0.client.complete(request).await? {
+            let request = ModelRequest { messages, tools };
+            match self.ask(cs, request).await? {
                 ModelTurn::Text(answer) => {
                     self.0
                         .history
@@ -229,10 +271,14 @@ impl Assistant {
                     return Ok(answer);
                 }
                 ModelTurn::ToolCalls { text, calls } => {
+                    // The history keeps what the model may see again: never a refused
+                    // call's oversized raw arguments (they would be sent back on every
+                    // later turn), only a placeholder naming their size.
+                    let cap = cs.executor().max_argument_bytes();
                     self.0.history.borrow_mut().push(ChatMessage {
                         role: Role::Assistant,
                         content: text.clone(),
-                        tool_calls: calls.clone(),
+                        tool_calls: calls.iter().map(|c| kept(c, cap)).collect(),
                         tool_call_id: None,
                     });
                     // Saved before the calls reach the gate: after a reload the turn is
@@ -262,6 +308,25 @@ impl Assistant {
             }
         }
         Err(AssistantError::StepLimit(self.0.max_steps))
+    }
+}
+
+/// A tool call as the history keeps it: arguments over `cap` bytes (which the gate
+/// refuses unread) are replaced by a placeholder that names their size.
+fn kept(call: &ToolCall, cap: usize) -> ToolCall {
+    if call.arguments.len() <= cap {
+        return call.clone();
+    }
+    ToolCall {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: serde_json::json!({
+            "omitted": format!(
+                "{} bytes of arguments, over the limit of {cap}; refused unread",
+                call.arguments.len()
+            )
+        })
+        .to_string(),
     }
 }
 
@@ -328,6 +393,77 @@ fn not_waiting(cs: &Countersign, call: &ToolCall) -> Option<countersign::Settled
             crate::clock::now(),
         )
         .ok()
+}
+
+impl Assistant {
+    /// Asks the model, waiting out a rate limit (`Retry-After`) and backing off from a
+    /// failing model, up to [`MAX_RETRIES`] times; the dock says what it is doing. A
+    /// switch to the offline assistant on the way is said too.
+    async fn ask(&self, cs: &Countersign, request: ModelRequest) -> Result<ModelTurn, ModelError> {
+        let strings = cs.locale().strings();
+        let was_offline = self.is_offline();
+        let mut tries = 0;
+        let result = loop {
+            let wait_ms = match self.0.client.complete(request.clone()).await {
+                Err(ModelError::RateLimited { retry_after_s })
+                    if tries < MAX_RETRIES && retry_after_s <= MAX_RETRY_AFTER_S =>
+                {
+                    cs.push_log(LogEntry::Notice(
+                        strings.rate_limited_waiting(retry_after_s),
+                    ));
+                    retry_after_s.saturating_mul(1000)
+                }
+                Err(ModelError::Failed { .. }) if tries < MAX_RETRIES => {
+                    cs.push_log(LogEntry::Notice(strings.model_retrying.to_owned()));
+                    RETRY_BACKOFF_MS << tries
+                }
+                other => break other,
+            };
+            tries += 1;
+            gloo_timers::future::TimeoutFuture::new(wait_ms).await;
+        };
+        if !was_offline && self.is_offline() {
+            cs.set_offline(true);
+            cs.push_log(LogEntry::Notice(strings.went_offline.to_owned()));
+        }
+        result
+    }
+
+    /// Drops the oldest turns of the conversation until the request fits the client's
+    /// cap (never the turn in progress); the dock says how many went.
+    fn fit(&self, cs: &Countersign, tools: &[countersign::ToolSpec]) {
+        let Some(cap) = self.0.client.request_cap() else {
+            return;
+        };
+        // The system message and the tools go with every request; a tenth is left for
+        // the wire format's own keys.
+        let fixed = system_message(cs).content.map_or(0, |c| c.len())
+            + serde_json::to_string(tools).map_or(0, |t| t.len());
+        let budget = (cap - cap / 10).saturating_sub(fixed);
+        let mut history = self.0.history.borrow_mut();
+        let size = |h: &[ChatMessage]| serde_json::to_string(h).map_or(usize::MAX, |t| t.len());
+        let mut dropped = 0;
+        while size(&history) > budget {
+            // The oldest turn: up to the second person's message.
+            let Some(next) = history
+                .iter()
+                .enumerate()
+                .skip(1)
+                .find(|(_, m)| m.role == Role::User)
+                .map(|(i, _)| i)
+            else {
+                break;
+            };
+            history.drain(..next);
+            dropped += 1;
+        }
+        drop(history);
+        if dropped > 0 {
+            let strings = cs.locale().strings();
+            cs.push_log(LogEntry::Notice(strings.history_trimmed(dropped)));
+            cs.save_history(&self.0.history.borrow());
+        }
+    }
 }
 
 fn system_message(cs: &Countersign) -> ChatMessage {

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::client::ModelClient;
 use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
-use crate::http::fetch;
+use crate::http::{fetch, fetch_full};
 
 /// How long one model request may take before it is abandoned.
 pub const DEFAULT_MODEL_TIMEOUT_MS: u32 = 60_000;
@@ -18,7 +18,11 @@ pub struct OpenAiCompatible {
     base: String,
     model: String,
     timeout_ms: u32,
+    max_request_bytes: usize,
 }
+
+/// The gateway's default body cap (`--max-body-bytes`): requests are trimmed to fit.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1024 * 1024;
 
 impl Default for OpenAiCompatible {
     fn default() -> Self {
@@ -33,7 +37,15 @@ impl OpenAiCompatible {
             base: base.into().trim_end_matches('/').to_owned(),
             model: String::from("default"),
             timeout_ms: DEFAULT_MODEL_TIMEOUT_MS,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
+    }
+
+    /// The server's body cap in bytes (the gateway's `--max-body-bytes`); the assistant
+    /// drops the oldest turns of a conversation to stay under it.
+    pub fn max_request_bytes(mut self, bytes: usize) -> Self {
+        self.max_request_bytes = bytes;
+        self
     }
 
     /// Names the model to ask for (the gateway may map or override it).
@@ -157,6 +169,33 @@ pub fn parse_completion(body: &str) -> Result<ModelTurn, ModelError> {
     }
 }
 
+/// How long to wait after a 429 that names no `Retry-After`.
+pub const DEFAULT_RETRY_AFTER_S: u32 = 5;
+
+/// Reads an error answer (`{"error":{"code","message"}}`, and `Retry-After` for a 429)
+/// into a model error.
+pub fn parse_error_with(status: u16, body: &str, retry_after_s: Option<u32>) -> ModelError {
+    let message: String = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+        .chars()
+        .take(300)
+        .collect();
+    match status {
+        401 => ModelError::Unauthorized(message),
+        413 => ModelError::TooLarge,
+        429 => ModelError::RateLimited {
+            retry_after_s: retry_after_s.unwrap_or(DEFAULT_RETRY_AFTER_S),
+        },
+        _ => parse_error(status, body),
+    }
+}
+
 /// Reads an error body (`{"error":{"code","message"}}`) into a model error.
 pub fn parse_error(status: u16, body: &str) -> ModelError {
     let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
@@ -176,26 +215,35 @@ pub fn parse_error(status: u16, body: &str) -> ModelError {
             code: code.chars().take(64).collect(),
             message: message.chars().take(300).collect(),
         }
-    } else if message.is_empty() {
-        ModelError::Unavailable(format!("HTTP {status}"))
     } else {
-        ModelError::Unavailable(format!("HTTP {status}: {message}"))
+        ModelError::Failed {
+            status,
+            message: message.chars().take(300).collect(),
+        }
     }
 }
 
 impl ModelClient for OpenAiCompatible {
+    fn request_cap(&self) -> Option<usize> {
+        Some(self.max_request_bytes)
+    }
+
     fn complete(&self, request: ModelRequest) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
         let url = format!("{}/chat/completions", self.base);
         let body = self.body(&request).to_string();
         let timeout = self.timeout_ms;
         Box::pin(async move {
-            let (status, text) = fetch("POST", &url, Some(&body), timeout)
+            let answer = fetch_full("POST", &url, Some(&body), timeout)
                 .await
                 .map_err(ModelError::Unavailable)?;
-            if (200..300).contains(&status) {
-                parse_completion(&text)
+            if (200..300).contains(&answer.status) {
+                parse_completion(&answer.body)
             } else {
-                Err(parse_error(status, &text))
+                Err(parse_error_with(
+                    answer.status,
+                    &answer.body,
+                    answer.retry_after_s,
+                ))
             }
         })
     }
@@ -256,7 +304,29 @@ mod tests {
         );
         assert_eq!(
             parse_error(502, "oops"),
-            ModelError::Unavailable("HTTP 502".into())
+            ModelError::Failed {
+                status: 502,
+                message: String::new()
+            }
+        );
+        assert_eq!(
+            parse_error_with(429, "{}", Some(3)),
+            ModelError::RateLimited { retry_after_s: 3 }
+        );
+        assert_eq!(
+            parse_error_with(429, "{}", None),
+            ModelError::RateLimited {
+                retry_after_s: DEFAULT_RETRY_AFTER_S
+            }
+        );
+        assert_eq!(parse_error_with(413, "", None), ModelError::TooLarge);
+        assert_eq!(
+            parse_error_with(
+                401,
+                r#"{"error":{"code":"unauthorized","message":"wrong token"}}"#,
+                None
+            ),
+            ModelError::Unauthorized("wrong token".into())
         );
     }
 

@@ -38,6 +38,15 @@ pub(crate) fn Chat(
             let _ = assistant.send(&cs, &text).await;
         });
     };
+    let can_go_online = assistant.with_value(|a| a.as_ref().is_some_and(Assistant::can_go_online));
+    let try_online = move || {
+        let (Some(assistant), Some(cs)) = (assistant.get_value(), cs.try_get_value()) else {
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            assistant.try_model_again(&cs).await;
+        });
+    };
     // The log follows the newest message unless the person scrolled up to read.
     let log_ref = NodeRef::<leptos::html::Ol>::new();
     let follow = RwSignal::new(true);
@@ -69,6 +78,14 @@ pub(crate) fn Chat(
     view! {
         <section class="cs-chat">
             // Scrollable, so reachable from the keyboard too (axe: scrollable-region-focusable).
+            {move || (dock.offline.get() && can_go_online).then(|| view! {
+                <p class="cs-offline-note">
+                    {strings.offline_now}" "
+                    <button type="button" class="cs-btn cs-btn--link cs-go-online" on:click=move |_| try_online()>
+                        {strings.try_model_again}
+                    </button>
+                </p>
+            })}
             <ol class="cs-log" aria-live="polite" aria-label=strings.conversation tabindex="0" node_ref=log_ref on:scroll=on_scroll>{log}</ol>
             <p class="cs-working" hidden=move || !dock.working.get()>{strings.working}</p>
             <form class="cs-form" on:submit=move |ev| { ev.prevent_default(); send(); }>
@@ -126,6 +143,10 @@ fn entry_view(strings: &'static Strings, entry: LogEntry) -> AnyView {
             }
             .into_any()
         }
+        LogEntry::Notice(text) => view! {
+            <li class="cs-msg cs-msg--notice" role="status">{text}</li>
+        }
+        .into_any(),
         LogEntry::Error(text) => view! {
             <li class="cs-msg cs-msg--error" role="alert">{strings.error_prefix}": "{revealed(strings, &text, Shape::Text)}</li>
         }
