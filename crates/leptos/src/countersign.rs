@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub(crate) pending_store: crate::pending_store::PendingSlot,
     /// The results of the calls brought back after a reload, for the assistant.
     pub(crate) restored: RefCell<Option<oneshot::Receiver<Vec<Settled>>>>,
+    /// The tab title and notifications while something waits.
+    pub(crate) attention: crate::attention::AttentionSlot,
     /// The model turns whose calls have not all settled.
     pub(crate) batches: RefCell<Vec<crate::batch::Batch>>,
     pub(crate) next_batch: std::cell::Cell<u64>,

@@ -68,6 +68,10 @@ pub struct DockState {
     pub activity: ReadSignal<Vec<Activity>>,
     /// The model turns whose calls have not all settled ("n of m", "allow all").
     pub batches: ReadSignal<Vec<crate::BatchView>>,
+    /// Whether the person turned system notifications on (from the dock, never on load).
+    pub notify: ReadSignal<bool>,
+    /// What the browser answered when asked for notification permission, once asked.
+    pub notify_permission: ReadSignal<Option<bool>>,
 }
 
 /// The writable side of [`DockState`], for the runtime only.
@@ -84,6 +88,8 @@ pub(crate) struct DockSignals {
     pub(crate) policy_error: RwSignal<Option<String>>,
     pub(crate) activity: RwSignal<Vec<Activity>>,
     pub(crate) batches: RwSignal<Vec<crate::BatchView>>,
+    pub(crate) notify: RwSignal<bool>,
+    pub(crate) notify_permission: RwSignal<Option<bool>>,
 }
 
 impl DockSignals {
@@ -100,6 +106,8 @@ impl DockSignals {
             policy_error: RwSignal::new(None),
             activity: RwSignal::new(Vec::new()),
             batches: RwSignal::new(Vec::new()),
+            notify: RwSignal::new(false),
+            notify_permission: RwSignal::new(None),
         }
     }
 
@@ -116,6 +124,8 @@ impl DockSignals {
             policy_error: self.policy_error.read_only(),
             activity: self.activity.read_only(),
             batches: self.batches.read_only(),
+            notify: self.notify.read_only(),
+            notify_permission: self.notify_permission.read_only(),
         }
     }
 }

@@ -67,6 +67,7 @@ impl Countersign {
             store.sync(exec.waiting(now()), js_sys::Date::now());
         }
         dock.now_ms.set(now().as_millis());
+        self.update_attention();
         self.note_activity();
         self.rearm();
         self.0.shipping.ship();

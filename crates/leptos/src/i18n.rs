@@ -131,6 +131,16 @@ pub struct Strings {
     pub time_left: &'static str,
     /// The warning a waiting card shows in its last 30 seconds.
     pub expires_soon: &'static str,
+    /// The tab title's word for what waits, and a notification's title.
+    pub approval_needed: &'static str,
+    /// A notification's body: "{n} waiting for you" (`{n}` is replaced).
+    pub waiting_for_you: &'static str,
+    /// The dock's button that turns notifications on.
+    pub notify_setting: &'static str,
+    /// Notifications are on.
+    pub notify_on: &'static str,
+    /// The browser refused notifications.
+    pub notify_denied: &'static str,
     /// The card's Edit button.
     pub edit: &'static str,
     /// The edit form's heading.
@@ -281,6 +291,11 @@ impl Strings {
         }
     }
 
+    /// "{n} waiting for you".
+    pub fn waiting_count(&self, n: usize) -> String {
+        self.waiting_for_you.replace("{n}", &n.to_string())
+    }
+
     /// "trying again in {n} s".
     pub fn rate_limited_waiting(&self, seconds: u32) -> String {
         self.rate_limited_wait.replace("{n}", &seconds.to_string())
@@ -359,6 +374,11 @@ static EN: Strings = Strings {
     handoff_cancel: "Cancel",
     time_left: "Time left",
     expires_soon: "This request expires in under 30 seconds; after that nothing runs.",
+    approval_needed: "Approval needed",
+    waiting_for_you: "{n} waiting for you in the assistant dock",
+    notify_setting: "Notify me when something waits",
+    notify_on: "Notifications on: you will be told when something waits while this tab is hidden.",
+    notify_denied: "Notifications are blocked in this browser; the tab's title still shows what waits.",
     edit: "Edit",
     edit_heading: "Edit the arguments",
     edit_hint: "Submitting approves nothing: the edited call is checked again and shown to you to approve.",
@@ -450,6 +470,11 @@ static ZH: Strings = Strings {
     handoff_cancel: "取消",
     time_left: "剩余时间",
     expires_soon: "此请求将在 30 秒内过期，过期后不会执行任何操作。",
+    approval_needed: "需要批准",
+    waiting_for_you: "助手面板中有 {n} 项等待你处理",
+    notify_setting: "有事项等待时通知我",
+    notify_on: "通知已开启：此标签页在后台时，有事项等待会通知你。",
+    notify_denied: "此浏览器已阻止通知；标签页标题仍会显示等待的事项。",
     edit: "编辑",
     edit_heading: "编辑参数",
     edit_hint: "提交编辑不会批准任何操作：编辑后的调用会重新检查，并再次请你批准。",

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod assistant;
+mod attention;
 mod audit_ship;
 mod batch;
 mod clock;

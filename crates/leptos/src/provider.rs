@@ -138,7 +138,9 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         next_batch: std::cell::Cell::new(0),
         pending_store: RefCell::default(),
         restored: RefCell::default(),
+        attention: RefCell::default(),
     }));
+    cs.watch_visibility();
     if let Some(key) = options.keep_pending {
         cs.keep_pending(format!("{key}:{role_key}"));
     }

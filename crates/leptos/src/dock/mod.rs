@@ -22,6 +22,28 @@ use chat::Chat;
 use grant_list::GrantList;
 use handoff_panel::HandoffPanel;
 
+/// The opt-in for system notifications: asked only from the person's click.
+#[component]
+fn NotifySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
+    let dock = cs.with_value(crate::Countersign::dock);
+    let strings = cs.with_value(|cs| cs.locale().strings());
+    crate::attention::notifications_supported().then(|| {
+        view! {
+            <p class="cs-notify">
+                {move || match (dock.notify.get(), dock.notify_permission.get()) {
+                    (true, _) => view! { <span role="status">{strings.notify_on}</span> }.into_any(),
+                    (false, Some(false)) => view! { <span role="status">{strings.notify_denied}</span> }.into_any(),
+                    _ => view! {
+                        <button type="button" class="cs-btn cs-btn--link cs-notify-on" on:click=move |_| {
+                            cs.with_value(crate::Countersign::turn_notifications_on);
+                        }>{strings.notify_setting}</button>
+                    }.into_any(),
+                }}
+            </p>
+        }
+    })
+}
+
 /// Loud notices: a mode other than default, a broken policy file.
 #[component]
 fn Banners(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
@@ -95,6 +117,7 @@ pub fn AgentDock(
                     {strings.offline_badge}
                 </span>
             </header>
+            <NotifySetting cs=cs />
             <Banners cs=cs />
             <ApprovalQueue cs=cs />
             <HandoffPanel cs=cs />
