@@ -113,6 +113,7 @@ pub struct Action<P> {
     pub(crate) reversal: bool,
     pub(crate) rewrite: Option<Rc<RewriteFn<P>>>,
     pub(crate) approval_timeout: Option<std::time::Duration>,
+    pub(crate) question: Option<crate::Question>,
 }
 
 impl<P> std::fmt::Debug for Action<P> {
@@ -155,7 +156,16 @@ where
             reversal: false,
             approval_timeout: None,
             rewrite: None,
+            question: None,
         }
+    }
+
+    /// Makes the action a question for the person: nothing runs; the dock shows a form
+    /// for the answer's type and the person's validated answer is the result. Declining
+    /// is `QUESTION_DECLINED`. The form's words come from the declaration only.
+    pub fn question(mut self, question: crate::Question) -> Self {
+        self.question = Some(question);
+        self
     }
 
     /// The action's id.
@@ -324,6 +334,7 @@ where
             "remember": self.remember.is_some(),
             "reversal": self.reversal,
             "handoff": self.handoff.is_some(),
+            "question": self.question.as_ref().map(|q| &q.schema),
         }))
         .to_hex();
         let meta = ActionMeta {
@@ -340,6 +351,7 @@ where
             reversal: self.reversal,
             confirm_twice: self.second_question.is_some(),
             approval_timeout: self.approval_timeout,
+            question: self.question.clone(),
         };
         Rc::new(Typed {
             meta,
@@ -366,6 +378,8 @@ pub(crate) struct ActionMeta {
     pub(crate) confirm_twice: bool,
     /// The action's own approval timeout, if it set one.
     pub(crate) approval_timeout: Option<std::time::Duration>,
+    /// The question it asks the person, if it is one.
+    pub(crate) question: Option<crate::Question>,
 }
 
 /// A registered action with its param type erased.

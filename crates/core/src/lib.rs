@@ -16,6 +16,7 @@ mod policy;
 mod policy_file;
 mod preview;
 mod projection;
+mod question;
 mod reason;
 mod reveal;
 mod schema_check;
@@ -42,6 +43,7 @@ pub use policy::{ApprovalPolicy, Confirm, Kind};
 pub use policy_file::{Override, PolicyError, PolicyFile, RolePolicy, MAX_POLICY_BYTES};
 pub use preview::{line_diff, Preview};
 pub use projection::{openai_tools, ToolAnnotations, ToolSpec};
+pub use question::{AnswerError, Question, QuestionView, DEFAULT_QUESTION_TIMEOUT};
 pub use reason::{CardChange, Hook, Level, LevelSource, Reason, RestoreMiss};
 pub use reveal::{is_bidi_control, is_format_char, reveal, reveal_name, Revealed};
 pub use ticket::{

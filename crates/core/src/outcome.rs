@@ -62,11 +62,13 @@ pub enum Code {
     HandoffTimeout,
     /// The person said the handoff was done but the expected state is not there.
     HandoffFailed,
+    /// The person declined to answer the assistant's question.
+    QuestionDeclined,
 }
 
 impl Code {
     /// Every code, in pipeline order.
-    pub const ALL: [Code; 13] = [
+    pub const ALL: [Code; 14] = [
         Code::UnknownAction,
         Code::InvalidArgs,
         Code::ScopeMissing,
@@ -80,6 +82,7 @@ impl Code {
         Code::HandoffCancelled,
         Code::HandoffTimeout,
         Code::HandoffFailed,
+        Code::QuestionDeclined,
     ];
 
     /// The code as the model sees it, e.g. `PERMISSION_DENIED`.
@@ -98,6 +101,7 @@ impl Code {
             Code::HandoffCancelled => "HANDOFF_CANCELLED",
             Code::HandoffTimeout => "HANDOFF_TIMEOUT",
             Code::HandoffFailed => "HANDOFF_FAILED",
+            Code::QuestionDeclined => "QUESTION_DECLINED",
         }
     }
 
@@ -117,6 +121,7 @@ impl Code {
             Code::HandoffCancelled => "the person cancelled the handoff",
             Code::HandoffTimeout => "the handoff timed out",
             Code::HandoffFailed => "the handoff's expectation did not hold",
+            Code::QuestionDeclined => "the person declined to answer",
         }
     }
 
@@ -136,7 +141,8 @@ impl Code {
             | Code::VerifyFailed
             | Code::HandoffCancelled
             | Code::HandoffTimeout
-            | Code::HandoffFailed => RetryHint::AskUser,
+            | Code::HandoffFailed
+            | Code::QuestionDeclined => RetryHint::AskUser,
         }
     }
 }
@@ -230,6 +236,8 @@ pub enum DoneBy {
     Assistant,
     /// The person, through a handoff.
     Person,
+    /// The person, answering the assistant's question (the result is the answer).
+    Answer,
 }
 
 /// How a call ended: exactly one per call.
@@ -268,6 +276,7 @@ impl Outcome {
     pub fn reason(&self) -> Reason {
         match self {
             Outcome::Done(receipt) if receipt.done_by == DoneBy::Person => Reason::HandoffCompleted,
+            Outcome::Done(receipt) if receipt.done_by == DoneBy::Answer => Reason::Answered,
             Outcome::Done(_) => Reason::Verified,
             Outcome::Refused(refusal) => refusal.reason.clone(),
         }

@@ -202,6 +202,12 @@ pub enum Reason {
     },
     /// decide: the last step is the person's.
     Handoff,
+    /// decide: the action asks the person a question.
+    Question,
+    /// verify: the person answered the question, and the answer is of the declared type.
+    Answered,
+    /// approve: the person declined to answer the question.
+    QuestionDeclined,
     /// decide: the action rewrote the call, which re-entered the pipeline.
     Rewritten {
         /// The registered action that runs instead (the same id when only the arguments
@@ -306,8 +312,11 @@ impl Reason {
             | R::ModeAllowed { .. }
             | R::ModeRefused { .. }
             | R::Handoff
+            | R::Question
             | R::Rewritten { .. }
             | R::RewriteLoop => Stage::Decide,
+            R::Answered => Stage::Verify,
+            R::QuestionDeclined => Stage::Approve,
             R::AllowedOnce
             | R::AllowedInBatch
             | R::Granted { .. }
@@ -355,6 +364,7 @@ impl Reason {
             | R::CardKeptChanging
             | R::Rewritten { to: None } => Code::Unavailable,
             R::Declined => Code::PermissionDenied,
+            R::QuestionDeclined => Code::QuestionDeclined,
             R::ApprovalTimeout => Code::ApprovalTimeout,
             R::NotRestored { handoff: false, .. } => Code::ApprovalExpired,
             R::NotRestored { handoff: true, .. } => Code::HandoffTimeout,
@@ -374,6 +384,8 @@ impl Reason {
             | R::Grant { .. }
             | R::ModeAllowed { .. }
             | R::Handoff
+            | R::Question
+            | R::Answered
             | R::Rewritten { .. }
             | R::AllowedOnce
             | R::AllowedInBatch
@@ -426,6 +438,9 @@ impl Reason {
             R::ModeAllowed { .. } => "mode_allowed",
             R::ModeRefused { .. } => "mode_refused",
             R::Handoff => "handoff",
+            R::Question => "question",
+            R::Answered => "answered",
+            R::QuestionDeclined => "question_declined",
             R::Rewritten { .. } => "rewritten",
             R::RewriteLoop => "rewrite_loop",
             R::AllowedOnce => "allowed_once",
@@ -502,6 +517,9 @@ impl Reason {
                 mode.as_str()
             ),
             R::Handoff => "the last step is the person's".into(),
+            R::Question => "the action asks the person a question".into(),
+            R::Answered => "the person answered the question".into(),
+            R::QuestionDeclined => "the person declined to answer".into(),
             R::Rewritten { to: Some(to) } => {
                 format!("the action rewrote the call; `{to}` runs instead")
             }
@@ -621,6 +639,9 @@ impl Reason {
                 why.as_str()
             ),
             R::NothingToRun => format!("{name} has nothing to run; nothing was done"),
+            R::QuestionDeclined => format!(
+                "the person declined to answer {name}. do not ask again unless the user brings it up"
+            ),
             R::RunFailed => format!("{name} failed: {}", detail(500)),
             R::Interrupted => format!(
                 "{name} was interrupted before it finished; whether it took effect is unknown. ask the user"

@@ -19,6 +19,7 @@ enum Seen {
     Ran,
     Card,
     Handoff,
+    Question,
     Denied,
 }
 
@@ -48,7 +49,7 @@ fn world() -> World {
 }
 
 fn observe(w: &World, action: &str) -> (Seen, Option<Decider>) {
-    let args = if action == "hand" {
+    let args = if action == "hand" || action == "pick" {
         "{}"
     } else {
         r#"{"name":"x"}"#
@@ -56,6 +57,7 @@ fn observe(w: &World, action: &str) -> (Seen, Option<Decider>) {
     match w.call(action, args, 0) {
         Step::Approval(_) => (Seen::Card, None),
         Step::Handoff(_) => (Seen::Handoff, None),
+        Step::Question(_) => (Seen::Question, None),
         step @ Step::Perform(_) => {
             let s = drive(&w.exec, step, 1).unwrap();
             assert_eq!(code(&s), "OK");
@@ -146,4 +148,33 @@ fn a_mode_switch_does_not_approve_cards_already_waiting() {
         .deny(card.call, None, countersign::Timestamp::from_millis(1))
         .unwrap();
     assert!(w.runs().is_empty());
+}
+
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+struct Pick {
+    /// Which one.
+    which: String,
+}
+
+#[test]
+fn a_question_needs_a_person_in_every_mode() {
+    for (mode, expected) in [
+        (Mode::Default, Seen::Question),
+        (Mode::Away, Seen::Denied),
+        (Mode::Unattended, Seen::Denied),
+        (Mode::Bypass, Seen::Question),
+    ] {
+        let mut w = world();
+        w.regs.push(
+            w.exec
+                .register(
+                    Action::<NoParams>::new("pick", "Ask which.")
+                        .question(countersign::Question::new::<Pick>("Which one?")),
+                )
+                .unwrap(),
+        );
+        w.exec.set_mode(mode).unwrap();
+        let (seen, _) = observe(&w, "pick");
+        assert_eq!(seen, expected, "{mode:?}");
+    }
 }

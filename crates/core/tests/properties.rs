@@ -204,7 +204,7 @@ impl Sim {
             // every one (the returned step repeats it for convenience).
             Step::Settled(_) => {}
             Step::Approval(card) => self.cards.push(card),
-            Step::Handoff(_) => {}
+            Step::Handoff(_) | Step::Question(_) => {}
             Step::Perform(job) => self.jobs.push(job),
         }
     }
@@ -447,6 +447,7 @@ fn step_call(step: &Step) -> CallId {
         Step::Settled(s) => s.call,
         Step::Approval(c) => c.call,
         Step::Handoff(h) => h.call,
+        Step::Question(q) => q.call,
         Step::Perform(j) => j.call(),
     }
 }

@@ -224,6 +224,7 @@ pub(crate) fn step_call(step: &Step) -> CallId {
         Step::Settled(s) => s.call,
         Step::Approval(card) => card.call,
         Step::Handoff(view) => view.call,
+        Step::Question(view) => view.call,
         Step::Perform(job) => job.call(),
     }
 }

@@ -27,6 +27,8 @@ pub(crate) enum Decision {
     Ask(ApprovalPolicy, Reason, Decider),
     /// Hand the last step to the person.
     Handoff,
+    /// Ask the person the action's question.
+    Question,
 }
 
 /// A call that passed decide, with what the next stages need.
@@ -67,6 +69,13 @@ impl ExecutorState {
             // it into a run.
             return match mode {
                 Mode::Default | Mode::Bypass => Ok(Decision::Handoff),
+                Mode::Away | Mode::Unattended => Err(refused(mode)),
+            };
+        }
+        if meta.question.is_some() {
+            // A question needs the person; no mode answers it for them.
+            return match mode {
+                Mode::Default | Mode::Bypass => Ok(Decision::Question),
                 Mode::Away | Mode::Unattended => Err(refused(mode)),
             };
         }
@@ -215,6 +224,43 @@ impl ExecutorState {
         );
         self.live.insert(trace.call, live);
         Ok(Next::Handoff(trace.call))
+    }
+
+    /// The person is asked the action's question: show the form and wait.
+    pub(crate) fn ask_question(
+        &mut self,
+        trace: &Trace,
+        decided: Decided,
+        now: Timestamp,
+    ) -> Result<Next, Stop> {
+        let timeout = decided
+            .action
+            .meta()
+            .question
+            .as_ref()
+            .map(|q| q.timeout)
+            .unwrap_or_default();
+        let deadline = decided
+            .deadline
+            .unwrap_or_else(|| now.saturating_add(timeout));
+        let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
+        self.record(
+            trace,
+            AuditEvent::Asked,
+            Decider::Policy,
+            &Reason::Question,
+            None,
+            now,
+        );
+        let live = self.live_call(
+            trace,
+            decided,
+            consequence,
+            None,
+            LiveState::Question(deadline),
+        );
+        self.live.insert(trace.call, live);
+        Ok(Next::Question(trace.call))
     }
 
     fn live_call(

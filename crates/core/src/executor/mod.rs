@@ -8,6 +8,7 @@
 //! in, asks [`Executor::poll_timeout`] when to call [`Executor::handle_timeout`], and
 //! drives each [`Job`]'s future itself, handing the [`Completion`] back.
 
+mod answer;
 mod approve;
 mod availability;
 mod card;
@@ -109,6 +110,8 @@ pub enum Step {
     Approval(ApprovalRequest),
     /// It waits for the person to do the last step; show this handoff.
     Handoff(HandoffView),
+    /// It waits for the person's answer; show this question.
+    Question(crate::QuestionView),
     /// It may run: drive the job and hand its completion to [`Executor::complete`].
     Perform(Job),
 }
@@ -139,6 +142,7 @@ pub(crate) enum Next {
     Settled(Settled),
     Approval(Box<ApprovalRequest>),
     Handoff(CallId),
+    Question(CallId),
     Perform(CallId, LocalBoxFuture<Result<Value, String>>),
 }
 
@@ -404,7 +408,7 @@ impl Executor {
                     let (handoff, deadline) = match &live.state {
                         LiveState::Approval(card) => (false, card.deadline),
                         LiveState::Handoff(machine) => (true, machine.deadline()),
-                        LiveState::Performing => return None,
+                        LiveState::Performing | LiveState::Question(_) => return None,
                     };
                     let meta = live.action.meta();
                     let pending = Pending {
@@ -421,6 +425,42 @@ impl Executor {
                 })
                 .collect()
         })
+    }
+
+    /// Questions waiting for the person's answer, oldest first.
+    pub fn questions(&self) -> Vec<crate::QuestionView> {
+        self.read(|state| {
+            state
+                .live
+                .keys()
+                .filter_map(|c| question_view(state, *c))
+                .collect()
+        })
+    }
+
+    /// The person answers a question (raw JSON from the form). An answer that is not of
+    /// the declared type changes nothing ([`crate::AnswerError::Invalid`], for the form);
+    /// a valid one is the call's result, done by the person.
+    pub fn answer(
+        &self,
+        call: CallId,
+        answer: &str,
+        now: Timestamp,
+    ) -> Result<Settled, crate::AnswerError> {
+        self.with(|state| state.answer(call, answer, now))?
+    }
+
+    /// The person declines the question: `QUESTION_DECLINED`.
+    pub fn decline_question(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
+        self.with(|state| state.decline_question(call, now))?
+    }
+
+    /// Checks a raw answer to a registered question action, as the form does while the
+    /// person types. Nothing is recorded.
+    pub fn check_answer(&self, action: &str, answer: &str) -> Result<Value, String> {
+        let busy = || Reentered.to_string();
+        self.with(|state| state.check_answer(action, answer))
+            .unwrap_or_else(|_| Err(busy()))
     }
 
     /// The session grants in force.
@@ -621,6 +661,11 @@ impl Executor {
                     ),
                 }
             }
+            Next::Question(call) => match self.read(|state| question_view(state, call)) {
+                Some(view) => Step::Question(view),
+                // Not reachable: a question just asked is live. Kept total.
+                None => Step::Settled(lost(call)),
+            },
             Next::Perform(call, future) => Step::Perform(Job {
                 future,
                 guard: Guard {
@@ -648,6 +693,23 @@ fn lost(call: CallId) -> Settled {
         )),
         edited: None,
     }
+}
+
+fn question_view(state: &ExecutorState, call: CallId) -> Option<crate::QuestionView> {
+    let live = state.live.get(&call)?;
+    let LiveState::Question(deadline) = &live.state else {
+        return None;
+    };
+    let meta = live.action.meta();
+    let question = meta.question.as_ref()?;
+    Some(crate::QuestionView {
+        call,
+        action: meta.id.clone(),
+        title: meta.title.clone(),
+        prompt: question.prompt.clone(),
+        schema: question.schema.clone(),
+        deadline: *deadline,
+    })
 }
 
 fn handoff_view(state: &ExecutorState, call: CallId) -> Option<HandoffView> {

@@ -139,6 +139,7 @@ impl ExecutorState {
             Decision::Run(reason, by) => self.allow(trace, decided, reason, by, now),
             Decision::Ask(policy, reason, by) => self.ask(trace, decided, policy, reason, by, now),
             Decision::Handoff => self.hand_off(trace, decided, now),
+            Decision::Question => self.ask_question(trace, decided, now),
         }
     }
 }

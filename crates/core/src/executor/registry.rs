@@ -24,6 +24,9 @@ pub enum RegisterError {
     /// The action has both: a handoff is the person's step, so the executor never runs one.
     #[error("action `{0}` has both a run and a handoff; a handoff action is done by the person")]
     RunAndHandoff(String),
+    /// A question is the person's to answer: it has no run and no handoff.
+    #[error("action `{0}` is a question and also has a run or a handoff")]
+    QuestionAndMore(String),
     /// The handoff lists no steps for the person.
     #[error("the handoff of action `{0}` has no steps")]
     HandoffWithoutSteps(String),
@@ -56,6 +59,13 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
     }
     if action.approval_timeout.is_some_and(|t| t.is_zero()) {
         return Err(RegisterError::ZeroApprovalTimeout(id.clone()));
+    }
+    if action.question.is_some() {
+        return if action.run.is_some() || action.handoff.is_some() {
+            Err(RegisterError::QuestionAndMore(id.clone()))
+        } else {
+            Ok(())
+        };
     }
     match (&action.run, &action.handoff) {
         (None, None) => Err(RegisterError::NothingToDo(id.clone())),

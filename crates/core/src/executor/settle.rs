@@ -222,7 +222,9 @@ impl ExecutorState {
     }
 
     pub(crate) fn expire_approval(&mut self, call: CallId, now: Timestamp) {
-        if let Some(LiveState::Approval(_)) = self.live.get(&call).map(|l| &l.state) {
+        if let Some(LiveState::Approval(_) | LiveState::Question(_)) =
+            self.live.get(&call).map(|l| &l.state)
+        {
             self.settle_stop(
                 call,
                 Stop::new(Reason::ApprovalTimeout, Decider::Timer),
@@ -246,6 +248,7 @@ impl ExecutorState {
             .filter_map(|l| match &l.state {
                 LiveState::Approval(r) => Some(r.deadline),
                 LiveState::Handoff(m) => m.poll_timeout(),
+                LiveState::Question(deadline) => Some(*deadline),
                 LiveState::Performing => None,
             })
             .min()
@@ -259,6 +262,7 @@ impl ExecutorState {
             .iter()
             .filter_map(|(c, l)| match &l.state {
                 LiveState::Approval(r) if now >= r.deadline => Some((*c, true)),
+                LiveState::Question(deadline) if now >= *deadline => Some((*c, true)),
                 LiveState::Handoff(m) if m.poll_timeout().is_some_and(|d| now >= d) => {
                     Some((*c, false))
                 }

@@ -27,6 +27,8 @@ pub(crate) enum LiveState {
     Approval(Box<ApprovalRequest>),
     Performing,
     Handoff(HandoffMachine),
+    /// Waiting for the person's answer until this deadline.
+    Question(Timestamp),
 }
 
 /// A call past the decide stage that has not settled.

@@ -120,7 +120,7 @@ pub fn drive(exec: &Executor, step: Step, now: u64) -> Option<Settled> {
     match step {
         Step::Settled(s) => Some(s),
         Step::Perform(job) => Some(finish(exec, pollster::block_on(job.run()), now)),
-        Step::Approval(_) | Step::Handoff(_) => None,
+        Step::Approval(_) | Step::Handoff(_) | Step::Question(_) => None,
     }
 }
 
