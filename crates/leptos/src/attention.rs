@@ -51,8 +51,9 @@ impl Countersign {
     /// every executor step and when the tab is shown or hidden.
     pub(crate) fn update_attention(&self) {
         let dock = self.0.dock;
-        let waiting =
-            dock.approvals.with_untracked(Vec::len) + dock.handoffs.with_untracked(Vec::len);
+        let waiting = dock.approvals.with_untracked(Vec::len)
+            + dock.handoffs.with_untracked(Vec::len)
+            + dock.questions.with_untracked(Vec::len);
         let Some(document) = document() else { return };
         let hidden = document.hidden();
         let mut attention = self.0.attention.borrow_mut();

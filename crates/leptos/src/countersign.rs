@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    Action, ApprovalRequest, Call, CallId, EditError, Executor, Gesture, GrantId, MemoryAudit,
-    Outcome, Settled, TicketError,
+    Action, AnswerError, ApprovalRequest, Call, CallId, EditError, Executor, Gesture, GrantId,
+    MemoryAudit, Outcome, Settled, TicketError,
 };
 use futures_channel::oneshot;
 use leptos::prelude::*;
@@ -182,6 +182,21 @@ impl Countersign {
     /// The person pressed Deny on a card, with an optional reason for the model.
     pub fn deny(&self, call: CallId, reason: Option<&str>) -> Result<(), TicketError> {
         let result = self.0.executor.deny(call, reason, now()).map(|_| ());
+        self.pump();
+        result
+    }
+
+    /// The person answers the assistant's question (raw JSON from the form). An answer
+    /// not of the declared type changes nothing ([`AnswerError::Invalid`], for the form).
+    pub fn answer(&self, call: CallId, answer: &str) -> Result<(), AnswerError> {
+        let result = self.0.executor.answer(call, answer, now()).map(|_| ());
+        self.pump();
+        result
+    }
+
+    /// The person declines the assistant's question: `QUESTION_DECLINED`.
+    pub fn decline_question(&self, call: CallId) -> Result<(), TicketError> {
+        let result = self.0.executor.decline_question(call, now()).map(|_| ());
         self.pump();
         result
     }

@@ -50,6 +50,8 @@ pub struct DockState {
     pub approvals: ReadSignal<Vec<ApprovalRequest>>,
     /// Handoffs waiting for the person.
     pub handoffs: ReadSignal<Vec<HandoffView>>,
+    /// Questions waiting for the person's answer.
+    pub questions: ReadSignal<Vec<countersign::QuestionView>>,
     /// Session grants in force.
     pub grants: ReadSignal<Vec<Grant>>,
     /// The conversation and action log.
@@ -79,6 +81,7 @@ pub struct DockState {
 pub(crate) struct DockSignals {
     pub(crate) approvals: RwSignal<Vec<ApprovalRequest>>,
     pub(crate) handoffs: RwSignal<Vec<HandoffView>>,
+    pub(crate) questions: RwSignal<Vec<countersign::QuestionView>>,
     pub(crate) grants: RwSignal<Vec<Grant>>,
     pub(crate) log: RwSignal<Vec<LogEntry>>,
     pub(crate) working: RwSignal<bool>,
@@ -97,6 +100,7 @@ impl DockSignals {
         Self {
             approvals: RwSignal::new(Vec::new()),
             handoffs: RwSignal::new(Vec::new()),
+            questions: RwSignal::new(Vec::new()),
             grants: RwSignal::new(Vec::new()),
             log: RwSignal::new(Vec::new()),
             working: RwSignal::new(false),
@@ -115,6 +119,7 @@ impl DockSignals {
         DockState {
             approvals: self.approvals.read_only(),
             handoffs: self.handoffs.read_only(),
+            questions: self.questions.read_only(),
             grants: self.grants.read_only(),
             log: self.log.read_only(),
             working: self.working.read_only(),

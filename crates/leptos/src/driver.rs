@@ -60,6 +60,7 @@ impl Countersign {
         let dock = self.0.dock;
         dock.approvals.set(exec.approvals());
         dock.handoffs.set(exec.handoffs());
+        dock.questions.set(exec.questions());
         dock.grants.set(exec.grants());
         dock.batches
             .set(self.0.batches.borrow().iter().map(|b| b.view()).collect());

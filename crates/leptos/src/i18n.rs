@@ -141,6 +141,14 @@ pub struct Strings {
     pub notify_on: &'static str,
     /// The browser refused notifications.
     pub notify_denied: &'static str,
+    /// The question panel's heading.
+    pub question_heading: &'static str,
+    /// The question's submit button.
+    pub answer: &'static str,
+    /// The question's decline button.
+    pub decline_question: &'static str,
+    /// Outcome of a declined question.
+    pub outcome_question_declined: &'static str,
     /// The card's Edit button.
     pub edit: &'static str,
     /// The edit form's heading.
@@ -283,6 +291,7 @@ impl Strings {
             Some(Code::PermissionDenied) => self.outcome_denied,
             Some(Code::ApprovalTimeout) => self.outcome_approval_timeout,
             Some(Code::ApprovalExpired) => self.outcome_approval_expired,
+            Some(Code::QuestionDeclined) => self.outcome_question_declined,
             Some(Code::HandoffCancelled) => self.outcome_handoff_cancelled,
             Some(Code::HandoffTimeout) => self.outcome_handoff_timeout,
             Some(Code::HandoffFailed) => self.outcome_handoff_failed,
@@ -379,6 +388,10 @@ static EN: Strings = Strings {
     notify_setting: "Notify me when something waits",
     notify_on: "Notifications on: you will be told when something waits while this tab is hidden.",
     notify_denied: "Notifications are blocked in this browser; the tab's title still shows what waits.",
+    question_heading: "The assistant asks you",
+    answer: "Answer",
+    decline_question: "Decline",
+    outcome_question_declined: "Not answered: you declined",
     edit: "Edit",
     edit_heading: "Edit the arguments",
     edit_hint: "Submitting approves nothing: the edited call is checked again and shown to you to approve.",
@@ -475,6 +488,10 @@ static ZH: Strings = Strings {
     notify_setting: "有事项等待时通知我",
     notify_on: "通知已开启：此标签页在后台时，有事项等待会通知你。",
     notify_denied: "此浏览器已阻止通知；标签页标题仍会显示等待的事项。",
+    question_heading: "助手想问你",
+    answer: "回答",
+    decline_question: "拒绝回答",
+    outcome_question_declined: "未回答：你拒绝了",
     edit: "编辑",
     edit_heading: "编辑参数",
     edit_hint: "提交编辑不会批准任何操作：编辑后的调用会重新检查，并再次请你批准。",

@@ -57,6 +57,15 @@ struct Shaped {
     note: Option<String>,
 }
 
+/// A question's answer.
+#[derive(Clone, Deserialize, JsonSchema, serde::Serialize)]
+struct Picked {
+    /// The colour you want.
+    colour: Colour,
+    /// How many (at least one).
+    count: u32,
+}
+
 /// Params the form cannot express (a list): edited as JSON.
 #[derive(Clone, Deserialize, JsonSchema, serde::Serialize)]
 struct Tagged {
@@ -159,6 +168,20 @@ fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoVie
     use_action(logging("note", Kind::Write, Confirm::Unset, &runs));
     use_action(logging("save", Kind::Write, Confirm::Ask, &runs));
     use_action(recording::<Shaped>("shaped", &runs));
+    use_action(
+        Action::<NoParams>::new("pick", "Ask the person which colour and how many.")
+            .title("Pick a colour")
+            .question(countersign::Question::checked::<Picked>(
+                "Which colour, and how many?",
+                |p| {
+                    if p.count == 0 {
+                        Err("pick at least one".into())
+                    } else {
+                        Ok(())
+                    }
+                },
+            )),
+    );
     use_action(recording::<Tagged>("tagged", &runs));
     use_action(
         logging("rename", Kind::Write, Confirm::Ask, &runs).validate(|p| {
@@ -2110,4 +2133,63 @@ async fn a_notification_is_shown_when_allowed_and_its_click_focuses_the_card() {
     tick().await;
     assert!(shown_notifications()[0].2, "closed when nothing waits");
     assert!(page.runs().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn a_question_is_answered_from_a_form_of_the_declared_type() {
+    let page = mount(Setup::default());
+    let pending = page.call("pick", "{}");
+    tick().await;
+    // Every word on the panel is the declaration's.
+    assert_eq!(page.text(".cs-question .cs-card__title"), "Pick a colour");
+    assert_eq!(
+        page.text(".cs-question .cs-card__consequence"),
+        "Which colour, and how many?"
+    );
+    assert!(page.text(".cs-question").contains("The colour you want."));
+    assert!(
+        page.q(".cs-card:not(.cs-question)").is_none(),
+        "no approval card"
+    );
+    // Invalid input: said in the form, nothing answered.
+    set_select(&page, "select[data-field='colour']", "blue");
+    page.type_into("input[data-field='count']", "0");
+    tick().await;
+    assert!(page
+        .text(".cs-question .cs-edit__error")
+        .contains("at least one"));
+    assert!(disabled(&page, ".cs-answer"));
+    page.type_into("input[data-field='count']", "many");
+    tick().await;
+    assert!(page
+        .text(".cs-question .cs-edit__error")
+        .contains("not a number"));
+    assert_eq!(page.terminal_records(), 0);
+    page.type_into("input[data-field='count']", "3");
+    tick().await;
+    page.click(".cs-answer");
+    let settled = pending.await;
+    assert_eq!(code(&settled), "OK");
+    let told = settled.to_model_json();
+    assert_eq!(
+        told["receipt"]["result"],
+        serde_json::json!({"colour": "blue", "count": 3})
+    );
+    assert_eq!(told["receipt"]["done_by"], "answer");
+    tick().await;
+    assert!(page.q(".cs-question").is_none());
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn declining_a_question_is_its_own_outcome() {
+    let page = mount(Setup::default());
+    let pending = page.call("pick", "{}");
+    tick().await;
+    page.click(".cs-decline-question");
+    let settled = pending.await;
+    assert_eq!(code(&settled), "QUESTION_DECLINED");
+    tick().await;
+    assert!(page.text(".cs-log").contains("Not answered: you declined"));
+    assert_eq!(page.terminal_records(), 1);
 }

@@ -126,70 +126,13 @@ pub(crate) fn edit_form(
     let action = StoredValue::new(card.action.clone());
     let call = card.call;
     let schema = cs.with_value(|cs| cs.executor().params_schema(&card.action));
-    let fields = schema.as_ref().and_then(fields_of);
-    let error = RwSignal::new(None::<String>);
-    // The raw arguments the form stands for, checked on every change.
-    let raw = RwSignal::new(String::new());
-    let check = move |text: Result<String, String>| {
-        let checked = text.and_then(|text| {
-            let action = action.get_value();
-            cs.with_value(|cs| cs.executor().check_arguments(&action, &text))
-                .map(|_| text)
-        });
-        match checked {
-            Ok(text) => {
-                raw.set(text);
-                error.set(None);
-            }
-            Err(why) => {
-                raw.set(String::new());
-                error.set(Some(why));
-            }
-        }
+    let check = move |text: &str| {
+        let action = action.get_value();
+        cs.with_value(|cs| cs.executor().check_arguments(&action, text))
+            .map(|_| ())
     };
-    let inputs = match fields {
-        Some(fields) => {
-            let values = RwSignal::new(
-                fields
-                    .iter()
-                    .map(|f| initial(card.arguments.get(&f.name)))
-                    .collect::<Vec<_>>(),
-            );
-            let all = StoredValue::new(fields.clone());
-            let refresh = move || {
-                let text = all.with_value(|f| values.with(|v| arguments_of(f, v, strings)));
-                check(text);
-            };
-            refresh();
-            fields
-                .into_iter()
-                .enumerate()
-                .map(|(i, field)| field_view(strings, field, i, values, refresh))
-                .collect_view()
-                .into_any()
-        }
-        None => {
-            let start = serde_json::to_string_pretty(&card.arguments).unwrap_or_default();
-            let text = RwSignal::new(start);
-            check(Ok(text.get_untracked()));
-            view! {
-                <label class="cs-edit__field">
-                    <span class="cs-label">{strings.edit_json}</span>
-                    <textarea
-                        class="cs-edit__json"
-                        rows="6"
-                        prop:value=move || text.get()
-                        on:input=move |ev| {
-                            let value = event_target_value(&ev);
-                            text.set(value.clone());
-                            check(Ok(value));
-                        }
-                    ></textarea>
-                </label>
-            }
-            .into_any()
-        }
-    };
+    let SchemaForm { inputs, raw, error } =
+        schema_form(strings, schema.as_ref(), &card.arguments, check);
     let submit = move || {
         let text = raw.get_untracked();
         if text.is_empty() {
@@ -217,6 +160,86 @@ pub(crate) fn edit_form(
             </div>
         </form>
     }
+}
+
+/// A form generated from a JSON Schema, with what it stands for.
+pub(crate) struct SchemaForm {
+    /// The inputs (or the JSON editor when the schema is beyond the form).
+    pub(crate) inputs: AnyView,
+    /// The JSON the form stands for now, once it passes `check` (empty until then).
+    pub(crate) raw: RwSignal<String>,
+    /// Why the form's value does not pass, as the person types.
+    pub(crate) error: RwSignal<Option<String>>,
+}
+
+/// The inputs for `schema`, starting from `initial`, each change checked with `check`
+/// (the action's own validation). Text, numbers, booleans, enums and optional fields
+/// get inputs; anything else falls back to a JSON editor.
+pub(crate) fn schema_form(
+    strings: &'static Strings,
+    schema: Option<&Value>,
+    initial_value: &Value,
+    check: impl Fn(&str) -> Result<(), String> + Copy + 'static,
+) -> SchemaForm {
+    let fields = schema.and_then(fields_of);
+    let error = RwSignal::new(None::<String>);
+    let raw = RwSignal::new(String::new());
+    let check = move |text: Result<String, String>| match text
+        .and_then(|text| check(&text).map(|()| text))
+    {
+        Ok(text) => {
+            raw.set(text);
+            error.set(None);
+        }
+        Err(why) => {
+            raw.set(String::new());
+            error.set(Some(why));
+        }
+    };
+    let inputs = match fields {
+        Some(fields) => {
+            let values = RwSignal::new(
+                fields
+                    .iter()
+                    .map(|f| initial(initial_value.get(&f.name)))
+                    .collect::<Vec<_>>(),
+            );
+            let all = StoredValue::new(fields.clone());
+            let refresh = move || {
+                let text = all.with_value(|f| values.with(|v| arguments_of(f, v, strings)));
+                check(text);
+            };
+            refresh();
+            fields
+                .into_iter()
+                .enumerate()
+                .map(|(i, field)| field_view(strings, field, i, values, refresh))
+                .collect_view()
+                .into_any()
+        }
+        None => {
+            let start = serde_json::to_string_pretty(initial_value).unwrap_or_default();
+            let text = RwSignal::new(start);
+            check(Ok(text.get_untracked()));
+            view! {
+                <label class="cs-edit__field">
+                    <span class="cs-label">{strings.edit_json}</span>
+                    <textarea
+                        class="cs-edit__json"
+                        rows="6"
+                        prop:value=move || text.get()
+                        on:input=move |ev| {
+                            let value = event_target_value(&ev);
+                            text.set(value.clone());
+                            check(Ok(value));
+                        }
+                    ></textarea>
+                </label>
+            }
+            .into_any()
+        }
+    };
+    SchemaForm { inputs, raw, error }
 }
 
 fn field_view(

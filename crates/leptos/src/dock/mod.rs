@@ -10,6 +10,7 @@ mod chat;
 mod edit_form;
 mod grant_list;
 mod handoff_panel;
+mod question_panel;
 mod revealed;
 
 use leptos::prelude::*;
@@ -21,6 +22,7 @@ use approval_queue::ApprovalQueue;
 use chat::Chat;
 use grant_list::GrantList;
 use handoff_panel::HandoffPanel;
+use question_panel::QuestionPanel;
 
 /// The opt-in for system notifications: asked only from the person's click.
 #[component]
@@ -121,6 +123,7 @@ pub fn AgentDock(
             <Banners cs=cs />
             <ApprovalQueue cs=cs />
             <HandoffPanel cs=cs />
+            <QuestionPanel cs=cs />
             <GrantList cs=cs />
             <ActivityList cs=cs />
             <Chat cs=cs assistant=assistant hint=hint placeholder=placeholder />
