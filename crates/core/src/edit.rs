@@ -6,14 +6,15 @@
 //! shows the original → edited diff and needs its own ticket. The model's result for the
 //! tool call says it ran with the person's arguments, and which fields changed.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::call::CallId;
 use crate::ticket::TicketError;
 
 /// One top-level field a person changed.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FieldChange {
     /// The field's name.
     pub field: String,
@@ -23,8 +24,10 @@ pub struct FieldChange {
     pub after: Option<Value>,
 }
 
-/// What a person changed on a call before approving it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// What a person changed on a call before approving it: always against what the model
+/// sent, however many edits it took.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EditDiff {
     /// The call that was edited (it ended when the edit was submitted).
     pub from: CallId,
@@ -51,6 +54,41 @@ impl EditDiff {
             })
             .collect();
         Self { from, changes }
+    }
+
+    /// What the model sent, given the arguments this diff led to: the changed fields
+    /// put back to their `before` values.
+    pub(crate) fn model_arguments(&self, arguments: &Value) -> Value {
+        let mut model = arguments.as_object().cloned().unwrap_or_default();
+        for change in &self.changes {
+            match &change.before {
+                Some(value) => {
+                    model.insert(change.field.clone(), value.clone());
+                }
+                None => {
+                    model.remove(&change.field);
+                }
+            }
+        }
+        Value::Object(model)
+    }
+
+    /// This diff again, against what will really run (a rewrite hook may have
+    /// normalised the person's values); `None` when nothing differs from the model's.
+    pub(crate) fn rebased(&self, arguments: &Value) -> Option<Self> {
+        let model = self.model_arguments(arguments);
+        let diff = Self::between(self.from, &model, arguments);
+        (!diff.changes.is_empty()).then_some(diff)
+    }
+
+    /// Whether every change's `after` is what `arguments` hold (a stored edit must
+    /// describe the stored arguments, or it is not taken).
+    pub(crate) fn describes(&self, arguments: &Value) -> bool {
+        !self.changes.is_empty()
+            && self
+                .changes
+                .iter()
+                .all(|c| arguments.get(&c.field) == c.after.as_ref())
     }
 
     /// The names of the changed fields that the action's schema declares; any other

@@ -86,6 +86,8 @@ pub struct ApprovalRequest {
     pub asks_twice: bool,
     /// The person's edit this call carries: the card shows original → edited.
     pub edited: Option<crate::EditDiff>,
+    /// Whether the call was brought back after a reload (the card says so).
+    pub restored: bool,
     /// The digest of everything above that the person reads; the ticket binds it.
     pub card_sha256: CardDigest,
     #[serde(skip)]

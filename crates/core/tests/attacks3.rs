@@ -1,8 +1,8 @@
 //! Third review: attacks on approve-with-edits, batches ("allow all in this batch") and
 //! reload survival (restore_pending / drop_pending).
 //!
-//! Tests named `break_*` demonstrate a break and FAIL until it is fixed; the others pin
-//! a property the attacks tried and could not break.
+//! Tests named `break_*` each demonstrated a break (they failed on the code reviewed) and
+//! now guard its fix; the others pin a property the attacks tried and could not break.
 #![allow(
     clippy::unwrap_used,
     clippy::indexing_slicing,
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use common::{at, code, drive, World};
+use common::{at, code, World};
 use countersign::{
     Action, ApprovalPolicy, ApprovalRequest, AuditEvent, Call, CallId, CardChange, Confirm,
     EditError, Expect, Gesture, Handoff, Kind, Mode, Pending, Reason, RestoreMiss, Rewrite, Step,
@@ -55,6 +55,7 @@ fn pending_of(w: &World, action: &str, args: &str, remaining: Duration) -> Pendi
         declaration: w.exec.registration(action).unwrap_or_default(),
         handoff: false,
         remaining,
+        edited: None,
     }
 }
 
@@ -142,10 +143,8 @@ fn break_a_reload_forgets_the_persons_edit_and_the_model_believes_its_version_ra
 /// `you_sent`. A field the person changed in the first edit is reported as the model's.
 #[test]
 fn break_a_second_edit_hides_the_first_from_the_model() {
-    let mut w = World::new();
-    let action = tagged(&w);
-    w.exec.register(action).unwrap().forget();
-    w.regs.clear();
+    let w = World::new();
+    w.exec.register(tagged(&w)).unwrap().forget();
     let card = w.card("tag", r#"{"name":"model","tag":"t"}"#, 0);
     let first = edit(&w, &card, r#"{"name":"person","tag":"t"}"#, 1);
     let second = edit(&w, &first, r#"{"name":"person","tag":"u"}"#, 2);
@@ -638,12 +637,14 @@ fn hostile_stored_calls_never_panic_or_run() {
             declaration: long_id.clone(),
             handoff: true,
             remaining: Duration::MAX,
+            edited: None,
         },
         Pending {
             call: Call::new("tc\u{202e}\n", "rename\u{0}", "\u{feff}{}"),
             declaration: String::new(),
             handoff: false,
             remaining: Duration::from_nanos(1),
+            edited: None,
         },
         pending_of(
             &w,
@@ -792,5 +793,78 @@ fn drop_pending_never_runs() {
         assert_ne!(settled.call, CallId::default());
     }
     assert!(w.runs().is_empty());
-    let _ = drive;
+}
+
+/// A call stored while its second question waited comes back at the first question:
+/// a reload never turns one ticket into the two a double confirmation needs.
+#[test]
+fn a_double_confirmation_restored_after_its_first_ticket_asks_both_again() {
+    let mut before = World::new();
+    before.add(
+        before
+            .action("twice", Kind::Write, Confirm::Ask)
+            .confirm_twice(|p| format!("really {}?", p.name)),
+    );
+    let first = before.card("twice", r#"{"name":"a"}"#, 0);
+    let second = approval(
+        before
+            .exec
+            .approve(first.countersign(Gesture::AllowOnce), at(1))
+            .unwrap(),
+        "second question",
+    );
+    assert_eq!(second.round, 2);
+    let stored = before.exec.waiting(at(2));
+    let mut after = World::new();
+    after.add(
+        after
+            .action("twice", Kind::Write, Confirm::Ask)
+            .confirm_twice(|p| format!("really {}?", p.name)),
+    );
+    let back = approval(
+        after
+            .exec
+            .restore_pending(stored[0].1.clone(), at(0))
+            .unwrap(),
+        "restored",
+    );
+    assert_eq!(back.round, 1);
+    let again = approval(
+        after
+            .exec
+            .approve(back.countersign(Gesture::AllowOnce), at(1))
+            .unwrap(),
+        "asked twice again",
+    );
+    assert_eq!(again.round, 2);
+    assert!(after.runs().is_empty());
+}
+
+/// An edited call refused by the classifier (or any later stage) still tells the model
+/// what the person changed, and settles once.
+#[test]
+fn an_edited_call_refused_later_still_tells_the_model_and_settles_once() {
+    let mut w = World::new();
+    let action = w.action("rename", Kind::Write, Confirm::Ask).classify(|p| {
+        if p.name == "root" {
+            countersign::Verdict::Deny("not root".into())
+        } else {
+            countersign::Verdict::Allow
+        }
+    });
+    w.add(action);
+    let card = w.card("rename", r#"{"name":"a"}"#, 0);
+    let Step::Settled(settled) = w.exec.edit(card.call, r#"{"name":"root"}"#, at(1)).unwrap()
+    else {
+        panic!("refused");
+    };
+    assert_eq!(code(&settled), "POLICY_DENIED");
+    assert_eq!(
+        settled.to_model_json()["edited_by_person"]["changes"][0]["person_set"],
+        "root"
+    );
+    assert_eq!(w.terminal(card.call).len(), 1);
+    assert_eq!(w.terminal(settled.call).len(), 1);
+    assert_eq!(w.exec.drain_settled().len(), 1);
+    assert!(w.runs().is_empty());
 }

@@ -24,6 +24,7 @@ fn pending(w: &World, action: &str, args: &str, remaining: u64) -> Pending {
         declaration: w.exec.registration(action).unwrap_or_default(),
         handoff: false,
         remaining: Duration::from_millis(remaining),
+        edited: None,
     }
 }
 
@@ -131,16 +132,19 @@ fn a_call_that_cannot_come_back_settles_at_once_with_one_record() {
 fn hostile_stored_calls_are_refused_by_the_gate_like_any_other() {
     let w = world();
     let huge = format!(r#"{{"name":"{}"}}"#, "x".repeat(40_000));
-    for args in [
+    for (i, args) in [
         r#"{"name":5}"#,
         r#"{"name":"a","approved":true}"#,
         "null",
         huge.as_str(),
-    ] {
-        let step = w
-            .exec
-            .restore_pending(pending(&w, "rename", args, 9_000), at(0))
-            .unwrap();
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Each a different model call (one stored call comes back at most once).
+        let mut item = pending(&w, "rename", args, 9_000);
+        item.call.tool_call_id = format!("tc-{i}");
+        let step = w.exec.restore_pending(item, at(0)).unwrap();
         let Step::Settled(settled) = step else {
             panic!("{args}: refused");
         };

@@ -62,26 +62,32 @@ impl BatchView {
 }
 
 impl Batch {
-    /// A batch of `calls`; `conflict(a, b)` says whether two calls' actions touch the
-    /// same thing (then the later waits for the earlier).
+    /// A batch of `calls`; `touches(call)` names what a call's action touches (its id,
+    /// and its page target if it has one): a later call touching the same thing waits
+    /// for the last earlier one that did (linear in the batch, whatever its size).
     pub(crate) fn new(
         id: u64,
         calls: Vec<Call>,
-        conflict: impl Fn(&Call, &Call) -> bool,
+        touches: impl Fn(&Call) -> Vec<String>,
         done: oneshot::Sender<Vec<Settled>>,
     ) -> Self {
+        let mut last: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         let items = calls
-            .iter()
+            .into_iter()
             .enumerate()
-            .map(|(i, call)| Item {
-                after: calls
-                    .iter()
-                    .take(i)
-                    .enumerate()
-                    .filter(|(_, earlier)| conflict(earlier, call))
-                    .map(|(j, _)| j)
-                    .collect(),
-                state: ItemState::Waiting(call.clone()),
+            .map(|(i, call)| {
+                let mut after: Vec<usize> = Vec::new();
+                for key in touches(&call) {
+                    if let Some(j) = last.insert(key, i) {
+                        if !after.contains(&j) {
+                            after.push(j);
+                        }
+                    }
+                }
+                Item {
+                    after,
+                    state: ItemState::Waiting(call),
+                }
             })
             .collect();
         Self {

@@ -129,14 +129,16 @@ impl Countersign {
         let id = self.0.next_batch.get() + 1;
         self.0.next_batch.set(id);
         let page = &self.0.page;
-        let conflict = |a: &Call, b: &Call| {
-            a.action == b.action
-                || page
-                    .action_target(&a.action)
-                    .is_some_and(|t| page.action_target(&b.action).as_ref() == Some(&t))
+        let touches = |call: &Call| {
+            let mut keys = vec![format!("action:{}", call.action)];
+            keys.extend(
+                page.action_target(&call.action)
+                    .map(|t| format!("target:{t}")),
+            );
+            keys
         };
         let ids: Vec<String> = calls.iter().map(|c| c.action.clone()).collect();
-        let batch = crate::batch::Batch::new(id, calls, conflict, tx);
+        let batch = crate::batch::Batch::new(id, calls, touches, tx);
         self.0.batches.borrow_mut().push(batch);
         self.pump();
         async move {
@@ -340,6 +342,15 @@ impl Countersign {
     /// The conversation an earlier load of this tab saved, if it is kept and readable.
     pub(crate) fn saved_history(&self) -> Option<Vec<crate::assistant::ChatMessage>> {
         self.0.pending_store.borrow().as_ref()?.history()
+    }
+
+    /// The result a call settled with in an earlier load of this tab, if kept.
+    pub(crate) fn saved_result(&self, tool_call_id: &str) -> Option<String> {
+        self.0
+            .pending_store
+            .borrow()
+            .as_ref()?
+            .result_of(tool_call_id)
     }
 
     /// The results of the calls brought back after a reload (once, for the assistant).

@@ -65,7 +65,14 @@ impl Countersign {
         dock.batches
             .set(self.0.batches.borrow().iter().map(|b| b.view()).collect());
         if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
-            store.sync(exec.waiting(now()), js_sys::Date::now());
+            let batches = self.0.batches.borrow();
+            let batch_of = |call| {
+                batches
+                    .iter()
+                    .find(|b| b.view().position(call).is_some())
+                    .map(|b| b.id)
+            };
+            store.sync(exec.waiting(now()), batch_of, js_sys::Date::now());
         }
         dock.now_ms.set(now().as_millis());
         self.update_attention();
@@ -121,6 +128,9 @@ impl Countersign {
 
     fn deliver(&self, settled: Vec<Settled>) {
         for s in settled {
+            if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
+                store.note_result(&s.tool_call_id, s.to_model_content());
+            }
             let title = self.title_of(&s.action);
             self.push_log(LogEntry::Outcome {
                 action: s.action.clone(),

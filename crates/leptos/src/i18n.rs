@@ -141,6 +141,8 @@ pub struct Strings {
     pub notify_on: &'static str,
     /// The browser refused notifications.
     pub notify_denied: &'static str,
+    /// On a card brought back after a reload.
+    pub restored_card: &'static str,
     /// The question panel's heading.
     pub question_heading: &'static str,
     /// The question's submit button.
@@ -329,7 +331,7 @@ impl Strings {
                 format!("{} (HTTP {status} {message})", self.model_failed)
             }
             E::Unavailable(_) | E::NotConfigured => self.model_unreachable.to_owned(),
-            E::Malformed(_) => self.model_malformed.to_owned(),
+            E::Malformed(_) | E::StreamCut { .. } => self.model_malformed.to_owned(),
             // The gateway's own sentence names the flag that fixes it.
             E::Refused { .. } => error.to_string(),
         }
@@ -388,6 +390,7 @@ static EN: Strings = Strings {
     notify_setting: "Notify me when something waits",
     notify_on: "Notifications on: you will be told when something waits while this tab is hidden.",
     notify_denied: "Notifications are blocked in this browser; the tab's title still shows what waits.",
+    restored_card: "Brought back after the page reloaded: checked again, still waiting for you.",
     question_heading: "The assistant asks you",
     answer: "Answer",
     decline_question: "Decline",
@@ -488,6 +491,7 @@ static ZH: Strings = Strings {
     notify_setting: "有事项等待时通知我",
     notify_on: "通知已开启：此标签页在后台时，有事项等待会通知你。",
     notify_denied: "此浏览器已阻止通知；标签页标题仍会显示等待的事项。",
+    restored_card: "页面重新加载后恢复：已重新检查，仍在等待你决定。",
     question_heading: "助手想问你",
     answer: "回答",
     decline_question: "拒绝回答",

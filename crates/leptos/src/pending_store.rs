@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 
 /// At most this many stored items are read back (hostile storage cannot flood the dock).
 const MAX_ITEMS: usize = 64;
+/// How many settled results are kept for a reload mid-turn.
+const MAX_RESULTS: usize = 64;
 /// Stored text longer than this is ignored whole.
 const MAX_STORED_BYTES: usize = 512 * 1024;
 
@@ -37,6 +39,12 @@ pub(crate) struct StoredPending {
     pub(crate) handoff: bool,
     /// The deadline in milliseconds since the Unix epoch.
     pub(crate) deadline_at_ms: f64,
+    /// The person's edit the call carried (checked against the arguments on restore).
+    #[serde(default)]
+    pub(crate) edited: Option<countersign::EditDiff>,
+    /// The model turn it belonged to (restored items of one turn stay one batch).
+    #[serde(default)]
+    pub(crate) batch: Option<String>,
 }
 
 impl StoredPending {
@@ -56,6 +64,7 @@ impl StoredPending {
             } else {
                 Duration::ZERO
             },
+            edited: self.edited.clone(),
         }
     }
 }
@@ -70,6 +79,11 @@ struct Claim {
 
 pub(crate) struct PendingStore {
     key: String,
+    /// A stored key per live batch (model turn), so a reload keeps turns apart.
+    batch_keys: HashMap<u64, String>,
+    /// The results of calls that settled, newest last: a reload mid-turn tells the model
+    /// what really happened to the calls that had already ended.
+    results: Vec<(String, String)>,
     /// This page load's id.
     load: String,
     /// The stored id of each waiting call.
@@ -117,7 +131,15 @@ impl PendingStore {
         if let Some(s) = session() {
             let _ = s.remove_item(&format!("{key}:pending"));
         }
+        let results = read(session(), &format!("{key}:results"))
+            .and_then(|text| serde_json::from_str::<Vec<(String, String)>>(&text).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .take(MAX_RESULTS)
+            .collect();
         let store = Self {
+            batch_keys: HashMap::new(),
+            results,
             key,
             load: random_id(),
             ids: HashMap::new(),
@@ -165,7 +187,12 @@ impl PendingStore {
     }
 
     /// Writes the calls waiting now (with their claims), if they changed.
-    pub(crate) fn sync(&mut self, waiting: Vec<(CallId, Pending)>, wall_ms: f64) {
+    pub(crate) fn sync(
+        &mut self,
+        waiting: Vec<(CallId, Pending)>,
+        batch_of: impl Fn(CallId) -> Option<u64>,
+        wall_ms: f64,
+    ) {
         if self.frozen {
             return;
         }
@@ -181,6 +208,9 @@ impl PendingStore {
                 declaration: p.declaration,
                 handoff: p.handoff,
                 deadline_at_ms: wall_ms + p.remaining.as_millis() as f64,
+                edited: p.edited,
+                batch: batch_of(call)
+                    .map(|b| self.batch_keys.entry(b).or_insert_with(random_id).clone()),
             })
             .collect();
         if current
@@ -207,6 +237,39 @@ impl PendingStore {
             let _ = storage.set_item(&format!("{}:pending", self.key), &text);
         }
         self.saved = current;
+    }
+
+    /// A call settled: its result is kept for a reload that interrupts its turn.
+    pub(crate) fn note_result(&mut self, tool_call_id: &str, content: String) {
+        if self.frozen || content.len() > MAX_STORED_BYTES / MAX_RESULTS {
+            return;
+        }
+        self.results.retain(|(id, _)| id != tool_call_id);
+        self.results.push((tool_call_id.to_owned(), content));
+        let excess = self.results.len().saturating_sub(MAX_RESULTS);
+        self.results.drain(..excess);
+        if let (Some(storage), Ok(text)) = (session(), serde_json::to_string(&self.results)) {
+            let _ = storage.set_item(&format!("{}:results", self.key), &text);
+        }
+    }
+
+    /// The result a call of an earlier load of this tab settled with, if kept.
+    pub(crate) fn result_of(&self, tool_call_id: &str) -> Option<String> {
+        self.results
+            .iter()
+            .rev()
+            .find(|(id, _)| id == tool_call_id)
+            .map(|(_, content)| content.clone())
+    }
+
+    /// The page came back from the back/forward cache: write what waits now again.
+    pub(crate) fn thaw(&mut self) {
+        self.frozen = false;
+        // Everything was settled on the way out: nothing stored may come back.
+        self.saved.clear();
+        if let Some(storage) = session() {
+            let _ = storage.remove_item(&format!("{}:pending", self.key));
+        }
     }
 
     /// The conversation saved beside the items, if any (garbage reads as none).

@@ -174,12 +174,31 @@ fn settle_on_pagehide(cs: &Countersign) {
             shipping.flush_with_beacon();
         }
     });
+    // Back from the back/forward cache: everything was settled on the way out, so what
+    // is stored for the next load must say so (nothing waits), not the state before.
+    let weak = Rc::downgrade(&cs.0);
+    let on_show = Closure::<dyn FnMut(web_sys::PageTransitionEvent)>::new(
+        move |event: web_sys::PageTransitionEvent| {
+            if !event.persisted() {
+                return;
+            }
+            if let Some(shared) = weak.upgrade() {
+                if let Some(store) = shared.pending_store.borrow_mut().as_mut() {
+                    store.thaw();
+                }
+                Countersign(shared).pump();
+            }
+        },
+    );
     if let Some(window) = web_sys::window() {
         let _ =
             window.add_event_listener_with_callback("pagehide", on_hide.as_ref().unchecked_ref());
+        let _ =
+            window.add_event_listener_with_callback("pageshow", on_show.as_ref().unchecked_ref());
     }
-    // The listener lives as long as the page; it holds only a weak reference.
+    // The listeners live as long as the page; they hold only weak references.
     on_hide.forget();
+    on_show.forget();
 }
 
 /// The built-in read-only action that returns what the page shares with

@@ -4,13 +4,16 @@
 
 use std::rc::Rc;
 
-use countersign::{RestoreMiss, Settled, Step};
+use countersign::{CallId, RestoreMiss, Settled, Step};
 use futures_channel::oneshot;
 use gloo_timers::future::TimeoutFuture;
 
 use crate::clock::now;
 use crate::countersign::Countersign;
 use crate::pending_store::{PendingStore, StoredPending};
+
+/// One stored call after the restore: live again as this call, or settled.
+type Restored = Result<CallId, Settled>;
 
 /// How long a tab waits after claiming before it looks again: of two tabs claiming
 /// the same item at once, the last writer keeps it.
@@ -55,7 +58,9 @@ impl Countersign {
 
     fn bring_back(&self, claims: Vec<(StoredPending, bool)>, done: oneshot::Sender<Vec<Settled>>) {
         let wall = js_sys::Date::now();
-        let mut items = Vec::with_capacity(claims.len());
+        // Each model turn's items come back as their own batch ("allow all" never spans
+        // turns); an item stored without one is a batch of its own.
+        let mut groups: Vec<(Option<String>, Vec<Restored>)> = Vec::new();
         for (item, elsewhere) in claims {
             let taken = elsewhere
                 || self
@@ -65,8 +70,9 @@ impl Countersign {
                     .as_ref()
                     .is_none_or(|s| s.claimed_elsewhere(&item, wall));
             let pending = item.pending(wall);
+            let batch_key = item.batch.clone();
             let exec = &self.0.executor;
-            let item = if taken {
+            let item_outcome = if taken {
                 exec.drop_pending(pending, RestoreMiss::ElsewhereOrDone, now())
                     .ok()
                     .map(Err)
@@ -81,12 +87,36 @@ impl Countersign {
                     Err(_) => None,
                 }
             };
-            items.extend(item);
+            let Some(outcome) = item_outcome else {
+                continue;
+            };
+            match groups
+                .iter_mut()
+                .find(|(key, _)| key.is_some() && *key == batch_key)
+            {
+                Some((_, items)) => items.push(outcome),
+                None => groups.push((batch_key, vec![outcome])),
+            }
         }
-        let id = self.0.next_batch.get() + 1;
-        self.0.next_batch.set(id);
-        let batch = crate::batch::Batch::adopted(id, items, done);
-        self.0.batches.borrow_mut().push(batch);
+        // The assistant hears of every restored item at once, in stored order.
+        let mut receivers = Vec::new();
+        for (_, items) in groups {
+            let (tx, rx) = oneshot::channel();
+            let id = self.0.next_batch.get() + 1;
+            self.0.next_batch.set(id);
+            self.0
+                .batches
+                .borrow_mut()
+                .push(crate::batch::Batch::adopted(id, items, tx));
+            receivers.push(rx);
+        }
+        leptos::task::spawn_local(async move {
+            let mut all = Vec::new();
+            for rx in receivers {
+                all.extend(rx.await.unwrap_or_default());
+            }
+            let _ = done.send(all);
+        });
         self.pump();
     }
 }

@@ -55,6 +55,9 @@ struct Shaped {
     /// An optional note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     note: Option<String>,
+    /// An optional switch: left out means "keep", never "off".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    flag: Option<bool>,
 }
 
 /// A question's answer.
@@ -1460,7 +1463,10 @@ async fn a_pending_approval_and_its_conversation_survive_a_reload_and_run_only_w
         "nothing runs by itself after a reload"
     );
     assert!(page.text(".cs-card__consequence").contains("Apollo"));
-
+    assert!(
+        page.q(".cs-card__restored").is_some(),
+        "the card says it was brought back"
+    );
     assert!(
         page.text(".cs-log").contains("rename to Apollo"),
         "the chat came back"
@@ -2192,4 +2198,83 @@ async fn declining_a_question_is_its_own_outcome() {
     tick().await;
     assert!(page.text(".cs-log").contains("Not answered: you declined"));
     assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn a_reload_mid_batch_tells_the_model_what_really_happened_to_the_items_that_ended() {
+    let page = mount(kept("reload-mid-batch"));
+    page.type_into(".cs-input", "rename to Apollo and archive");
+    page.click(".cs-send");
+    tick().await;
+    assert_eq!(page.text(".cs-card__count"), "1 of 2");
+    page.click(".cs-allow-once"); // the rename runs before the reload
+    tick().await;
+    assert_eq!(page.runs(), ["save:Apollo"]);
+    reload(page);
+    let page = mount(kept("reload-mid-batch"));
+    restored().await;
+    assert!(
+        page.text(".cs-card__title").contains("archive"),
+        "the archive card is back"
+    );
+    page.click(".cs-deny");
+    idle(&page).await;
+    let answer = page
+        .all(".cs-msg--assistant")
+        .last()
+        .unwrap()
+        .text_content()
+        .unwrap();
+    assert!(
+        answer.contains("Done"),
+        "the rename's receipt reached the model: {answer}"
+    );
+    assert!(answer.contains("Not done"), "{answer}");
+    assert!(page.runs().is_empty(), "nothing ran again after the reload");
+    session_storage().clear().unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn back_from_the_back_forward_cache_nothing_stale_comes_back() {
+    let page = mount(kept("bfcache"));
+    let pending = page.call("save", r#"{"name":"Apollo"}"#);
+    tick().await;
+    run_js("window.dispatchEvent(new Event('pagehide'));");
+    assert_eq!(
+        code(&pending.await),
+        "UNAVAILABLE",
+        "settled on the way out"
+    );
+    run_js("window.dispatchEvent(new PageTransitionEvent('pageshow', { persisted: true }));");
+    tick().await;
+    reload(page);
+    let page = mount(kept("bfcache"));
+    restored().await;
+    assert!(
+        page.q(".cs-card").is_none(),
+        "a card the model was told about came back"
+    );
+    assert!(page.runs().is_empty());
+    session_storage().clear().unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_turn_with_too_many_calls_sends_only_the_first_sixteen_to_the_gate() {
+    let calls: Vec<serde_json::Value> = (0..20)
+        .map(|i| serde_json::json!({"id": format!("c{i}"), "type": "function", "function": {"name": "note", "arguments": format!(r#"{{"name":"n{i}"}}"#)}}))
+        .collect();
+    let first = serde_json::json!({"choices":[{"message":{"role":"assistant","content":null,"tool_calls":calls}}]}).to_string();
+    let answers = serde_json::json!([[200, first], [200, completion_text("Noted.")]]);
+    let _fetch = FakeFetch::install(&answers.to_string());
+    let page = mount_online(None);
+    say(&page, "note twenty things").await;
+    idle(&page).await;
+    assert_eq!(page.runs().len(), 16);
+    let second = &FakeFetch::requests()[1].1;
+    assert_eq!(
+        second.matches("too_many_calls").count(),
+        4,
+        "the rest are answered, not run"
+    );
+    assert!(page.text(".cs-log").contains("Noted."));
 }

@@ -115,6 +115,7 @@ impl ExecutorState {
             "grant_rule": face.grant_rule,
             "asks_twice": meta.confirm_twice,
             "edited": decided.edited,
+            "restored": decided.deadline.is_some(),
         })));
         ApprovalRequest {
             call,
@@ -140,6 +141,7 @@ impl ExecutorState {
             changed,
             asks_twice: meta.confirm_twice,
             edited: decided.edited.clone(),
+            restored: decided.deadline.is_some(),
             card_sha256,
             nonce: self.nonce(call, round, refresh),
             refresh,

@@ -41,8 +41,16 @@ impl ExecutorState {
         if value == live.arguments {
             return Err(EditError::Unchanged);
         }
-        let diff = EditDiff::between(call, &live.arguments, &value);
-        let changed = diff.declared_fields(&live.action.meta().schema);
+        // The step's own change, for the trail; the diff the card and the model see is
+        // always against what the model sent, however many edits it took.
+        let changed = EditDiff::between(call, &live.arguments, &value)
+            .declared_fields(&live.action.meta().schema);
+        let model = live.edited.as_ref().map_or_else(
+            || live.arguments.clone(),
+            |d| d.model_arguments(&live.arguments),
+        );
+        let diff = EditDiff::between(call, &model, &value);
+        let diff = (!diff.changes.is_empty()).then_some(diff);
         let started = live.started;
         let into = self.new_call_id();
         // The original ends here, once: superseded, with no outcome of its own. The
@@ -61,17 +69,19 @@ impl ExecutorState {
         let mut trace = Trace::arriving(into, &edited, started);
         trace.resolved(&original.action, original.level);
         trace.validated(&value, &self.config.audit_key);
+        let reason = Reason::EditedFrom { call, changed };
         self.record(
             &trace,
             AuditEvent::Edited,
             Decider::Person,
-            &Reason::EditedFrom { call, changed },
+            &reason,
             None,
             now,
         );
         let origin = super::pipeline::Origin {
-            edited: Some(diff),
+            edited: diff,
             restored: original.deadline,
+            forced: Some(reason),
         };
         Ok(self.pipeline(into, edited, started, now, 0, origin))
     }

@@ -420,6 +420,7 @@ impl Executor {
                         declaration: meta.declaration.clone(),
                         handoff,
                         remaining: deadline.saturating_since(now),
+                        edited: live.edited.clone(),
                     };
                     Some((*call, pending))
                 })

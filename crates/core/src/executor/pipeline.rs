@@ -26,6 +26,8 @@ pub(crate) struct Origin {
     pub(crate) edited: Option<EditDiff>,
     /// A call restored after a reload: it keeps this deadline.
     pub(crate) restored: Option<Timestamp>,
+    /// Why it is asked whatever decide says: a person's edit or a restore.
+    pub(crate) forced: Option<Reason>,
 }
 
 /// How many times one call may be rewritten before it is refused.
@@ -53,6 +55,7 @@ impl ExecutorState {
         let mut trace = Trace::arriving(id, &call, started);
         trace.edited = origin.edited;
         trace.restored = origin.restored;
+        trace.forced = origin.forced;
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
@@ -60,6 +63,24 @@ impl ExecutorState {
                 Next::Settled(self.refuse_early(&trace, stop, now))
             }
         }
+    }
+
+    /// The level a forced card asks under: the level in force, never below `Ask`, and
+    /// "every time" where the classifier asks for these arguments.
+    fn forced_level(
+        &self,
+        meta: &crate::action::ActionMeta,
+        prepared: &dyn crate::action::PreparedCall,
+    ) -> Result<ApprovalPolicy, super::state::Stop> {
+        if let crate::Verdict::Ask =
+            self.hook(crate::reason::Hook::Classify, || prepared.classify())?
+        {
+            return Ok(ApprovalPolicy::AskAlways);
+        }
+        Ok(match self.level(meta).policy {
+            ApprovalPolicy::None => ApprovalPolicy::Ask,
+            policy => policy,
+        })
     }
 
     fn gate(
@@ -73,23 +94,23 @@ impl ExecutorState {
         trace.resolved(&action, self.level(action.meta()).policy);
         let (prepared, arguments) = self.validate(action.as_ref(), call)?;
         trace.validated(&arguments, &self.config.audit_key);
+        // The card's original → edited and the model's `edited_by_person` describe what
+        // will run (a rewrite may have normalised the person's values), against what
+        // the model sent.
+        trace.edited = trace.edited.take().and_then(|d| d.rebased(&arguments));
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
         let mut decision = self.decide(action.meta(), prepared.as_ref(), &arguments, generation)?;
         // INVARIANT: an edit approves nothing, and nothing runs by itself after a reload.
         // An edited or restored call is always asked, even where a grant, the mode or
-        // the level would let it run.
-        if let Decision::Run(..) = decision {
-            if let Some(edit) = &trace.edited {
-                let changed = edit.declared_fields(&action.meta().schema);
-                let reason = Reason::EditedFrom {
-                    call: edit.from,
-                    changed,
-                };
-                decision = Decision::Ask(ApprovalPolicy::Ask, reason, Decider::Person);
-            } else if trace.restored.is_some() {
-                decision = Decision::Ask(ApprovalPolicy::Ask, Reason::Restored, Decider::Host);
-            }
+        // the level would let it run, and at the level it really has (never lower).
+        if let (Decision::Run(..), Some(reason)) = (&decision, &trace.forced) {
+            let policy = self.forced_level(action.meta(), prepared.as_ref())?;
+            let by = match reason {
+                Reason::Restored => Decider::Host,
+                _ => Decider::Person,
+            };
+            decision = Decision::Ask(policy, reason.clone(), by);
         }
         if let Some(rewrite) = self.rewrite(action.meta(), prepared.as_ref(), &arguments)? {
             if depth >= MAX_REWRITES {
@@ -124,6 +145,7 @@ impl ExecutorState {
             let origin = Origin {
                 edited: trace.edited.take(),
                 restored: trace.restored,
+                forced: trace.forced.take(),
             };
             return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, origin));
         }

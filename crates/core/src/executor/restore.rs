@@ -17,7 +17,7 @@ use super::state::{ExecutorState, Stop};
 use super::Next;
 
 /// A call that was waiting when the page went away, as the page stored it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Pending {
     /// The model's call (its tool call id, the action, the arguments that were shown).
     pub call: Call,
@@ -25,8 +25,12 @@ pub struct Pending {
     pub declaration: String,
     /// Whether it waited as a handoff (else as an approval card).
     pub handoff: bool,
-    /// How long it had left before its deadline, measured now.
+    /// How long it had left before its deadline, measured now. Never more than the
+    /// action's own timeout is honoured.
     pub remaining: Duration,
+    /// The person's edit it carried, if any (the card shows it again and the model is
+    /// told). Taken only if it describes these arguments.
+    pub edited: Option<crate::EditDiff>,
 }
 
 impl ExecutorState {
@@ -35,7 +39,8 @@ impl ExecutorState {
         let id = self.new_call_id();
         match self.restorable(&pending) {
             Err(why) => self.not_restored(id, &pending, why, now),
-            Ok(()) => {
+            Ok(remaining) => {
+                self.restored_ids.insert(pending.call.tool_call_id.clone());
                 let trace = Trace::arriving(id, &pending.call, now);
                 self.record(
                     &trace,
@@ -46,8 +51,9 @@ impl ExecutorState {
                     now,
                 );
                 let origin = Origin {
-                    edited: None,
-                    restored: Some(now.saturating_add(pending.remaining)),
+                    edited: pending.edited.clone(),
+                    restored: Some(now.saturating_add(remaining)),
+                    forced: Some(Reason::Restored),
                 };
                 self.pipeline(id, pending.call, now, now, 0, origin)
             }
@@ -66,21 +72,46 @@ impl ExecutorState {
         self.not_restored(id, &pending, why, now)
     }
 
-    fn restorable(&self, pending: &Pending) -> Result<(), RestoreMiss> {
+    /// Whether the stored call may come back, and with how much time: never more than
+    /// the action's own timeout, whatever storage says.
+    fn restorable(&self, pending: &Pending) -> Result<Duration, RestoreMiss> {
         if pending.remaining.is_zero() {
             return Err(RestoreMiss::Expired);
+        }
+        // INVARIANT: a stored call comes back at most once per page session, and never
+        // beside a live call answering the same tool call.
+        let id = &pending.call.tool_call_id;
+        if self.restored_ids.contains(id) || self.live.values().any(|l| &l.tool_call_id == id) {
+            return Err(RestoreMiss::ElsewhereOrDone);
         }
         let entry = self
             .registry
             .get(&pending.call.action)
             .ok_or(RestoreMiss::Changed)?;
-        if entry.action.meta().declaration != pending.declaration {
+        let meta = entry.action.meta();
+        if meta.declaration != pending.declaration {
             return Err(RestoreMiss::Changed);
         }
-        match self.hook(Hook::Available, || entry.action.is_available()) {
-            Ok(true) => Ok(()),
-            _ => Err(RestoreMiss::Unavailable),
+        // A stored edit must describe the stored arguments, or nothing comes back.
+        if let Some(edit) = &pending.edited {
+            let arguments = serde_json::from_str::<serde_json::Value>(&pending.call.arguments)
+                .map_err(|_| RestoreMiss::Changed)?;
+            if !edit.describes(&arguments) {
+                return Err(RestoreMiss::Changed);
+            }
         }
+        match self.hook(Hook::Available, || entry.action.is_available()) {
+            Ok(true) => {}
+            _ => return Err(RestoreMiss::Unavailable),
+        }
+        let longest = match (&meta.handoff, &meta.question) {
+            (Some(handoff), _) => handoff.timeout,
+            (_, Some(question)) => question.timeout,
+            _ => meta
+                .approval_timeout
+                .unwrap_or(self.config.approval_timeout),
+        };
+        Ok(pending.remaining.min(longest))
     }
 
     fn not_restored(

@@ -28,6 +28,8 @@ pub(crate) struct Trace<'a> {
     pub(crate) edited: Option<crate::EditDiff>,
     /// The deadline of a call restored after a reload.
     pub(crate) restored: Option<Timestamp>,
+    /// Why the call must be asked whatever decide says (a person's edit, a restore).
+    pub(crate) forced: Option<Reason>,
 }
 
 impl<'a> Trace<'a> {
@@ -45,6 +47,7 @@ impl<'a> Trace<'a> {
             validated: false,
             edited: None,
             restored: None,
+            forced: None,
         }
     }
 
@@ -87,6 +90,7 @@ impl<'a> Trace<'a> {
             validated: true,
             edited: None,
             restored: None,
+            forced: None,
         }
     }
 

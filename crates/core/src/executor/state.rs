@@ -112,6 +112,8 @@ pub(crate) struct ExecutorState {
     pub(crate) next_call: u64,
     pub(crate) next_seq: u64,
     pub(crate) audit: Box<dyn AuditSink>,
+    /// The tool call ids brought back after a reload in this page session.
+    pub(crate) restored_ids: std::collections::HashSet<String>,
 }
 
 impl ExecutorState {
@@ -144,6 +146,7 @@ impl ExecutorState {
             next_call: 1,
             next_seq: 1,
             audit,
+            restored_ids: std::collections::HashSet::new(),
         }
     }
 

@@ -130,4 +130,12 @@ pub enum ModelError {
     /// The answer was not in the expected format.
     #[error("the model's answer was malformed: {0}")]
     Malformed(String),
+    /// A streamed answer stopped before it finished: nothing of it reaches the gate.
+    #[error("the model's answer was cut off")]
+    StreamCut {
+        /// The text that had arrived.
+        text: String,
+        /// The names of the tool calls that were being prepared (model text).
+        preparing: Vec<String>,
+    },
 }

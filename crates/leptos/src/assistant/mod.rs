@@ -55,6 +55,10 @@ struct Inner {
     switch: RefCell<Option<FallbackSwitch>>,
 }
 
+/// The most tool calls of one model turn that reach the gate; the rest are answered as
+/// not run (a model cannot keep the person busy with hundreds of cards).
+pub const MAX_CALLS_PER_TURN: usize = 16;
+
 /// How many times a rate-limited or failing model request is tried again.
 const MAX_RETRIES: u32 = 2;
 /// The first wait before trying a failing model again (doubled each time).
@@ -160,12 +164,15 @@ impl Assistant {
                 None => Vec::new(),
             };
             for call in open {
-                let settled = restored
-                    .iter()
-                    .find(|s| s.tool_call_id == call.id)
-                    .cloned()
-                    .or_else(|| not_waiting(&cs, &call));
-                let content = settled.map_or_else(String::new, |s| s.to_model_content());
+                // A call that ended before the reload: what really happened to it.
+                let content = cs.saved_result(&call.id).unwrap_or_else(|| {
+                    restored
+                        .iter()
+                        .find(|s| s.tool_call_id == call.id)
+                        .cloned()
+                        .or_else(|| not_waiting(&cs, &call))
+                        .map_or_else(String::new, |s| s.to_model_content())
+                });
                 this.0
                     .history
                     .borrow_mut()
@@ -291,6 +298,7 @@ impl Assistant {
                     // back in call order once all have settled.
                     let batch = calls
                         .iter()
+                        .take(MAX_CALLS_PER_TURN)
                         .map(|c| Call::new(c.id.clone(), c.name.clone(), c.arguments.clone()))
                         .collect();
                     let results = cs.call_batch(batch).await;
@@ -301,6 +309,9 @@ impl Assistant {
                                 call.id.clone(),
                                 settled.to_model_content(),
                             ));
+                        }
+                        for call in calls.iter().skip(MAX_CALLS_PER_TURN) {
+                            history.push(ChatMessage::tool(call.id.clone(), over_the_cap()));
                         }
                     }
                     cs.save_history(&self.0.history.borrow());
@@ -328,6 +339,20 @@ fn kept(call: &ToolCall, cap: usize) -> ToolCall {
         })
         .to_string(),
     }
+}
+
+/// The answer for a call past [`MAX_CALLS_PER_TURN`]: it never reached the gate.
+fn over_the_cap() -> String {
+    serde_json::json!({
+        "ok": false,
+        "error": {
+            "code": "INVALID_ARGS",
+            "reason": "too_many_calls",
+            "message": format!("at most {MAX_CALLS_PER_TURN} tool calls are taken per turn; this one was not run. ask for fewer at a time"),
+            "retry": "fix_call",
+        }
+    })
+    .to_string()
 }
 
 /// The most a restored conversation may hold.
@@ -385,6 +410,7 @@ fn not_waiting(cs: &Countersign, call: &ToolCall) -> Option<countersign::Settled
         declaration: String::new(),
         handoff: false,
         remaining: std::time::Duration::ZERO,
+        edited: None,
     };
     cs.executor()
         .drop_pending(

@@ -218,6 +218,7 @@ fn card_view(
                     <span class=kind_badge>{strings.kind(card.kind)}</span>
                 </div>
                 {changed}
+                {card.restored.then(|| view! { <p class="cs-card__restored" role="status">{strings.restored_card}</p> })}
                 {edited}
                 <p id="cs-card-consequence" class="cs-card__consequence">
                     <span class="cs-label">{strings.consequence}</span>

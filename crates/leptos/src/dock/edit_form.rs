@@ -17,6 +17,8 @@ enum Input {
     Integer,
     Number,
     Boolean,
+    /// An optional yes/no: yes, no, or left out (never quietly "no").
+    MaybeBoolean,
     Choice(Vec<String>),
 }
 
@@ -51,7 +53,10 @@ fn fields_of(schema: &Value) -> Option<Vec<Field>> {
                 }
                 _ => return None,
             };
+            let optional = nullable || !required.contains(&name.as_str());
             let input = match (kind, prop.get("enum")) {
+                // An optional yes/no has three states: left out stays left out.
+                ("boolean", None) if optional => Input::MaybeBoolean,
                 ("string", Some(Value::Array(options))) => Input::Choice(
                     options
                         .iter()
@@ -94,6 +99,7 @@ fn arguments_of(fields: &[Field], values: &[String], strings: &Strings) -> Resul
             continue;
         }
         let value = match &field.input {
+            Input::MaybeBoolean => Value::Bool(text == "true"),
             Input::Text | Input::Choice(_) => Value::String(text.clone()),
             Input::Boolean => Value::Bool(text == "true"),
             Input::Integer => text
@@ -260,7 +266,12 @@ fn field_view(
     };
     let name = field.name.clone();
     let hint = field.optional.then_some(strings.edit_optional);
-    let control = match field.input {
+    // An optional yes/no is a choice with "—" for "left out".
+    let input = match field.input {
+        Input::MaybeBoolean => Input::Choice(vec!["true".into(), "false".into()]),
+        other => other,
+    };
+    let control = match input {
         Input::Boolean => view! {
             <input type="checkbox" class="cs-edit__input" data-field=name.clone()
                 prop:checked=move || value() == "true"
@@ -284,7 +295,7 @@ fn field_view(
             }
             .into_any()
         }
-        Input::Integer | Input::Number => view! {
+        Input::Integer | Input::Number | Input::MaybeBoolean => view! {
             <input type="text" inputmode="decimal" class="cs-edit__input" data-field=name.clone()
                 prop:value=value on:input=move |ev| set(event_target_value(&ev)) />
         }
