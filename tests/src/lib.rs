@@ -9,7 +9,7 @@ mod serve;
 
 pub use browser::{ensure, Browser, Ui, WAIT};
 pub use gateway::{audit_key, Gateway, E2E_KEY};
-pub use model::scripted_model;
+pub use model::{scripted_model, streamed_answers};
 pub use serve::{build_tutorial, serve_dir, workspace_root};
 
 /// A test failure: what was expected and what the page showed.

@@ -138,6 +138,16 @@ async fn main() -> ExitCode {
             "gateway/audit_records_wait_while_the_gateway_is_away",
             gateway_away_then_back(ui, &mut gateway).await,
         ),
+        (
+            "gateway/the_page_streamed_every_answer_through_the_gateway",
+            {
+                let (streamed, whole) = countersign_e2e::streamed_answers();
+                ensure(
+                    streamed > 0 && whole == 0,
+                    format!("{streamed} answers streamed, {whole} in one piece"),
+                )
+            },
+        ),
     ] {
         if filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())) {
             report(name.to_owned(), outcome);

@@ -358,6 +358,11 @@ impl Countersign {
         self.0.restored.borrow_mut().take()
     }
 
+    /// What of the model's answer has streamed in so far (`None` when none streams).
+    pub(crate) fn set_streaming(&self, streaming: Option<crate::assistant::Streaming>) {
+        self.0.dock.streaming.set(streaming);
+    }
+
     pub(crate) fn push_log(&self, entry: LogEntry) {
         self.0.dock.log.update(|log| log.push(entry));
     }

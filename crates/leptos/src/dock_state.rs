@@ -70,6 +70,9 @@ pub struct DockState {
     pub activity: ReadSignal<Vec<Activity>>,
     /// The model turns whose calls have not all settled ("n of m", "allow all").
     pub batches: ReadSignal<Vec<crate::BatchView>>,
+    /// The model's answer while it streams in: text so far, tool calls being prepared
+    /// (none of which can be approved or run yet).
+    pub streaming: ReadSignal<Option<crate::assistant::Streaming>>,
     /// Whether the person turned system notifications on (from the dock, never on load).
     pub notify: ReadSignal<bool>,
     /// What the browser answered when asked for notification permission, once asked.
@@ -91,6 +94,7 @@ pub(crate) struct DockSignals {
     pub(crate) policy_error: RwSignal<Option<String>>,
     pub(crate) activity: RwSignal<Vec<Activity>>,
     pub(crate) batches: RwSignal<Vec<crate::BatchView>>,
+    pub(crate) streaming: RwSignal<Option<crate::assistant::Streaming>>,
     pub(crate) notify: RwSignal<bool>,
     pub(crate) notify_permission: RwSignal<Option<bool>>,
 }
@@ -110,6 +114,7 @@ impl DockSignals {
             policy_error: RwSignal::new(None),
             activity: RwSignal::new(Vec::new()),
             batches: RwSignal::new(Vec::new()),
+            streaming: RwSignal::new(None),
             notify: RwSignal::new(false),
             notify_permission: RwSignal::new(None),
         }
@@ -129,6 +134,7 @@ impl DockSignals {
             policy_error: self.policy_error.read_only(),
             activity: self.activity.read_only(),
             batches: self.batches.read_only(),
+            streaming: self.streaming.read_only(),
             notify: self.notify.read_only(),
             notify_permission: self.notify_permission.read_only(),
         }

@@ -72,3 +72,94 @@ fn js_error(value: JsValue) -> String {
         .or_else(|| value.as_string())
         .unwrap_or_else(|| "the request failed".into())
 }
+
+/// What a streaming request got: an event stream (fed to `on_text` as it arrived), or a
+/// whole answer (an error, or an upstream that does not stream).
+pub(crate) enum Streamed {
+    /// The body was an event stream, already handed over piece by piece.
+    Stream,
+    /// The body in one piece.
+    Whole(Answer),
+}
+
+/// Sends a request; an event-stream answer is decoded (UTF-8 across chunk boundaries)
+/// and handed to `on_text` as it arrives. A connection that breaks mid-stream just ends
+/// the stream: whoever reads it decides whether it was complete.
+pub(crate) async fn fetch_streaming(
+    url: &str,
+    body: &str,
+    timeout_ms: u32,
+    mut on_text: impl FnMut(&str),
+) -> Result<Streamed, String> {
+    let window = web_sys::window().ok_or("no window")?;
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&JsValue::from_str(body));
+    let abort = web_sys::AbortController::new().map_err(js_error)?;
+    init.set_signal(Some(&abort.signal()));
+    let request = web_sys::Request::new_with_str_and_init(url, &init).map_err(js_error)?;
+    request
+        .headers()
+        .set("content-type", "application/json")
+        .map_err(js_error)?;
+    let timer = gloo_timers::callback::Timeout::new(timeout_ms, move || abort.abort());
+    let response = JsFuture::from(window.fetch_with_request(&request))
+        .await
+        .map_err(js_error)?;
+    let response: web_sys::Response = response.dyn_into().map_err(js_error)?;
+    let status = response.status();
+    let event_stream = response
+        .headers()
+        .get("content-type")
+        .ok()
+        .flatten()
+        .is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
+    let body = response
+        .body()
+        .filter(|_| event_stream && (200..300).contains(&status));
+    let Some(body) = body else {
+        let text = JsFuture::from(response.text().map_err(js_error)?)
+            .await
+            .map_err(js_error)?;
+        drop(timer);
+        let retry_after_s = response
+            .headers()
+            .get("retry-after")
+            .ok()
+            .flatten()
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        return Ok(Streamed::Whole(Answer {
+            status,
+            body: text.as_string().unwrap_or_default(),
+            retry_after_s,
+        }));
+    };
+    let reader: web_sys::ReadableStreamDefaultReader = body.get_reader().unchecked_into();
+    let decoder = web_sys::TextDecoder::new().map_err(js_error)?;
+    let options = web_sys::TextDecodeOptions::new();
+    options.set_stream(true);
+    loop {
+        // A broken connection rejects the read: the stream simply ends here.
+        let Ok(chunk) = JsFuture::from(reader.read()).await else {
+            break;
+        };
+        let done = js_sys::Reflect::get(&chunk, &"done".into())
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true);
+        if done {
+            break;
+        }
+        let Ok(value) = js_sys::Reflect::get(&chunk, &"value".into()) else {
+            break;
+        };
+        let Ok(bytes) = value.dyn_into::<js_sys::Uint8Array>() else {
+            break;
+        };
+        if let Ok(text) = decoder.decode_with_js_u8_array_and_options(&bytes, &options) {
+            on_text(&text);
+        }
+    }
+    drop(timer);
+    Ok(Streamed::Stream)
+}

@@ -215,6 +215,10 @@ pub struct Strings {
     pub model_unreachable: &'static str,
     /// The model's answer could not be read.
     pub model_malformed: &'static str,
+    /// The model's streamed answer was cut off.
+    pub model_cut: &'static str,
+    /// A tool call whose arguments are still arriving.
+    pub preparing: &'static str,
     /// "Waiting {n} s" after a 429 (`{n}` is replaced).
     pub rate_limited_wait: &'static str,
     /// A failing model is being tried again.
@@ -331,7 +335,8 @@ impl Strings {
                 format!("{} (HTTP {status} {message})", self.model_failed)
             }
             E::Unavailable(_) | E::NotConfigured => self.model_unreachable.to_owned(),
-            E::Malformed(_) | E::StreamCut { .. } => self.model_malformed.to_owned(),
+            E::Malformed(_) => self.model_malformed.to_owned(),
+            E::StreamCut { .. } => self.model_cut.to_owned(),
             // The gateway's own sentence names the flag that fixes it.
             E::Refused { .. } => error.to_string(),
         }
@@ -427,6 +432,8 @@ static EN: Strings = Strings {
     model_failed: "The model kept failing on its side. Try again later; nothing was done.",
     model_unreachable: "The gateway could not be reached; the offline assistant answers for now.",
     model_malformed: "The model's answer could not be read; nothing was done. Try again.",
+    model_cut: "The model's answer was cut off before it finished; nothing of it was run. Send your message again.",
+    preparing: "Preparing…",
     rate_limited_wait: "The model is busy (429): trying again in {n} s.",
     model_retrying: "The model failed on its side: trying again…",
     went_offline: "The model did not answer, so the offline assistant answers now. Use “Try the model again” to go back.",
@@ -528,6 +535,8 @@ static ZH: Strings = Strings {
     model_failed: "模型在其一侧持续出错。请稍后再试；没有执行任何操作。",
     model_unreachable: "无法连接网关；暂由离线助手回答。",
     model_malformed: "无法读取模型的回答；没有执行任何操作。请再试一次。",
+    model_cut: "模型的回答在完成前被中断；其中的任何内容都没有执行。请重新发送消息。",
+    preparing: "准备中…",
     rate_limited_wait: "模型繁忙（429）：{n} 秒后重试。",
     model_retrying: "模型在其一侧出错：正在重试…",
     went_offline: "模型没有回应，现在由离线助手回答。可点“重新连接模型”返回。",

@@ -14,6 +14,18 @@ pub trait ModelClient {
         false
     }
 
+    /// Answers one request, reporting what has arrived so far to `progress` while the
+    /// answer streams in. Nothing it reports can run: the turn reaches the gate only
+    /// when this resolves. Default: [`ModelClient::complete`], no progress.
+    fn complete_streaming(
+        &self,
+        request: ModelRequest,
+        progress: std::rc::Rc<dyn Fn(&super::Streaming)>,
+    ) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
+        let _ = progress;
+        self.complete(request)
+    }
+
     /// The largest request body this client's server takes, in bytes, if it has a cap:
     /// the assistant drops the oldest turns to fit under it.
     fn request_cap(&self) -> Option<usize> {

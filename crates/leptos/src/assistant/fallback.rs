@@ -79,6 +79,30 @@ impl<P: ModelClient + 'static, O: ModelClient + 'static> ModelClient for Fallbac
         })
     }
 
+    fn complete_streaming(
+        &self,
+        request: ModelRequest,
+        progress: Rc<dyn Fn(&super::Streaming)>,
+    ) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
+        let (primary, offline, flag) = (
+            Rc::clone(&self.primary),
+            Rc::clone(&self.offline),
+            Rc::clone(&self.using_offline),
+        );
+        Box::pin(async move {
+            if !flag.get() {
+                match primary
+                    .complete_streaming(request.clone(), Rc::clone(&progress))
+                    .await
+                {
+                    Err(ModelError::NotConfigured | ModelError::Unavailable(_)) => flag.set(true),
+                    other => return other,
+                }
+            }
+            offline.complete_streaming(request, progress).await
+        })
+    }
+
     fn is_offline(&self) -> bool {
         self.using_offline.get()
     }

@@ -7,6 +7,7 @@ mod fallback;
 mod message;
 mod openai;
 mod scripted;
+mod stream;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -21,6 +22,7 @@ pub use openai::{
     DEFAULT_MODEL_TIMEOUT_MS, DEFAULT_RETRY_AFTER_S,
 };
 pub use scripted::{Reply, Rule, Scripted};
+pub use stream::{Preparing, Streaming};
 
 use crate::countersign::Countersign;
 use crate::dock_state::LogEntry;
@@ -429,8 +431,18 @@ impl Assistant {
         let strings = cs.locale().strings();
         let was_offline = self.is_offline();
         let mut tries = 0;
+        let progress: Rc<dyn Fn(&Streaming)> = {
+            let cs = cs.clone();
+            Rc::new(move |so_far: &Streaming| cs.set_streaming(Some(so_far.clone())))
+        };
         let result = loop {
-            let wait_ms = match self.0.client.complete(request.clone()).await {
+            let answer = self
+                .0
+                .client
+                .complete_streaming(request.clone(), Rc::clone(&progress))
+                .await;
+            cs.set_streaming(None);
+            let wait_ms = match answer {
                 Err(ModelError::RateLimited { retry_after_s })
                     if tries < MAX_RETRIES && retry_after_s <= MAX_RETRY_AFTER_S =>
                 {
@@ -451,6 +463,26 @@ impl Assistant {
         if !was_offline && self.is_offline() {
             cs.set_offline(true);
             cs.push_log(LogEntry::Notice(strings.went_offline.to_owned()));
+        }
+        if let Err(ModelError::StreamCut { text, preparing }) = &result {
+            // Nothing of a cut answer reaches the gate; the model hears of it next turn.
+            let mut note = text.clone();
+            if !note.is_empty() {
+                note.push(' ');
+            }
+            note.push_str(&format!(
+                "[this reply was cut off before it finished{}; nothing of it was run]",
+                if preparing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" while preparing {} tool call(s)", preparing.len())
+                }
+            ));
+            self.0
+                .history
+                .borrow_mut()
+                .push(ChatMessage::text(Role::Assistant, note));
+            cs.save_history(&self.0.history.borrow());
         }
         result
     }

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::client::ModelClient;
 use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
-use crate::http::{fetch, fetch_full};
+use crate::http::{fetch, fetch_full, fetch_streaming, Streamed};
 
 /// How long one model request may take before it is abandoned.
 pub const DEFAULT_MODEL_TIMEOUT_MS: u32 = 60_000;
@@ -19,6 +19,7 @@ pub struct OpenAiCompatible {
     model: String,
     timeout_ms: u32,
     max_request_bytes: usize,
+    stream: bool,
 }
 
 /// The gateway's default body cap (`--max-body-bytes`): requests are trimmed to fit.
@@ -38,7 +39,16 @@ impl OpenAiCompatible {
             model: String::from("default"),
             timeout_ms: DEFAULT_MODEL_TIMEOUT_MS,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            stream: true,
         }
+    }
+
+    /// Whether to ask for a streamed answer (`stream: true`, the default): text shows as
+    /// it is written and tool calls as "preparing…" until the stream has finished. An
+    /// upstream that answers in one piece anyway is read as before.
+    pub fn streaming(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
     }
 
     /// The server's body cap in bytes (the gateway's `--max-body-bytes`); the assistant
@@ -91,6 +101,9 @@ impl OpenAiCompatible {
         let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = serde_json::Map::new();
         body.insert("model".into(), json!(self.model));
+        if self.stream {
+            body.insert("stream".into(), json!(true));
+        }
         body.insert("messages".into(), Value::Array(messages));
         if !request.tools.is_empty() {
             body.insert("tools".into(), openai_tools(&request.tools));
@@ -226,6 +239,52 @@ pub fn parse_error(status: u16, body: &str) -> ModelError {
 impl ModelClient for OpenAiCompatible {
     fn request_cap(&self) -> Option<usize> {
         Some(self.max_request_bytes)
+    }
+
+    fn complete_streaming(
+        &self,
+        request: ModelRequest,
+        progress: std::rc::Rc<dyn Fn(&super::Streaming)>,
+    ) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
+        if !self.stream {
+            return self.complete(request);
+        }
+        let url = format!("{}/chat/completions", self.base);
+        let body = self.body(&request).to_string();
+        let timeout = self.timeout_ms;
+        Box::pin(async move {
+            let mut decoder = super::stream::SseDecoder::default();
+            let mut acc = super::stream::Accumulator::default();
+            let mut failed = None;
+            let streamed = fetch_streaming(&url, &body, timeout, |text| {
+                if failed.is_some() {
+                    return;
+                }
+                for payload in decoder.push(text) {
+                    if let Err(e) = acc.push(&payload) {
+                        failed = Some(e);
+                        return;
+                    }
+                }
+                progress(&acc.view());
+            })
+            .await
+            .map_err(ModelError::Unavailable)?;
+            match streamed {
+                Streamed::Whole(answer) if (200..300).contains(&answer.status) => {
+                    parse_completion(&answer.body)
+                }
+                Streamed::Whole(answer) => Err(parse_error_with(
+                    answer.status,
+                    &answer.body,
+                    answer.retry_after_s,
+                )),
+                Streamed::Stream => match failed {
+                    Some(error) => Err(error),
+                    None => acc.finish(),
+                },
+            }
+        })
     }
 
     fn complete(&self, request: ModelRequest) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {

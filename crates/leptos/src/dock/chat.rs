@@ -75,6 +75,33 @@ pub(crate) fn Chat(
             .collect_view()
             .into_any()
     };
+    // The answer as it streams in: its text, and each tool call being prepared as a card
+    // with no buttons (nothing can be approved before the stream has finished).
+    let streaming = move || {
+        dock.streaming.get().map(|so_far| {
+            let text = (!so_far.text.is_empty()).then(|| {
+                view! { <li class="cs-msg cs-msg--assistant cs-msg--streaming">{revealed(strings, &so_far.text, Shape::Text)}</li> }
+            });
+            let preparing = so_far
+                .preparing
+                .into_iter()
+                .map(|call| {
+                    let title = cs.with_value(|cs| cs.executor().title_of(&call.name));
+                    let name = match title {
+                        Some(title) => revealed(strings, &title, Shape::Text),
+                        None => revealed(strings, &call.name, Shape::Name),
+                    };
+                    view! {
+                        <li class="cs-msg cs-preparing" aria-busy="true">
+                            <strong>{name}</strong>" — "{strings.preparing}" "
+                            <span class="cs-preparing__bytes">{call.bytes}" B"</span>
+                        </li>
+                    }
+                })
+                .collect_view();
+            view! { {text}{preparing} }
+        })
+    };
     view! {
         <section class="cs-chat">
             // Scrollable, so reachable from the keyboard too (axe: scrollable-region-focusable).
@@ -86,7 +113,7 @@ pub(crate) fn Chat(
                     </button>
                 </p>
             })}
-            <ol class="cs-log" aria-live="polite" aria-label=strings.conversation tabindex="0" node_ref=log_ref on:scroll=on_scroll>{log}</ol>
+            <ol class="cs-log" aria-live="polite" aria-label=strings.conversation tabindex="0" node_ref=log_ref on:scroll=on_scroll>{log}{streaming}</ol>
             <p class="cs-working" hidden=move || !dock.working.get()>{strings.working}</p>
             <form class="cs-form" on:submit=move |ev| { ev.prevent_default(); send(); }>
                 <input

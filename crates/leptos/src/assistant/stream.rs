@@ -1,0 +1,304 @@
+//! Streamed Chat Completions: an event-stream decoder (the WHATWG `EventSource` rules:
+//! a leading BOM dropped, lines ending at CRLF, LF or a lone CR, `data` lines joined with
+//! LF, a blank line dispatching) and the turn the chunks add up to.
+//!
+//! Nothing here executes anything. A tool call is only *prepared* while its arguments
+//! stream in; the turn is handed to the gate once the stream has finished, and a stream
+//! that stops before it finishes yields no calls at all.
+
+use serde_json::Value;
+
+use super::message::{ModelError, ModelTurn, ToolCall};
+
+/// The most a streamed answer may add up to (text and arguments together).
+const MAX_STREAMED_BYTES: usize = 4 * 1024 * 1024;
+
+/// Splits a byte stream's text into event payloads (`data` fields).
+#[derive(Debug, Default)]
+pub(crate) struct SseDecoder {
+    line: String,
+    data: String,
+    started: bool,
+    /// The last character was a CR: a following LF belongs to the same line end.
+    after_cr: bool,
+}
+
+impl SseDecoder {
+    /// Feeds text; returns the payloads of the events it completed.
+    pub(crate) fn push(&mut self, text: &str) -> Vec<String> {
+        let mut events = Vec::new();
+        for c in text.chars() {
+            if !self.started {
+                self.started = true;
+                if c == '\u{feff}' {
+                    continue;
+                }
+            }
+            if self.after_cr {
+                self.after_cr = false;
+                if c == '\n' {
+                    continue;
+                }
+            }
+            match c {
+                '\r' => {
+                    self.after_cr = true;
+                    self.end_line(&mut events);
+                }
+                '\n' => self.end_line(&mut events),
+                other => self.line.push(other),
+            }
+        }
+        events
+    }
+
+    fn end_line(&mut self, events: &mut Vec<String>) {
+        let line = std::mem::take(&mut self.line);
+        if line.is_empty() {
+            if !self.data.is_empty() {
+                self.data.pop();
+                events.push(std::mem::take(&mut self.data));
+            }
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line.as_str(), ""),
+        };
+        if field == "data" {
+            self.data.push_str(value);
+            self.data.push('\n');
+        }
+    }
+}
+
+/// A tool call while its arguments stream in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Preparing {
+    /// The tool's name as streamed so far (model text: show it escaped).
+    pub name: String,
+    /// How many bytes of arguments have arrived.
+    pub bytes: usize,
+}
+
+/// What a streamed answer holds so far: what the dock shows while it arrives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Streaming {
+    /// The text so far.
+    pub text: String,
+    /// Tool calls being prepared, in index order. None of them can run yet.
+    pub preparing: Vec<Preparing>,
+}
+
+#[derive(Debug, Default)]
+struct CallSoFar {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Adds streamed chunks up to a turn.
+#[derive(Debug, Default)]
+pub(crate) struct Accumulator {
+    text: String,
+    calls: Vec<CallSoFar>,
+    finished: bool,
+    done: bool,
+    bytes: usize,
+}
+
+impl Accumulator {
+    /// Takes one event's payload. `Err` for a payload that is not a chunk or an answer
+    /// that grew past the cap.
+    pub(crate) fn push(&mut self, payload: &str) -> Result<(), ModelError> {
+        if payload.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Value = serde_json::from_str(payload)
+            .map_err(|e| ModelError::Malformed(format!("a streamed chunk is not JSON ({e})")))?;
+        if let Some(error) = chunk.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the stream reported an error");
+            return Err(ModelError::Failed {
+                status: 200,
+                message: message.chars().take(300).collect(),
+            });
+        }
+        let Some(choice) = chunk.pointer("/choices/0") else {
+            return Ok(());
+        };
+        if let Some(delta) = choice.get("delta") {
+            if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                self.grow(text.len())?;
+                self.text.push_str(text);
+            }
+            for call in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                self.call_delta(call)?;
+            }
+        }
+        if choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+            self.finished = true;
+        }
+        Ok(())
+    }
+
+    fn grow(&mut self, by: usize) -> Result<(), ModelError> {
+        self.bytes = self.bytes.saturating_add(by);
+        if self.bytes > MAX_STREAMED_BYTES {
+            return Err(ModelError::Malformed(format!(
+                "the streamed answer grew past {MAX_STREAMED_BYTES} bytes"
+            )));
+        }
+        Ok(())
+    }
+
+    fn call_delta(&mut self, call: &Value) -> Result<(), ModelError> {
+        let index = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .and_then(|i| usize::try_from(i).ok())
+            .unwrap_or(self.calls.len().saturating_sub(1));
+        // A model cannot open calls far beyond the ones it has: indexes are dense.
+        if index > self.calls.len() || index >= 128 {
+            return Err(ModelError::Malformed(
+                "a streamed tool call skips an index".into(),
+            ));
+        }
+        if index == self.calls.len() {
+            self.calls.push(CallSoFar::default());
+        }
+        let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+        let name = call
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let arguments = call
+            .pointer("/function/arguments")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        self.grow(id.len() + name.len() + arguments.len())?;
+        if let Some(slot) = self.calls.get_mut(index) {
+            slot.id.push_str(id);
+            slot.name.push_str(name);
+            slot.arguments.push_str(arguments);
+        }
+        Ok(())
+    }
+
+    /// What the dock shows now.
+    pub(crate) fn view(&self) -> Streaming {
+        Streaming {
+            text: self.text.clone(),
+            preparing: self
+                .calls
+                .iter()
+                .map(|c| Preparing {
+                    name: c.name.clone(),
+                    bytes: c.arguments.len(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The turn, once the stream has ended. A stream that stopped before it finished
+    /// (no `finish_reason` and no `[DONE]`) gives [`ModelError::StreamCut`]: no call of
+    /// it reaches the gate.
+    pub(crate) fn finish(self) -> Result<ModelTurn, ModelError> {
+        if !self.finished && !self.done {
+            return Err(ModelError::StreamCut {
+                text: self.text,
+                preparing: self.calls.into_iter().map(|c| c.name).collect(),
+            });
+        }
+        let text = (!self.text.is_empty()).then_some(self.text);
+        if self.calls.is_empty() {
+            return Ok(ModelTurn::Text(text.unwrap_or_default()));
+        }
+        let calls = self
+            .calls
+            .into_iter()
+            .map(|c| ToolCall {
+                id: c.id,
+                name: c.name,
+                arguments: if c.arguments.is_empty() {
+                    "{}".into()
+                } else {
+                    c.arguments
+                },
+            })
+            .collect();
+        Ok(ModelTurn::ToolCalls { text, calls })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &str) -> Result<ModelTurn, ModelError> {
+        let mut decoder = SseDecoder::default();
+        let mut acc = Accumulator::default();
+        // Fed one character at a time: no event may depend on how the bytes were cut.
+        for c in text.chars() {
+            for payload in decoder.push(&c.to_string()) {
+                acc.push(&payload)?;
+            }
+        }
+        acc.finish()
+    }
+
+    const TEXT: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n\
+        data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+
+    #[test]
+    fn text_chunks_join_whatever_the_line_ends() {
+        assert_eq!(run(TEXT).unwrap(), ModelTurn::Text("Hello".into()));
+        let crlf = format!("\u{feff}{}", TEXT.replace('\n', "\r\n"));
+        assert_eq!(run(&crlf).unwrap(), ModelTurn::Text("Hello".into()));
+        let cr = TEXT.replace('\n', "\r");
+        assert_eq!(run(&cr).unwrap(), ModelTurn::Text("Hello".into()));
+    }
+
+    #[test]
+    fn tool_call_arguments_add_up_across_chunks() {
+        let sse = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"save\",\"arguments\":\"{\\\"na\"}}]}}]}\n\n\
+            : a comment\n\n\
+            data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"me\\\":\\\"A\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n";
+        let ModelTurn::ToolCalls { calls, .. } = run(sse).unwrap() else {
+            panic!("calls")
+        };
+        assert_eq!(calls[0].name, "save");
+        assert_eq!(calls[0].arguments, r#"{"name":"A"}"#);
+    }
+
+    #[test]
+    fn a_stream_cut_mid_arguments_yields_no_call() {
+        let cut = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"save\",\"arguments\":\"{\\\"na\"}}]}}]}\n\n";
+        match run(cut) {
+            Err(ModelError::StreamCut { preparing, .. }) => assert_eq!(preparing, ["save"]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hostile_chunks_are_errors_not_panics() {
+        for bad in [
+            "data: {not json}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":99999}]}}]}\n\n",
+            "data: {\"error\":{\"message\":\"boom\"}}\n\n",
+        ] {
+            assert!(run(bad).is_err(), "{bad}");
+        }
+    }
+}
