@@ -34,7 +34,11 @@ impl ExecutorState {
         let question = meta.question.clone().ok_or(TicketError::NotPending)?;
         let value =
             crate::arguments::parse_object(raw, MAX_ANSWER_BYTES).map_err(AnswerError::Invalid)?;
-        let answer = (question.check)(&value).map_err(AnswerError::Invalid)?;
+        // Like every hook: a check that calls back into the executor is not trusted.
+        let answer = self
+            .hook(crate::reason::Hook::Validate, || (question.check)(&value))
+            .map_err(|stop| AnswerError::Invalid(stop.reason.summary()))?
+            .map_err(AnswerError::Invalid)?;
         let receipt = Receipt {
             action: meta.id.clone(),
             title: meta.title.clone(),

@@ -24,6 +24,10 @@ pub enum RegisterError {
     /// The action has both: a handoff is the person's step, so the executor never runs one.
     #[error("action `{0}` has both a run and a handoff; a handoff action is done by the person")]
     RunAndHandoff(String),
+    /// A question nobody could answer: its timeout is zero, or its answer type is not
+    /// an object (a form answers with fields; wrap a choice in a struct).
+    #[error("the question of action `{0}` could never be answered (zero timeout, or an answer type that is not a struct)")]
+    Unanswerable(String),
     /// A question is the person's to answer: it has no run and no handoff.
     #[error("action `{0}` is a question and also has a run or a handoff")]
     QuestionAndMore(String),
@@ -60,12 +64,16 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
     if action.approval_timeout.is_some_and(|t| t.is_zero()) {
         return Err(RegisterError::ZeroApprovalTimeout(id.clone()));
     }
-    if action.question.is_some() {
-        return if action.run.is_some() || action.handoff.is_some() {
-            Err(RegisterError::QuestionAndMore(id.clone()))
-        } else {
-            Ok(())
-        };
+    if let Some(question) = &action.question {
+        if action.run.is_some() || action.handoff.is_some() {
+            return Err(RegisterError::QuestionAndMore(id.clone()));
+        }
+        // An answer is a form's object; a question nobody could answer is refused.
+        let object = question.schema.get("type").and_then(|t| t.as_str()) == Some("object");
+        if question.timeout.is_zero() || !object {
+            return Err(RegisterError::Unanswerable(id.clone()));
+        }
+        return Ok(());
     }
     match (&action.run, &action.handoff) {
         (None, None) => Err(RegisterError::NothingToDo(id.clone())),

@@ -8,6 +8,8 @@ mod message;
 mod openai;
 mod scripted;
 mod stream;
+#[cfg(test)]
+mod stream_attacks;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -284,10 +286,11 @@ impl Assistant {
                     // call's oversized raw arguments (they would be sent back on every
                     // later turn), only a placeholder naming their size.
                     let cap = cs.executor().max_argument_bytes();
+                    let kept_calls: Vec<ToolCall> = calls.iter().map(|c| kept(c, cap)).collect();
                     self.0.history.borrow_mut().push(ChatMessage {
                         role: Role::Assistant,
                         content: text.clone(),
-                        tool_calls: calls.iter().map(|c| kept(c, cap)).collect(),
+                        tool_calls: kept_calls.clone(),
                         tool_call_id: None,
                     });
                     // Saved before the calls reach the gate: after a reload the turn is
@@ -306,13 +309,14 @@ impl Assistant {
                     let results = cs.call_batch(batch).await;
                     {
                         let mut history = self.0.history.borrow_mut();
-                        for (call, settled) in calls.iter().zip(results) {
+                        // The results answer the calls as the history keeps them.
+                        for (call, settled) in kept_calls.iter().zip(results) {
                             history.push(ChatMessage::tool(
                                 call.id.clone(),
                                 settled.to_model_content(),
                             ));
                         }
-                        for call in calls.iter().skip(MAX_CALLS_PER_TURN) {
+                        for call in kept_calls.iter().skip(MAX_CALLS_PER_TURN) {
                             history.push(ChatMessage::tool(call.id.clone(), over_the_cap()));
                         }
                     }
@@ -327,12 +331,24 @@ impl Assistant {
 /// A tool call as the history keeps it: arguments over `cap` bytes (which the gate
 /// refuses unread) are replaced by a placeholder that names their size.
 fn kept(call: &ToolCall, cap: usize) -> ToolCall {
-    if call.arguments.len() <= cap {
+    // Parsers refuse longer ids and names; cut here too so nothing can carry megabytes.
+    let short = |text: &str| -> String { text.chars().take(stream::MAX_CALL_ID_BYTES).collect() };
+    if call.arguments.len() <= cap
+        && call.id.len() <= stream::MAX_CALL_ID_BYTES
+        && call.name.len() <= stream::MAX_CALL_ID_BYTES
+    {
         return call.clone();
     }
+    if call.arguments.len() <= cap {
+        return ToolCall {
+            id: short(&call.id),
+            name: short(&call.name),
+            arguments: call.arguments.clone(),
+        };
+    }
     ToolCall {
-        id: call.id.clone(),
-        name: call.name.clone(),
+        id: short(&call.id),
+        name: short(&call.name),
         arguments: serde_json::json!({
             "omitted": format!(
                 "{} bytes of arguments, over the limit of {cap}; refused unread",
@@ -371,10 +387,12 @@ fn valid_history(history: &[ChatMessage]) -> bool {
                 .tool_call_id
                 .as_deref()
                 .is_some_and(|id| asked.contains(&id)),
-            Role::Assistant => {
-                asked.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
-                true
-            }
+            // Every call answerable by its id alone: no id twice in the conversation.
+            Role::Assistant => m.tool_calls.iter().all(|c| {
+                let fresh = !asked.contains(&c.id.as_str());
+                asked.push(c.id.as_str());
+                fresh
+            }),
             Role::User => m.tool_calls.is_empty(),
         })
 }

@@ -176,10 +176,23 @@ pub fn parse_completion(body: &str) -> Result<ModelTurn, ModelError> {
         Some(_) => return Err(ModelError::Malformed("tool_calls is not a list".into())),
     };
     if calls.is_empty() {
-        Ok(ModelTurn::Text(text.unwrap_or_default()))
-    } else {
-        Ok(ModelTurn::ToolCalls { text, calls })
+        return Ok(ModelTurn::Text(text.unwrap_or_default()));
     }
+    super::stream::check_calls(
+        calls
+            .iter()
+            .map(|c: &ToolCall| (c.id.as_str(), c.name.as_str())),
+    )?;
+    // Calls cut by the token limit or a filter never reach the gate.
+    let finish = value
+        .pointer("/choices/0/finish_reason")
+        .and_then(Value::as_str);
+    if matches!(finish, Some("length" | "content_filter")) {
+        return Err(ModelError::Malformed(
+            "the answer was cut off before its tool calls were complete".into(),
+        ));
+    }
+    Ok(ModelTurn::ToolCalls { text, calls })
 }
 
 /// How long to wait after a 429 that names no `Retry-After`.

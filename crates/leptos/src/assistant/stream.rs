@@ -12,6 +12,14 @@ use super::message::{ModelError, ModelTurn, ToolCall};
 
 /// The most a streamed answer may add up to (text and arguments together).
 const MAX_STREAMED_BYTES: usize = 4 * 1024 * 1024;
+/// The longest line or event the decoder buffers before it gives up on the stream.
+const MAX_EVENT_BYTES: usize = 1024 * 1024;
+/// What the decoder hands on in place of an event that grew past [`MAX_EVENT_BYTES`]:
+/// the accumulator refuses it (a NUL never starts a real payload).
+const OVERSIZED: &str = "\u{0}oversized";
+/// The longest tool call id or name taken (ids and names are echoed in every later
+/// request of the conversation).
+pub(crate) const MAX_CALL_ID_BYTES: usize = 256;
 
 /// Splits a byte stream's text into event payloads (`data` fields).
 #[derive(Debug, Default)]
@@ -21,13 +29,25 @@ pub(crate) struct SseDecoder {
     started: bool,
     /// The last character was a CR: a following LF belongs to the same line end.
     after_cr: bool,
+    /// An event outgrew the cap: everything after it is dropped.
+    overflowed: bool,
 }
 
 impl SseDecoder {
     /// Feeds text; returns the payloads of the events it completed.
     pub(crate) fn push(&mut self, text: &str) -> Vec<String> {
         let mut events = Vec::new();
+        if self.overflowed {
+            return events;
+        }
         for c in text.chars() {
+            if self.line.len() + self.data.len() > MAX_EVENT_BYTES {
+                self.overflowed = true;
+                self.line.clear();
+                self.data.clear();
+                events.push(OVERSIZED.to_owned());
+                return events;
+            }
             if !self.started {
                 self.started = true;
                 if c == '\u{feff}' {
@@ -105,7 +125,8 @@ struct CallSoFar {
 pub(crate) struct Accumulator {
     text: String,
     calls: Vec<CallSoFar>,
-    finished: bool,
+    /// The finish reason, once one came (a non-empty string).
+    finish: Option<String>,
     done: bool,
     bytes: usize,
 }
@@ -114,6 +135,11 @@ impl Accumulator {
     /// Takes one event's payload. `Err` for a payload that is not a chunk or an answer
     /// that grew past the cap.
     pub(crate) fn push(&mut self, payload: &str) -> Result<(), ModelError> {
+        if payload == OVERSIZED {
+            return Err(ModelError::Malformed(format!(
+                "a streamed event grew past {MAX_EVENT_BYTES} bytes"
+            )));
+        }
         if payload.trim() == "[DONE]" {
             self.done = true;
             return Ok(());
@@ -133,7 +159,16 @@ impl Accumulator {
         let Some(choice) = chunk.pointer("/choices/0") else {
             return Ok(());
         };
-        if let Some(delta) = choice.get("delta") {
+        let delta = choice
+            .get("delta")
+            .filter(|d| d.as_object().is_some_and(|o| !o.is_empty()));
+        // Nothing may be added once the answer said it finished.
+        if delta.is_some() && (self.done || self.finish.is_some()) {
+            return Err(ModelError::Malformed(
+                "the stream went on after it finished".into(),
+            ));
+        }
+        if let Some(delta) = delta {
             if let Some(text) = delta.get("content").and_then(Value::as_str) {
                 self.grow(text.len())?;
                 self.text.push_str(text);
@@ -147,8 +182,12 @@ impl Accumulator {
                 self.call_delta(call)?;
             }
         }
-        if choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
-            self.finished = true;
+        if let Some(reason) = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+        {
+            self.finish = Some(reason.to_owned());
         }
         Ok(())
     }
@@ -164,11 +203,22 @@ impl Accumulator {
     }
 
     fn call_delta(&mut self, call: &Value) -> Result<(), ModelError> {
-        let index = call
-            .get("index")
-            .and_then(Value::as_u64)
-            .and_then(|i| usize::try_from(i).ok())
-            .unwrap_or(self.calls.len().saturating_sub(1));
+        // A missing index continues the only call so far (some servers leave it out);
+        // anything present must be a small non-negative integer.
+        let index = match call.get("index") {
+            None if self.calls.len() > 1 => {
+                return Err(ModelError::Malformed(
+                    "a streamed tool call has no index".into(),
+                ))
+            }
+            None => self.calls.len().saturating_sub(1),
+            Some(index) => index
+                .as_u64()
+                .and_then(|i| usize::try_from(i).ok())
+                .ok_or_else(|| {
+                    ModelError::Malformed("a streamed tool call has a bad index".into())
+                })?,
+        };
         // A model cannot open calls far beyond the ones it has: indexes are dense.
         if index > self.calls.len() || index >= 128 {
             return Err(ModelError::Malformed(
@@ -215,12 +265,20 @@ impl Accumulator {
     /// (no `finish_reason` and no `[DONE]`) gives [`ModelError::StreamCut`]: no call of
     /// it reaches the gate.
     pub(crate) fn finish(self) -> Result<ModelTurn, ModelError> {
-        if !self.finished && !self.done {
+        // Finished means the model said so: `stop` or `tool_calls` (or `[DONE]` with no
+        // reason at all). A cut by the token limit or a filter is a cut.
+        let finished = match self.finish.as_deref() {
+            Some("stop" | "tool_calls" | "function_call") => true,
+            Some(_) => false,
+            None => self.done,
+        };
+        if !finished {
             return Err(ModelError::StreamCut {
                 text: self.text,
                 preparing: self.calls.into_iter().map(|c| c.name).collect(),
             });
         }
+        check_calls(self.calls.iter().map(|c| (c.id.as_str(), c.name.as_str())))?;
         let text = (!self.text.is_empty()).then_some(self.text);
         if self.calls.is_empty() {
             return Ok(ModelTurn::Text(text.unwrap_or_default()));
@@ -240,6 +298,31 @@ impl Accumulator {
             .collect();
         Ok(ModelTurn::ToolCalls { text, calls })
     }
+}
+
+/// Every call needs an id and a name, short, and no two calls one id (results and a
+/// reload's recovery are keyed by it).
+pub(crate) fn check_calls<'a>(
+    calls: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<(), ModelError> {
+    let mut seen: Vec<&str> = Vec::new();
+    for (id, name) in calls {
+        if id.is_empty() || name.is_empty() {
+            return Err(ModelError::Malformed(
+                "a tool call lacks an id or a name".into(),
+            ));
+        }
+        if id.len() > MAX_CALL_ID_BYTES || name.len() > MAX_CALL_ID_BYTES {
+            return Err(ModelError::Malformed(
+                "a tool call's id or name is too long".into(),
+            ));
+        }
+        if seen.contains(&id) {
+            return Err(ModelError::Malformed("two tool calls share one id".into()));
+        }
+        seen.push(id);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
