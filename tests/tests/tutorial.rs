@@ -77,6 +77,7 @@ async fn main() -> ExitCode {
         a_pending_card_survives_a_reload,
         one_message_two_calls_is_a_batch,
         the_edit_form_and_the_batch_fit_at_360_px,
+        a_script_clicking_allow_approves_nothing,
     ];
     let (mut passed, mut failed) = (0, 0);
     let mut report = |name: String, outcome: Outcome| match outcome {
@@ -837,4 +838,24 @@ async fn the_edit_form_and_the_batch_fit_at_360_px(ui: &Ui<'_>) -> Outcome {
     ui.eval("document.querySelector('.cs-edit').scrollIntoView()")
         .await?;
     ui.shot("25-narrow-edit").await
+}
+
+/// A browser agent (or any script in the page) clicking the dock's own Allow approves
+/// nothing: only a person's trusted gesture does. The person's real click then works.
+async fn a_script_clicking_allow_approves_nothing(ui: &Ui<'_>) -> Outcome {
+    ui.open("en").await?;
+    ui.say("rename the workspace to Apollo").await?;
+    ui.wait_for(".cs-card").await?;
+    ui.eval("document.querySelector('.cs-allow-once').click(); document.querySelector('.cs-allow-once').dispatchEvent(new MouseEvent('click', { bubbles: true }));")
+        .await?;
+    ui.wait_text(".cs-log", "A script, not you").await?;
+    ensure(
+        ui.text("#current-name").await? == "Atlas",
+        "a script's click approved the rename",
+    )?;
+    ensure(ui.count(".cs-card").await? == 1, "the card is gone")?;
+    ui.shot("26-script-click-refused").await?;
+    ui.click(".cs-allow-once").await?;
+    ui.wait_text("#current-name", "Apollo").await?;
+    Ok(())
 }

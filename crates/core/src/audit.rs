@@ -36,6 +36,9 @@ pub enum AuditEvent {
     /// This call holds a person's edit of the call `reason` names: the first record of
     /// the new call, before the pipeline decides it again.
     Edited,
+    /// A control was pressed by a script, not a person (an untrusted event): refused,
+    /// and the call waits as it was.
+    GestureRefused,
     /// The call was waiting for a person when the page reloaded; it was brought back in
     /// this page session (the first record of its new call id) and is decided again.
     Restored,

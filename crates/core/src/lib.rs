@@ -44,7 +44,7 @@ pub use policy_file::{Override, PolicyError, PolicyFile, RolePolicy, MAX_POLICY_
 pub use preview::{line_diff, Preview};
 pub use projection::{openai_tools, ToolAnnotations, ToolSpec};
 pub use question::{AnswerError, Question, QuestionView, DEFAULT_QUESTION_TIMEOUT};
-pub use reason::{CardChange, Hook, Level, LevelSource, Reason, RestoreMiss};
+pub use reason::{CardChange, Control, Hook, Level, LevelSource, Reason, RestoreMiss};
 pub use reveal::{is_bidi_control, is_format_char, reveal, reveal_name, Revealed};
 pub use ticket::{
     ApprovalRequest, CardDigest, Gesture, Grant, GrantBasis, GrantId, Reentered, RestoreError,

@@ -119,6 +119,47 @@ impl CardChange {
     }
 }
 
+/// A control in the dock that only a person's gesture may press.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Control {
+    /// "Allow once".
+    AllowOnce,
+    /// "Always allow this session".
+    AlwaysAllow,
+    /// "Allow all in this batch".
+    AllowBatch,
+    /// "Deny".
+    Deny,
+    /// "Edit" and the edit's submit.
+    Edit,
+    /// A handoff's "I've done it".
+    Done,
+    /// A handoff's "Cancel".
+    Cancel,
+    /// A question's "Answer".
+    Answer,
+    /// A question's "Decline".
+    Decline,
+}
+
+impl Control {
+    /// The control's name as the trail writes it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Control::AllowOnce => "allow_once",
+            Control::AlwaysAllow => "always_allow",
+            Control::AllowBatch => "allow_batch",
+            Control::Deny => "deny",
+            Control::Edit => "edit",
+            Control::Done => "done",
+            Control::Cancel => "cancel",
+            Control::Answer => "answer",
+            Control::Decline => "decline",
+        }
+    }
+}
+
 /// Why a call waiting when the page reloaded was not brought back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -242,6 +283,12 @@ pub enum Reason {
         /// The new call.
         call: crate::CallId,
     },
+    /// approve: a script, not a person, pressed this control (an untrusted event); nothing
+    /// changed.
+    SyntheticGesture {
+        /// The control.
+        control: Control,
+    },
     /// approve: the call was waiting when the page reloaded and was brought back; it is
     /// always asked again, never run by itself.
     Restored,
@@ -328,6 +375,7 @@ impl Reason {
             | R::EditedFrom { .. }
             | R::Restored
             | R::NotRestored { .. }
+            | R::SyntheticGesture { .. }
             | R::ApprovalTimeout => Stage::Approve,
             R::NothingToRun
             | R::RunFailed
@@ -395,6 +443,7 @@ impl Reason {
             | R::EditedInto { .. }
             | R::EditedFrom { .. }
             | R::Restored
+            | R::SyntheticGesture { .. }
             | R::Verified
             | R::HandoffCompleted => return None,
         })
@@ -452,6 +501,7 @@ impl Reason {
             R::Declined => "declined",
             R::EditedInto { .. } => "edited_into",
             R::Restored => "restored",
+            R::SyntheticGesture { .. } => "synthetic_gesture",
             R::NotRestored { .. } => "not_restored",
             R::EditedFrom { .. } => "edited_from",
             R::ApprovalTimeout => "approval_timeout",
@@ -545,6 +595,10 @@ impl Reason {
             R::CardKeptChanging => "the card kept changing before it was approved".into(),
             R::Declined => "the person declined".into(),
             R::Restored => "waiting when the page reloaded; brought back and asked again".into(),
+            R::SyntheticGesture { control } => format!(
+                "`{}` was pressed by a script, not a person; refused",
+                control.as_str()
+            ),
             R::NotRestored { why, .. } => format!(
                 "waiting when the page reloaded; not brought back: {}",
                 why.as_str()

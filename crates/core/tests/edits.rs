@@ -249,3 +249,37 @@ fn allow_all_in_a_batch_never_covers_a_card_that_must_be_decided_alone() {
     assert_eq!(approved.reason, Reason::AllowedInBatch);
     assert_eq!(w.runs(), ["rename:a"]);
 }
+
+#[test]
+fn a_script_s_press_is_recorded_and_changes_nothing() {
+    let w = world();
+    let card = w.card("rename", r#"{"name":"Acme"}"#, 0);
+    w.exec
+        .refuse_synthetic(card.call, countersign::Control::AllowOnce, at(1))
+        .unwrap();
+    let records = w.audit.for_call(card.call);
+    let last = records.last().unwrap();
+    assert_eq!(last.event, AuditEvent::GestureRefused);
+    assert_eq!(
+        last.reason,
+        Reason::SyntheticGesture {
+            control: countersign::Control::AllowOnce
+        }
+    );
+    assert!(!last.is_terminal());
+    assert!(w.runs().is_empty());
+    assert_eq!(
+        w.exec.approvals()[0].card_sha256,
+        card.card_sha256,
+        "the card is as it was"
+    );
+    // The person's own press still works.
+    let settled = w.allow(&card, Gesture::AllowOnce, 2).unwrap();
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(
+        w.exec
+            .refuse_synthetic(card.call, countersign::Control::Deny, at(3))
+            .unwrap_err(),
+        TicketError::NotPending
+    );
+}

@@ -52,6 +52,7 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::CardKeptChanging, S::Approve, Some(C::Unavailable), H::AskUser, "card_kept_changing"),
         (Reason::Declined, S::Approve, Some(C::PermissionDenied), H::AskUser, "declined"),
         (Reason::Restored, S::Approve, None, H::AskUser, "restored"),
+        (Reason::SyntheticGesture { control: countersign::Control::Deny }, S::Approve, None, H::AskUser, "synthetic_gesture"),
         (Reason::NotRestored { handoff: false, why: RestoreMiss::Expired }, S::Approve, Some(C::ApprovalExpired), H::AskUser, "not_restored"),
         (Reason::NotRestored { handoff: true, why: RestoreMiss::ElsewhereOrDone }, S::Approve, Some(C::HandoffTimeout), H::AskUser, "not_restored"),
         (Reason::EditedInto { call: call_id }, S::Approve, None, H::AskUser, "edited_into"),

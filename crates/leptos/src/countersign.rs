@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub(crate) pending_store: crate::pending_store::PendingSlot,
     /// The results of the calls brought back after a reload, for the assistant.
     pub(crate) restored: RefCell<Option<oneshot::Receiver<Vec<Settled>>>>,
+    /// Whether script clicks count as a person's (browser tests only).
+    pub(crate) trust_script_clicks: bool,
     /// The tab title and notifications while something waits.
     pub(crate) attention: crate::attention::AttentionSlot,
     /// The model turns whose calls have not all settled.
@@ -167,6 +169,26 @@ impl Countersign {
         });
         self.pump();
         result
+    }
+
+    /// Whether `event` is a person's gesture on `control` of `call`. A script's event
+    /// (`isTrusted` false) is refused: nothing happens, the attempt is recorded, and the
+    /// dock says so.
+    pub(crate) fn by_person(
+        &self,
+        event: &web_sys::Event,
+        call: CallId,
+        control: countersign::Control,
+    ) -> bool {
+        if event.is_trusted() || self.0.trust_script_clicks {
+            return true;
+        }
+        let _ = self.0.executor.refuse_synthetic(call, control, now());
+        self.push_log(LogEntry::Notice(
+            self.0.locale.strings().script_click_refused.to_owned(),
+        ));
+        self.pump();
+        false
     }
 
     /// The person pressed Allow (once or for the session) on `card`. If the page changed

@@ -141,6 +141,8 @@ pub struct Strings {
     pub notify_on: &'static str,
     /// The browser refused notifications.
     pub notify_denied: &'static str,
+    /// A control pressed by a script was refused.
+    pub script_click_refused: &'static str,
     /// On a card brought back after a reload.
     pub restored_card: &'static str,
     /// The question panel's heading.
@@ -396,6 +398,7 @@ static EN: Strings = Strings {
     notify_on: "Notifications on: you will be told when something waits while this tab is hidden.",
     notify_denied: "Notifications are blocked in this browser; the tab's title still shows what waits.",
     restored_card: "Brought back after the page reloaded: checked again, still waiting for you.",
+    script_click_refused: "A script, not you, pressed a button on this request; it was refused and recorded. Only your own click decides.",
     question_heading: "The assistant asks you",
     answer: "Answer",
     decline_question: "Decline",
@@ -499,6 +502,7 @@ static ZH: Strings = Strings {
     notify_on: "通知已开启：此标签页在后台时，有事项等待会通知你。",
     notify_denied: "此浏览器已阻止通知；标签页标题仍会显示等待的事项。",
     restored_card: "页面重新加载后恢复：已重新检查，仍在等待你决定。",
+    script_click_refused: "有脚本（不是你）点击了此请求上的按钮；已拒绝并记录。只有你自己的点击才算数。",
     question_heading: "助手想问你",
     answer: "回答",
     decline_question: "拒绝回答",

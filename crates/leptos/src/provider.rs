@@ -33,6 +33,12 @@ pub struct CountersignOptions {
     /// again, is available and has time left, on a new card; nothing runs by itself.
     /// Off by default.
     pub keep_pending: Option<String>,
+    /// Take clicks that scripts make (`element.click()`, dispatched events) as a
+    /// person's. **For browser tests only**, which cannot make trusted events: in a page,
+    /// leave it `false` (the default), so that only a person's real gesture allows,
+    /// denies, edits, answers or finishes anything, and a script's attempt (an
+    /// automation agent clicking Allow) is refused and recorded.
+    pub trust_script_clicks: bool,
 }
 
 impl Default for CountersignOptions {
@@ -42,6 +48,7 @@ impl Default for CountersignOptions {
             locale: None,
             approval_timeout: None,
             keep_pending: None,
+            trust_script_clicks: false,
         }
     }
 }
@@ -139,6 +146,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         pending_store: RefCell::default(),
         restored: RefCell::default(),
         attention: RefCell::default(),
+        trust_script_clicks: options.trust_script_clicks,
     }));
     cs.watch_visibility();
     if let Some(key) = options.keep_pending {

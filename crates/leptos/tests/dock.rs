@@ -146,6 +146,8 @@ struct Setup {
     assistant: bool,
     approval_timeout: Option<Duration>,
     keep_pending: Option<String>,
+    /// Script clicks count as a person's (these tests click with `element.click()`).
+    trust_script_clicks: bool,
 }
 
 impl Default for Setup {
@@ -156,6 +158,7 @@ impl Default for Setup {
             assistant: false,
             approval_timeout: None,
             keep_pending: None,
+            trust_script_clicks: true,
         }
     }
 }
@@ -264,6 +267,7 @@ fn mount(setup: Setup) -> Page {
         locale: Some(setup.locale),
         approval_timeout: setup.approval_timeout,
         keep_pending: setup.keep_pending.clone(),
+        trust_script_clicks: setup.trust_script_clicks,
     };
     let resume = setup.keep_pending.is_some();
     let mounted = countersign_testing::mount(options, move || {
@@ -1099,9 +1103,11 @@ fn LongStep() -> impl IntoView {
 
 #[wasm_bindgen_test]
 async fn the_dock_never_scrolls_sideways_from_320_to_1920_px() {
-    let page = countersign_testing::mount(CountersignOptions::default(), || {
-        view! { <LongStep /> <AgentDock /> }
-    });
+    let options = CountersignOptions {
+        trust_script_clicks: true,
+        ..CountersignOptions::default()
+    };
+    let page = countersign_testing::mount(options, || view! { <LongStep /> <AgentDock /> });
     let pending = page.call("long_step", "{}");
     tick().await;
     assert!(page.q(".cs-handoff").is_some());
@@ -1833,6 +1839,7 @@ fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
         locale: Some(Locale::En),
         approval_timeout: None,
         keep_pending: None,
+        trust_script_clicks: true,
     };
     let mounted = countersign_testing::mount(options, move || {
         let mut client = countersign_leptos::OpenAiCompatible::default();
@@ -2431,4 +2438,126 @@ async fn streamed_arguments_that_never_parse_are_refused_by_the_gate() {
     assert!(page.q(".cs-card").is_none(), "never a card to approve");
     assert!(page.runs().is_empty());
     assert!(FakeFetch::requests()[1].1.contains("INVALID_ARGS"));
+}
+
+// ---------------------------------------------------------------------------------
+// Only a person's gesture decides: a script's click changes nothing and is recorded.
+// ---------------------------------------------------------------------------------
+
+fn refused_gestures(page: &Page) -> Vec<countersign::Reason> {
+    page.cs
+        .audit()
+        .records()
+        .into_iter()
+        .filter(|r| r.event == countersign::AuditEvent::GestureRefused)
+        .map(|r| r.reason)
+        .collect()
+}
+
+#[wasm_bindgen_test]
+async fn a_script_s_clicks_on_a_card_change_nothing_and_are_recorded() {
+    let page = mount(Setup {
+        trust_script_clicks: false,
+        ..Setup::default()
+    });
+    let pending = page.call("save", r#"{"name":"Apollo"}"#);
+    tick().await;
+    let card = page.q(".cs-card").unwrap().get_attribute("data-call");
+    for control in [
+        ".cs-allow-once",
+        ".cs-allow-session",
+        ".cs-deny",
+        ".cs-edit-open",
+    ] {
+        page.click(control); // element.click(): isTrusted is false
+        tick().await;
+    }
+    // A dispatched Enter on Allow is no person either.
+    let enter = web_sys::KeyboardEventInit::new();
+    enter.set_key("Enter");
+    enter.set_bubbles(true);
+    let key = web_sys::KeyboardEvent::new_with_keyboard_event_init_dict("keydown", &enter).unwrap();
+    page.q(".cs-allow-once")
+        .unwrap()
+        .dispatch_event(&key)
+        .unwrap();
+    tick().await;
+    assert!(page.runs().is_empty(), "a script approved something");
+    assert_eq!(
+        page.q(".cs-card").unwrap().get_attribute("data-call"),
+        card,
+        "the card is as it was"
+    );
+    assert!(
+        page.q(".cs-edit").is_none(),
+        "a script opened the edit form"
+    );
+    assert_eq!(page.terminal_records(), 0);
+    use countersign::Control as C;
+    assert_eq!(
+        refused_gestures(&page),
+        [C::AllowOnce, C::AlwaysAllow, C::Deny, C::Edit]
+            .map(|control| countersign::Reason::SyntheticGesture { control })
+    );
+    assert!(page.text(".cs-log").contains("A script, not you"));
+    // The page can still be decided by the person: shut it here (the test cannot click as one).
+    page.cs
+        .deny(countersign::CallId::default(), None)
+        .unwrap_err();
+    drop(page);
+    let settled = pending.await;
+    assert_eq!(
+        code(&settled),
+        "UNAVAILABLE",
+        "settled when the page went away, never run"
+    );
+}
+
+#[wasm_bindgen_test]
+async fn a_script_cannot_finish_a_handoff_or_answer_a_question() {
+    let page = mount(Setup {
+        trust_script_clicks: false,
+        ..Setup::default()
+    });
+    drop(page.call("publish", "{}"));
+    drop(page.call("pick", "{}"));
+    tick().await;
+    page.signals.published.set(true);
+    page.click(".cs-handoff-done");
+    page.click(".cs-handoff-cancel");
+    set_select(&page, "select[data-field='colour']", "blue");
+    page.type_into("input[data-field='count']", "2");
+    tick().await;
+    page.click(".cs-answer");
+    page.click(".cs-decline-question");
+    // requestSubmit() fires a (trusted) submit event without a click: it answers nothing.
+    run_js("document.querySelector('.cs-question form').requestSubmit();");
+    tick().await;
+    assert_eq!(page.terminal_records(), 0, "a script settled something");
+    assert_eq!(page.cs.dock().handoffs.get_untracked().len(), 1);
+    assert_eq!(page.cs.dock().questions.get_untracked().len(), 1);
+    assert_eq!(refused_gestures(&page).len(), 4);
+}
+
+#[wasm_bindgen_test]
+async fn a_script_cannot_allow_a_whole_batch() {
+    let page = mount(Setup {
+        trust_script_clicks: false,
+        ..Setup::default()
+    });
+    let results = page.batch(&[("save", r#"{"name":"x"}"#), ("rewrite", r#"{"name":"y"}"#)]);
+    tick().await;
+    page.click(".cs-allow-batch");
+    tick().await;
+    assert!(page.runs().is_empty());
+    assert_eq!(page.cs.dock().approvals.get_untracked().len(), 2);
+    assert_eq!(
+        refused_gestures(&page),
+        [countersign::Reason::SyntheticGesture {
+            control: countersign::Control::AllowBatch
+        }]
+    );
+    drop(page);
+    let codes: Vec<_> = results.await.iter().map(code).collect();
+    assert_eq!(codes, ["UNAVAILABLE", "UNAVAILABLE"]);
 }

@@ -18,7 +18,12 @@ pub struct NewTodo {
 /// The app: the list, and the dock beside it.
 #[component]
 pub fn App() -> impl IntoView {
-    let Ok(cs) = provide_countersign(CountersignOptions::default()) else {
+    app(CountersignOptions::default())
+}
+
+/// The app with its Countersign set up by `options` (its browser test takes script clicks).
+pub fn app(options: CountersignOptions) -> AnyView {
+    let Ok(cs) = provide_countersign(options) else {
         return view! { <p role="alert">"This browser has no Web Crypto."</p> }.into_any();
     };
     let todos = RwSignal::new(Vec::<String>::new());

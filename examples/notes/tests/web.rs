@@ -42,6 +42,8 @@ fn mount() -> Page {
     let trash = RwSignal::new(Vec::new());
     let options = CountersignOptions {
         session: Session::new("editor", Vec::<String>::new()),
+        // These tests click with element.click(), which is no person's gesture.
+        trust_script_clicks: true,
         ..Default::default()
     };
     let mounted = countersign_testing::mount(options, move || {

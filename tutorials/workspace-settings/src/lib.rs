@@ -35,6 +35,8 @@ pub fn App() -> impl IntoView {
         // A pending card (and the chat) survives a reload of this tab; it comes back
         // only as it was, and is asked again.
         keep_pending: Some("workspace-settings".into()),
+        // Only a person's own click decides (never a script's, never an agent's).
+        trust_script_clicks: false,
     };
     let cs = match provide_countersign(options) {
         Ok(cs) => cs,

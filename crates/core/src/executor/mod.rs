@@ -327,6 +327,35 @@ impl Executor {
         }
     }
 
+    /// A control on this call's card, handoff or question was pressed by a script, not a
+    /// person (an untrusted event): nothing changes, and the attempt is recorded
+    /// (`gesture_refused`, not terminal). `NotPending` if the call does not wait.
+    pub fn refuse_synthetic(
+        &self,
+        call: CallId,
+        control: crate::Control,
+        now: Timestamp,
+    ) -> Result<(), TicketError> {
+        self.with(|state| {
+            let now = state.tick(now);
+            let waiting = state
+                .live
+                .get(&call)
+                .is_some_and(|l| !matches!(l.state, state::LiveState::Performing));
+            if !waiting {
+                return Err(TicketError::NotPending);
+            }
+            state.record_live(
+                call,
+                crate::AuditEvent::GestureRefused,
+                crate::Decider::Host,
+                &crate::Reason::SyntheticGesture { control },
+                now,
+            );
+            Ok(())
+        })?
+    }
+
     /// The person declines a pending call: `PERMISSION_DENIED`, with their reason for the model.
     pub fn deny(
         &self,

@@ -178,14 +178,25 @@ fn card_view(
     let target = cs.with_value(|cs| cs.action_target(&card.action));
     let call = card.call;
     let stored = StoredValue::new(card.clone());
-    let approve = move |gesture: Gesture| {
+    let approve = move |ev: leptos::ev::MouseEvent, gesture: Gesture| {
+        let control = match gesture {
+            Gesture::AllowOnce => countersign::Control::AllowOnce,
+            Gesture::AllowForSession => countersign::Control::AlwaysAllow,
+            Gesture::AllowInBatch => countersign::Control::AllowBatch,
+        };
+        if !cs.with_value(|cs| cs.by_person(&ev, call, control)) {
+            return;
+        }
         // A second click finds the ticket spent: refused, nothing runs twice.
         let card = stored.get_value();
         cs.with_value(|cs| {
             let _ = cs.approve(&card, gesture);
         });
     };
-    let deny = move || {
+    let deny = move |ev: leptos::ev::MouseEvent| {
+        if !cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Deny)) {
+            return;
+        }
         let why = reason.get_untracked();
         cs.with_value(|cs| {
             // A card already settled (a timeout raced the click) has nothing to deny.
@@ -256,16 +267,20 @@ fn card_view(
                 })}
                 {form}
                 <div class="cs-buttons" hidden=is_editing>
-                    <button class="cs-btn cs-btn--primary cs-allow-once" on:click=move |_| approve(Gesture::AllowOnce)>
+                    <button class="cs-btn cs-btn--primary cs-allow-once" on:click=move |ev| approve(ev, Gesture::AllowOnce)>
                         {strings.allow_once}
                     </button>
                     {offers_grant.then(|| view! {
-                        <button class="cs-btn cs-allow-session" on:click=move |_| approve(Gesture::AllowForSession)>
+                        <button class="cs-btn cs-allow-session" on:click=move |ev| approve(ev, Gesture::AllowForSession)>
                             {strings.allow_session}
                         </button>
                     })}
-                    <button class="cs-btn cs-btn--deny cs-deny" on:click=move |_| deny()>{strings.deny}</button>
-                    <button class="cs-btn cs-edit-open" on:click=move |_| editor.editing.set(Some(call))>{strings.edit}</button>
+                    <button class="cs-btn cs-btn--deny cs-deny" on:click=deny>{strings.deny}</button>
+                    <button class="cs-btn cs-edit-open" on:click=move |ev| {
+                        if cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Edit)) {
+                            editor.editing.set(Some(call));
+                        }
+                    }>{strings.edit}</button>
                     {target.map(|name| view! {
                         <button class="cs-btn cs-btn--link cs-show" on:click=move |_| {
                             cs.with_value(|cs| crate::highlight::point_at(cs, &name));

@@ -61,7 +61,14 @@ pub(crate) fn view(
         })
         .collect_view();
     let listed = StoredValue::new(cards);
-    let allow_all = move |_| {
+    let allow_all = move |ev: leptos::ev::MouseEvent| {
+        let first = listed.with_value(|cards| cards.first().map(|c| c.call));
+        let person = first.is_some_and(|call| {
+            cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::AllowBatch))
+        });
+        if !person {
+            return;
+        }
         // Each ticket is bound to the card as listed: a card that changed since is
         // drawn again by the gate and waits for the person instead of running.
         for card in listed.get_value() {

@@ -151,13 +151,19 @@ pub(crate) fn edit_form(
         }
     };
     view! {
-        <form class="cs-edit" on:submit=move |ev| { ev.prevent_default(); submit(); }>
+        // The submit button's click decides (a person's, including Enter in a field,
+        // whose implicit submission clicks it); a script's `requestSubmit()` does nothing.
+        <form class="cs-edit" on:submit=move |ev| ev.prevent_default()>
             <h4 class="cs-edit__title">{strings.edit_heading}</h4>
             <p class="cs-edit__hint">{strings.edit_hint}</p>
             {inputs}
             <p class="cs-edit__error" aria-live="polite">{move || error.get()}</p>
             <div class="cs-buttons">
-                <button type="submit" class="cs-btn cs-btn--primary cs-edit-submit" disabled=move || error.with(Option::is_some)>
+                <button type="submit" class="cs-btn cs-btn--primary cs-edit-submit" disabled=move || error.with(Option::is_some) on:click=move |ev| {
+                    if cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Edit)) {
+                        submit();
+                    }
+                }>
                     {strings.edit_submit}
                 </button>
                 <button type="button" class="cs-btn cs-edit-cancel" on:click=move |_| done(None)>

@@ -66,10 +66,14 @@ fn panel(
                         });
                     }>{strings.next_step}</button>
                 })}
-                <button class="cs-btn cs-btn--primary cs-handoff-done" on:click=move |_| cs.with_value(|cs| { let _ = cs.handoff_done(call); })>
+                <button class="cs-btn cs-btn--primary cs-handoff-done" on:click=move |ev| cs.with_value(|cs| {
+                    if cs.by_person(&ev, call, countersign::Control::Done) { let _ = cs.handoff_done(call); }
+                })>
                     {strings.handoff_done}
                 </button>
-                <button class="cs-btn cs-btn--deny cs-handoff-cancel" on:click=move |_| cs.with_value(|cs| { let _ = cs.handoff_cancel(call); })>
+                <button class="cs-btn cs-btn--deny cs-handoff-cancel" on:click=move |ev| cs.with_value(|cs| {
+                    if cs.by_person(&ev, call, countersign::Control::Cancel) { let _ = cs.handoff_cancel(call); }
+                })>
                     {strings.handoff_cancel}
                 </button>
             </div>

@@ -65,16 +65,24 @@ fn panel(
             <p class="cs-card__count">{strings.question_heading}</p>
             <h3 class="cs-card__title">{view.title.clone()}</h3>
             <p class="cs-card__consequence">{view.prompt.clone()}</p>
-            <form class="cs-edit" on:submit=move |ev| { ev.prevent_default(); submit(); }>
+            // The Answer button's click decides (Enter in a field clicks it too); a script's
+            // `requestSubmit()` does nothing.
+            <form class="cs-edit" on:submit=move |ev| ev.prevent_default()>
                 {inputs}
                 <p class="cs-edit__error" aria-live="polite">{move || error.get()}</p>
                 <p class="cs-countdown" role="timer">{strings.time_left}" "{move || strings.countdown(left())}</p>
                 <div class="cs-buttons">
-                    <button type="submit" class="cs-btn cs-btn--primary cs-answer" disabled=move || error.with(Option::is_some)>
+                    <button type="submit" class="cs-btn cs-btn--primary cs-answer" disabled=move || error.with(Option::is_some) on:click=move |ev| {
+                        if cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Answer)) {
+                            submit();
+                        }
+                    }>
                         {strings.answer}
                     </button>
-                    <button type="button" class="cs-btn cs-btn--deny cs-decline-question" on:click=move |_| {
-                        cs.with_value(|cs| { let _ = cs.decline_question(call); });
+                    <button type="button" class="cs-btn cs-btn--deny cs-decline-question" on:click=move |ev| {
+                        cs.with_value(|cs| {
+                            if cs.by_person(&ev, call, countersign::Control::Decline) { let _ = cs.decline_question(call); }
+                        });
                     }>{strings.decline_question}</button>
                 </div>
             </form>
