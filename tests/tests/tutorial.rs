@@ -844,8 +844,17 @@ async fn the_edit_form_and_the_batch_fit_at_360_px(ui: &Ui<'_>) -> Outcome {
 /// nothing: only a person's trusted gesture does. The person's real click then works.
 async fn a_script_clicking_allow_approves_nothing(ui: &Ui<'_>) -> Outcome {
     ui.open("en").await?;
+    // A script that hooks listeners before the card is drawn, and calls the dock's own
+    // click handler with a made-up event claiming `isTrusted: true`.
+    ui.eval("const add = EventTarget.prototype.addEventListener; EventTarget.prototype.addEventListener = function (t, f, o) { if (t === 'click' && this.matches && this.matches('.cs-allow-once')) setTimeout(() => f.call(this, { isTrusted: true, type: 'click' }), 50); return add.call(this, t, f, o); };")
+        .await?;
     ui.say("rename the workspace to Apollo").await?;
     ui.wait_for(".cs-card").await?;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    ensure(
+        ui.text("#current-name").await? == "Atlas",
+        "a forged isTrusted event approved the rename",
+    )?;
     ui.eval("document.querySelector('.cs-allow-once').click(); document.querySelector('.cs-allow-once').dispatchEvent(new MouseEvent('click', { bubbles: true }));")
         .await?;
     ui.wait_text(".cs-log", "A script, not you").await?;

@@ -171,6 +171,11 @@ impl Countersign {
         result
     }
 
+    /// Whether script clicks are taken as a person's (browser tests only).
+    pub(crate) fn trusts_script_clicks(&self) -> bool {
+        self.0.trust_script_clicks
+    }
+
     /// Whether `event` is a person's gesture on `control` of `call`. A script's event
     /// (`isTrusted` false) is refused: nothing happens, the attempt is recorded, and the
     /// dock says so.
@@ -180,7 +185,11 @@ impl Countersign {
         call: CallId,
         control: countersign::Control,
     ) -> bool {
-        if event.is_trusted() || self.0.trust_script_clicks {
+        // A real event, not an object a script made up with `isTrusted: true`: the
+        // native `timeStamp` getter refuses anything that is not an Event.
+        let real = wasm_bindgen::JsCast::is_instance_of::<web_sys::Event>(event)
+            && crate::attention::is_real_event(event);
+        if (real && event.is_trusted()) || self.0.trust_script_clicks {
             return true;
         }
         let _ = self.0.executor.refuse_synthetic(call, control, now());

@@ -149,6 +149,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         trust_script_clicks: options.trust_script_clicks,
     }));
     cs.watch_visibility();
+    crate::attention::remember_event_brand();
     if let Some(key) = options.keep_pending {
         cs.keep_pending(format!("{key}:{role_key}"));
     }

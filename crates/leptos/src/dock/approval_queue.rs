@@ -259,7 +259,14 @@ fn card_view(
                         type="text"
                         class="cs-reason"
                         prop:value=move || reason.get()
-                        on:input=move |ev| reason.set(event_target_value(&ev))
+                        on:input=move |ev| {
+                            // The reason goes to the model as the person's words: a script's is undone.
+                            if ev.is_trusted() || cs.with_value(Countersign::trusts_script_clicks) {
+                                reason.set(event_target_value(&ev));
+                            } else if let Some(target) = ev.target() {
+                                let _ = js_sys::Reflect::set(&target, &"value".into(), &reason.get_untracked().into());
+                            }
+                        }
                     />
                 </label>
                 {grant_rule.map(|rule| view! {

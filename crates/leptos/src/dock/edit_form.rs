@@ -137,8 +137,14 @@ pub(crate) fn edit_form(
         cs.with_value(|cs| cs.executor().check_arguments(&action, text))
             .map(|_| ())
     };
-    let SchemaForm { inputs, raw, error } =
-        schema_form(strings, schema.as_ref(), &card.arguments, check);
+    let trust_script = cs.with_value(Countersign::trusts_script_clicks);
+    let SchemaForm { inputs, raw, error } = schema_form(
+        strings,
+        schema.as_ref(),
+        &card.arguments,
+        check,
+        trust_script,
+    );
     let submit = move || {
         let text = raw.get_untracked();
         if text.is_empty() {
@@ -166,7 +172,13 @@ pub(crate) fn edit_form(
                 }>
                     {strings.edit_submit}
                 </button>
-                <button type="button" class="cs-btn cs-edit-cancel" on:click=move |_| done(None)>
+                // Guarded too: a script must not take the form away from under the
+                // person's pointer (Allow would then be where "Check edit" was).
+                <button type="button" class="cs-btn cs-edit-cancel" on:click=move |ev| {
+                    if cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Edit)) {
+                        done(None);
+                    }
+                }>
                     {strings.edit_cancel}
                 </button>
             </div>
@@ -192,6 +204,7 @@ pub(crate) fn schema_form(
     schema: Option<&Value>,
     initial_value: &Value,
     check: impl Fn(&str) -> Result<(), String> + Copy + 'static,
+    trust_script: bool,
 ) -> SchemaForm {
     let fields = schema.and_then(fields_of);
     let error = RwSignal::new(None::<String>);
@@ -225,7 +238,7 @@ pub(crate) fn schema_form(
             fields
                 .into_iter()
                 .enumerate()
-                .map(|(i, field)| field_view(strings, field, i, values, refresh))
+                .map(|(i, field)| field_view(strings, field, i, values, refresh, trust_script))
                 .collect_view()
                 .into_any()
         }
@@ -241,6 +254,10 @@ pub(crate) fn schema_form(
                         rows="6"
                         prop:value=move || text.get()
                         on:input=move |ev| {
+                            if !(ev.is_trusted() || trust_script) {
+                                put_back(&ev, "value", &text.get_untracked().into());
+                                return;
+                            }
                             let value = event_target_value(&ev);
                             text.set(value.clone());
                             check(Ok(value));
@@ -254,14 +271,37 @@ pub(crate) fn schema_form(
     SchemaForm { inputs, raw, error }
 }
 
+/// Puts a field's shown value back to what the form holds (a script changed it).
+fn put_back(ev: &web_sys::Event, property: &str, value: &wasm_bindgen::JsValue) {
+    if let Some(target) = ev.target() {
+        let _ = js_sys::Reflect::set(&target, &property.into(), value);
+    }
+}
+
 fn field_view(
     strings: &'static Strings,
     field: Field,
     index: usize,
     values: RwSignal<Vec<String>>,
     refresh: impl Fn() + Copy + 'static,
+    trust_script: bool,
 ) -> impl IntoView {
     let value = move || values.with(|v| v.get(index).cloned().unwrap_or_default());
+    // Only what the person types counts: a script's `input`/`change` is undone on
+    // screen, so what is shown is always what would be submitted.
+    let typed = move |ev: &web_sys::Event, property: &str| {
+        if ev.is_trusted() || trust_script {
+            return true;
+        }
+        let shown = values.with_untracked(|v| v.get(index).cloned().unwrap_or_default());
+        let shown = if property == "checked" {
+            wasm_bindgen::JsValue::from_bool(shown == "true")
+        } else {
+            shown.into()
+        };
+        put_back(ev, property, &shown);
+        false
+    };
     let set = move |text: String| {
         values.update(|v| {
             if let Some(slot) = v.get_mut(index) {
@@ -281,7 +321,7 @@ fn field_view(
         Input::Boolean => view! {
             <input type="checkbox" class="cs-edit__input" data-field=name.clone()
                 prop:checked=move || value() == "true"
-                on:change=move |ev| set(event_target_checked(&ev).to_string()) />
+                on:change=move |ev| if typed(&ev, "checked") { set(event_target_checked(&ev).to_string()) } />
         }
         .into_any(),
         Input::Choice(options) => {
@@ -295,7 +335,7 @@ fn field_view(
             view! {
                 <select class="cs-edit__input" data-field=name.clone()
                     prop:value=value
-                    on:change=move |ev| set(event_target_value(&ev))>
+                    on:change=move |ev| if typed(&ev, "value") { set(event_target_value(&ev)) }>
                     {blank}{options}
                 </select>
             }
@@ -303,12 +343,12 @@ fn field_view(
         }
         Input::Integer | Input::Number | Input::MaybeBoolean => view! {
             <input type="text" inputmode="decimal" class="cs-edit__input" data-field=name.clone()
-                prop:value=value on:input=move |ev| set(event_target_value(&ev)) />
+                prop:value=value on:input=move |ev| if typed(&ev, "value") { set(event_target_value(&ev)) } />
         }
         .into_any(),
         Input::Text => view! {
             <input type="text" class="cs-edit__input" data-field=name.clone()
-                prop:value=value on:input=move |ev| set(event_target_value(&ev)) />
+                prop:value=value on:input=move |ev| if typed(&ev, "value") { set(event_target_value(&ev)) } />
         }
         .into_any(),
     };

@@ -48,6 +48,7 @@ fn panel(
         Some(&view.schema),
         &serde_json::Value::Object(serde_json::Map::new()),
         check,
+        cs.with_value(Countersign::trusts_script_clicks),
     );
     let submit = move || {
         let text = raw.get_untracked();
