@@ -151,6 +151,15 @@ impl Batch {
         }
     }
 
+    /// Whether `call` is one of this batch's items now.
+    pub(crate) fn holds(&self, call: CallId) -> bool {
+        self.items.iter().any(|item| match &item.state {
+            ItemState::Live(c) => *c == call,
+            ItemState::Settled(s) => s.call == call,
+            ItemState::Waiting(_) => false,
+        })
+    }
+
     /// A person's edit moved an item from call `from` to call `to`.
     pub(crate) fn moved(&mut self, from: CallId, to: CallId) -> bool {
         self.items.iter_mut().any(|item| match item.state {

@@ -139,7 +139,7 @@ impl Countersign {
             );
             keys
         };
-        let ids: Vec<String> = calls.iter().map(|c| c.action.clone()).collect();
+        let count = calls.len();
         let batch = crate::batch::Batch::new(id, calls, touches, tx);
         self.0.batches.borrow_mut().push(batch);
         self.pump();
@@ -147,8 +147,7 @@ impl Countersign {
             match rx.await {
                 Ok(results) => results,
                 // The page went away first: every item is reported as not done.
-                Err(_) => ids
-                    .iter()
+                Err(_) => (0..count)
                     .map(|_| crate::driver::lost(CallId::default()))
                     .collect(),
             }

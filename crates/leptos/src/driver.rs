@@ -65,14 +65,17 @@ impl Countersign {
         dock.batches
             .set(self.0.batches.borrow().iter().map(|b| b.view()).collect());
         if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
-            let batches = self.0.batches.borrow();
-            let batch_of = |call| {
-                batches
-                    .iter()
-                    .find(|b| b.view().position(call).is_some())
-                    .map(|b| b.id)
-            };
-            store.sync(exec.waiting(now()), batch_of, js_sys::Date::now());
+            // Only when what waits changed: most steps change nothing stored.
+            let mut waiting: Vec<CallId> = dock
+                .approvals
+                .with_untracked(|cards| cards.iter().map(|c| c.call).collect());
+            dock.handoffs
+                .with_untracked(|h| waiting.extend(h.iter().map(|v| v.call)));
+            if !store.holds_exactly(&waiting) {
+                let batches = self.0.batches.borrow();
+                let batch_of = |call| batches.iter().find(|b| b.holds(call)).map(|b| b.id);
+                store.sync(exec.waiting(now()), batch_of, js_sys::Date::now());
+            }
         }
         dock.now_ms.set(now().as_millis());
         self.update_attention();

@@ -30,6 +30,20 @@ pub(crate) async fn fetch_full(
     body: Option<&str>,
     timeout_ms: u32,
 ) -> Result<Answer, String> {
+    let (response, timer) = send(method, url, body, timeout_ms).await?;
+    let answer = whole(response).await;
+    drop(timer);
+    answer
+}
+
+/// Sends a JSON request that the returned timer aborts after `timeout_ms` (keep it
+/// alive for as long as the body is read).
+async fn send(
+    method: &str,
+    url: &str,
+    body: Option<&str>,
+    timeout_ms: u32,
+) -> Result<(web_sys::Response, gloo_timers::callback::Timeout), String> {
     let window = web_sys::window().ok_or("no window")?;
     let init = web_sys::RequestInit::new();
     init.set_method(method);
@@ -47,11 +61,14 @@ pub(crate) async fn fetch_full(
     let response = JsFuture::from(window.fetch_with_request(&request))
         .await
         .map_err(js_error)?;
-    let response: web_sys::Response = response.dyn_into().map_err(js_error)?;
+    Ok((response.dyn_into().map_err(js_error)?, timer))
+}
+
+/// The whole body of an answer, with its status and `Retry-After`.
+async fn whole(response: web_sys::Response) -> Result<Answer, String> {
     let text = JsFuture::from(response.text().map_err(js_error)?)
         .await
         .map_err(js_error)?;
-    drop(timer);
     let retry_after_s = response
         .headers()
         .get("retry-after")
@@ -91,22 +108,7 @@ pub(crate) async fn fetch_streaming(
     timeout_ms: u32,
     mut on_text: impl FnMut(&str),
 ) -> Result<Streamed, String> {
-    let window = web_sys::window().ok_or("no window")?;
-    let init = web_sys::RequestInit::new();
-    init.set_method("POST");
-    init.set_body(&JsValue::from_str(body));
-    let abort = web_sys::AbortController::new().map_err(js_error)?;
-    init.set_signal(Some(&abort.signal()));
-    let request = web_sys::Request::new_with_str_and_init(url, &init).map_err(js_error)?;
-    request
-        .headers()
-        .set("content-type", "application/json")
-        .map_err(js_error)?;
-    let timer = gloo_timers::callback::Timeout::new(timeout_ms, move || abort.abort());
-    let response = JsFuture::from(window.fetch_with_request(&request))
-        .await
-        .map_err(js_error)?;
-    let response: web_sys::Response = response.dyn_into().map_err(js_error)?;
+    let (response, timer) = send("POST", url, Some(body), timeout_ms).await?;
     let status = response.status();
     let event_stream = response
         .headers()
@@ -118,21 +120,9 @@ pub(crate) async fn fetch_streaming(
         .body()
         .filter(|_| event_stream && (200..300).contains(&status));
     let Some(body) = body else {
-        let text = JsFuture::from(response.text().map_err(js_error)?)
-            .await
-            .map_err(js_error)?;
+        let answer = whole(response).await;
         drop(timer);
-        let retry_after_s = response
-            .headers()
-            .get("retry-after")
-            .ok()
-            .flatten()
-            .and_then(|v| v.trim().parse::<u32>().ok());
-        return Ok(Streamed::Whole(Answer {
-            status,
-            body: text.as_string().unwrap_or_default(),
-            retry_after_s,
-        }));
+        return answer.map(Streamed::Whole);
     };
     let reader: web_sys::ReadableStreamDefaultReader = body.get_reader().unchecked_into();
     let decoder = web_sys::TextDecoder::new().map_err(js_error)?;

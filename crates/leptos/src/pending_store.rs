@@ -186,6 +186,13 @@ impl PendingStore {
         self.frozen = true;
     }
 
+    /// Whether the stored items are exactly these waiting calls (then there is nothing
+    /// to write; a frozen store writes nothing anyway).
+    pub(crate) fn holds_exactly(&self, calls: &[CallId]) -> bool {
+        self.frozen
+            || (self.ids.len() == calls.len() && calls.iter().all(|c| self.ids.contains_key(c)))
+    }
+
     /// Writes the calls waiting now (with their claims), if they changed.
     pub(crate) fn sync(
         &mut self,

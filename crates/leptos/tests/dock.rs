@@ -252,15 +252,21 @@ fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoVie
     }
 }
 
+impl PageSignals {
+    fn new() -> Self {
+        Self {
+            rows: RwSignal::new(1),
+            code: RwSignal::new(String::new()),
+            published: RwSignal::new(false),
+            temp_mounted: RwSignal::new(true),
+            enabled: RwSignal::new(true),
+        }
+    }
+}
+
 fn mount(setup: Setup) -> Page {
     let runs: Runs = Arc::default();
-    let signals = PageSignals {
-        rows: RwSignal::new(1),
-        code: RwSignal::new(String::new()),
-        published: RwSignal::new(false),
-        temp_mounted: RwSignal::new(true),
-        enabled: RwSignal::new(true),
-    };
+    let signals = PageSignals::new();
     let page_runs = Arc::clone(&runs);
     let options = CountersignOptions {
         session: Session::new("admin", Vec::<String>::new()),
@@ -1826,13 +1832,7 @@ fn mount_online(cap: Option<usize>) -> Page {
 
 fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
     let runs: Runs = Arc::default();
-    let signals = PageSignals {
-        rows: RwSignal::new(1),
-        code: RwSignal::new(String::new()),
-        published: RwSignal::new(false),
-        temp_mounted: RwSignal::new(true),
-        enabled: RwSignal::new(true),
-    };
+    let signals = PageSignals::new();
     let page_runs = Arc::clone(&runs);
     let options = CountersignOptions {
         session: Session::new("admin", Vec::<String>::new()),

@@ -38,6 +38,32 @@ impl<P: ModelClient + 'static, O: ModelClient + 'static> Fallback<P, O> {
     }
 }
 
+impl<P: ModelClient + 'static, O: ModelClient + 'static> Fallback<P, O> {
+    /// Asks the primary client with `ask`, unless offline; on "not configured" or
+    /// "unreachable" switches to the offline one and asks it the same way.
+    fn answer(
+        &self,
+        request: ModelRequest,
+        ask: impl Fn(&dyn ModelClient, ModelRequest) -> LocalBoxFuture<Result<ModelTurn, ModelError>>
+            + 'static,
+    ) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
+        let (primary, offline, flag) = (
+            Rc::clone(&self.primary),
+            Rc::clone(&self.offline),
+            Rc::clone(&self.using_offline),
+        );
+        Box::pin(async move {
+            if !flag.get() {
+                match ask(primary.as_ref(), request.clone()).await {
+                    Err(ModelError::NotConfigured | ModelError::Unavailable(_)) => flag.set(true),
+                    other => return other,
+                }
+            }
+            ask(offline.as_ref(), request).await
+        })
+    }
+}
+
 impl<P, O> Fallback<P, O> {
     /// A handle to switch back to the primary client later (e.g. after a probe succeeds).
     pub fn switch(&self) -> FallbackSwitch {
@@ -63,20 +89,7 @@ impl FallbackSwitch {
 
 impl<P: ModelClient + 'static, O: ModelClient + 'static> ModelClient for Fallback<P, O> {
     fn complete(&self, request: ModelRequest) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
-        let (primary, offline, flag) = (
-            Rc::clone(&self.primary),
-            Rc::clone(&self.offline),
-            Rc::clone(&self.using_offline),
-        );
-        Box::pin(async move {
-            if !flag.get() {
-                match primary.complete(request.clone()).await {
-                    Err(ModelError::NotConfigured | ModelError::Unavailable(_)) => flag.set(true),
-                    other => return other,
-                }
-            }
-            offline.complete(request).await
-        })
+        self.answer(request, |client, request| client.complete(request))
     }
 
     fn complete_streaming(
@@ -84,22 +97,8 @@ impl<P: ModelClient + 'static, O: ModelClient + 'static> ModelClient for Fallbac
         request: ModelRequest,
         progress: Rc<dyn Fn(&super::Streaming)>,
     ) -> LocalBoxFuture<Result<ModelTurn, ModelError>> {
-        let (primary, offline, flag) = (
-            Rc::clone(&self.primary),
-            Rc::clone(&self.offline),
-            Rc::clone(&self.using_offline),
-        );
-        Box::pin(async move {
-            if !flag.get() {
-                match primary
-                    .complete_streaming(request.clone(), Rc::clone(&progress))
-                    .await
-                {
-                    Err(ModelError::NotConfigured | ModelError::Unavailable(_)) => flag.set(true),
-                    other => return other,
-                }
-            }
-            offline.complete_streaming(request, progress).await
+        self.answer(request, move |client, request| {
+            client.complete_streaming(request, Rc::clone(&progress))
         })
     }
 

@@ -333,29 +333,21 @@ impl Assistant {
 fn kept(call: &ToolCall, cap: usize) -> ToolCall {
     // Parsers refuse longer ids and names; cut here too so nothing can carry megabytes.
     let short = |text: &str| -> String { text.chars().take(stream::MAX_CALL_ID_BYTES).collect() };
-    if call.arguments.len() <= cap
-        && call.id.len() <= stream::MAX_CALL_ID_BYTES
-        && call.name.len() <= stream::MAX_CALL_ID_BYTES
-    {
-        return call.clone();
-    }
-    if call.arguments.len() <= cap {
-        return ToolCall {
-            id: short(&call.id),
-            name: short(&call.name),
-            arguments: call.arguments.clone(),
-        };
-    }
-    ToolCall {
-        id: short(&call.id),
-        name: short(&call.name),
-        arguments: serde_json::json!({
+    let arguments = if call.arguments.len() <= cap {
+        call.arguments.clone()
+    } else {
+        serde_json::json!({
             "omitted": format!(
                 "{} bytes of arguments, over the limit of {cap}; refused unread",
                 call.arguments.len()
             )
         })
-        .to_string(),
+        .to_string()
+    };
+    ToolCall {
+        id: short(&call.id),
+        name: short(&call.name),
+        arguments,
     }
 }
 
