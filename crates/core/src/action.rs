@@ -32,6 +32,7 @@ pub enum Verdict {
 }
 
 type RunFn<P> = dyn Fn(P) -> LocalBoxFuture<Result<Value, String>>;
+type SignedRunFn<P> = dyn Fn(P, crate::Countersignature) -> LocalBoxFuture<Result<Value, String>>;
 type CheckFn<P> = dyn Fn(&P) -> Result<(), String>;
 type ClassifyFn<P> = dyn Fn(&P) -> Verdict;
 type TextFn<P> = dyn Fn(&P) -> String;
@@ -105,6 +106,7 @@ pub struct Action<P> {
     pub(crate) classify: Option<Rc<ClassifyFn<P>>>,
     pub(crate) consequence: Option<Rc<TextFn<P>>>,
     pub(crate) run: Option<Rc<RunFn<P>>>,
+    pub(crate) run_signed: Option<Rc<SignedRunFn<P>>>,
     pub(crate) verify: Option<Rc<VerifyFn<P>>>,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) remember: Option<Rc<RememberFn<P>>>,
@@ -124,6 +126,7 @@ impl<P> std::fmt::Debug for Action<P> {
             .field("confirm", &self.confirm)
             .field("scope", &self.scope)
             .field("has_run", &self.run.is_some())
+            .field("countersigned", &self.run_signed.is_some())
             .field("handoff", &self.handoff)
             .finish_non_exhaustive()
     }
@@ -148,6 +151,7 @@ where
             classify: None,
             consequence: None,
             run: None,
+            run_signed: None,
             verify: None,
             handoff: None,
             remember: None,
@@ -238,15 +242,29 @@ where
         T: Serialize,
         E: Display,
     {
-        self.run = Some(Rc::new(move |params: P| {
-            let fut = run(params);
-            Box::pin(async move {
-                match fut.await {
-                    Ok(output) => serde_json::to_value(output)
-                        .map_err(|e| format!("its result could not be encoded ({e})")),
-                    Err(e) => Err(e.to_string()),
-                }
-            }) as LocalBoxFuture<Result<Value, String>>
+        self.run_signed = None;
+        self.run = Some(Rc::new(move |params: P| encode_output(run(params))));
+        self
+    }
+
+    /// What the action does, for an action whose backend wants proof that a person
+    /// approved this exact call: `run` receives the call's
+    /// [`Countersignature`](crate::Countersignature), minted after the person approved and before anything
+    /// runs, and sends it with its own request; the backend checks it (the
+    /// `countersign-verify` crate, or any JOSE library). Such an action is always asked
+    /// (never below `Ask`, never run by a mode) and a session grant covers it only with a
+    /// token that names the grant. With no countersigner, or when minting fails, the call
+    /// settles as `NOT_COUNTERSIGNED` and `run` is never reached. Replaces [`Action::run`].
+    pub fn run_countersigned<F, Fut, T, E>(mut self, run: F) -> Self
+    where
+        F: Fn(P, crate::Countersignature) -> Fut + 'static,
+        Fut: Future<Output = Result<T, E>> + 'static,
+        T: Serialize,
+        E: Display,
+    {
+        self.run = None;
+        self.run_signed = Some(Rc::new(move |params: P, token| {
+            encode_output(run(params, token))
         }));
         self
     }
@@ -335,6 +353,7 @@ where
             "reversal": self.reversal,
             "handoff": self.handoff.is_some(),
             "question": self.question.as_ref().map(|q| &q.schema),
+            "countersigned": self.run_signed.is_some(),
         }))
         .to_hex();
         let meta = ActionMeta {
@@ -352,12 +371,29 @@ where
             confirm_twice: self.second_question.is_some(),
             approval_timeout: self.approval_timeout,
             question: self.question.clone(),
+            countersigned: self.run_signed.is_some(),
         };
         Rc::new(Typed {
             meta,
             action: Rc::new(self),
         })
     }
+}
+
+/// A run's future with its output encoded as JSON.
+fn encode_output<Fut, T, E>(fut: Fut) -> LocalBoxFuture<Result<Value, String>>
+where
+    Fut: Future<Output = Result<T, E>> + 'static,
+    T: Serialize,
+    E: Display,
+{
+    Box::pin(async move {
+        match fut.await {
+            Ok(output) => serde_json::to_value(output)
+                .map_err(|e| format!("its result could not be encoded ({e})")),
+            Err(e) => Err(e.to_string()),
+        }
+    })
 }
 
 /// What the executor knows of a registered action without its param type.
@@ -380,6 +416,8 @@ pub(crate) struct ActionMeta {
     pub(crate) approval_timeout: Option<std::time::Duration>,
     /// The question it asks the person, if it is one.
     pub(crate) question: Option<crate::Question>,
+    /// Whether its run takes a countersignature (always asked; runs only with a token).
+    pub(crate) countersigned: bool,
 }
 
 /// A registered action with its param type erased.
@@ -395,6 +433,10 @@ pub(crate) trait PreparedCall {
     fn consequence(&self) -> Option<String>;
     fn classify(&self) -> Verdict;
     fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>>;
+    fn run_countersigned(
+        &self,
+        token: crate::Countersignature,
+    ) -> Option<LocalBoxFuture<Result<Value, String>>>;
     fn verify(&self, output: &Value) -> Result<(), String>;
     fn grant_rule(&self) -> Option<crate::GrantRule>;
     fn preview(&self) -> Option<crate::Preview>;
@@ -458,6 +500,16 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
 
     fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>> {
         self.action.run.as_ref().map(|run| run(self.params.clone()))
+    }
+
+    fn run_countersigned(
+        &self,
+        token: crate::Countersignature,
+    ) -> Option<LocalBoxFuture<Result<Value, String>>> {
+        self.action
+            .run_signed
+            .as_ref()
+            .map(|run| run(self.params.clone(), token))
     }
 
     fn verify(&self, output: &Value) -> Result<(), String> {

@@ -52,6 +52,9 @@ pub enum Code {
     /// The request was waiting when the page reloaded and could not be brought back
     /// (expired meanwhile, its action changed or is unavailable, or another tab has it).
     ApprovalExpired,
+    /// The person approved, but no countersignature could be minted for the call (no
+    /// gateway, or it refused or could not be reached): its run was never reached.
+    NotCountersigned,
     /// The action ran and reported failure, or its run was abandoned.
     ExecutionFailed,
     /// The action ran but its verification found the effect missing.
@@ -68,7 +71,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in pipeline order.
-    pub const ALL: [Code; 14] = [
+    pub const ALL: [Code; 15] = [
         Code::UnknownAction,
         Code::InvalidArgs,
         Code::ScopeMissing,
@@ -77,6 +80,7 @@ impl Code {
         Code::PermissionDenied,
         Code::ApprovalTimeout,
         Code::ApprovalExpired,
+        Code::NotCountersigned,
         Code::ExecutionFailed,
         Code::VerifyFailed,
         Code::HandoffCancelled,
@@ -96,6 +100,7 @@ impl Code {
             Code::PermissionDenied => "PERMISSION_DENIED",
             Code::ApprovalTimeout => "APPROVAL_TIMEOUT",
             Code::ApprovalExpired => "APPROVAL_EXPIRED",
+            Code::NotCountersigned => "NOT_COUNTERSIGNED",
             Code::ExecutionFailed => "EXECUTION_FAILED",
             Code::VerifyFailed => "VERIFY_FAILED",
             Code::HandoffCancelled => "HANDOFF_CANCELLED",
@@ -116,6 +121,7 @@ impl Code {
             Code::PermissionDenied => "the person declined",
             Code::ApprovalTimeout => "nobody approved before the deadline",
             Code::ApprovalExpired => "the request did not survive a reload of the page",
+            Code::NotCountersigned => "approved, but no countersignature could be minted",
             Code::ExecutionFailed => "the run failed or was interrupted",
             Code::VerifyFailed => "verification found no effect",
             Code::HandoffCancelled => "the person cancelled the handoff",
@@ -137,6 +143,7 @@ impl Code {
             | Code::PermissionDenied
             | Code::ApprovalTimeout
             | Code::ApprovalExpired
+            | Code::NotCountersigned
             | Code::ExecutionFailed
             | Code::VerifyFailed
             | Code::HandoffCancelled

@@ -310,6 +310,12 @@ pub enum Reason {
     ApprovalTimeout,
     /// perform: the action has no `run`.
     NothingToRun,
+    /// decide: the action's run takes a countersignature, so a person is always asked
+    /// (never below `Ask`, never run by a mode).
+    NeedsCountersignature,
+    /// perform: the call was approved, but no countersignature could be minted for it
+    /// (no gateway, the gateway refused, or it was unreachable); its run was not reached.
+    NotCountersigned,
     /// perform: `run` reported failure.
     RunFailed,
     /// perform: the run was dropped before it finished.
@@ -377,7 +383,9 @@ impl Reason {
             | R::NotRestored { .. }
             | R::SyntheticGesture { .. }
             | R::ApprovalTimeout => Stage::Approve,
+            R::NeedsCountersignature => Stage::Decide,
             R::NothingToRun
+            | R::NotCountersigned
             | R::RunFailed
             | R::Interrupted
             | R::HandoffCancelled
@@ -417,6 +425,7 @@ impl Reason {
             R::NotRestored { handoff: false, .. } => Code::ApprovalExpired,
             R::NotRestored { handoff: true, .. } => Code::HandoffTimeout,
             R::NothingToRun | R::RunFailed | R::Interrupted => Code::ExecutionFailed,
+            R::NotCountersigned => Code::NotCountersigned,
             R::VerifyFailed => Code::VerifyFailed,
             R::HandoffCancelled => Code::HandoffCancelled,
             R::HandoffTimeout => Code::HandoffTimeout,
@@ -443,6 +452,7 @@ impl Reason {
             | R::EditedInto { .. }
             | R::EditedFrom { .. }
             | R::Restored
+            | R::NeedsCountersignature
             | R::SyntheticGesture { .. }
             | R::Verified
             | R::HandoffCompleted => return None,
@@ -506,6 +516,8 @@ impl Reason {
             R::EditedFrom { .. } => "edited_from",
             R::ApprovalTimeout => "approval_timeout",
             R::NothingToRun => "nothing_to_run",
+            R::NeedsCountersignature => "needs_countersignature",
+            R::NotCountersigned => "not_countersigned",
             R::RunFailed => "run_failed",
             R::Interrupted => "interrupted",
             R::VerifyFailed => "verify_failed",
@@ -616,6 +628,12 @@ impl Reason {
             ),
             R::ApprovalTimeout => "nobody approved before the deadline".into(),
             R::NothingToRun => "the action has nothing to run".into(),
+            R::NeedsCountersignature => {
+                "its backend checks a person's countersignature, so it is always asked".into()
+            }
+            R::NotCountersigned => {
+                "approved, but no countersignature could be minted; it did not run".into()
+            }
             R::RunFailed => "the run failed".into(),
             R::Interrupted => "the run was interrupted".into(),
             R::VerifyFailed => "verification found no effect".into(),
@@ -693,6 +711,10 @@ impl Reason {
                 why.as_str()
             ),
             R::NothingToRun => format!("{name} has nothing to run; nothing was done"),
+            R::NotCountersigned => format!(
+                "the person approved {name}, but no countersignature could be minted for it ({}), so it did not run; nothing was done. tell the user",
+                detail(200)
+            ),
             R::QuestionDeclined => format!(
                 "the person declined to answer {name}. do not ask again unless the user brings it up"
             ),

@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
+use crate::countersignature::ApprovedBy;
 use crate::policy::ApprovalPolicy;
 use crate::reason::{Hook, Reason};
 use crate::ticket::{ApprovalRequest, Gesture, Ticket, TicketError};
@@ -13,6 +14,7 @@ use crate::time::Timestamp;
 use crate::Verdict;
 
 use super::card::CardFace;
+use super::countersign::Approval;
 use super::decide::Decided;
 use super::state::{ExecutorState, LiveState, Stop};
 use super::Next;
@@ -159,17 +161,30 @@ impl ExecutorState {
         gesture: Gesture,
         now: Timestamp,
     ) -> Result<Next, TicketError> {
-        let (event, reason) = match gesture {
-            Gesture::AllowOnce => (AuditEvent::Approved, Reason::AllowedOnce),
-            Gesture::AllowInBatch => (AuditEvent::Approved, Reason::AllowedInBatch),
+        let (event, reason, by) = match gesture {
+            Gesture::AllowOnce => (AuditEvent::Approved, Reason::AllowedOnce, ApprovedBy::Once),
+            Gesture::AllowInBatch => (
+                AuditEvent::Approved,
+                Reason::AllowedInBatch,
+                ApprovedBy::Batch,
+            ),
             Gesture::AllowForSession => {
                 let rule = card
                     .grant_rule
                     .clone()
                     .unwrap_or_else(crate::GrantRule::every_call);
                 let grant = self.add_grant(&decided, rule, now, call);
-                (AuditEvent::Granted, Reason::Granted { grant })
+                (
+                    AuditEvent::Granted,
+                    Reason::Granted { grant },
+                    ApprovedBy::Grant,
+                )
             }
+        };
+        let approval = Approval {
+            by,
+            card: Some(card.card_sha256),
+            grant: reason.grant(),
         };
         self.record_live(call, event, Decider::Person, &reason, now);
         if decided.action.meta().confirm_twice && card.round == 1 {
@@ -195,16 +210,17 @@ impl ExecutorState {
             }
             return Ok(Next::Approval(Box::new(second)));
         }
-        match self.hook(Hook::Run, || decided.prepared.run()) {
-            Ok(Some(future)) => {
+        let tool_call_id = self
+            .live
+            .get(&call)
+            .map(|live| live.tool_call_id.clone())
+            .unwrap_or_default();
+        match self.work(call, &tool_call_id, &decided, Some(approval)) {
+            Ok(work) => {
                 if let Some(live) = self.live.get_mut(&call) {
                     live.state = LiveState::Performing;
                 }
-                Ok(Next::Perform(call, future))
-            }
-            Ok(None) => {
-                self.settle_stop(call, Stop::new(Reason::NothingToRun, Decider::Action), now);
-                Ok(Next::Settled(self.last_settled_for(call)?))
+                Ok(Next::Perform(call, work))
             }
             Err(stop) => {
                 self.settle_stop(call, stop, now);

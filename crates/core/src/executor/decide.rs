@@ -88,8 +88,25 @@ impl ExecutorState {
                 Reason::ClassifierAsked,
                 Decider::Classifier,
             ),
-            (_, ApprovalPolicy::None) => {
+            (_, ApprovalPolicy::None) if !meta.countersigned => {
                 return Ok(Decision::Run(Reason::Level(level), Decider::Policy))
+            }
+            // INVARIANT: a countersignature states a person's approval: an action that
+            // takes one is never below `Ask`; only the person's own grant runs it unasked.
+            (_, ApprovalPolicy::None) => {
+                if !meta.confirm_twice {
+                    if let Some(grant) = self.grant_covering(meta, generation, arguments) {
+                        return Ok(Decision::Run(
+                            Reason::Grant { grant },
+                            Decider::SessionGrant,
+                        ));
+                    }
+                }
+                (
+                    ApprovalPolicy::Ask,
+                    Reason::NeedsCountersignature,
+                    Decider::Policy,
+                )
             }
             (_, policy) => {
                 // INVARIANT: a grant covers only `Ask`, only the registration it was made
@@ -107,12 +124,15 @@ impl ExecutorState {
         // person is needed and absent: away refuses; unattended stands in only for `Ask`.
         // INVARIANT: unattended stands in for a person only on a plain `Ask`: never on
         // `AskAlways`, a classifier's ask, or a double confirmation.
-        let plain_ask = policy == ApprovalPolicy::Ask && !meta.confirm_twice;
+        let plain_ask = policy == ApprovalPolicy::Ask && !meta.confirm_twice && !meta.countersigned;
         // INVARIANT: no mode lowers a reversal's level, not even bypass: an undo that
         // needs a person asks one, or is refused when nobody is there.
         match mode {
             Mode::Default => Ok(Decision::Ask(policy, reason, by)),
-            Mode::Bypass if meta.reversal => Ok(Decision::Ask(policy, reason, by)),
+            // Nor a countersigned action's: its token must state a person's approval.
+            Mode::Bypass if meta.reversal || meta.countersigned => {
+                Ok(Decision::Ask(policy, reason, by))
+            }
             Mode::Bypass => Ok(Decision::Run(Reason::ModeAllowed { mode }, Decider::Mode)),
             Mode::Unattended if plain_ask => {
                 Ok(Decision::Run(Reason::ModeAllowed { mode }, Decider::Mode))
@@ -155,16 +175,20 @@ impl ExecutorState {
         now: Timestamp,
     ) -> Result<Next, Stop> {
         let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
-        let future = self.hook(Hook::Run, || decided.prepared.run())?;
+        // A grant is a person's earlier approval; nothing else that runs unasked is.
+        let approval = reason.grant().map(|grant| super::countersign::Approval {
+            by: crate::ApprovedBy::Grant,
+            card: None,
+            grant: Some(grant),
+        });
+        let work = self.work(trace.call, trace.tool_call_id, &decided, approval);
         self.record(trace, AuditEvent::Allowed, by, &reason, None, now);
-        let Some(future) = future else {
-            return Err(Stop::new(Reason::NothingToRun, Decider::Action));
-        };
+        let work = work?;
         self.live.insert(
             trace.call,
             self.live_call(trace, decided, consequence, None, LiveState::Performing),
         );
-        Ok(Next::Perform(trace.call, future))
+        Ok(Next::Perform(trace.call, work))
     }
 
     /// A person must approve: draw the card and wait.

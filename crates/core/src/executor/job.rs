@@ -6,9 +6,9 @@ use std::rc::Weak;
 
 use serde_json::Value;
 
-use crate::action::LocalBoxFuture;
 use crate::call::CallId;
 
+use super::countersign::{RunError, Work};
 use super::registration::{post, Deferred, Post};
 use super::state::ExecutorState;
 
@@ -39,7 +39,7 @@ impl Drop for Guard {
 /// [`crate::Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
 #[must_use = "a job does nothing until run; dropping it settles the call as failed"]
 pub struct Job {
-    pub(crate) future: LocalBoxFuture<Result<Value, String>>,
+    pub(crate) work: Work,
     pub(crate) guard: Guard,
 }
 
@@ -49,10 +49,11 @@ impl Job {
         self.guard.call
     }
 
-    /// Runs the action's `run`.
+    /// Runs the action's `run` (for an action that takes a countersignature: mints its
+    /// token first, and runs only with one).
     pub async fn run(self) -> Completion {
-        let Job { future, guard } = self;
-        let result = future.await;
+        let Job { work, guard } = self;
+        let result = work.finish().await;
         Completion { result, guard }
     }
 }
@@ -68,7 +69,7 @@ impl std::fmt::Debug for Job {
 /// A finished run, only obtainable from [`Job::run`].
 #[must_use = "hand the completion to Executor::complete"]
 pub struct Completion {
-    pub(crate) result: Result<Value, String>,
+    pub(crate) result: Result<Value, RunError>,
     pub(crate) guard: Guard,
 }
 

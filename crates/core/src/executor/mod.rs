@@ -12,6 +12,7 @@ mod answer;
 mod approve;
 mod availability;
 mod card;
+mod countersign;
 mod decide;
 mod edit;
 mod grants;
@@ -38,7 +39,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::Digest as _;
 
-use crate::action::{Action, LocalBoxFuture};
+use crate::action::Action;
 use crate::arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 use crate::audit::AuditSink;
 use crate::call::{Call, CallId, Session};
@@ -143,7 +144,7 @@ pub(crate) enum Next {
     Approval(Box<ApprovalRequest>),
     Handoff(CallId),
     Question(CallId),
-    Perform(CallId, LocalBoxFuture<Result<Value, String>>),
+    Perform(CallId, countersign::Work),
 }
 
 /// The gate. Cheap to clone: clones share one registry, one queue, one audit trail.
@@ -207,6 +208,13 @@ impl Executor {
     /// A query: from inside a hook it answers nothing (and the hook's call is refused).
     fn read<R: Default>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> R {
         self.with(f).unwrap_or_default()
+    }
+
+    /// Sets who mints countersignatures for actions declared with
+    /// [`Action::run_countersigned`] (the page's asks its gateway). Without one such
+    /// actions are still asked, and settle as `NOT_COUNTERSIGNED` once approved.
+    pub fn set_countersigner(&self, signer: Rc<dyn crate::Countersigner>) -> Result<(), Reentered> {
+        self.with(|state| state.set_countersigner(signer))
     }
 
     /// Registers an action. Dropping the returned [`Registration`] (or calling
@@ -372,7 +380,10 @@ impl Executor {
         completion.guard.armed = false;
         let call = completion.guard.call;
         let executor = completion.guard.executor;
-        let result = std::mem::replace(&mut completion.result, Err(String::new()));
+        let result = std::mem::replace(
+            &mut completion.result,
+            Err(countersign::RunError::Failed(String::new())),
+        );
         let settled = self
             .with(|state| (state.executor == executor).then(|| state.complete(call, result, now)))
             .ok()
@@ -696,8 +707,8 @@ impl Executor {
                 // Not reachable: a question just asked is live. Kept total.
                 None => Step::Settled(lost(call)),
             },
-            Next::Perform(call, future) => Step::Perform(Job {
-                future,
+            Next::Perform(call, work) => Step::Perform(Job {
+                work,
                 guard: Guard {
                     call,
                     executor: self.read(|state| state.executor),

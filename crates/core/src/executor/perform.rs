@@ -10,6 +10,7 @@ use crate::reason::{Hook, Reason};
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
 
+use super::countersign::RunError;
 use super::state::{ExecutorState, LiveState, Stop};
 
 impl ExecutorState {
@@ -17,7 +18,7 @@ impl ExecutorState {
     pub(crate) fn complete(
         &mut self,
         call: CallId,
-        result: Result<Value, String>,
+        result: Result<Value, RunError>,
         now: Timestamp,
     ) -> Option<Settled> {
         let now = self.tick(now);
@@ -26,9 +27,14 @@ impl ExecutorState {
             return None;
         }
         match result {
-            Err(e) => self.settle_stop(
+            Err(RunError::Failed(e)) => self.settle_stop(
                 call,
                 Stop::new(Reason::RunFailed, Decider::Action).with(e),
+                now,
+            ),
+            Err(RunError::NotCountersigned(why)) => self.settle_stop(
+                call,
+                Stop::new(Reason::NotCountersigned, Decider::Host).with(why),
                 now,
             ),
             Ok(output) => self.verify_run(call, output, now),

@@ -65,7 +65,7 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
         return Err(RegisterError::ZeroApprovalTimeout(id.clone()));
     }
     if let Some(question) = &action.question {
-        if action.run.is_some() || action.handoff.is_some() {
+        if action.run.is_some() || action.run_signed.is_some() || action.handoff.is_some() {
             return Err(RegisterError::QuestionAndMore(id.clone()));
         }
         // An answer is a form's object; a question nobody could answer is refused.
@@ -75,10 +75,11 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
         }
         return Ok(());
     }
-    match (&action.run, &action.handoff) {
-        (None, None) => Err(RegisterError::NothingToDo(id.clone())),
-        (Some(_), Some(_)) => Err(RegisterError::RunAndHandoff(id.clone())),
-        (None, Some(handoff)) if handoff.steps.is_empty() => {
+    let runs = action.run.is_some() || action.run_signed.is_some();
+    match (runs, &action.handoff) {
+        (false, None) => Err(RegisterError::NothingToDo(id.clone())),
+        (true, Some(_)) => Err(RegisterError::RunAndHandoff(id.clone())),
+        (false, Some(handoff)) if handoff.steps.is_empty() => {
             Err(RegisterError::HandoffWithoutSteps(id.clone()))
         }
         _ => Ok(()),

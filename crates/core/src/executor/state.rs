@@ -114,6 +114,8 @@ pub(crate) struct ExecutorState {
     pub(crate) audit: Box<dyn AuditSink>,
     /// The tool call ids brought back after a reload in this page session.
     pub(crate) restored_ids: std::collections::HashSet<String>,
+    /// Mints the tokens of actions whose run takes a countersignature.
+    pub(crate) countersigner: Option<Rc<dyn crate::Countersigner>>,
 }
 
 impl ExecutorState {
@@ -147,6 +149,7 @@ impl ExecutorState {
             next_seq: 1,
             audit,
             restored_ids: std::collections::HashSet::new(),
+            countersigner: None,
         }
     }
 

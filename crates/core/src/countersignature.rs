@@ -1,0 +1,85 @@
+//! Countersignatures: a signed token, minted for one approved call before it runs, that
+//! the action sends with its own backend request so the backend can check for itself
+//! that a person approved exactly this call.
+//!
+//! The core does no I/O: the host gives the executor a [`Countersigner`] (the page's
+//! asks the gateway), and an action declared with
+//! [`Action::run_countersigned`](crate::Action::run_countersigned) runs only once its
+//! token has arrived. No token, no run: the call settles as `NOT_COUNTERSIGNED`.
+
+use serde::Serialize;
+
+use crate::action::LocalBoxFuture;
+use crate::call::CallId;
+use crate::digest::ArgsDigest;
+use crate::ticket::{CardDigest, GrantId};
+
+/// A countersignature: a compact JWS (see the gateway's README for its claims). Opaque
+/// to the core; prints only its length, so it never lands whole in a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Countersignature(String);
+
+impl Countersignature {
+    /// Wraps a token as the countersigner received it.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    /// The token, to send in the backend request (e.g. a `Countersignature` header).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Countersignature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Countersignature({} bytes)", self.0.len())
+    }
+}
+
+/// How the person decided the call the token is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovedBy {
+    /// "Allow once" on this call's card.
+    Once,
+    /// "Allow all in this batch", pressed over this call's own card.
+    Batch,
+    /// A session grant the person made ("always allow"); the token names it.
+    Grant,
+}
+
+/// What the host asks to be signed for one approved call: everything the token binds
+/// that the page knows. The signer adds the issuer, the times, the token id and the
+/// presence method.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MintRequest {
+    /// The call, as the executor numbers it.
+    pub call: CallId,
+    /// The model's id for the tool call.
+    pub tool_call_id: String,
+    /// The action's id.
+    pub action: String,
+    /// The SHA-256 of the canonical arguments that will run (hex).
+    pub args_sha256: ArgsDigest,
+    /// The digest of the card the person approved; `None` when a grant covered the call
+    /// (the grant's own card was approved earlier).
+    pub card_sha256: Option<CardDigest>,
+    /// How the person decided.
+    pub approved_by: ApprovedBy,
+    /// The grant, for [`ApprovedBy::Grant`] (and for the card that made one).
+    pub grant: Option<GrantId>,
+    /// The page session the person approved in.
+    pub session: String,
+    /// The session's role.
+    pub role: String,
+}
+
+/// Mints countersignatures for the executor: the host's side of the bargain (the page
+/// asks its gateway over HTTP). An `Err` says why none could be minted, in words the
+/// dock and the model can be shown; the call then settles as `NOT_COUNTERSIGNED` and its
+/// run is never reached.
+pub trait Countersigner {
+    /// Mints a token for `request`.
+    fn mint(&self, request: MintRequest) -> LocalBoxFuture<Result<Countersignature, String>>;
+}

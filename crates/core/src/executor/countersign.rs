@@ -1,0 +1,110 @@
+//! perform, for an action whose run takes a countersignature: the work of an approved
+//! call is "mint a token for exactly this approval, then run with it". The mint happens
+//! outside the executor (the host's [`Countersigner`]); without a token the run is never
+//! reached and the call settles as `NOT_COUNTERSIGNED`.
+
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use crate::action::LocalBoxFuture;
+use crate::audit::Decider;
+use crate::call::CallId;
+use crate::countersignature::{ApprovedBy, Countersigner, MintRequest};
+use crate::digest::ArgsDigest;
+use crate::reason::{Hook, Reason};
+use crate::ticket::{CardDigest, GrantId};
+
+use super::decide::Decided;
+use super::state::{ExecutorState, Stop};
+
+/// Why a job ended without a result.
+#[derive(Debug)]
+pub(crate) enum RunError {
+    /// `run` reported failure (`EXECUTION_FAILED`).
+    Failed(String),
+    /// No token could be minted; `run` was not reached (`NOT_COUNTERSIGNED`).
+    NotCountersigned(String),
+}
+
+/// What a job awaits.
+pub(crate) enum Work {
+    /// The action's `run`.
+    Run(LocalBoxFuture<Result<Value, String>>),
+    /// A mint, then the action's `run` with the token.
+    Countersigned(LocalBoxFuture<Result<Value, RunError>>),
+}
+
+impl Work {
+    pub(crate) async fn finish(self) -> Result<Value, RunError> {
+        match self {
+            Work::Run(run) => run.await.map_err(RunError::Failed),
+            Work::Countersigned(work) => work.await,
+        }
+    }
+}
+
+/// A person's approval, as a token states it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Approval {
+    pub(crate) by: ApprovedBy,
+    pub(crate) card: Option<CardDigest>,
+    pub(crate) grant: Option<GrantId>,
+}
+
+impl ExecutorState {
+    /// The host's countersigner, set once by [`crate::Executor::set_countersigner`].
+    pub(crate) fn set_countersigner(&mut self, signer: Rc<dyn Countersigner>) {
+        self.countersigner = Some(signer);
+    }
+
+    /// The work of a call allowed to run. `approval` is the person's decision (a card's
+    /// gesture, or the grant that covered it); an action that takes a countersignature
+    /// runs only with one, and never without a person's approval.
+    pub(crate) fn work(
+        &self,
+        call: CallId,
+        tool_call_id: &str,
+        decided: &Decided,
+        approval: Option<Approval>,
+    ) -> Result<Work, Stop> {
+        if !decided.action.meta().countersigned {
+            return match self.hook(Hook::Run, || decided.prepared.run())? {
+                Some(run) => Ok(Work::Run(run)),
+                None => Err(Stop::new(Reason::NothingToRun, Decider::Action)),
+            };
+        }
+        let unsigned = |why: &str| Stop::new(Reason::NotCountersigned, Decider::Host).with(why);
+        // INVARIANT: a token states a person's approval; nothing else asks for one.
+        let Some(approval) = approval else {
+            return Err(unsigned("no person approved this call"));
+        };
+        let Some(signer) = self.countersigner.clone() else {
+            return Err(unsigned(
+                "this page has no countersigner: it is not served through a gateway that mints them",
+            ));
+        };
+        let request = MintRequest {
+            call,
+            tool_call_id: tool_call_id.to_owned(),
+            action: decided.action.meta().id.clone(),
+            args_sha256: ArgsDigest::of_value(&decided.arguments),
+            card_sha256: approval.card,
+            approved_by: approval.by,
+            grant: approval.grant,
+            session: self.config.session_id.clone(),
+            role: self.config.session.role.clone(),
+        };
+        let prepared = Rc::clone(&decided.prepared);
+        Ok(Work::Countersigned(Box::pin(async move {
+            let token = signer
+                .mint(request)
+                .await
+                .map_err(RunError::NotCountersigned)?;
+            match prepared.run_countersigned(token) {
+                Some(run) => run.await.map_err(RunError::Failed),
+                None => Err(RunError::Failed("the action has nothing to run".into())),
+            }
+        })))
+    }
+}

@@ -1,0 +1,221 @@
+//! Countersigned actions: after the person approves, a token is minted for exactly that
+//! approval and `run` receives it; without a token (no signer, a refusal) `run` is never
+//! reached. Such an action is always asked, and no mode runs it for the person.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use common::{at, code, drive, Named, World};
+use countersign::{
+    Action, ApprovedBy, ArgsDigest, AuditEvent, Countersignature, Countersigner, Gesture, Kind,
+    LocalBoxFuture, MintRequest, Mode, Reason, Step,
+};
+
+/// A signer that logs every request and answers with `answer` (a token or a refusal).
+#[derive(Clone)]
+struct Signer {
+    asked: Rc<RefCell<Vec<MintRequest>>>,
+    answer: Result<&'static str, &'static str>,
+}
+
+impl Countersigner for Signer {
+    fn mint(&self, request: MintRequest) -> LocalBoxFuture<Result<Countersignature, String>> {
+        self.asked.borrow_mut().push(request);
+        let answer = self.answer;
+        Box::pin(async move { answer.map(Countersignature::new).map_err(str::to_owned) })
+    }
+}
+
+/// A countersigned action that logs `id:name:token` when it runs.
+fn signed(w: &World, id: &str, kind: Kind) -> Action<Named> {
+    let runs = Rc::clone(&w.runs);
+    let tag = id.to_owned();
+    Action::<Named>::new(id, "a countersigned action")
+        .kind(kind)
+        .run_countersigned(move |p: Named, token: Countersignature| {
+            let runs = Rc::clone(&runs);
+            let tag = tag.clone();
+            async move {
+                runs.borrow_mut()
+                    .push(format!("{tag}:{}:{}", p.name, token.as_str()));
+                Ok::<_, String>(serde_json::json!({ "name": p.name }))
+            }
+        })
+}
+
+fn world(answer: Result<&'static str, &'static str>) -> (World, Signer) {
+    let mut w = World::new();
+    w.add(signed(&w, "archive", Kind::Danger));
+    w.add(signed(&w, "rename", Kind::Write));
+    w.add(signed(&w, "look", Kind::Read));
+    let signer = Signer {
+        asked: Rc::default(),
+        answer,
+    };
+    w.exec.set_countersigner(Rc::new(signer.clone())).unwrap();
+    (w, signer)
+}
+
+#[test]
+fn an_approved_call_runs_with_a_token_bound_to_exactly_that_approval() {
+    let (w, signer) = world(Ok("tok-1"));
+    let card = w.card("archive", r#"{"name":"Acme"}"#, 0);
+    let settled = w.allow(&card, Gesture::AllowOnce, 10).unwrap();
+    assert!(
+        matches!(settled.outcome, countersign::Outcome::Done(_)),
+        "{settled:?}"
+    );
+    assert_eq!(w.runs(), ["archive:Acme:tok-1"]);
+    let asked = signer.asked.borrow();
+    assert_eq!(asked.len(), 1);
+    let request = &asked[0];
+    assert_eq!(request.call, card.call);
+    assert_eq!(request.tool_call_id, "tc");
+    assert_eq!(request.action, "archive");
+    assert_eq!(request.args_sha256, card.args_sha256);
+    assert_eq!(
+        request.args_sha256,
+        ArgsDigest::of_value(&serde_json::json!({"name": "Acme"}))
+    );
+    assert_eq!(request.card_sha256, Some(card.card_sha256));
+    assert_eq!(request.approved_by, ApprovedBy::Once);
+    assert_eq!(request.grant, None);
+    assert_eq!(request.session, "test");
+    assert_eq!(request.role, "admin");
+    assert_eq!(w.terminal(card.call).len(), 1);
+}
+
+#[test]
+fn without_a_signer_the_approved_call_never_runs() {
+    let mut w = World::new();
+    w.add(signed(&w, "archive", Kind::Danger));
+    let card = w.card("archive", r#"{"name":"Acme"}"#, 0);
+    let settled = w.allow(&card, Gesture::AllowOnce, 10).unwrap();
+    assert_eq!(code(&settled), "NOT_COUNTERSIGNED");
+    assert!(w.runs().is_empty());
+    let terminal = w.terminal(card.call);
+    assert_eq!(terminal.len(), 1);
+    assert_eq!(terminal[0].reason, Reason::NotCountersigned);
+    let said = serde_json::to_string(&settled.to_model_json()).unwrap();
+    assert!(said.contains("no countersigner"), "{said}");
+}
+
+#[test]
+fn a_refused_mint_settles_the_call_and_run_is_never_reached() {
+    let (w, signer) = world(Err("the gateway said 503 audit_unavailable"));
+    let card = w.card("archive", r#"{"name":"Acme"}"#, 0);
+    let settled = w.allow(&card, Gesture::AllowOnce, 10).unwrap();
+    assert_eq!(code(&settled), "NOT_COUNTERSIGNED");
+    assert!(w.runs().is_empty());
+    assert_eq!(signer.asked.borrow().len(), 1);
+    let terminal = w.terminal(card.call);
+    assert_eq!(terminal.len(), 1);
+    assert_eq!(terminal[0].event, AuditEvent::Settled);
+    let said = serde_json::to_string(&settled.to_model_json()).unwrap();
+    assert!(said.contains("audit_unavailable"), "{said}");
+}
+
+#[test]
+fn a_denial_mints_nothing() {
+    let (w, signer) = world(Ok("tok"));
+    let card = w.card("archive", r#"{"name":"Acme"}"#, 0);
+    let settled = w.exec.deny(card.call, None, at(5)).unwrap();
+    assert_eq!(code(&settled), "PERMISSION_DENIED");
+    assert!(signer.asked.borrow().is_empty());
+    assert!(w.runs().is_empty());
+}
+
+#[test]
+fn a_read_level_action_that_takes_a_token_is_still_asked() {
+    let (w, signer) = world(Ok("tok"));
+    let card = w.card("look", r#"{"name":"x"}"#, 0);
+    assert!(
+        signer.asked.borrow().is_empty(),
+        "minted before the person approved"
+    );
+    let asked = w.audit.for_call(card.call);
+    assert_eq!(asked.last().unwrap().reason, Reason::NeedsCountersignature);
+    assert!(w.runs().is_empty());
+}
+
+#[test]
+fn no_mode_runs_a_countersigned_action_for_the_person() {
+    for mode in [Mode::Away, Mode::Unattended] {
+        let (w, signer) = world(Ok("tok"));
+        w.exec.set_mode(mode).unwrap();
+        for action in ["look", "rename", "archive"] {
+            let Step::Settled(settled) = w.call(action, r#"{"name":"x"}"#, 0) else {
+                panic!("{mode:?} {action}: asked or ran");
+            };
+            assert_eq!(code(&settled), "POLICY_DENIED", "{mode:?} {action}");
+        }
+        assert!(signer.asked.borrow().is_empty());
+        assert!(w.runs().is_empty());
+    }
+    // Bypass skips approvals elsewhere; a countersignature still needs the person.
+    let (w, signer) = world(Ok("tok"));
+    w.exec.set_mode(Mode::Bypass).unwrap();
+    let card = w.card("rename", r#"{"name":"x"}"#, 0);
+    assert!(signer.asked.borrow().is_empty());
+    w.allow(&card, Gesture::AllowOnce, 5).unwrap();
+    assert_eq!(signer.asked.borrow()[0].approved_by, ApprovedBy::Once);
+}
+
+#[test]
+fn a_grant_mints_tokens_that_name_it_and_nothing_else_does() {
+    let (w, signer) = world(Ok("tok"));
+    let card = w.card("rename", r#"{"name":"a"}"#, 0);
+    assert!(card.offers_session_grant);
+    w.allow(&card, Gesture::AllowForSession, 5).unwrap();
+    let grant = signer.asked.borrow()[0].grant.unwrap();
+    assert_eq!(signer.asked.borrow()[0].approved_by, ApprovedBy::Grant);
+    assert_eq!(signer.asked.borrow()[0].card_sha256, Some(card.card_sha256));
+    // The next call runs under the grant, with a token that says so.
+    let step = w.call("rename", r#"{"name":"b"}"#, 10);
+    let settled = drive(&w.exec, step, 10).unwrap();
+    assert!(matches!(settled.outcome, countersign::Outcome::Done(_)));
+    let asked = signer.asked.borrow();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[1].approved_by, ApprovedBy::Grant);
+    assert_eq!(asked[1].grant, Some(grant));
+    assert_eq!(asked[1].card_sha256, None);
+    assert_eq!(w.runs(), ["rename:a:tok", "rename:b:tok"]);
+}
+
+#[test]
+fn an_edited_call_is_signed_for_the_edited_arguments() {
+    let (w, signer) = world(Ok("tok"));
+    let card = w.card("rename", r#"{"name":"a"}"#, 0);
+    let Step::Approval(edited) = w.exec.edit(card.call, r#"{"name":"b"}"#, at(3)).unwrap() else {
+        panic!("an edit asks again");
+    };
+    w.allow(&edited, Gesture::AllowOnce, 5).unwrap();
+    let asked = signer.asked.borrow();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].call, edited.call);
+    assert_eq!(
+        asked[0].args_sha256,
+        ArgsDigest::of_value(&serde_json::json!({"name": "b"}))
+    );
+    assert_eq!(w.runs(), ["rename:b:tok"]);
+}
+
+#[test]
+fn declaring_a_countersigned_run_changes_the_declaration() {
+    let w = World::new();
+    let plain = w
+        .exec
+        .register(w.action("x", Kind::Write, countersign::Confirm::Ask));
+    let plain_digest = w.exec.registration("x");
+    drop(plain);
+    let _signed = w.exec.register(signed(&w, "x", Kind::Write)).unwrap();
+    assert_ne!(w.exec.registration("x"), plain_digest);
+    // The token is never printed whole.
+    assert_eq!(
+        format!("{:?}", Countersignature::new("secret.token.value")),
+        "Countersignature(18 bytes)"
+    );
+}
