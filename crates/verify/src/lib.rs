@@ -1,0 +1,19 @@
+#![doc = include_str!("../README.md")]
+
+mod claims;
+mod jwk;
+mod replay;
+mod sign;
+mod token;
+#[cfg(feature = "axum")]
+mod web;
+
+pub use claims::{ApprovedBy, Claims, Presence};
+pub use jwk::{Jwk, JwkSet, JwksError};
+pub use sign::Signer;
+pub use token::{Expected, Verifier, VerifyError, MAX_TOKEN_BYTES, TOKEN_TYPE};
+#[cfg(feature = "axum")]
+pub use web::{CountersignatureHeader, HEADER};
+
+/// Re-exported so a backend can hold keys without naming the dependency.
+pub use ed25519_dalek::{SigningKey, VerifyingKey};

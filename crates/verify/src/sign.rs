@@ -1,0 +1,61 @@
+//! Minting: the gateway's side.
+
+use base64::Engine as _;
+use ed25519_dalek::{Signer as _, SigningKey};
+
+use crate::claims::Claims;
+use crate::jwk::{Jwk, JwkSet};
+use crate::token::{B64, TOKEN_TYPE};
+
+/// Signs countersignatures with one Ed25519 key. Prints no key material.
+pub struct Signer {
+    key: SigningKey,
+    jwk: Jwk,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signer")
+            .field("kid", &self.jwk.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Signer {
+    /// A signer for the key with this 32-byte seed.
+    pub fn from_seed(seed: &[u8; 32]) -> Self {
+        let key = SigningKey::from_bytes(seed);
+        let jwk = Jwk::of(&key.verifying_key());
+        Self { key, jwk }
+    }
+
+    /// The key's id (its RFC 7638 thumbprint), the token header's `kid`.
+    pub fn kid(&self) -> &str {
+        &self.jwk.kid
+    }
+
+    /// The public key, for a [`crate::Verifier`].
+    pub fn verifying_key(&self) -> ed25519_dalek::VerifyingKey {
+        self.key.verifying_key()
+    }
+
+    /// The public JWK set to publish.
+    pub fn jwks(&self) -> JwkSet {
+        JwkSet {
+            keys: vec![self.jwk.clone()],
+        }
+    }
+
+    /// A compact JWS of `claims`: `base64url(header).base64url(claims).base64url(sig)`,
+    /// header `{"alg":"EdDSA","kid":…,"typ":"countersign+jwt"}`.
+    pub fn sign(&self, claims: &Claims) -> Result<String, serde_json::Error> {
+        let header = serde_json::json!({ "alg": "EdDSA", "kid": self.jwk.kid, "typ": TOKEN_TYPE });
+        let mut token = B64.encode(serde_json::to_vec(&header)?);
+        token.push('.');
+        token.push_str(&B64.encode(serde_json::to_vec(claims)?));
+        let signature = self.key.sign(token.as_bytes());
+        token.push('.');
+        token.push_str(&B64.encode(signature.to_bytes()));
+        Ok(token)
+    }
+}

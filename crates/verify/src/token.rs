@@ -1,0 +1,301 @@
+//! Checking a countersignature: the compact JWS, then what it states, then single use.
+
+use base64::alphabet::URL_SAFE;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use base64::engine::DecodePaddingMode;
+use base64::Engine as _;
+use countersign::ArgsDigest;
+use ed25519_dalek::{Signature, VerifyingKey};
+use serde::Deserialize;
+
+use crate::claims::{Claims, Presence};
+use crate::jwk::{JwkSet, JwksError};
+use crate::replay::{ReplayCache, Spent};
+
+/// base64url without padding, canonical only (no padding, no stray bits).
+pub(crate) const B64: GeneralPurpose = GeneralPurpose::new(
+    &URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_encode_padding(false)
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone),
+);
+
+/// The header's `typ` (RFC 8725 explicit typing): a countersignature is not a login
+/// token, and a login token is not a countersignature.
+pub const TOKEN_TYPE: &str = "countersign+jwt";
+
+/// The longest token accepted, in bytes; anything longer is refused unread.
+pub const MAX_TOKEN_BYTES: usize = 4096;
+
+/// What the backend is about to do: the token must be for exactly this.
+#[derive(Clone, Debug)]
+pub struct Expected<'a> {
+    action: &'a str,
+    args_sha256: String,
+    passkey: bool,
+}
+
+impl<'a> Expected<'a> {
+    /// The action `action` with these arguments (digested over their canonical JSON, as
+    /// the page does).
+    pub fn call(action: &'a str, arguments: &serde_json::Value) -> Self {
+        Self {
+            action,
+            args_sha256: ArgsDigest::of_value(arguments).to_hex(),
+            passkey: false,
+        }
+    }
+
+    /// Also require `presence: "passkey"`.
+    pub fn with_passkey(mut self) -> Self {
+        self.passkey = true;
+        self
+    }
+}
+
+/// Why a token was refused. [`VerifyError::code`] is stable, for JSON errors.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// Longer than [`MAX_TOKEN_BYTES`].
+    #[error("the token is longer than {MAX_TOKEN_BYTES} bytes")]
+    TooLarge,
+    /// Not three base64url parts with a JSON header and payload.
+    #[error("the token is malformed: {0}")]
+    Malformed(&'static str),
+    /// A header other than `{"alg":"EdDSA","kid":…,"typ":"countersign+jwt"}` (`none`,
+    /// HS256, an embedded key, `crit`…).
+    #[error("the token's header is not EdDSA with a known key id and type countersign+jwt")]
+    Header,
+    /// A `kid` not among the keys.
+    #[error("the token was signed with a key this backend does not trust")]
+    UnknownKey,
+    /// The signature does not verify.
+    #[error("the token's signature does not verify")]
+    BadSignature,
+    /// Another issuer.
+    #[error("the token was issued by someone else")]
+    WrongIssuer,
+    /// Past `exp`.
+    #[error("the token has expired")]
+    Expired,
+    /// `iat` in the future.
+    #[error("the token is not valid yet")]
+    NotYetValid,
+    /// A lifetime that is empty or longer than the verifier allows.
+    #[error("the token's lifetime is empty or too long")]
+    Lifetime,
+    /// For another action.
+    #[error("the token is for another action")]
+    WrongAction,
+    /// For other arguments.
+    #[error("the token is for other arguments")]
+    WrongArguments,
+    /// Without the passkey presence this call needs.
+    #[error("the token does not carry passkey presence")]
+    Presence,
+    /// Used before.
+    #[error("the token was already used")]
+    Replayed,
+    /// The replay cache is full of unexpired ids: refused rather than forgetting one.
+    #[error("too many tokens in flight; try again shortly")]
+    Busy,
+}
+
+impl VerifyError {
+    /// A stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            VerifyError::TooLarge => "too_large",
+            VerifyError::Malformed(_) => "malformed",
+            VerifyError::Header => "bad_header",
+            VerifyError::UnknownKey => "unknown_key",
+            VerifyError::BadSignature => "bad_signature",
+            VerifyError::WrongIssuer => "wrong_issuer",
+            VerifyError::Expired => "expired",
+            VerifyError::NotYetValid => "not_yet_valid",
+            VerifyError::Lifetime => "bad_lifetime",
+            VerifyError::WrongAction => "wrong_action",
+            VerifyError::WrongArguments => "wrong_arguments",
+            VerifyError::Presence => "no_presence",
+            VerifyError::Replayed => "replayed",
+            VerifyError::Busy => "busy",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    alg: String,
+    kid: String,
+    typ: String,
+}
+
+/// Checks countersignatures: the keys it trusts, the issuer, the clock leeway, the
+/// longest lifetime, and a replay cache that makes each token single use. Share one
+/// (`Arc`) across requests.
+#[derive(Debug)]
+pub struct Verifier {
+    keys: Vec<(String, VerifyingKey)>,
+    issuer: String,
+    leeway_secs: u64,
+    max_lifetime_secs: u64,
+    replay: ReplayCache,
+}
+
+impl Verifier {
+    /// A verifier for tokens from `issuer`, trusting no key yet. Defaults: 5 s of clock
+    /// leeway, lifetimes up to 10 minutes, up to 100,000 unexpired tokens remembered.
+    pub fn new(issuer: impl Into<String>) -> Self {
+        Self {
+            keys: Vec::new(),
+            issuer: issuer.into(),
+            leeway_secs: 5,
+            max_lifetime_secs: 600,
+            replay: ReplayCache::new(100_000),
+        }
+    }
+
+    /// Also trusts `key` (its id is its RFC 7638 thumbprint).
+    pub fn trust(mut self, key: VerifyingKey) -> Self {
+        let jwk = crate::Jwk::of(&key);
+        self.keys.push((jwk.kid, key));
+        self
+    }
+
+    /// Trusts every key of a JWK set (the gateway's `/.well-known/jwks.json`).
+    pub fn trust_jwks(mut self, jwks: &str) -> Result<Self, JwksError> {
+        let set: JwkSet = serde_json::from_str(jwks)?;
+        if set.keys.is_empty() {
+            return Err(JwksError::Empty);
+        }
+        for (i, jwk) in set.keys.iter().enumerate() {
+            let key = jwk.key(i)?;
+            self.keys.push((jwk.kid.clone(), key));
+        }
+        Ok(self)
+    }
+
+    /// Remembers at most `n` unexpired token ids; past that, new tokens are refused
+    /// ([`VerifyError::Busy`]) rather than an id forgotten early.
+    pub fn remember_at_most(mut self, n: usize) -> Self {
+        self.replay = ReplayCache::new(n);
+        self
+    }
+
+    /// Sets the clock leeway.
+    pub fn leeway_secs(mut self, secs: u64) -> Self {
+        self.leeway_secs = secs;
+        self
+    }
+
+    /// How many token ids are remembered now.
+    pub fn remembered(&self) -> usize {
+        self.replay.len()
+    }
+
+    /// Checks `token` for `expected` at `now` (seconds since the Unix epoch) and, if it
+    /// holds, spends it: the same token is refused from then on.
+    pub fn verify(
+        &self,
+        token: &str,
+        expected: &Expected<'_>,
+        now: u64,
+    ) -> Result<Claims, VerifyError> {
+        let claims = self.check(token, expected, now)?;
+        self.replay
+            .take(&claims.jti, claims.exp, now)
+            .map_err(|spent| match spent {
+                Spent::Replayed => VerifyError::Replayed,
+                Spent::Full => VerifyError::Busy,
+            })?;
+        Ok(claims)
+    }
+
+    /// [`Verifier::verify`] at the system clock's now.
+    pub fn verify_now(&self, token: &str, expected: &Expected<'_>) -> Result<Claims, VerifyError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.verify(token, expected, now)
+    }
+
+    /// Everything but single use.
+    fn check(&self, token: &str, expected: &Expected<'_>, now: u64) -> Result<Claims, VerifyError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(VerifyError::TooLarge);
+        }
+        let mut parts = token.split('.');
+        let (Some(header), Some(payload), Some(signature), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(VerifyError::Malformed(
+                "a token is three dot-separated parts",
+            ));
+        };
+        let header: Header = decode_json(header, "the header")?;
+        if header.alg != "EdDSA" || header.typ != TOKEN_TYPE {
+            return Err(VerifyError::Header);
+        }
+        let key = self
+            .keys
+            .iter()
+            .find(|(kid, _)| *kid == header.kid)
+            .map(|(_, key)| key)
+            .ok_or(VerifyError::UnknownKey)?;
+        let signature: [u8; 64] = B64
+            .decode(signature)
+            .ok()
+            .and_then(|bytes| bytes.try_into().ok())
+            .ok_or(VerifyError::Malformed(
+                "the signature is not 64 bytes of base64url",
+            ))?;
+        let signed = token
+            .rsplit_once('.')
+            .map_or(token, |(signed, _)| signed)
+            .as_bytes();
+        key.verify_strict(signed, &Signature::from_bytes(&signature))
+            .map_err(|_| VerifyError::BadSignature)?;
+        let claims: Claims = decode_json(payload, "the claims")?;
+        if claims.iss != self.issuer {
+            return Err(VerifyError::WrongIssuer);
+        }
+        if claims.exp <= claims.iat || claims.exp - claims.iat > self.max_lifetime_secs {
+            return Err(VerifyError::Lifetime);
+        }
+        if claims.iat > now.saturating_add(self.leeway_secs) {
+            return Err(VerifyError::NotYetValid);
+        }
+        if now >= claims.exp.saturating_add(self.leeway_secs) {
+            return Err(VerifyError::Expired);
+        }
+        if claims.action != expected.action {
+            return Err(VerifyError::WrongAction);
+        }
+        if claims.args_sha256 != expected.args_sha256 {
+            return Err(VerifyError::WrongArguments);
+        }
+        if expected.passkey && claims.presence != Presence::Passkey {
+            return Err(VerifyError::Presence);
+        }
+        Ok(claims)
+    }
+}
+
+fn decode_json<T: serde::de::DeserializeOwned>(
+    part: &str,
+    what: &'static str,
+) -> Result<T, VerifyError> {
+    let bytes = B64.decode(part).map_err(|_| {
+        VerifyError::Malformed(match what {
+            "the header" => "the header is not base64url",
+            _ => "the claims are not base64url",
+        })
+    })?;
+    serde_json::from_slice(&bytes).map_err(|_| {
+        VerifyError::Malformed(match what {
+            "the header" => "the header is not the expected JSON",
+            _ => "the claims are not the expected JSON",
+        })
+    })
+}

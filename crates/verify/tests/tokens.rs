@@ -1,0 +1,327 @@
+//! Every shape of token a backend might be handed: the one that holds, and each way a
+//! token can be wrong, malformed or hostile.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use countersign_verify::{
+    ApprovedBy, Claims, Expected, Presence, Signer, Verifier, VerifyError, MAX_TOKEN_BYTES,
+};
+use ed25519_dalek::Signer as _;
+use serde_json::json;
+
+const NOW: u64 = 1_800_000_000;
+
+fn claims() -> Claims {
+    Claims {
+        iss: "gw".into(),
+        jti: "0123456789abcdef0123456789abcdef".into(),
+        iat: NOW,
+        exp: NOW + 120,
+        call: 7,
+        tool_call_id: "call_1".into(),
+        action: "archive_workspace".into(),
+        args_sha256: countersign::ArgsDigest::of_value(&json!({})).to_hex(),
+        card_sha256: Some("ab".repeat(32)),
+        approved_by: ApprovedBy::Once,
+        grant: None,
+        session: "s1".into(),
+        role: "admin".into(),
+        presence: Presence::Click,
+    }
+}
+
+fn signer() -> Signer {
+    Signer::from_seed(&[7; 32])
+}
+
+fn verifier() -> Verifier {
+    Verifier::new("gw").trust(signer().verifying_key())
+}
+
+fn archive() -> Expected<'static> {
+    Expected::call("archive_workspace", &json!({}))
+}
+
+fn b64(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A token with any header and claims, signed by `key` (seed).
+fn forge(header: &serde_json::Value, claims: &serde_json::Value, seed: u8) -> String {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[seed; 32]);
+    let signed = format!(
+        "{}.{}",
+        b64(&serde_json::to_vec(header).unwrap()),
+        b64(&serde_json::to_vec(claims).unwrap())
+    );
+    let sig = key.sign(signed.as_bytes());
+    format!("{signed}.{}", b64(&sig.to_bytes()))
+}
+
+fn header() -> serde_json::Value {
+    json!({ "alg": "EdDSA", "kid": signer().kid(), "typ": "countersign+jwt" })
+}
+
+#[test]
+fn a_good_token_holds_once() {
+    let v = verifier();
+    let token = signer().sign(&claims()).unwrap();
+    let got = v.verify(&token, &archive(), NOW + 1).unwrap();
+    assert_eq!(got, claims());
+    assert_eq!(
+        v.verify(&token, &archive(), NOW + 2),
+        Err(VerifyError::Replayed)
+    );
+    assert_eq!(v.remembered(), 1);
+}
+
+#[test]
+fn a_token_covers_only_its_action_and_arguments_and_time() {
+    let token = signer().sign(&claims()).unwrap();
+    let v = verifier();
+    assert_eq!(
+        v.verify(&token, &Expected::call("reset_workspace", &json!({})), NOW),
+        Err(VerifyError::WrongAction)
+    );
+    assert_eq!(
+        v.verify(
+            &token,
+            &Expected::call("archive_workspace", &json!({"force": true})),
+            NOW
+        ),
+        Err(VerifyError::WrongArguments)
+    );
+    assert_eq!(
+        v.verify(&token, &archive(), NOW + 125),
+        Err(VerifyError::Expired)
+    );
+    assert_eq!(
+        v.verify(&token, &archive(), NOW - 60),
+        Err(VerifyError::NotYetValid)
+    );
+    assert_eq!(
+        v.verify(&token, &archive().with_passkey(), NOW),
+        Err(VerifyError::Presence)
+    );
+    // None of the refusals spent it.
+    assert!(v.verify(&token, &archive(), NOW).is_ok());
+}
+
+#[test]
+fn a_lifetime_that_is_empty_or_too_long_is_refused() {
+    for (iat, exp) in [(NOW, NOW), (NOW, NOW - 1), (NOW, NOW + 3600)] {
+        let mut c = claims();
+        c.iat = iat;
+        c.exp = exp;
+        let token = signer().sign(&c).unwrap();
+        assert_eq!(
+            verifier().verify(&token, &archive(), NOW),
+            Err(VerifyError::Lifetime)
+        );
+    }
+}
+
+#[test]
+fn another_key_or_issuer_is_refused() {
+    let other = Signer::from_seed(&[8; 32]);
+    let token = other.sign(&claims()).unwrap();
+    assert_eq!(
+        verifier().verify(&token, &archive(), NOW),
+        Err(VerifyError::UnknownKey)
+    );
+    // Another key claiming the trusted key's id.
+    let token = forge(&header(), &serde_json::to_value(claims()).unwrap(), 8);
+    assert_eq!(
+        verifier().verify(&token, &archive(), NOW),
+        Err(VerifyError::BadSignature)
+    );
+    let mut c = claims();
+    c.iss = "someone-else".into();
+    let token = signer().sign(&c).unwrap();
+    assert_eq!(
+        verifier().verify(&token, &archive(), NOW),
+        Err(VerifyError::WrongIssuer)
+    );
+}
+
+#[test]
+fn a_changed_claim_or_signature_is_refused() {
+    let token = signer().sign(&claims()).unwrap();
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut c = claims();
+    c.action = "reset_workspace".into();
+    let swapped = format!(
+        "{}.{}.{}",
+        parts[0],
+        b64(&serde_json::to_vec(&c).unwrap()),
+        parts[2]
+    );
+    assert_eq!(
+        verifier().verify(
+            &swapped,
+            &Expected::call("reset_workspace", &json!({})),
+            NOW
+        ),
+        Err(VerifyError::BadSignature)
+    );
+    let mut sig = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+    sig[10] ^= 1;
+    let flipped = format!("{}.{}.{}", parts[0], parts[1], b64(&sig));
+    assert_eq!(
+        verifier().verify(&flipped, &archive(), NOW),
+        Err(VerifyError::BadSignature)
+    );
+}
+
+#[test]
+fn every_truncation_is_refused() {
+    let token = signer().sign(&claims()).unwrap();
+    let v = verifier();
+    for cut in 0..token.len() {
+        assert!(
+            v.verify(&token[..cut], &archive(), NOW).is_err(),
+            "cut at {cut}"
+        );
+    }
+    assert_eq!(v.remembered(), 0);
+}
+
+#[test]
+fn other_algorithms_and_headers_are_refused() {
+    let c = serde_json::to_value(claims()).unwrap();
+    let kid = signer().kid().to_owned();
+    // `none`, with and without a signature part.
+    let none = format!(
+        "{}.{}.",
+        b64(json!({"alg": "none", "kid": kid, "typ": "countersign+jwt"})
+            .to_string()
+            .as_bytes()),
+        b64(c.to_string().as_bytes())
+    );
+    assert!(matches!(
+        verifier().verify(&none, &archive(), NOW),
+        Err(VerifyError::Header)
+    ));
+    let none_two_parts = none.trim_end_matches('.').to_owned();
+    assert!(verifier().verify(&none_two_parts, &archive(), NOW).is_err());
+    for alg in ["HS256", "RS256", "ES256", "eddsa", "Ed25519"] {
+        let token = forge(
+            &json!({"alg": alg, "kid": kid, "typ": "countersign+jwt"}),
+            &c,
+            7,
+        );
+        assert_eq!(
+            verifier().verify(&token, &archive(), NOW),
+            Err(VerifyError::Header),
+            "{alg}"
+        );
+    }
+    // Another type: a login JWT signed by the same key is not a countersignature.
+    let token = forge(&json!({"alg": "EdDSA", "kid": kid, "typ": "JWT"}), &c, 7);
+    assert_eq!(
+        verifier().verify(&token, &archive(), NOW),
+        Err(VerifyError::Header)
+    );
+    // An embedded key, a key URL, `crit`, a missing kid: never followed, refused.
+    for extra in [
+        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign+jwt", "jwk": {"kty": "OKP"}}),
+        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign+jwt", "jku": "https://evil"}),
+        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign+jwt", "crit": ["exp"]}),
+        json!({"alg": "EdDSA", "typ": "countersign+jwt"}),
+        json!(["EdDSA"]),
+    ] {
+        let token = forge(&extra, &c, 7);
+        assert!(
+            matches!(
+                verifier().verify(&token, &archive(), NOW),
+                Err(VerifyError::Malformed(_))
+            ),
+            "{extra}"
+        );
+    }
+}
+
+#[test]
+fn bad_base64_and_bad_json_are_refused() {
+    let token = signer().sign(&claims()).unwrap();
+    let parts: Vec<&str> = token.split('.').collect();
+    let bad = [
+        format!("{}=.{}.{}", parts[0], parts[1], parts[2]),
+        format!("{}.{}.{}=", parts[0], parts[1], parts[2]),
+        format!("{}.{}+.{}", parts[0], parts[1], parts[2]),
+        format!("{}.{}.{}", parts[0].replace('e', "/"), parts[1], parts[2]),
+        format!(" {token}"),
+        format!("{token}\n"),
+        format!("{token}.x"),
+        format!("{}.{}.{}", b64(b"not json"), parts[1], parts[2]),
+        format!("{}.{}.{}", parts[0], b64(b"{\"iss\":1}"), parts[2]),
+        "..".into(),
+        String::new(),
+        "\u{0}.\u{0}.\u{0}".into(),
+        "é.é.é".into(),
+    ];
+    for token in bad {
+        assert!(
+            verifier().verify(&token, &archive(), NOW).is_err(),
+            "{token:?}"
+        );
+    }
+}
+
+#[test]
+fn a_huge_token_is_refused_unread() {
+    let huge = "a".repeat(MAX_TOKEN_BYTES + 1);
+    assert_eq!(
+        verifier().verify(&huge, &archive(), NOW),
+        Err(VerifyError::TooLarge)
+    );
+    let huge = format!("{}.{}.{}", "a".repeat(10_000_000), "b", "c");
+    assert_eq!(
+        verifier().verify(&huge, &archive(), NOW),
+        Err(VerifyError::TooLarge)
+    );
+}
+
+#[test]
+fn a_full_replay_cache_refuses_instead_of_forgetting() {
+    let v = verifier().remember_at_most(2);
+    let mint = |jti: &str, exp: u64| {
+        let mut c = claims();
+        c.jti = jti.into();
+        c.exp = exp;
+        signer().sign(&c).unwrap()
+    };
+    v.verify(&mint("a", NOW + 100), &archive(), NOW).unwrap();
+    v.verify(&mint("b", NOW + 10), &archive(), NOW).unwrap();
+    assert_eq!(
+        v.verify(&mint("c", NOW + 100), &archive(), NOW),
+        Err(VerifyError::Busy)
+    );
+    // Once "b" has expired its slot is freed; "a" is still remembered.
+    v.verify(&mint("c", NOW + 100), &archive(), NOW + 20)
+        .unwrap();
+    assert_eq!(
+        v.verify(&mint("a", NOW + 100), &archive(), NOW + 20),
+        Err(VerifyError::Replayed)
+    );
+}
+
+#[test]
+fn a_jwk_set_is_checked_before_it_is_trusted() {
+    let jwks = serde_json::to_string(&signer().jwks()).unwrap();
+    let v = Verifier::new("gw").trust_jwks(&jwks).unwrap();
+    let token = signer().sign(&claims()).unwrap();
+    assert!(v.verify(&token, &archive(), NOW).is_ok());
+    let mut set = serde_json::to_value(signer().jwks()).unwrap();
+    set["keys"][0]["kid"] = json!("chosen-by-attacker");
+    assert!(Verifier::new("gw").trust_jwks(&set.to_string()).is_err());
+    let mut set = serde_json::to_value(signer().jwks()).unwrap();
+    set["keys"][0]["kty"] = json!("RSA");
+    assert!(Verifier::new("gw").trust_jwks(&set.to_string()).is_err());
+    let mut set = serde_json::to_value(signer().jwks()).unwrap();
+    set["keys"][0]["x"] = json!("AAAA");
+    assert!(Verifier::new("gw").trust_jwks(&set.to_string()).is_err());
+    assert!(Verifier::new("gw").trust_jwks(r#"{"keys":[]}"#).is_err());
+    assert!(Verifier::new("gw").trust_jwks("[").is_err());
+}
