@@ -213,12 +213,12 @@ fn setup() -> Result {
     }
 
     let has_sdk = cmd("python3")
-        .args(["-c", "import openai"])
+        .args(["-c", "import openai, jwt, cryptography"])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
     if has_sdk {
-        println!("ok: python openai SDK");
+        println!("ok: python openai SDK and PyJWT");
     } else {
         let mut c = cmd("python3");
         c.args([
@@ -228,9 +228,10 @@ fn setup() -> Result {
             "--quiet",
             "--disable-pip-version-check",
             "openai",
+            "pyjwt[crypto]",
         ]);
         run(
-            "installing the OpenAI Python SDK (a real client for the gateway tests)",
+            "installing the OpenAI Python SDK and PyJWT (real clients for the gateway tests)",
             c,
         )?;
     }

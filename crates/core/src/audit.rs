@@ -42,6 +42,10 @@ pub enum AuditEvent {
     /// The call was waiting for a person when the page reloaded; it was brought back in
     /// this page session (the first record of its new call id) and is decided again.
     Restored,
+    /// The gateway minted a countersignature for the call after the person approved it
+    /// (written by the gateway, not the page: `countersignature` names the token, and
+    /// `args_digest` is the plain SHA-256 the token binds).
+    Countersigned,
 }
 
 /// Who made the decision a record describes.
@@ -118,6 +122,9 @@ pub struct AuditRecord {
     pub args_digest: String,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
+    /// The id (`jti`) of the countersignature minted, on `countersigned` records only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub countersignature: Option<String>,
 }
 
 impl AuditRecord {

@@ -28,7 +28,7 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// The key that chains and anchors the trail (HMAC-SHA256). Never printed, never
 /// written to the trail.
 #[derive(Clone)]
-pub struct ChainKey([u8; 32]);
+pub struct ChainKey(pub(crate) [u8; 32]);
 
 impl std::fmt::Debug for ChainKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -56,6 +56,9 @@ pub fn loopback_hosts() -> Vec<String> {
     vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()]
 }
 
+/// The default `iss` of countersignatures.
+pub const DEFAULT_ISSUER: &str = "countersign-gateway";
+
 /// All the gateway's settings.
 #[derive(Clone, Debug)]
 pub struct GatewayConfig {
@@ -78,6 +81,13 @@ pub struct GatewayConfig {
     /// The deployment's policy file (validated at start), served to the page at
     /// `GET /v1/policy`.
     pub policy: Option<String>,
+    /// The `iss` of the countersignatures this gateway mints (backends check it).
+    pub issuer: String,
+    /// How long a countersignature is valid after it is minted.
+    pub countersign_ttl: Duration,
+    /// Serve the tutorial's backend (`POST /v1/demo/{action}`), which refuses a
+    /// mutation without a valid countersignature for exactly that call.
+    pub demo_backend: bool,
 }
 
 impl GatewayConfig {
@@ -97,6 +107,9 @@ impl GatewayConfig {
             rate_per_minute: None,
             dist: None,
             policy: None,
+            issuer: DEFAULT_ISSUER.into(),
+            countersign_ttl: Duration::from_secs(120),
+            demo_backend: false,
         }
     }
 }

@@ -15,6 +15,9 @@
 //! | `POST /v1/audit` | a JSON array of audit records, appended durably, idempotent by id |
 //! | `GET /v1/audit` | the audit file (JSON Lines) |
 //! | `GET /v1/policy` | the deployment's policy file, or 404 `no_policy` |
+//! | `POST /v1/countersign` | mint a countersignature for one approved call (its audit record first) |
+//! | `GET /.well-known/jwks.json` | the public key that checks countersignatures; no auth |
+//! | `POST /v1/demo/{action}` | the tutorial's backend (`--demo-backend` only): needs a valid countersignature |
 //! | anything else under `/v1` | 404 `unknown_route` |
 //! | other paths | the built page (`--dist`), if configured |
 //!
@@ -46,12 +49,18 @@ use tower_http::trace::TraceLayer;
 pub use audit_store::{
     head_path, verify_bytes, verify_file, AuditStore, ChainKey, Head, StoreError, Verified,
 };
-pub use config::{loopback_hosts, Access, GatewayConfig, Secret, Upstream};
+pub use config::{loopback_hosts, Access, GatewayConfig, Secret, Upstream, DEFAULT_ISSUER};
 pub use error::{ApiError, ErrorCode};
 
 use routes::audit::{append_audit, export_audit};
 use routes::fallback::{method_not_allowed, unknown_route};
-use routes::{chat, health, models, policy};
+use routes::{chat, countersign, demo, health, models, policy};
+
+/// The countersignature signing seed from `path` (64 hex digits, the audit key file's
+/// format), created with a random seed and mode 0600 on first start. Never served.
+pub fn load_or_create_signing_seed(path: &std::path::Path) -> Result<[u8; 32], StoreError> {
+    ChainKey::load_or_create(path).map(|key| key.0)
+}
 
 /// Shared state of the routes.
 #[derive(Clone, Debug)]
@@ -62,20 +71,55 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// The audit store.
     pub audit: AuditStore,
+    /// Mints countersignatures.
+    pub signer: Arc<countersign_verify::Signer>,
+    /// Checks them (the tutorial's backend).
+    pub verifier: Arc<countersign_verify::Verifier>,
+    /// The tutorial backend's state.
+    pub demo: Arc<DemoState>,
+}
+
+/// What the tutorial's backend has done (it keeps no more than this).
+#[derive(Debug, Default)]
+pub struct DemoState {
+    /// Whether a countersigned archive went through.
+    pub archived: std::sync::atomic::AtomicBool,
+    /// How many countersigned resets went through.
+    pub resets: std::sync::atomic::AtomicU64,
 }
 
 impl AppState {
-    /// State for `config`, writing audit records to `audit`.
+    /// State for `config`, writing audit records to `audit`, minting countersignatures
+    /// with a fresh random key (see [`AppState::with_signing_seed`] for a kept one).
     pub fn new(config: GatewayConfig, audit: AuditStore) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(30))
             .build()?;
-        Ok(Self {
+        let mut seed = [0u8; 32];
+        // Without randomness the key is unusable: zero seed would be guessable, so the
+        // gateway refuses to start in `main`, which always sets a kept seed.
+        let _ = getrandom::fill(&mut seed);
+        let state = Self {
             config: Arc::new(config),
             http,
             audit,
-        })
+            signer: Arc::new(countersign_verify::Signer::from_seed(&seed)),
+            verifier: Arc::new(countersign_verify::Verifier::new("")),
+            demo: Arc::default(),
+        };
+        Ok(state.with_signing_seed(&seed))
+    }
+
+    /// Signs countersignatures with the key of this seed (the signing key file's).
+    pub fn with_signing_seed(mut self, seed: &[u8; 32]) -> Self {
+        let signer = countersign_verify::Signer::from_seed(seed);
+        self.verifier = Arc::new(
+            countersign_verify::Verifier::new(self.config.issuer.clone())
+                .trust(signer.verifying_key()),
+        );
+        self.signer = Arc::new(signer);
+        self
     }
 }
 
@@ -86,11 +130,16 @@ pub fn app(state: AppState) -> Router {
         Router::new().route("/v1/chat/completions", post(chat::chat_completions)),
         config.rate_per_minute.unwrap_or(0),
     );
-    let api = Router::new()
+    let mut api = Router::new()
         .route("/v1/models", get(models::models))
+        .route("/v1/countersign", post(countersign::mint))
         .route("/v1/audit", post(append_audit).get(export_audit))
         .route("/v1/policy", get(policy::policy))
-        .merge(model)
+        .merge(model);
+    if config.demo_backend {
+        api = api.route("/v1/demo/{action}", post(demo::perform));
+    }
+    let api = api
         .route("/v1/{*rest}", axum::routing::any(unknown_route))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -98,6 +147,7 @@ pub fn app(state: AppState) -> Router {
         ));
     let mut router = Router::new()
         .route("/v1/health", get(health::health))
+        .route("/.well-known/jwks.json", get(countersign::jwks))
         .merge(api)
         .method_not_allowed_fallback(method_not_allowed);
     router = match &config.dist {

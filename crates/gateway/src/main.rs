@@ -114,6 +114,21 @@ struct ServeArgs {
     /// Model requests per minute per client address (0 turns the limit off).
     #[arg(long, default_value_t = 60)]
     rate_per_minute: u32,
+    /// The Ed25519 seed that signs countersignatures (64 hex digits), created with a
+    /// random seed if missing. Default: `<audit-file>.signing.key`. Never served; the
+    /// public key is at `/.well-known/jwks.json`.
+    #[arg(long, env = "COUNTERSIGN_SIGNING_KEY_FILE")]
+    signing_key_file: Option<PathBuf>,
+    /// The `iss` of the countersignatures (backends check it).
+    #[arg(long, env = "COUNTERSIGN_ISSUER", default_value = countersign_gateway::DEFAULT_ISSUER)]
+    issuer: String,
+    /// Seconds a countersignature stays valid (1 to 600).
+    #[arg(long, env = "COUNTERSIGN_TTL_SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=600))]
+    countersign_ttl_secs: u64,
+    /// Serve the tutorial's backend at `POST /v1/demo/{archive_workspace,reset_workspace}`,
+    /// which refuses the mutation without a valid countersignature for that exact call.
+    #[arg(long, env = "COUNTERSIGN_DEMO_BACKEND")]
+    demo_backend: bool,
 }
 
 fn main() -> ExitCode {
@@ -253,6 +268,21 @@ async fn serve(args: ServeArgs) -> ExitCode {
         rate_per_minute: Some(args.rate_per_minute).filter(|n| *n > 0),
         dist: args.dist.clone(),
         policy,
+        issuer: args.issuer.clone(),
+        countersign_ttl: Duration::from_secs(args.countersign_ttl_secs),
+        demo_backend: args.demo_backend,
+    };
+    let signing_key_file = args.signing_key_file.clone().unwrap_or_else(|| {
+        let mut name = args.audit_file.as_os_str().to_owned();
+        name.push(".signing.key");
+        PathBuf::from(name)
+    });
+    let seed = match countersign_gateway::load_or_create_signing_seed(&signing_key_file) {
+        Ok(seed) => seed,
+        Err(e) => {
+            eprintln!("countersign-gateway: the countersignature signing key: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     let key_file = args.audit_key_file.clone().unwrap_or_else(|| {
         let mut name = args.audit_file.as_os_str().to_owned();
@@ -278,7 +308,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let state = match AppState::new(config, audit) {
-        Ok(state) => state,
+        Ok(state) => state.with_signing_seed(&seed),
         Err(e) => {
             eprintln!("countersign-gateway: cannot build the HTTP client: {e}");
             return ExitCode::FAILURE;

@@ -222,6 +222,7 @@ impl ExecutorState {
             reason: reason.clone(),
             args_digest: trace.audit_digest.to_hex(),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            countersignature: None,
         });
     }
 

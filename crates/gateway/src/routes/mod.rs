@@ -2,6 +2,8 @@
 
 pub(crate) mod audit;
 pub(crate) mod chat;
+pub(crate) mod countersign;
+pub(crate) mod demo;
 pub(crate) mod fallback;
 pub(crate) mod health;
 pub(crate) mod models;

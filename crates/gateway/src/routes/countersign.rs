@@ -1,0 +1,188 @@
+//! `POST /v1/countersign`: mint a countersignature for one approved call, after writing
+//! its audit record; `GET /.well-known/jwks.json`: the public key that checks them.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use countersign::{AuditEvent, AuditRecord, Decider, GrantId, Mode, Reason, Stage};
+use countersign_verify::{ApprovedBy, Claims, Presence};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::JsonBody;
+use crate::AppState;
+
+/// What the page asks to be signed (`countersign::MintRequest`). Unknown fields are
+/// refused: nothing the page sends is signed unless it is read here.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MintBody {
+    call: u64,
+    tool_call_id: String,
+    action: String,
+    args_sha256: String,
+    card_sha256: Option<String>,
+    approved_by: ApprovedBy,
+    grant: Option<u64>,
+    session: String,
+    role: String,
+}
+
+/// The public key set. No auth: public keys are public; the seed is never served.
+pub(crate) async fn jwks(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CACHE_CONTROL, "public, max-age=300")],
+        Json(state.signer.jwks()),
+    )
+}
+
+/// Mints a token for the approval the body describes. The audit record is appended
+/// (durably) first: no record, no token.
+pub(crate) async fn mint(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let body: MintBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("the body is not a countersignature request ({e})"),
+        )
+    })?;
+    check(&body)?;
+    let mut jti = [0u8; 16];
+    getrandom::fill(&mut jti)
+        .map_err(|_| ApiError::new(ErrorCode::AuditUnavailable, "no randomness for a token id"))?;
+    let jti: String = jti.iter().map(|b| format!("{b:02x}")).collect();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let iat = now.as_secs();
+    let claims = Claims {
+        iss: state.config.issuer.clone(),
+        jti: jti.clone(),
+        iat,
+        exp: iat + state.config.countersign_ttl.as_secs().max(1),
+        call: body.call,
+        tool_call_id: body.tool_call_id,
+        action: body.action,
+        args_sha256: body.args_sha256,
+        card_sha256: body.card_sha256,
+        approved_by: body.approved_by,
+        grant: body.grant,
+        session: body.session,
+        role: body.role,
+        presence: Presence::Click,
+    };
+    let record = record_of(&claims, u64::try_from(now.as_millis()).unwrap_or(u64::MAX))?;
+    state.audit.append(vec![record]).await.map_err(|e| {
+        tracing::error!(error = %e, "audit append failed; no countersignature minted");
+        ApiError::new(
+            ErrorCode::AuditUnavailable,
+            "the audit trail could not record the approval, so no countersignature was minted",
+        )
+    })?;
+    let token = state.signer.sign(&claims).map_err(|_| {
+        ApiError::new(
+            ErrorCode::AuditUnavailable,
+            "the token could not be encoded",
+        )
+    })?;
+    Ok(Json(json!({
+        "countersignature": token,
+        "id": jti,
+        "expires_at": claims.exp,
+        "presence": claims.presence,
+    })))
+}
+
+/// The request's words, checked: ids as the executor makes them, digests as hex.
+fn check(body: &MintBody) -> Result<(), ApiError> {
+    let bad = |what: &str| ApiError::new(ErrorCode::InvalidRequest, format!("`{what}` is invalid"));
+    let printable =
+        |s: &str, max: usize| !s.is_empty() && s.len() <= max && !s.chars().any(|c| c.is_control());
+    let hex64 =
+        |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !printable(&body.tool_call_id, 128) {
+        return Err(bad("tool_call_id"));
+    }
+    let id_ok = !body.action.is_empty()
+        && body.action.len() <= countersign::MAX_ACTION_ID_LEN
+        && body
+            .action
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !id_ok {
+        return Err(bad("action"));
+    }
+    if !hex64(&body.args_sha256) {
+        return Err(bad("args_sha256"));
+    }
+    if !body.card_sha256.as_deref().is_none_or(hex64) {
+        return Err(bad("card_sha256"));
+    }
+    if !printable(&body.session, 128) {
+        return Err(bad("session"));
+    }
+    if !printable(&body.role, 64) {
+        return Err(bad("role"));
+    }
+    // A grant decision names its grant; a card's own decision shows its card.
+    match (body.approved_by, body.grant, &body.card_sha256) {
+        (ApprovedBy::Grant, None, _) => Err(bad("grant")),
+        (ApprovedBy::Once | ApprovedBy::Batch, Some(_), _) => Err(bad("grant")),
+        (ApprovedBy::Once | ApprovedBy::Batch, None, None) => Err(bad("card_sha256")),
+        _ => Ok(()),
+    }
+}
+
+/// The trail's record of a mint: the call, the decision and the token's id.
+fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
+    let grant: Option<GrantId> = claims
+        .grant
+        .map(|g| serde_json::from_value(json!(g)))
+        .transpose()
+        .map_err(|_| ApiError::new(ErrorCode::InvalidRequest, "`grant` is invalid"))?;
+    let reason = match (claims.approved_by, grant) {
+        (ApprovedBy::Once, _) => Reason::AllowedOnce,
+        (ApprovedBy::Batch, _) => Reason::AllowedInBatch,
+        // The card that made the grant, or a later call the grant covered.
+        (ApprovedBy::Grant, Some(grant)) if claims.card_sha256.is_some() => {
+            Reason::Granted { grant }
+        }
+        (ApprovedBy::Grant, Some(grant)) => Reason::Grant { grant },
+        (ApprovedBy::Grant, None) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "`grant` is missing",
+            ))
+        }
+    };
+    Ok(AuditRecord {
+        id: format!("{}-countersigned-{}", claims.session, claims.jti),
+        seq: 0,
+        session: claims.session.clone(),
+        role: claims.role.clone(),
+        at_ms,
+        call: claims.call,
+        tool_call_id: claims.tool_call_id.clone(),
+        action: claims.action.clone(),
+        kind: None,
+        confirm: None,
+        policy: None,
+        mode: Mode::Default,
+        stage: Stage::Approve,
+        event: AuditEvent::Countersigned,
+        decided_by: Decider::Person,
+        outcome: None,
+        summary: reason.summary(),
+        grant,
+        reason,
+        args_digest: claims.args_sha256.clone(),
+        duration_ms: 0,
+        countersignature: Some(claims.jti.clone()),
+    })
+}

@@ -1,0 +1,65 @@
+//! `POST /v1/demo/{action}`: the tutorial's backend (with `--demo-backend`). It does what
+//! an app's own backend would: refuse the mutation unless the request carries a valid
+//! countersignature for exactly this action and these arguments, used once.
+
+use std::sync::atomic::Ordering;
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use countersign_verify::{CountersignatureHeader, Expected};
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::JsonBody;
+use crate::AppState;
+
+/// The actions the tutorial's backend performs.
+const ACTIONS: [&str; 2] = ["archive_workspace", "reset_workspace"];
+
+pub(crate) async fn perform(
+    State(state): State<AppState>,
+    Path(action): Path<String>,
+    CountersignatureHeader(token): CountersignatureHeader,
+    JsonBody(body): JsonBody,
+) -> Response {
+    if !ACTIONS.contains(&action.as_str()) {
+        return ApiError::new(ErrorCode::UnknownRoute, "no such route").into_response();
+    }
+    let arguments: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return ApiError::new(
+                ErrorCode::InvalidJson,
+                format!("the arguments are not JSON ({e})"),
+            )
+            .into_response()
+        }
+    };
+    let claims = match state
+        .verifier
+        .verify_now(&token, &Expected::call(&action, &arguments))
+    {
+        Ok(claims) => claims,
+        Err(refused) => return refused.into_response(),
+    };
+    let done = if action == "archive_workspace" {
+        state.demo.archived.store(true, Ordering::SeqCst);
+        "archived"
+    } else {
+        state.demo.resets.fetch_add(1, Ordering::SeqCst);
+        "reset"
+    };
+    tracing::info!(action, jti = %claims.jti, "tutorial backend: countersigned mutation done");
+    Json(json!({
+        "ok": true,
+        "done": done,
+        "countersignature": {
+            "id": claims.jti,
+            "approved_by": claims.approved_by,
+            "presence": claims.presence,
+            "session": claims.session,
+        },
+    }))
+    .into_response()
+}

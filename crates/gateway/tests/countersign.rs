@@ -1,0 +1,362 @@
+//! Countersignatures: the mint route (its audit record first, strict input), the JWKS,
+//! the tutorial's backend refusing every token that does not cover exactly its call, and
+//! a Python backend verifying a token with a stock JOSE library (PyJWT).
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{config, page_post, serve, state};
+use countersign::AuditEvent;
+use countersign_verify::{ApprovedBy, Claims, Expected, Presence, Signer, Verifier};
+use serde_json::{json, Value};
+
+const SEED: [u8; 32] = [9; 32];
+
+fn digest(args: &Value) -> String {
+    countersign::ArgsDigest::of_value(args).to_hex()
+}
+
+fn mint_body(action: &str, args: &Value) -> Value {
+    json!({
+        "call": 3,
+        "tool_call_id": "call_abc",
+        "action": action,
+        "args_sha256": digest(args),
+        "card_sha256": "cd".repeat(32),
+        "approved_by": "once",
+        "grant": null,
+        "session": "page-0a1b2c",
+        "role": "admin",
+    })
+}
+
+async fn gateway(demo: bool) -> (String, countersign_gateway::AppState, tempfile::TempDir) {
+    let mut cfg = config(None);
+    cfg.demo_backend = demo;
+    let (s, dir) = state(cfg);
+    let s = s.with_signing_seed(&SEED);
+    (serve(s.clone()).await, s, dir)
+}
+
+async fn mint(client: &reqwest::Client, base: &str, body: &Value) -> (u16, Value) {
+    let r = page_post(client, format!("{base}/v1/countersign"), body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn perform(
+    client: &reqwest::Client,
+    base: &str,
+    action: &str,
+    args: &Value,
+    token: Option<&str>,
+) -> (u16, Value) {
+    let mut r = page_post(client, format!("{base}/v1/demo/{action}"), args.to_string());
+    if let Some(token) = token {
+        r = r.header("countersignature", token);
+    }
+    let r = r.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_minted_token_is_recorded_first_and_checks_out_under_the_published_key() {
+    let (base, s, _dir) = gateway(false).await;
+    let client = reqwest::Client::new();
+    let (status, answer) = mint(&client, &base, &mint_body("archive_workspace", &json!({}))).await;
+    assert_eq!(status, 200, "{answer}");
+    let token = answer["countersignature"].as_str().unwrap();
+    let jwks = client
+        .get(format!("{base}/.well-known/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !jwks.contains("\"d\""),
+        "the JWKS holds private key material: {jwks}"
+    );
+    let verifier = Verifier::new("countersign-gateway")
+        .trust_jwks(&jwks)
+        .unwrap();
+    let claims = verifier
+        .verify_now(token, &Expected::call("archive_workspace", &json!({})))
+        .unwrap();
+    assert_eq!(claims.call, 3);
+    assert_eq!(claims.tool_call_id, "call_abc");
+    assert_eq!(
+        claims.card_sha256.as_deref(),
+        Some("cd".repeat(32).as_str())
+    );
+    assert_eq!(claims.approved_by, ApprovedBy::Once);
+    assert_eq!(claims.session, "page-0a1b2c");
+    assert_eq!(claims.role, "admin");
+    assert_eq!(claims.presence, Presence::Click);
+    assert_eq!(claims.exp - claims.iat, 120);
+    assert_eq!(answer["id"], json!(claims.jti));
+    // The mint is the audit record: one, naming the token.
+    let trail = String::from_utf8(s.audit.export().await.unwrap()).unwrap();
+    let lines: Vec<Value> = trail
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    let record: countersign::AuditRecord =
+        serde_json::from_value(lines[0]["record"].clone()).unwrap();
+    assert_eq!(record.event, AuditEvent::Countersigned);
+    assert_eq!(
+        record.countersignature.as_deref(),
+        Some(claims.jti.as_str())
+    );
+    assert_eq!(record.args_digest, digest(&json!({})));
+    assert_eq!(record.call, 3);
+}
+
+#[tokio::test]
+async fn malformed_mint_requests_get_json_errors_and_mint_nothing() {
+    let (base, s, _dir) = gateway(false).await;
+    let client = reqwest::Client::new();
+    let good = mint_body("archive_workspace", &json!({}));
+    let with = |key: &str, value: Value| {
+        let mut body = good.clone();
+        body[key] = value;
+        body
+    };
+    let mut unknown = good.clone();
+    unknown["presence"] = json!("passkey");
+    let mut missing = good.clone();
+    missing.as_object_mut().unwrap().remove("args_sha256");
+    let cases = [
+        unknown,
+        missing,
+        with("args_sha256", json!("ABC")),
+        with("args_sha256", json!("A".repeat(64))),
+        with("card_sha256", json!("zz")),
+        with("action", json!("rm -rf /")),
+        with("action", json!("a".repeat(65))),
+        with("tool_call_id", json!("x".repeat(129))),
+        with("tool_call_id", json!("")),
+        with("session", json!("line\nbreak")),
+        with("role", json!("")),
+        with("approved_by", json!("model")),
+        with("approved_by", json!("grant")),
+        with("grant", json!(4)),
+        with("card_sha256", Value::Null),
+        with("call", json!(-1)),
+        with("call", json!("3")),
+        json!([]),
+        json!("archive"),
+    ];
+    for body in cases {
+        let (status, answer) = mint(&client, &base, &body).await;
+        assert_eq!(status, 400, "{body} → {answer}");
+        assert!(answer["error"]["code"].is_string(), "{answer}");
+    }
+    // Not JSON, not declared JSON, too large.
+    let r = page_post(&client, format!("{base}/v1/countersign"), "{".into())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let r = client
+        .post(format!("{base}/v1/countersign"))
+        .header("origin", "http://127.0.0.1:8787")
+        .header("sec-fetch-site", "same-origin")
+        .header("content-type", "text/plain")
+        .body(good.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let huge = with("tool_call_id", json!("x".repeat(2 * 1024 * 1024)));
+    let (status, _) = mint(&client, &base, &huge).await;
+    assert_eq!(status, 413);
+    // A grant decision with its grant, and a grant-covered call without a card, are fine.
+    let covered = with("approved_by", json!("grant"));
+    let mut covered = covered;
+    covered["grant"] = json!(2);
+    covered["card_sha256"] = Value::Null;
+    assert_eq!(mint(&client, &base, &covered).await.0, 200);
+    assert_eq!(s.audit.len(), 1, "a refused request was recorded");
+}
+
+#[tokio::test]
+async fn only_the_page_or_a_token_holder_may_mint() {
+    let mut cfg = config(None);
+    cfg.access.token = Some(countersign_gateway::Secret::new("t0k"));
+    let (s, _dir) = state(cfg);
+    let base = serve(s.clone()).await;
+    let client = reqwest::Client::new();
+    let body = mint_body("archive_workspace", &json!({}));
+    let r = client
+        .post(format!("{base}/v1/countersign"))
+        .header("content-type", "application/json")
+        .header("origin", "https://evil.example")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let r = client
+        .post(format!("{base}/v1/countersign"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert_eq!(s.audit.len(), 0);
+}
+
+#[tokio::test]
+async fn the_tutorial_backend_takes_exactly_one_matching_token() {
+    let (base, _s, _dir) = gateway(true).await;
+    let client = reqwest::Client::new();
+    let args = json!({});
+    let (_, a) = mint(&client, &base, &mint_body("archive_workspace", &args)).await;
+    let archive = a["countersignature"].as_str().unwrap().to_owned();
+    // No token: refused before anything happens.
+    let (status, answer) = perform(&client, &base, "archive_workspace", &args, None).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (401, Some("no_countersignature"))
+    );
+    // Used on another action.
+    let (status, answer) = perform(&client, &base, "reset_workspace", &args, Some(&archive)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (403, Some("wrong_action"))
+    );
+    // Used on other arguments.
+    let (status, answer) = perform(
+        &client,
+        &base,
+        "archive_workspace",
+        &json!({"force": true}),
+        Some(&archive),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (403, Some("wrong_arguments"))
+    );
+    // The right call: done, once.
+    let (status, answer) =
+        perform(&client, &base, "archive_workspace", &args, Some(&archive)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["done"], "archived");
+    let (status, answer) =
+        perform(&client, &base, "archive_workspace", &args, Some(&archive)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (409, Some("replayed"))
+    );
+    // Signed with another key (even claiming to be this issuer).
+    let forged = Signer::from_seed(&[1; 32])
+        .sign(&claims("reset_workspace", 0))
+        .unwrap();
+    let (status, answer) = perform(&client, &base, "reset_workspace", &args, Some(&forged)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (401, Some("unknown_key"))
+    );
+    // Expired: signed by the real key two minutes ago.
+    let old = Signer::from_seed(&SEED)
+        .sign(&claims("reset_workspace", 130))
+        .unwrap();
+    let (status, answer) = perform(&client, &base, "reset_workspace", &args, Some(&old)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (401, Some("expired"))
+    );
+    // Garbage and a huge header.
+    let (status, _) = perform(&client, &base, "reset_workspace", &args, Some("a.b.c")).await;
+    assert_eq!(status, 401);
+    let huge = "a".repeat(5000);
+    let (status, _) = perform(&client, &base, "reset_workspace", &args, Some(&huge)).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn without_the_flag_there_is_no_tutorial_backend() {
+    let (base, _s, _dir) = gateway(false).await;
+    let client = reqwest::Client::new();
+    let (status, _) = perform(&client, &base, "archive_workspace", &json!({}), Some("x")).await;
+    assert_eq!(status, 404);
+}
+
+fn claims(action: &str, age_secs: u64) -> Claims {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    Claims {
+        iss: "countersign-gateway".into(),
+        jti: format!("{:032x}", now ^ age_secs),
+        iat: now - age_secs,
+        exp: now - age_secs + 120,
+        call: 1,
+        tool_call_id: "t".into(),
+        action: action.into(),
+        args_sha256: digest(&json!({})),
+        card_sha256: None,
+        approved_by: ApprovedBy::Grant,
+        grant: Some(1),
+        session: "s".into(),
+        role: "admin".into(),
+        presence: Presence::Click,
+    }
+}
+
+#[test]
+fn the_signing_key_file_is_created_private_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("signing.key");
+    let seed = countersign_gateway::load_or_create_signing_seed(&path).unwrap();
+    assert_eq!(
+        countersign_gateway::load_or_create_signing_seed(&path).unwrap(),
+        seed
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    std::fs::write(&path, "not a key").unwrap();
+    assert!(countersign_gateway::load_or_create_signing_seed(&path).is_err());
+}
+
+/// A Python backend, with PyJWT (a stock JOSE library from PyPI), fetches the JWKS,
+/// verifies a token the gateway minted, and checks the argument digest itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_backend_verifies_a_token_with_pyjwt() {
+    let (base, _s, _dir) = gateway(false).await;
+    let client = reqwest::Client::new();
+    let args = json!({"name": "Zoë \"Ops\" 東京", "count": 3, "tags": ["b", "a"], "nested": {"z": true, "a": null}});
+    let (_, answer) = mint(&client, &base, &mint_body("save_workspace_name", &args)).await;
+    let token = answer["countersignature"].as_str().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/verify_token.py");
+    let output = tokio::process::Command::new("python3")
+        .arg(script)
+        .arg(format!("{base}/.well-known/jwks.json"))
+        .arg(token)
+        .arg("save_workspace_name")
+        .arg(args.to_string())
+        .output()
+        .await
+        .expect("python3 runs (cargo xtask setup installs PyJWT)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "PyJWT refused:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("verified: save_workspace_name"), "{stdout}");
+    assert!(stdout.contains("refused: other arguments"), "{stdout}");
+    assert!(stdout.contains("refused: tampered"), "{stdout}");
+}
