@@ -40,6 +40,8 @@ impl Gateway {
             key: Some(Secret::new(E2E_KEY)),
         });
         config.dist = Some(dist);
+        // The tutorial's archive and reset go through its countersigned backend.
+        config.demo_backend = true;
         config.upstream_timeout = Duration::from_secs(10);
         let audit = AuditStore::open(audit_file, audit_key()).map_err(|e| e.to_string())?;
         let mut gateway = Self {

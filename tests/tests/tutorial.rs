@@ -140,6 +140,10 @@ async fn main() -> ExitCode {
             gateway_away_then_back(ui, &mut gateway).await,
         ),
         (
+            "gateway/only_a_persons_click_mints_the_countersignature_the_backend_checks",
+            countersigned_archive(ui, &gateway).await,
+        ),
+        (
             "gateway/the_page_streamed_every_answer_through_the_gateway",
             {
                 let (streamed, whole) = countersign_e2e::streamed_answers();
@@ -236,6 +240,45 @@ async fn audit_reaches_the_gateway(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
         !text.contains(countersign_e2e::E2E_KEY),
         "the provider key is in the audit file",
     )
+}
+
+/// The archive's backend takes only a countersignature minted after a person's click: a
+/// script's click mints nothing; the person's mints exactly one, recorded in the trail,
+/// which the backend accepts.
+async fn countersigned_archive(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
+    let minted = || async {
+        let text = String::from_utf8(gateway.audit.export().await.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(
+            text.lines()
+                .filter(|l| l.contains("\"countersigned\"") && l.contains("\"archive_workspace\""))
+                .count(),
+        )
+    };
+    let before = minted().await?;
+    ui.open("en").await?;
+    ui.say("archive it").await?;
+    ui.wait_for(".cs-card--danger").await?;
+    ui.eval("document.querySelector('.cs-allow-once').click();")
+        .await?;
+    ui.wait_text(".cs-log", "A script, not you").await?;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    ensure(
+        minted().await? == before,
+        "a script's click minted a countersignature",
+    )?;
+    ensure(
+        ui.text("#archived-status").await? == "Active",
+        "a script's click archived",
+    )?;
+    ui.click(".cs-allow-once").await?;
+    ui.wait_text("#archived-status", "Archived").await?;
+    ui.answer_contains("Done").await?;
+    ensure(
+        minted().await? == before + 1,
+        "not exactly one countersignature minted",
+    )?;
+    ui.shot("27-countersigned-archive").await
 }
 
 /// The gateway goes away mid-session: the page keeps working (offline fallback), holds
@@ -369,6 +412,19 @@ async fn archive_is_asked_twice_and_a_denial_changes_nothing(ui: &Ui<'_>) -> Out
         "second archive offered always-allow",
     )?;
     ui.click(".cs-allow-once").await?;
+    if ui.offline {
+        // Served without a gateway: nothing can mint the countersignature the archive's
+        // backend needs, so it does not run, and the page says why.
+        let answer = ui.answer_contains("countersignature").await?;
+        ensure(answer.contains("Not done"), format!("answer: {answer}"))?;
+        ui.wait_text(".cs-log", "no countersignature could be minted")
+            .await?;
+        ensure(
+            ui.text("#archived-status").await? == "Active",
+            "archived without a countersignature",
+        )?;
+        return ui.shot("05-archive-not-countersigned").await;
+    }
     ui.wait_text("#archived-status", "Archived").await?;
     ui.answer_contains("Done").await?;
     ui.shot("05-archived").await

@@ -524,6 +524,8 @@ fn serve() -> Result {
         "serve",
         "--listen",
         "127.0.0.1:8080",
+        // The tutorial's archive and reset go through its countersigned backend.
+        "--demo-backend",
         "--dist",
     ])
     .arg(&dist)

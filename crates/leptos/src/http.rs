@@ -30,10 +30,26 @@ pub(crate) async fn fetch_full(
     body: Option<&str>,
     timeout_ms: u32,
 ) -> Result<Answer, String> {
-    let (response, timer) = send(method, url, body, timeout_ms).await?;
+    let (response, timer) = send(method, url, body, None, timeout_ms).await?;
     let answer = whole(response).await;
     drop(timer);
     answer
+}
+
+/// POSTs `body` (JSON) to `url` with the call's token in the `Countersignature` header,
+/// as an action declared with [`countersign::Action::run_countersigned`] sends its own
+/// backend request; returns the status and body text. The backend checks the token
+/// (`countersign-verify`, or any JOSE library) against the action and these arguments.
+pub async fn post_countersigned(
+    url: &str,
+    body: &str,
+    token: &countersign::Countersignature,
+) -> Result<(u16, String), String> {
+    let header = ("countersignature", token.as_str());
+    let (response, timer) = send("POST", url, Some(body), Some(header), 15_000).await?;
+    let answer = whole(response).await;
+    drop(timer);
+    answer.map(|a| (a.status, a.body))
 }
 
 /// Sends a JSON request that the returned timer aborts after `timeout_ms` (keep it
@@ -42,6 +58,7 @@ async fn send(
     method: &str,
     url: &str,
     body: Option<&str>,
+    header: Option<(&str, &str)>,
     timeout_ms: u32,
 ) -> Result<(web_sys::Response, gloo_timers::callback::Timeout), String> {
     let window = web_sys::window().ok_or("no window")?;
@@ -57,6 +74,9 @@ async fn send(
         .headers()
         .set("content-type", "application/json")
         .map_err(js_error)?;
+    if let Some((name, value)) = header {
+        request.headers().set(name, value).map_err(js_error)?;
+    }
     let timer = gloo_timers::callback::Timeout::new(timeout_ms, move || abort.abort());
     let response = JsFuture::from(window.fetch_with_request(&request))
         .await
@@ -108,7 +128,7 @@ pub(crate) async fn fetch_streaming(
     timeout_ms: u32,
     mut on_text: impl FnMut(&str),
 ) -> Result<Streamed, String> {
-    let (response, timer) = send("POST", url, Some(body), timeout_ms).await?;
+    let (response, timer) = send("POST", url, Some(body), None, timeout_ms).await?;
     let status = response.status();
     let event_stream = response
         .headers()

@@ -191,6 +191,8 @@ pub struct Strings {
     pub outcome_approval_timeout: &'static str,
     /// Outcome of a request that did not survive a reload.
     pub outcome_approval_expired: &'static str,
+    /// Outcome of an approved call for which no countersignature could be minted.
+    pub outcome_not_countersigned: &'static str,
     /// Outcome of a cancelled handoff.
     pub outcome_handoff_cancelled: &'static str,
     /// Outcome of a handoff timeout.
@@ -299,6 +301,7 @@ impl Strings {
             Some(Code::PermissionDenied) => self.outcome_denied,
             Some(Code::ApprovalTimeout) => self.outcome_approval_timeout,
             Some(Code::ApprovalExpired) => self.outcome_approval_expired,
+            Some(Code::NotCountersigned) => self.outcome_not_countersigned,
             Some(Code::QuestionDeclined) => self.outcome_question_declined,
             Some(Code::HandoffCancelled) => self.outcome_handoff_cancelled,
             Some(Code::HandoffTimeout) => self.outcome_handoff_timeout,
@@ -422,6 +425,7 @@ static EN: Strings = Strings {
     outcome_denied: "Not done: you declined",
     outcome_approval_timeout: "Not done: nobody approved in time",
     outcome_approval_expired: "Not done: the request did not survive the reload",
+    outcome_not_countersigned: "Not done: approved, but no countersignature could be minted (is the gateway running?)",
     outcome_handoff_cancelled: "Not done: you cancelled the step",
     outcome_handoff_timeout: "Not done: the step timed out",
     outcome_handoff_failed: "The step did not happen: the page state did not change",
@@ -526,6 +530,7 @@ static ZH: Strings = Strings {
     outcome_denied: "未执行：你已拒绝",
     outcome_approval_timeout: "未执行：无人及时批准",
     outcome_approval_expired: "未执行：页面重新加载后该请求未能恢复",
+    outcome_not_countersigned: "未执行：已批准，但无法签发会签凭证（网关是否在运行？）",
     outcome_handoff_cancelled: "未执行：你取消了这一步",
     outcome_handoff_timeout: "未执行：这一步已超时",
     outcome_handoff_failed: "这一步没有发生：页面状态没有变化",

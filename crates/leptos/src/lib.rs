@@ -6,6 +6,7 @@ mod audit_ship;
 mod batch;
 mod clock;
 mod countersign;
+mod countersigner;
 mod dock;
 mod dock_state;
 mod driver;
@@ -32,6 +33,7 @@ pub use dock::{AgentDock, DOCK_CSS};
 pub use dock_state::{Activity, DockState, LogEntry};
 pub use grant_store::StoredGrant;
 pub use highlight::HIGHLIGHT_CLASS;
+pub use http::post_countersigned;
 pub use i18n::{Locale, Strings};
 pub use provider::{
     provide_countersign, use_countersign, CountersignContext, CountersignOptions, ProvideError,

@@ -39,6 +39,11 @@ pub struct CountersignOptions {
     /// denies, edits, answers or finishes anything, and a script's attempt (an
     /// automation agent clicking Allow) is refused and recorded.
     pub trust_script_clicks: bool,
+    /// Where the page asks for countersignatures for actions declared with
+    /// [`countersign::Action::run_countersigned`]: the gateway's `/v1/countersign` at
+    /// the page's origin by default. `None`: no countersigner; such actions are still
+    /// asked, and settle as `NOT_COUNTERSIGNED` once approved (the dock says why).
+    pub countersign_endpoint: Option<String>,
 }
 
 impl Default for CountersignOptions {
@@ -49,6 +54,7 @@ impl Default for CountersignOptions {
             approval_timeout: None,
             keep_pending: None,
             trust_script_clicks: false,
+            countersign_endpoint: Some("/v1/countersign".into()),
         }
     }
 }
@@ -126,6 +132,11 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
     }
     let audit = MemoryAudit::new();
     let executor = Executor::new(config, audit.clone());
+    if let Some(endpoint) = options.countersign_endpoint {
+        let signer = crate::countersigner::GatewayCountersigner::new(endpoint);
+        // A new executor is never inside a hook.
+        let _ = executor.set_countersigner(Rc::new(signer));
+    }
     let cs = Countersign(Rc::new(Shared {
         executor,
         role,

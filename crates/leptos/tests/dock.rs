@@ -274,6 +274,7 @@ fn mount(setup: Setup) -> Page {
         approval_timeout: setup.approval_timeout,
         keep_pending: setup.keep_pending.clone(),
         trust_script_clicks: setup.trust_script_clicks,
+        countersign_endpoint: None,
     };
     let resume = setup.keep_pending.is_some();
     let mounted = countersign_testing::mount(options, move || {
@@ -1840,6 +1841,7 @@ fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
         approval_timeout: None,
         keep_pending: None,
         trust_script_clicks: true,
+        countersign_endpoint: None,
     };
     let mounted = countersign_testing::mount(options, move || {
         let mut client = countersign_leptos::OpenAiCompatible::default();

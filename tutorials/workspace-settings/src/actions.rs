@@ -5,7 +5,7 @@ use countersign_leptos::{use_action_with_options, UseActionOptions};
 use leptos::prelude::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::copy::PageText;
 use crate::workspace::{validate_description, validate_name, Workspace};
@@ -86,9 +86,11 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
             .scope("workspace.admin")
             .available(move || !ws.archived.get_untracked())
             .consequence(move |_| copy.archive_consequence(&ws.name.get_untracked()))
-            .run(move |_| async move {
+            // The backend archives only with a countersignature for exactly this call.
+            .run_countersigned(move |_, token| async move {
+                let done = backend("archive_workspace", &token).await?;
                 ws.archived.set(true);
-                Ok::<_, String>(json!({ "archived": true }))
+                Ok::<_, String>(json!({ "archived": true, "countersignature": done }))
             })
             .verify(move |_, _| {
                 if ws.archived.get_untracked() {
@@ -113,9 +115,12 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
                     ws.description.with_untracked(|d| d.chars().count()),
                 )
             })
-            .run(move |_| async move {
+            .run_countersigned(move |_, token| async move {
+                let done = backend("reset_workspace", &token).await?;
                 ws.reset();
-                Ok::<_, String>(json!({ "name": ws.name.get_untracked() }))
+                Ok::<_, String>(
+                    json!({ "name": ws.name.get_untracked(), "countersignature": done }),
+                )
             }),
         UseActionOptions::default().target("reset_button"),
     );
@@ -138,4 +143,26 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
             ),
         UseActionOptions::default().target("publish_button"),
     );
+}
+
+/// Sends the call to the tutorial's backend (the gateway's `--demo-backend`), which
+/// checks the token against the action and the arguments (`{}`: these actions take
+/// none) and refuses a replay. Returns the token's id and how it was approved, as the
+/// backend saw them.
+async fn backend(action: &str, token: &countersign::Countersignature) -> Result<Value, String> {
+    let url = format!("/v1/demo/{action}");
+    let (status, body) = countersign_leptos::post_countersigned(&url, "{}", token).await?;
+    let answer: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    if status == 200 {
+        Ok(answer
+            .get("countersignature")
+            .cloned()
+            .unwrap_or(Value::Null))
+    } else {
+        let code = answer
+            .pointer("/error/code")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
+        Err(format!("the backend refused it (HTTP {status}, {code})"))
+    }
 }

@@ -37,6 +37,9 @@ pub fn App() -> impl IntoView {
         keep_pending: Some("workspace-settings".into()),
         // Only a person's own click decides (never a script's, never an agent's).
         trust_script_clicks: false,
+        // Archive and reset run only with a countersignature the gateway mints after
+        // the person approves; their backend checks it.
+        countersign_endpoint: Some("/v1/countersign".into()),
     };
     let cs = match provide_countersign(options) {
         Ok(cs) => cs,
