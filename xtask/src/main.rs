@@ -483,6 +483,17 @@ fn bench(extra: &[String]) -> Result {
     c.args(["bench", "-p", "countersign", "--bench", "gate", "--"])
         .args(extra);
     run("benchmark: gate overhead and lookup (criterion)", c)?;
+    let mut c = cargo();
+    c.args([
+        "bench",
+        "-p",
+        "countersign-verify",
+        "--bench",
+        "tokens",
+        "--",
+    ])
+    .args(extra);
+    run("benchmark: countersignature mint and verify (criterion)", c)?;
     if !Path::new("/usr/bin/wrk").is_file() {
         apt_install(&["wrk"])?;
     }
