@@ -14,26 +14,44 @@ use crate::call::CallId;
 use crate::digest::ArgsDigest;
 use crate::ticket::{CardDigest, GrantId};
 
-/// A countersignature: a compact JWS (see the gateway's README for its claims). Opaque
-/// to the core; prints only its length, so it never lands whole in a log.
+/// A countersignature: a compact JWS (see `countersign-verify`'s README for its
+/// claims), and the exact arguments it was minted for. Opaque to the core; prints only
+/// its length, so it never lands whole in a log.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Countersignature(String);
+pub struct Countersignature {
+    token: String,
+    arguments: serde_json::Value,
+}
 
 impl Countersignature {
     /// Wraps a token as the countersigner received it.
     pub fn new(token: impl Into<String>) -> Self {
-        Self(token.into())
+        Self {
+            token: token.into(),
+            arguments: serde_json::Value::Null,
+        }
     }
 
     /// The token, to send in the backend request (e.g. a `Countersignature` header).
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.token
+    }
+
+    /// The arguments the person approved, exactly as digested into the token: send
+    /// these (not the params re-encoded) so the backend's digest matches.
+    pub fn arguments(&self) -> &serde_json::Value {
+        &self.arguments
+    }
+
+    pub(crate) fn for_arguments(mut self, arguments: serde_json::Value) -> Self {
+        self.arguments = arguments;
+        self
     }
 }
 
 impl std::fmt::Debug for Countersignature {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Countersignature({} bytes)", self.0.len())
+        write!(f, "Countersignature({} bytes)", self.token.len())
     }
 }
 
@@ -43,7 +61,8 @@ impl std::fmt::Debug for Countersignature {
 pub enum ApprovedBy {
     /// "Allow once" on this call's card.
     Once,
-    /// "Allow all in this batch", pressed over this call's own card.
+    /// "Allow all in this batch": the batch panel listed this call (title and
+    /// consequence) among the turn's calls; `card_sha256` is the digest of its card.
     Batch,
     /// A session grant the person made ("always allow"); the token names it.
     Grant,

@@ -204,7 +204,8 @@ pub enum RestoreError {
     #[error("the grant was made for another role")]
     OtherRole,
     /// A person could not make this grant now (the level is not `Ask`, the action asks
-    /// twice, or it is a handoff).
+    /// twice, it is a handoff), or it would let a countersigned action run on a grant
+    /// nobody made in this session.
     #[error("the action `{0}` cannot be allowed for the session")]
     NotOffered(String),
     /// The stored arguments are no longer valid params of the action.

@@ -219,3 +219,91 @@ fn declaring_a_countersigned_run_changes_the_declaration() {
         "Countersignature(18 bytes)"
     );
 }
+
+#[test]
+fn run_gets_the_approved_arguments_exactly_as_digested() {
+    let mut w = World::new();
+    let seen = Rc::new(RefCell::new(None));
+    let got = Rc::clone(&seen);
+    w.add(
+        Action::<Named>::new("archive", "x")
+            .kind(Kind::Danger)
+            .run_countersigned(move |_p: Named, token: Countersignature| {
+                *got.borrow_mut() = Some(token.arguments().clone());
+                async { Ok::<_, String>(serde_json::json!({})) }
+            }),
+    );
+    let signer = Signer {
+        asked: Rc::default(),
+        answer: Ok("t"),
+    };
+    w.exec.set_countersigner(Rc::new(signer.clone())).unwrap();
+    let card = w.card("archive", r#"{ "name" : "Acme" }"#, 0);
+    w.allow(&card, Gesture::AllowOnce, 5).unwrap();
+    let arguments = seen.borrow().clone().unwrap();
+    assert_eq!(arguments, serde_json::json!({"name": "Acme"}));
+    assert_eq!(
+        ArgsDigest::of_value(&arguments),
+        signer.asked.borrow()[0].args_sha256
+    );
+}
+
+/// A countersigner that answers only when told.
+struct Held(Rc<RefCell<Option<futures_channel::oneshot::Receiver<()>>>>);
+
+impl Countersigner for Held {
+    fn mint(&self, _: MintRequest) -> LocalBoxFuture<Result<Countersignature, String>> {
+        let wait = self.0.borrow_mut().take();
+        Box::pin(async move {
+            if let Some(wait) = wait {
+                let _ = wait.await;
+            }
+            Ok(Countersignature::new("late"))
+        })
+    }
+}
+
+#[test]
+fn a_call_settled_while_its_token_is_minted_never_runs() {
+    let mut w = World::new();
+    w.add(signed(&w, "archive", Kind::Danger));
+    let (release, wait) = futures_channel::oneshot::channel();
+    w.exec
+        .set_countersigner(Rc::new(Held(Rc::new(RefCell::new(Some(wait))))))
+        .unwrap();
+    let card = w.card("archive", r#"{"name":"Acme"}"#, 0);
+    let Step::Perform(job) = w
+        .exec
+        .approve(card.countersign(Gesture::AllowOnce), at(5))
+        .unwrap()
+    else {
+        panic!("an approved call goes to perform");
+    };
+    // The page goes away while the gateway is still minting.
+    let ended = w.exec.shutdown(at(6));
+    assert_eq!(ended.len(), 1);
+    let _ = release.send(());
+    let completion = pollster::block_on(job.run());
+    assert!(w.exec.complete(completion, at(7)).is_none());
+    assert!(w.runs().is_empty(), "ran after the call had ended");
+    assert_eq!(w.terminal(card.call).len(), 1);
+}
+
+#[test]
+fn a_grant_read_back_from_storage_never_covers_a_countersigned_action() {
+    let (w, signer) = world(Ok("tok"));
+    let card = w.card("rename", r#"{"name":"a"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 5).unwrap();
+    let basis = w.exec.grants()[0].basis.clone();
+    // A new page session reads the grant back (or a script planted it).
+    let (fresh, _) = world(Ok("tok"));
+    assert!(matches!(
+        fresh.exec.restore_grant(&basis, at(10)),
+        Err(countersign::RestoreError::NotOffered(_))
+    ));
+    assert!(matches!(
+        fresh.call("rename", r#"{"name":"b"}"#, 20),
+        Step::Approval(_)
+    ));
+    assert_eq!(signer.asked.borrow().len(), 1);
+}

@@ -272,11 +272,32 @@ async fn serve(args: ServeArgs) -> ExitCode {
         countersign_ttl: Duration::from_secs(args.countersign_ttl_secs),
         demo_backend: args.demo_backend,
     };
+    let key_file = args.audit_key_file.clone().unwrap_or_else(|| {
+        let mut name = args.audit_file.as_os_str().to_owned();
+        name.push(".key");
+        PathBuf::from(name)
+    });
     let signing_key_file = args.signing_key_file.clone().unwrap_or_else(|| {
         let mut name = args.audit_file.as_os_str().to_owned();
         name.push(".signing.key");
         PathBuf::from(name)
     });
+    // The seed must never be served or mistaken for the audit key.
+    let inside_dist = args.dist.as_ref().is_some_and(|dist| {
+        let dist = dist.canonicalize().unwrap_or_else(|_| dist.clone());
+        let folder = signing_key_file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        folder.canonicalize().is_ok_and(|f| f.starts_with(&dist))
+    });
+    if inside_dist || signing_key_file == key_file {
+        eprintln!(
+            "countersign-gateway: the signing key file {} must be outside --dist and apart from the audit key file",
+            signing_key_file.display()
+        );
+        return ExitCode::FAILURE;
+    }
     let seed = match countersign_gateway::load_or_create_signing_seed(&signing_key_file) {
         Ok(seed) => seed,
         Err(e) => {
@@ -284,11 +305,6 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let key_file = args.audit_key_file.clone().unwrap_or_else(|| {
-        let mut name = args.audit_file.as_os_str().to_owned();
-        name.push(".key");
-        PathBuf::from(name)
-    });
     let key = match audit_key(Some(&key_file), true) {
         Ok(Some(key)) => key,
         Ok(None) => {

@@ -141,6 +141,9 @@ async fn malformed_mint_requests_get_json_errors_and_mint_nothing() {
         with("tool_call_id", json!("x".repeat(129))),
         with("tool_call_id", json!("")),
         with("session", json!("line\nbreak")),
+        with("session", json!("page-\u{202e}cba")),
+        with("tool_call_id", json!("call\u{200b}1")),
+        with("role", json!("ad\u{2066}min")),
         with("role", json!("")),
         with("approved_by", json!("model")),
         with("approved_by", json!("grant")),
@@ -279,6 +282,56 @@ async fn the_tutorial_backend_takes_exactly_one_matching_token() {
     let huge = "a".repeat(5000);
     let (status, _) = perform(&client, &base, "reset_workspace", &args, Some(&huge)).await;
     assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn a_page_cannot_write_a_countersigned_record_into_the_trail() {
+    let (base, s, _dir) = gateway(false).await;
+    let client = reqwest::Client::new();
+    let mut records = common::records(2, "page-x", 0);
+    records[1].event = AuditEvent::Countersigned;
+    let r = page_post(
+        &client,
+        format!("{base}/v1/audit"),
+        serde_json::to_string(&records).unwrap(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let mut records = common::records(1, "page-y", 0);
+    records[0].countersignature = Some("00".repeat(16));
+    let r = page_post(
+        &client,
+        format!("{base}/v1/audit"),
+        serde_json::to_string(&records).unwrap(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(s.audit.len(), 0, "nothing of a refused batch is written");
+}
+
+#[tokio::test]
+async fn a_hostile_path_gets_a_json_error() {
+    let (base, _s, _dir) = gateway(true).await;
+    let client = reqwest::Client::new();
+    for path in [
+        "%FF",
+        "archive_workspace%00",
+        "..%2F..%2Fetc",
+        "drop_everything",
+    ] {
+        let r = page_post(&client, format!("{base}/v1/demo/{path}"), "{}".into())
+            .header("countersignature", "a.b.c")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 404, "{path}");
+        let body: Value = r.json().await.unwrap();
+        assert!(body["error"]["code"].is_string(), "{path}: {body}");
+    }
 }
 
 #[tokio::test]

@@ -36,17 +36,18 @@ pub(crate) async fn fetch_full(
     answer
 }
 
-/// POSTs `body` (JSON) to `url` with the call's token in the `Countersignature` header,
-/// as an action declared with [`countersign::Action::run_countersigned`] sends its own
-/// backend request; returns the status and body text. The backend checks the token
-/// (`countersign-verify`, or any JOSE library) against the action and these arguments.
+/// POSTs the arguments the person approved (as JSON, exactly as digested into the
+/// token) to `url` with the token in the `Countersignature` header, as an action
+/// declared with [`countersign::Action::run_countersigned`] sends its own backend
+/// request; returns the status and body text. The backend checks the token
+/// (`countersign-verify`, or any JOSE library) against the action and that body.
 pub async fn post_countersigned(
     url: &str,
-    body: &str,
     token: &countersign::Countersignature,
 ) -> Result<(u16, String), String> {
+    let body = serde_json::to_string(token.arguments()).map_err(|e| e.to_string())?;
     let header = ("countersignature", token.as_str());
-    let (response, timer) = send("POST", url, Some(body), Some(header), 15_000).await?;
+    let (response, timer) = send("POST", url, Some(&body), Some(header), 15_000).await?;
     let answer = whole(response).await;
     drop(timer);
     answer.map(|a| (a.status, a.body))

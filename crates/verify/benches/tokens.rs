@@ -1,6 +1,6 @@
 //! What a countersignature costs: minting (sign) and checking (verify, with the replay
 //! cache), side by side with hashing the arguments alone, in one run.
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used, clippy::indexing_slicing)]
 
 use countersign_verify::{ApprovedBy, Claims, Expected, Presence, Signer, Verifier};
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -8,6 +8,8 @@ use std::sync::Mutex;
 pub(crate) struct ReplayCache {
     seen: Mutex<HashMap<String, u64>>,
     capacity: usize,
+    /// How long after `exp` a token is still accepted: an id is kept that much longer.
+    pub(crate) leeway: u64,
 }
 
 /// Why a token id was not taken.
@@ -20,10 +22,11 @@ pub(crate) enum Spent {
 }
 
 impl ReplayCache {
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, leeway: u64) -> Self {
         Self {
             seen: Mutex::new(HashMap::new()),
             capacity,
+            leeway,
         }
     }
 
@@ -38,7 +41,8 @@ impl ReplayCache {
             return Err(Spent::Replayed);
         }
         if seen.len() >= self.capacity {
-            seen.retain(|_, until| *until > now);
+            let leeway = self.leeway;
+            seen.retain(|_, until| until.saturating_add(leeway) > now);
             if seen.len() >= self.capacity {
                 return Err(Spent::Full);
             }

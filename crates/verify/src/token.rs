@@ -152,7 +152,7 @@ impl Verifier {
             issuer: issuer.into(),
             leeway_secs: 5,
             max_lifetime_secs: 600,
-            replay: ReplayCache::new(100_000),
+            replay: ReplayCache::new(100_000, 5),
         }
     }
 
@@ -179,13 +179,14 @@ impl Verifier {
     /// Remembers at most `n` unexpired token ids; past that, new tokens are refused
     /// ([`VerifyError::Busy`]) rather than an id forgotten early.
     pub fn remember_at_most(mut self, n: usize) -> Self {
-        self.replay = ReplayCache::new(n);
+        self.replay = ReplayCache::new(n, self.leeway_secs);
         self
     }
 
     /// Sets the clock leeway.
     pub fn leeway_secs(mut self, secs: u64) -> Self {
         self.leeway_secs = secs;
+        self.replay.leeway = secs;
         self
     }
 

@@ -325,3 +325,32 @@ fn a_jwk_set_is_checked_before_it_is_trusted() {
     assert!(Verifier::new("gw").trust_jwks(r#"{"keys":[]}"#).is_err());
     assert!(Verifier::new("gw").trust_jwks("[").is_err());
 }
+
+#[test]
+fn an_id_is_kept_as_long_as_its_token_is_accepted() {
+    // Tokens are accepted until exp + leeway; a full cache must not forget an id before.
+    let v = verifier().remember_at_most(2);
+    let mint = |jti: &str, exp: u64| {
+        let mut c = claims();
+        c.jti = jti.into();
+        c.exp = exp;
+        signer().sign(&c).unwrap()
+    };
+    let e = NOW + 100;
+    v.verify(&mint("a", e), &archive(), NOW).unwrap();
+    v.verify(&mint("b", e), &archive(), NOW).unwrap();
+    assert_eq!(
+        v.verify(&mint("c", e + 50), &archive(), e),
+        Err(VerifyError::Busy)
+    );
+    assert_eq!(
+        v.verify(&mint("a", e), &archive(), e + 1),
+        Err(VerifyError::Replayed)
+    );
+    // Past exp + leeway the old ids go, and so does the token they named.
+    v.verify(&mint("c", e + 50), &archive(), e + 5).unwrap();
+    assert_eq!(
+        v.verify(&mint("a", e), &archive(), e + 5),
+        Err(VerifyError::Expired)
+    );
+}

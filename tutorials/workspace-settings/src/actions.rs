@@ -145,13 +145,13 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
     );
 }
 
-/// Sends the call to the tutorial's backend (the gateway's `--demo-backend`), which
-/// checks the token against the action and the arguments (`{}`: these actions take
-/// none) and refuses a replay. Returns the token's id and how it was approved, as the
+/// Sends the call (its approved arguments and token) to the tutorial's backend (the
+/// gateway's `--demo-backend`), which checks the token against the action and those
+/// arguments, and refuses a replay. Returns the token's id and how it was approved, as the
 /// backend saw them.
 async fn backend(action: &str, token: &countersign::Countersignature) -> Result<Value, String> {
     let url = format!("/v1/demo/{action}");
-    let (status, body) = countersign_leptos::post_countersigned(&url, "{}", token).await?;
+    let (status, body) = countersign_leptos::post_countersigned(&url, token).await?;
     let answer: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     if status == 200 {
         Ok(answer

@@ -7,10 +7,10 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use crate::action::LocalBoxFuture;
+use crate::action::{LocalBoxFuture, PreparedCall};
 use crate::audit::Decider;
 use crate::call::CallId;
-use crate::countersignature::{ApprovedBy, Countersigner, MintRequest};
+use crate::countersignature::{ApprovedBy, Countersignature, Countersigner, MintRequest};
 use crate::digest::ArgsDigest;
 use crate::reason::{Hook, Reason};
 use crate::ticket::{CardDigest, GrantId};
@@ -31,15 +31,31 @@ pub(crate) enum RunError {
 pub(crate) enum Work {
     /// The action's `run`.
     Run(LocalBoxFuture<Result<Value, String>>),
-    /// A mint, then the action's `run` with the token.
-    Countersigned(LocalBoxFuture<Result<Value, RunError>>),
+    /// A mint, then (if the call is still wanted) the action's `run` with the token.
+    Countersigned {
+        mint: LocalBoxFuture<Result<Countersignature, String>>,
+        prepared: Rc<dyn PreparedCall>,
+    },
 }
 
 impl Work {
-    pub(crate) async fn finish(self) -> Result<Value, RunError> {
+    /// Runs the work; `still_wanted` is asked between the mint and the run, so a call
+    /// settled meanwhile (the page shut down, the action unregistered) never runs.
+    pub(crate) async fn finish(self, still_wanted: impl Fn() -> bool) -> Result<Value, RunError> {
         match self {
             Work::Run(run) => run.await.map_err(RunError::Failed),
-            Work::Countersigned(work) => work.await,
+            Work::Countersigned { mint, prepared } => {
+                let token = mint.await.map_err(RunError::NotCountersigned)?;
+                if !still_wanted() {
+                    return Err(RunError::NotCountersigned(
+                        "the call ended while its countersignature was minted".into(),
+                    ));
+                }
+                match prepared.run_countersigned(token) {
+                    Some(run) => run.await.map_err(RunError::Failed),
+                    None => Err(RunError::Failed("the action has nothing to run".into())),
+                }
+            }
         }
     }
 }
@@ -95,16 +111,16 @@ impl ExecutorState {
             session: self.config.session_id.clone(),
             role: self.config.session.role.clone(),
         };
-        let prepared = Rc::clone(&decided.prepared);
-        Ok(Work::Countersigned(Box::pin(async move {
-            let token = signer
+        let arguments = decided.arguments.clone();
+        let mint = Box::pin(async move {
+            signer
                 .mint(request)
                 .await
-                .map_err(RunError::NotCountersigned)?;
-            match prepared.run_countersigned(token) {
-                Some(run) => run.await.map_err(RunError::Failed),
-                None => Err(RunError::Failed("the action has nothing to run".into())),
-            }
-        })))
+                .map(|token| token.for_arguments(arguments))
+        });
+        Ok(Work::Countersigned {
+            mint,
+            prepared: Rc::clone(&decided.prepared),
+        })
     }
 }

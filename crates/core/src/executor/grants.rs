@@ -76,7 +76,10 @@ impl ExecutorState {
         if basis.role != self.config.session.role {
             return Err(RestoreError::OtherRole);
         }
+        // INVARIANT: a countersignature states a person's approval in this session; a
+        // grant read back from storage is not one.
         if self.level(meta).policy != ApprovalPolicy::Ask
+            || meta.countersigned
             || meta.confirm_twice
             || meta.handoff.is_some()
             || self.blocked_by_broken_file(meta).is_some()

@@ -53,7 +53,17 @@ impl Job {
     /// token first, and runs only with one).
     pub async fn run(self) -> Completion {
         let Job { work, guard } = self;
-        let result = work.finish().await;
+        let (state, call) = (std::rc::Weak::clone(&guard.state), guard.call);
+        let still_wanted = move || {
+            state.upgrade().is_some_and(|state| {
+                state.try_borrow().is_ok_and(|state| {
+                    state.live.get(&call).is_some_and(|live| {
+                        matches!(live.state, super::state::LiveState::Performing)
+                    })
+                })
+            })
+        };
+        let result = work.finish(still_wanted).await;
         Completion { result, guard }
     }
 }

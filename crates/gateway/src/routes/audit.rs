@@ -46,6 +46,16 @@ pub(crate) async fn append_audit(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // Only the gateway writes `countersigned` records (when it mints): a page's batch
+    // holding one is refused whole, so the trail cannot claim a mint that never was.
+    if let Some((i, _)) = records.iter().enumerate().find(|(_, r)| {
+        r.event == countersign::AuditEvent::Countersigned || r.countersignature.is_some()
+    }) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidAuditRecord,
+            format!("record {i} claims a countersignature; only the gateway records those"),
+        ));
+    }
     if let Some((i, _)) = records
         .iter()
         .enumerate()

@@ -102,8 +102,15 @@ pub(crate) async fn mint(
 /// The request's words, checked: ids as the executor makes them, digests as hex.
 fn check(body: &MintBody) -> Result<(), ApiError> {
     let bad = |what: &str| ApiError::new(ErrorCode::InvalidRequest, format!("`{what}` is invalid"));
-    let printable =
-        |s: &str, max: usize| !s.is_empty() && s.len() <= max && !s.chars().any(|c| c.is_control());
+    // No control, bidi or invisible format characters: these land in the trail and in
+    // a token a backend may log.
+    let printable = |s: &str, max: usize| {
+        !s.is_empty()
+            && s.len() <= max
+            && !s.chars().any(|c| {
+                c.is_control() || countersign::is_bidi_control(c) || countersign::is_format_char(c)
+            })
+    };
     let hex64 =
         |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if !printable(&body.tool_call_id, 128) {

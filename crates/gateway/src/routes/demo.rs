@@ -4,6 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -19,10 +20,13 @@ const ACTIONS: [&str; 2] = ["archive_workspace", "reset_workspace"];
 
 pub(crate) async fn perform(
     State(state): State<AppState>,
-    Path(action): Path<String>,
+    action: Result<Path<String>, PathRejection>,
     CountersignatureHeader(token): CountersignatureHeader,
     JsonBody(body): JsonBody,
 ) -> Response {
+    let Ok(Path(action)) = action else {
+        return ApiError::new(ErrorCode::UnknownRoute, "no such route").into_response();
+    };
     if !ACTIONS.contains(&action.as_str()) {
         return ApiError::new(ErrorCode::UnknownRoute, "no such route").into_response();
     }
