@@ -107,6 +107,7 @@ pub struct Action<P> {
     pub(crate) consequence: Option<Rc<TextFn<P>>>,
     pub(crate) run: Option<Rc<RunFn<P>>>,
     pub(crate) run_signed: Option<Rc<SignedRunFn<P>>>,
+    pub(crate) presence: crate::Presence,
     pub(crate) verify: Option<Rc<VerifyFn<P>>>,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) remember: Option<Rc<RememberFn<P>>>,
@@ -152,6 +153,7 @@ where
             consequence: None,
             run: None,
             run_signed: None,
+            presence: crate::Presence::Click,
             verify: None,
             handoff: None,
             remember: None,
@@ -269,6 +271,17 @@ where
         self
     }
 
+    /// For a countersigned action that matters most: the token is minted only after the
+    /// person also verifies the call with their registered passkey (WebAuthn, user
+    /// verification required, over a challenge derived from this call's binding), and
+    /// says `presence: "passkey"`. No passkey registered, a failed or unverified
+    /// assertion: `NOT_COUNTERSIGNED`, and `run` is never reached. Needs
+    /// [`Action::run_countersigned`] (registering without it is an error).
+    pub fn needs_passkey(mut self) -> Self {
+        self.presence = crate::Presence::Passkey;
+        self
+    }
+
     /// Reads real state after `run` to confirm the effect; an `Err` is `VERIFY_FAILED`.
     /// Must not call back into the executor (see [`crate::Reentered`]).
     pub fn verify(mut self, verify: impl Fn(&P, &Value) -> Result<(), String> + 'static) -> Self {
@@ -354,6 +367,7 @@ where
             "handoff": self.handoff.is_some(),
             "question": self.question.as_ref().map(|q| &q.schema),
             "countersigned": self.run_signed.is_some(),
+            "presence": self.presence,
         }))
         .to_hex();
         let meta = ActionMeta {
@@ -372,6 +386,7 @@ where
             approval_timeout: self.approval_timeout,
             question: self.question.clone(),
             countersigned: self.run_signed.is_some(),
+            presence: self.presence,
         };
         Rc::new(Typed {
             meta,
@@ -418,6 +433,8 @@ pub(crate) struct ActionMeta {
     pub(crate) question: Option<crate::Question>,
     /// Whether its run takes a countersignature (always asked; runs only with a token).
     pub(crate) countersigned: bool,
+    /// What must prove the person was there before its token is minted.
+    pub(crate) presence: crate::Presence,
 }
 
 /// A registered action with its param type erased.

@@ -68,6 +68,18 @@ pub enum ApprovedBy {
     Grant,
 }
 
+/// What must prove the person was there before a token is minted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Presence {
+    /// The person's trusted click on the card, in the page session (the page's word).
+    #[default]
+    Click,
+    /// Also a user-verified WebAuthn assertion with the person's registered passkey,
+    /// over a challenge derived from this call's binding, checked by the gateway.
+    Passkey,
+}
+
 /// What the host asks to be signed for one approved call: everything the token binds
 /// that the page knows. The signer adds the issuer, the times, the token id and the
 /// presence method.
@@ -92,6 +104,9 @@ pub struct MintRequest {
     pub session: String,
     /// The session's role.
     pub role: String,
+    /// What must prove the person was there ([`Presence::Passkey`] for an action
+    /// declared with [`crate::Action::needs_passkey`]).
+    pub presence: Presence,
 }
 
 /// Mints countersignatures for the executor: the host's side of the bargain (the page

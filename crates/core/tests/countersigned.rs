@@ -307,3 +307,31 @@ fn a_grant_read_back_from_storage_never_covers_a_countersigned_action() {
     ));
     assert_eq!(signer.asked.borrow().len(), 1);
 }
+
+#[test]
+fn a_passkey_action_asks_for_passkey_presence_and_needs_a_countersigned_run() {
+    let (mut w, signer) = world(Ok("tok"));
+    w.add(signed(&w, "reset", Kind::Danger).needs_passkey());
+    let card = w.card("reset", r#"{"name":"x"}"#, 0);
+    w.allow(&card, Gesture::AllowOnce, 5).unwrap();
+    assert_eq!(
+        signer.asked.borrow()[0].presence,
+        countersign::Presence::Passkey
+    );
+    let card = w.card("archive", r#"{"name":"x"}"#, 10);
+    w.allow(&card, Gesture::AllowOnce, 15).unwrap();
+    assert_eq!(
+        signer.asked.borrow()[1].presence,
+        countersign::Presence::Click
+    );
+    // A passkey nothing would check is refused at registration.
+    let plain = w
+        .action("plain", Kind::Danger, countersign::Confirm::Ask)
+        .needs_passkey();
+    assert!(matches!(
+        w.exec.register(plain),
+        Err(countersign::RegisterError::PasskeyWithoutCountersignature(
+            _
+        ))
+    ));
+}

@@ -50,11 +50,20 @@ pub enum ErrorCode {
     UpstreamTimeout,
     /// The upstream could not be reached, or its answer broke off (502).
     UpstreamUnavailable,
+    /// The user has no passkey for approvals (409): register one in the dock.
+    NoPasskey,
+    /// The user already has a passkey (409).
+    PasskeyExists,
+    /// A passkey assertion or registration did not verify, was for another call, or
+    /// lacked user verification (403).
+    PasskeyRejected,
+    /// Passkeys are off on this gateway, busy, or their file failed (503).
+    PasskeyUnavailable,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::NotConfigured,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidRequest,
@@ -75,6 +84,10 @@ impl ErrorCode {
         ErrorCode::UpstreamMalformed,
         ErrorCode::UpstreamTimeout,
         ErrorCode::UpstreamUnavailable,
+        ErrorCode::NoPasskey,
+        ErrorCode::PasskeyExists,
+        ErrorCode::PasskeyRejected,
+        ErrorCode::PasskeyUnavailable,
     ];
 
     /// The code as clients see it.
@@ -100,6 +113,10 @@ impl ErrorCode {
             ErrorCode::UpstreamMalformed => "upstream_malformed",
             ErrorCode::UpstreamTimeout => "upstream_timeout",
             ErrorCode::UpstreamUnavailable => "upstream_unavailable",
+            ErrorCode::NoPasskey => "no_passkey",
+            ErrorCode::PasskeyExists => "passkey_exists",
+            ErrorCode::PasskeyRejected => "passkey_rejected",
+            ErrorCode::PasskeyUnavailable => "passkey_unavailable",
         }
     }
 
@@ -125,6 +142,9 @@ impl ErrorCode {
             | ErrorCode::UpstreamMalformed
             | ErrorCode::UpstreamUnavailable => StatusCode::BAD_GATEWAY,
             ErrorCode::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            ErrorCode::NoPasskey | ErrorCode::PasskeyExists => StatusCode::CONFLICT,
+            ErrorCode::PasskeyRejected => StatusCode::FORBIDDEN,
+            ErrorCode::PasskeyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }

@@ -16,6 +16,8 @@
 //! | `GET /v1/audit` | the audit file (JSON Lines) |
 //! | `GET /v1/policy` | the deployment's policy file, or 404 `no_policy` |
 //! | `POST /v1/countersign` | mint a countersignature for one approved call (its audit record first) |
+//! | `POST /v1/countersign/challenge` | a passkey challenge derived from a call's binding (presence-required mints) |
+//! | `GET /v1/passkeys/{user}`, `POST /v1/passkeys/register[/finish]` | is a passkey set up; register one (trust on first use) |
 //! | `GET /.well-known/jwks.json` | the public key that checks countersignatures; no auth |
 //! | `POST /v1/demo/{action}` | the tutorial's backend (`--demo-backend` only): needs a valid countersignature |
 //! | anything else under `/v1` | 404 `unknown_route` |
@@ -31,6 +33,7 @@ pub mod config;
 mod error;
 mod extract;
 mod guard;
+pub mod passkeys;
 pub mod redact;
 mod routes;
 
@@ -77,6 +80,8 @@ pub struct AppState {
     pub verifier: Arc<countersign_verify::Verifier>,
     /// The tutorial backend's state.
     pub demo: Arc<DemoState>,
+    /// Registered passkeys and ceremonies in flight (when passkeys are on).
+    pub passkeys: Option<Arc<passkeys::Passkeys>>,
 }
 
 /// What the tutorial's backend has done (it keeps no more than this).
@@ -107,8 +112,15 @@ impl AppState {
             signer: Arc::new(countersign_verify::Signer::from_seed(&seed)),
             verifier: Arc::new(countersign_verify::Verifier::new("")),
             demo: Arc::default(),
+            passkeys: None,
         };
         Ok(state.with_signing_seed(&seed))
+    }
+
+    /// Turns passkey presence on, with these passkeys.
+    pub fn with_passkeys(mut self, passkeys: passkeys::Passkeys) -> Self {
+        self.passkeys = Some(Arc::new(passkeys));
+        self
     }
 
     /// Signs countersignatures with the key of this seed (the signing key file's).
@@ -133,6 +145,13 @@ pub fn app(state: AppState) -> Router {
     let mut api = Router::new()
         .route("/v1/models", get(models::models))
         .route("/v1/countersign", post(countersign::mint))
+        .route("/v1/countersign/challenge", post(countersign::challenge))
+        .route("/v1/passkeys/{user}", get(routes::passkeys::status))
+        .route("/v1/passkeys/register", post(routes::passkeys::register))
+        .route(
+            "/v1/passkeys/register/finish",
+            post(routes::passkeys::finish),
+        )
         .route("/v1/audit", post(append_audit).get(export_audit))
         .route("/v1/policy", get(policy::policy))
         .merge(model);

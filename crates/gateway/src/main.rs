@@ -125,6 +125,18 @@ struct ServeArgs {
     /// Seconds a countersignature stays valid (1 to 600).
     #[arg(long, env = "COUNTERSIGN_TTL_SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=600))]
     countersign_ttl_secs: u64,
+    /// The WebAuthn relying party id for passkey presence: the host name the page is
+    /// opened at (WebAuthn takes no IP addresses: open the page at `localhost`).
+    #[arg(long, env = "COUNTERSIGN_RP_ID", default_value = "localhost")]
+    rp_id: String,
+    /// The page's origin for passkeys (any port of it is accepted). Default:
+    /// `http://<rp-id>:<listen port>`.
+    #[arg(long, env = "COUNTERSIGN_RP_ORIGIN")]
+    rp_origin: Option<String>,
+    /// Where registered passkeys are kept (JSON, 0600). Default:
+    /// `<audit-file>.passkeys.json`.
+    #[arg(long, env = "COUNTERSIGN_PASSKEY_FILE")]
+    passkey_file: Option<PathBuf>,
     /// Serve the tutorial's backend at `POST /v1/demo/{archive_workspace,reset_workspace}`,
     /// which refuses the mutation without a valid countersignature for that exact call.
     #[arg(long, env = "COUNTERSIGN_DEMO_BACKEND")]
@@ -323,8 +335,27 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let passkeys = countersign_gateway::passkeys::PasskeyConfig {
+        rp_origin: args
+            .rp_origin
+            .clone()
+            .unwrap_or_else(|| format!("http://{}:{}", args.rp_id, args.listen.port())),
+        rp_id: args.rp_id.clone(),
+        file: Some(args.passkey_file.clone().unwrap_or_else(|| {
+            let mut name = args.audit_file.as_os_str().to_owned();
+            name.push(".passkeys.json");
+            PathBuf::from(name)
+        })),
+    };
+    let passkeys = match countersign_gateway::passkeys::Passkeys::open(&passkeys) {
+        Ok(passkeys) => passkeys,
+        Err(e) => {
+            eprintln!("countersign-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let state = match AppState::new(config, audit) {
-        Ok(state) => state.with_signing_seed(&seed),
+        Ok(state) => state.with_signing_seed(&seed).with_passkeys(passkeys),
         Err(e) => {
             eprintln!("countersign-gateway: cannot build the HTTP client: {e}");
             return ExitCode::FAILURE;

@@ -413,3 +413,133 @@ async fn a_python_backend_verifies_a_token_with_pyjwt() {
     assert!(stdout.contains("refused: other arguments"), "{stdout}");
     assert!(stdout.contains("refused: tampered"), "{stdout}");
 }
+
+async fn with_passkeys() -> (String, countersign_gateway::AppState, tempfile::TempDir) {
+    let (s, dir) = state(config(None));
+    let passkeys = countersign_gateway::passkeys::Passkeys::open(
+        &countersign_gateway::passkeys::PasskeyConfig {
+            rp_id: "localhost".into(),
+            rp_origin: "http://localhost:8787".into(),
+            file: Some(dir.path().join("passkeys.json")),
+        },
+    )
+    .unwrap();
+    let s = s.with_signing_seed(&SEED).with_passkeys(passkeys);
+    (serve(s.clone()).await, s, dir)
+}
+
+fn passkey_body(action: &str) -> Value {
+    let mut body = mint_body(action, &json!({}));
+    body["presence"] = json!("passkey");
+    body
+}
+
+#[tokio::test]
+async fn passkey_presence_is_refused_without_passkeys_or_a_valid_assertion() {
+    let client = reqwest::Client::new();
+    // Passkeys off: nothing to check an assertion with.
+    let (base, s, _dir) = gateway(false).await;
+    let r = page_post(
+        &client,
+        format!("{base}/v1/countersign/challenge"),
+        passkey_body("reset_workspace").to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(s.audit.len(), 0);
+    // Passkeys on, none registered: the dock is told to set one up.
+    let (base, s, _dir) = with_passkeys().await;
+    let r = page_post(
+        &client,
+        format!("{base}/v1/countersign/challenge"),
+        passkey_body("reset_workspace").to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "no_passkey");
+    // A passkey mint without an assertion, or with a made-up one.
+    let (status, answer) = mint(&client, &base, &passkey_body("reset_workspace")).await;
+    assert_eq!(status, 400, "{answer}");
+    let mut forged = passkey_body("reset_workspace");
+    forged["assertion"] = json!({"ceremony": "0".repeat(32), "credential": {"id": "x"}});
+    let (status, answer) = mint(&client, &base, &forged).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (403, Some("passkey_rejected"))
+    );
+    // A click mint that smuggles an assertion.
+    let mut smuggled = mint_body("reset_workspace", &json!({}));
+    smuggled["assertion"] = json!({"ceremony": "0", "credential": {}});
+    assert_eq!(mint(&client, &base, &smuggled).await.0, 400);
+    assert_eq!(s.audit.len(), 0, "a refused mint was recorded");
+}
+
+#[tokio::test]
+async fn registering_a_passkey_asks_for_user_verification_and_checks_the_answer() {
+    let client = reqwest::Client::new();
+    let (base, _s, _dir) = with_passkeys().await;
+    let status: Value = client
+        .get(format!("{base}/v1/passkeys/admin"))
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status, json!({"enabled": true, "registered": false}));
+    let r = page_post(
+        &client,
+        format!("{base}/v1/passkeys/register"),
+        json!({"user": "admin"}).to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let started: Value = r.json().await.unwrap();
+    let options = &started["options"]["publicKey"];
+    assert_eq!(
+        options["authenticatorSelection"]["userVerification"],
+        "required"
+    );
+    assert_eq!(options["rp"]["id"], "localhost");
+    // A made-up credential, an unknown ceremony, a bad user, extra fields.
+    for (path, body, want) in [
+        (
+            "register/finish",
+            json!({"ceremony": started["ceremony"], "credential": {"id": "x"}}),
+            403,
+        ),
+        (
+            "register/finish",
+            json!({"ceremony": started["ceremony"], "credential": {}}),
+            403,
+        ),
+        (
+            "register/finish",
+            json!({"ceremony": "nope", "credential": {}}),
+            403,
+        ),
+        ("register", json!({"user": "../etc"}), 400),
+        ("register", json!({"user": "admin", "admin": true}), 400),
+        ("register", json!([]), 400),
+    ] {
+        let r = page_post(
+            &client,
+            format!("{base}/v1/passkeys/{path}"),
+            body.to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(r.status().as_u16(), want, "{path} {body}");
+        let answer: Value = r.json().await.unwrap();
+        assert!(answer["error"]["code"].is_string(), "{answer}");
+    }
+}

@@ -110,6 +110,7 @@ impl ExecutorState {
             grant: approval.grant,
             session: self.config.session_id.clone(),
             role: self.config.session.role.clone(),
+            presence: decided.action.meta().presence,
         };
         let arguments = decided.arguments.clone();
         let mint = Box::pin(async move {

@@ -21,6 +21,10 @@ pub enum RegisterError {
     /// The action has neither `run` nor a handoff: it could never do anything.
     #[error("action `{0}` has neither a run nor a handoff")]
     NothingToDo(String),
+    /// The action needs a passkey but its run takes no countersignature (use
+    /// `run_countersigned`): nothing would ever check the passkey.
+    #[error("action `{0}` needs a passkey but its run takes no countersignature")]
+    PasskeyWithoutCountersignature(String),
     /// The action has both: a handoff is the person's step, so the executor never runs one.
     #[error("action `{0}` has both a run and a handoff; a handoff action is done by the person")]
     RunAndHandoff(String),
@@ -74,6 +78,9 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
             return Err(RegisterError::Unanswerable(id.clone()));
         }
         return Ok(());
+    }
+    if action.presence == crate::Presence::Passkey && action.run_signed.is_none() {
+        return Err(RegisterError::PasskeyWithoutCountersignature(id.clone()));
     }
     let runs = action.run.is_some() || action.run_signed.is_some();
     match (runs, &action.handoff) {

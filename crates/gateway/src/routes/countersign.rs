@@ -30,6 +30,87 @@ struct MintBody {
     grant: Option<u64>,
     session: String,
     role: String,
+    /// The presence the action needs (default `click`).
+    #[serde(default = "click")]
+    presence: Presence,
+    /// For `passkey`: the ceremony from `/v1/countersign/challenge` and the browser's
+    /// assertion (`PublicKeyCredential.toJSON()`).
+    #[serde(default)]
+    assertion: Option<Assertion>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Assertion {
+    ceremony: String,
+    credential: Value,
+}
+
+fn click() -> Presence {
+    Presence::Click
+}
+
+impl MintBody {
+    /// The SHA-256 of the canonical binding (everything but the assertion): a passkey
+    /// challenge is derived from it, and the assertion must come back with the same.
+    fn binding(&self) -> [u8; 32] {
+        let binding = json!({
+            "call": self.call,
+            "tool_call_id": self.tool_call_id,
+            "action": self.action,
+            "args_sha256": self.args_sha256,
+            "card_sha256": self.card_sha256,
+            "approved_by": self.approved_by,
+            "grant": self.grant,
+            "session": self.session,
+            "role": self.role,
+            "presence": self.presence,
+        });
+        let hex = countersign::ArgsDigest::of_value(&binding).to_hex();
+        let mut out = [0u8; 32];
+        for (slot, pair) in out.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
+            let text = std::str::from_utf8(pair).unwrap_or("00");
+            *slot = u8::from_str_radix(text, 16).unwrap_or(0);
+        }
+        out
+    }
+}
+
+fn parse_body(body: &[u8]) -> Result<MintBody, ApiError> {
+    let body: MintBody = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("the body is not a countersignature request ({e})"),
+        )
+    })?;
+    check(&body)?;
+    Ok(body)
+}
+
+/// `POST /v1/countersign/challenge`: for a call that needs passkey presence, the options
+/// for `navigator.credentials.get`, with a challenge derived from its binding.
+pub(crate) async fn challenge(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let body = parse_body(&body)?;
+    if body.presence != Presence::Passkey || body.assertion.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "a challenge is for a passkey countersignature, before its assertion",
+        ));
+    }
+    let passkeys = super::passkeys::enabled(&state)?;
+    if !super::passkeys::valid_user(&body.role) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`role` is not a passkey user",
+        ));
+    }
+    let (ceremony, options) = passkeys
+        .start_approval(&body.role, body.binding())
+        .map_err(|e| super::passkeys::refusal(&e))?;
+    Ok(Json(json!({ "ceremony": ceremony, "options": options })))
 }
 
 /// The public key set. No auth: public keys are public; the seed is never served.
@@ -46,13 +127,34 @@ pub(crate) async fn mint(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
-    let body: MintBody = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::new(
-            ErrorCode::InvalidRequest,
-            format!("the body is not a countersignature request ({e})"),
-        )
-    })?;
-    check(&body)?;
+    let body = parse_body(&body)?;
+    // INVARIANT: a passkey token is minted only after the person's user-verified
+    // assertion over a challenge derived from exactly this binding.
+    match (body.presence, &body.assertion) {
+        (Presence::Click, None) => {}
+        (Presence::Click, Some(_)) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "an assertion comes only with presence `passkey`",
+            ))
+        }
+        (Presence::Passkey, None) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "presence `passkey` needs an assertion (ask /v1/countersign/challenge first)",
+            ))
+        }
+        (Presence::Passkey, Some(assertion)) => {
+            super::passkeys::enabled(&state)?
+                .finish_approval(
+                    &body.role,
+                    body.binding(),
+                    &assertion.ceremony,
+                    &assertion.credential,
+                )
+                .map_err(|e| super::passkeys::refusal(&e))?;
+        }
+    }
     let mut jti = [0u8; 16];
     getrandom::fill(&mut jti)
         .map_err(|_| ApiError::new(ErrorCode::AuditUnavailable, "no randomness for a token id"))?;
@@ -75,7 +177,7 @@ pub(crate) async fn mint(
         grant: body.grant,
         session: body.session,
         role: body.role,
-        presence: Presence::Click,
+        presence: body.presence,
     };
     let record = record_of(&claims, u64::try_from(now.as_millis()).unwrap_or(u64::MAX))?;
     state.audit.append(vec![record]).await.map_err(|e| {

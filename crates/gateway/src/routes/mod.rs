@@ -7,4 +7,5 @@ pub(crate) mod demo;
 pub(crate) mod fallback;
 pub(crate) mod health;
 pub(crate) mod models;
+pub(crate) mod passkeys;
 pub(crate) mod policy;

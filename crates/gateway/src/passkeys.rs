@@ -1,0 +1,327 @@
+//! Passkey presence: the person registers a passkey for approvals, and a countersignature
+//! that needs presence is minted only after a user-verified WebAuthn assertion over a
+//! challenge derived from the call's binding (`webauthn-rs`).
+//!
+//! One passkey per user (the session's role name), kept in a JSON file (0600, replaced
+//! atomically). Registration is trust on first use: a user who has one cannot add
+//! another through the API (remove the file's entry to reset). Ceremony state lives in
+//! memory for two minutes; the challenge of an approval is
+//! `SHA-256("countersign/presence/v1" ‖ canonical binding ‖ 16 random bytes)`, so the
+//! authenticator signs over exactly this call.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+use webauthn_rs::prelude::{
+    Passkey, PasskeyAuthentication, PasskeyRegistration, PublicKeyCredential,
+    RegisterPublicKeyCredential, Url, Uuid, Webauthn, WebauthnBuilder,
+};
+
+/// How long a ceremony may take.
+const CEREMONY: Duration = Duration::from_secs(120);
+/// The most ceremonies in flight at once; more are refused (503) rather than queued.
+const MAX_CEREMONIES: usize = 1000;
+
+/// Where passkeys are checked and kept.
+#[derive(Clone, Debug)]
+pub struct PasskeyConfig {
+    /// The WebAuthn relying party id: the page's host name (`localhost`, `app.example`).
+    pub rp_id: String,
+    /// The page's origin (any port of it is accepted).
+    pub rp_origin: String,
+    /// The file the registered passkeys are kept in; `None` keeps them in memory.
+    pub file: Option<PathBuf>,
+}
+
+/// Why a passkey step was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PasskeyError {
+    /// The settings do not make a relying party.
+    #[error("passkeys are misconfigured: {0}")]
+    Config(String),
+    /// The user already has a passkey.
+    #[error("a passkey is already registered for this user")]
+    Exists,
+    /// The user has none.
+    #[error("no passkey is registered for approvals; set one up in the dock first")]
+    NoPasskey,
+    /// No such ceremony (unknown, used, or expired).
+    #[error("the passkey request is unknown or has expired; approve again")]
+    UnknownCeremony,
+    /// The ceremony was for another call.
+    #[error("the passkey assertion was made for another call")]
+    OtherCall,
+    /// The browser's answer did not verify.
+    #[error("the passkey did not verify: {0}")]
+    Rejected(String),
+    /// Verified, but without user verification.
+    #[error("the authenticator did not verify the person (user verification is required)")]
+    NotVerified,
+    /// Too many ceremonies in flight.
+    #[error("too many passkey requests in flight; try again shortly")]
+    Busy,
+    /// The passkey file could not be read or written.
+    #[error("the passkey file: {0}")]
+    Store(String),
+}
+
+struct Ceremony<S> {
+    user: String,
+    binding: Option<[u8; 32]>,
+    state: S,
+    started: Instant,
+}
+
+/// The registered passkeys and the ceremonies in flight.
+pub struct Passkeys {
+    webauthn: Webauthn,
+    file: Option<PathBuf>,
+    users: Mutex<HashMap<String, Vec<Passkey>>>,
+    registrations: Mutex<HashMap<String, Ceremony<PasskeyRegistration>>>,
+    approvals: Mutex<HashMap<String, Ceremony<PasskeyAuthentication>>>,
+}
+
+impl std::fmt::Debug for Passkeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Passkeys")
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn random_id() -> Result<String, PasskeyError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| PasskeyError::Store(format!("no randomness: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Drops expired ceremonies; refuses a new one when still full.
+fn admit<S>(map: &mut HashMap<String, Ceremony<S>>) -> Result<(), PasskeyError> {
+    map.retain(|_, c| c.started.elapsed() < CEREMONY);
+    if map.len() >= MAX_CEREMONIES {
+        return Err(PasskeyError::Busy);
+    }
+    Ok(())
+}
+
+impl Passkeys {
+    /// Opens the store for `config` (reading the file if it exists).
+    pub fn open(config: &PasskeyConfig) -> Result<Self, PasskeyError> {
+        let origin = Url::parse(&config.rp_origin)
+            .map_err(|e| PasskeyError::Config(format!("the origin {}: {e}", config.rp_origin)))?;
+        let webauthn = WebauthnBuilder::new(&config.rp_id, &origin)
+            .map_err(|e| PasskeyError::Config(e.to_string()))?
+            .allow_any_port(true)
+            .rp_name("Countersign approvals")
+            .build()
+            .map_err(|e| PasskeyError::Config(e.to_string()))?;
+        let users = match &config.file {
+            Some(path) if path.exists() => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| PasskeyError::Store(format!("{}: {e}", path.display())))?;
+                serde_json::from_str(&text)
+                    .map_err(|e| PasskeyError::Store(format!("{}: {e}", path.display())))?
+            }
+            _ => HashMap::new(),
+        };
+        Ok(Self {
+            webauthn,
+            file: config.file.clone(),
+            users: Mutex::new(users),
+            registrations: Mutex::default(),
+            approvals: Mutex::default(),
+        })
+    }
+
+    /// Whether `user` has a passkey.
+    pub fn registered(&self, user: &str) -> bool {
+        lock(&self.users)
+            .get(user)
+            .is_some_and(|keys| !keys.is_empty())
+    }
+
+    /// Starts registering a passkey for `user`: the ceremony's id and the options for
+    /// `navigator.credentials.create` (user verification required).
+    pub fn start_registration(&self, user: &str) -> Result<(String, Value), PasskeyError> {
+        if self.registered(user) {
+            return Err(PasskeyError::Exists);
+        }
+        let digest = Sha256::digest(user.as_bytes());
+        let mut id = [0u8; 16];
+        id.copy_from_slice(digest.get(..16).unwrap_or(&[0; 16]));
+        let (options, state) = self
+            .webauthn
+            .start_passkey_registration(Uuid::from_bytes(id), user, user, None)
+            .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        let ceremony = random_id()?;
+        let mut map = lock(&self.registrations);
+        admit(&mut map)?;
+        map.insert(
+            ceremony.clone(),
+            Ceremony {
+                user: user.to_owned(),
+                binding: None,
+                state,
+                started: Instant::now(),
+            },
+        );
+        let options =
+            serde_json::to_value(options).map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        Ok((ceremony, options))
+    }
+
+    /// Finishes a registration with the browser's credential (`toJSON()` form).
+    pub fn finish_registration(
+        &self,
+        ceremony: &str,
+        credential: &Value,
+    ) -> Result<String, PasskeyError> {
+        let started = lock(&self.registrations)
+            .remove(ceremony)
+            .filter(|c| c.started.elapsed() < CEREMONY)
+            .ok_or(PasskeyError::UnknownCeremony)?;
+        let credential: RegisterPublicKeyCredential = serde_json::from_value(credential.clone())
+            .map_err(|e| PasskeyError::Rejected(format!("not a credential ({e})")))?;
+        let passkey = self
+            .webauthn
+            .finish_passkey_registration(&credential, &started.state)
+            .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        {
+            let mut users = lock(&self.users);
+            if users.get(&started.user).is_some_and(|k| !k.is_empty()) {
+                return Err(PasskeyError::Exists);
+            }
+            users.insert(started.user.clone(), vec![passkey]);
+        }
+        self.save()?;
+        Ok(started.user)
+    }
+
+    /// Starts an approval's assertion for `user`, bound to `binding` (the canonical
+    /// digest of the mint request): the ceremony's id and the options for
+    /// `navigator.credentials.get`, whose challenge is derived from the binding.
+    pub fn start_approval(
+        &self,
+        user: &str,
+        binding: [u8; 32],
+    ) -> Result<(String, Value), PasskeyError> {
+        let keys = lock(&self.users).get(user).cloned().unwrap_or_default();
+        if keys.is_empty() {
+            return Err(PasskeyError::NoPasskey);
+        }
+        let (options, state) = self
+            .webauthn
+            .start_passkey_authentication(&keys)
+            .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce)
+            .map_err(|e| PasskeyError::Store(format!("no randomness: {e}")))?;
+        let mut hash = Sha256::new();
+        hash.update(b"countersign/presence/v1");
+        hash.update(binding);
+        hash.update(nonce);
+        let challenge = URL_SAFE_NO_PAD.encode(hash.finalize());
+        // The challenge webauthn-rs drew at random is replaced by the derived one, in the
+        // options sent and in the state it checks the answer against.
+        let mut options =
+            serde_json::to_value(options).map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        let mut state =
+            serde_json::to_value(state).map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        match (
+            options.pointer_mut("/publicKey/challenge"),
+            state.pointer_mut("/ast/challenge"),
+        ) {
+            (Some(o), Some(s)) => {
+                *o = json!(challenge);
+                *s = json!(challenge);
+            }
+            _ => return Err(PasskeyError::Rejected("unexpected ceremony shape".into())),
+        }
+        let state: PasskeyAuthentication =
+            serde_json::from_value(state).map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        let ceremony = random_id()?;
+        let mut map = lock(&self.approvals);
+        admit(&mut map)?;
+        map.insert(
+            ceremony.clone(),
+            Ceremony {
+                user: user.to_owned(),
+                binding: Some(binding),
+                state,
+                started: Instant::now(),
+            },
+        );
+        Ok((ceremony, options))
+    }
+
+    /// Checks an approval's assertion: the ceremony (used once) was for `user` and this
+    /// binding, the signature verifies under the user's passkey, and the authenticator
+    /// verified the person.
+    pub fn finish_approval(
+        &self,
+        user: &str,
+        binding: [u8; 32],
+        ceremony: &str,
+        credential: &Value,
+    ) -> Result<(), PasskeyError> {
+        let started = lock(&self.approvals)
+            .remove(ceremony)
+            .filter(|c| c.started.elapsed() < CEREMONY)
+            .ok_or(PasskeyError::UnknownCeremony)?;
+        if started.user != user || started.binding != Some(binding) {
+            return Err(PasskeyError::OtherCall);
+        }
+        let credential: PublicKeyCredential = serde_json::from_value(credential.clone())
+            .map_err(|e| PasskeyError::Rejected(format!("not an assertion ({e})")))?;
+        let result = self
+            .webauthn
+            .finish_passkey_authentication(&credential, &started.state)
+            .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        if !result.user_verified() {
+            return Err(PasskeyError::NotVerified);
+        }
+        let changed = lock(&self.users).get_mut(user).is_some_and(|keys| {
+            keys.iter_mut()
+                .any(|k| k.update_credential(&result).unwrap_or(false))
+        });
+        if changed {
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the passkeys file: a temp file (0600), synced, renamed over the old one.
+    fn save(&self) -> Result<(), PasskeyError> {
+        let Some(path) = &self.file else {
+            return Ok(());
+        };
+        let text = serde_json::to_vec_pretty(&*lock(&self.users))
+            .map_err(|e| PasskeyError::Store(e.to_string()))?;
+        let tmp = path.with_extension("tmp");
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(0o600);
+        }
+        let write = || -> std::io::Result<()> {
+            let mut file = options.open(&tmp)?;
+            file.write_all(&text)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, path)
+        };
+        write().map_err(|e| PasskeyError::Store(format!("{}: {e}", path.display())))
+    }
+}
