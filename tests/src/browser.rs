@@ -424,3 +424,94 @@ pub fn ensure(condition: bool, message: impl Into<String>) -> Result<(), String>
         Err(message.into())
     }
 }
+
+/// A WebDriver extension command (W3C WebAuthn: virtual authenticators).
+#[derive(Debug)]
+struct WebAuthnCommand {
+    path: String,
+    method: http::Method,
+    body: Option<Value>,
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for WebAuthnCommand {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/webauthn/{}",
+            session_id.unwrap_or_default(),
+            self.path
+        ))
+    }
+
+    fn method_and_body(&self, _request_url: &url::Url) -> (http::Method, Option<String>) {
+        (
+            self.method.clone(),
+            self.body.as_ref().map(Value::to_string),
+        )
+    }
+}
+
+/// A virtual authenticator in the browser (ChromeDriver's WebAuthn extension): a
+/// platform passkey provider with user verification, whose verification the test turns
+/// on and off.
+#[derive(Debug)]
+pub struct Authenticator<'a> {
+    client: &'a Client,
+    id: String,
+}
+
+impl<'a> Authenticator<'a> {
+    /// Adds one: CTAP2, internal, resident keys, user verification that succeeds.
+    pub async fn add(client: &'a Client) -> Result<Self, String> {
+        let answer = client
+            .issue_cmd(WebAuthnCommand {
+                path: "authenticator".into(),
+                method: http::Method::POST,
+                body: Some(json!({
+                    "protocol": "ctap2",
+                    "transport": "internal",
+                    "hasResidentKey": true,
+                    "hasUserVerification": true,
+                    "isUserConsenting": true,
+                    "isUserVerified": true,
+                })),
+            })
+            .await
+            .map_err(|e| format!("could not add a virtual authenticator: {e}"))?;
+        let id = answer
+            .as_str()
+            .or_else(|| answer.get("authenticatorId").and_then(Value::as_str))
+            .ok_or_else(|| format!("no authenticator id in {answer}"))?
+            .to_owned();
+        Ok(Self { client, id })
+    }
+
+    /// Whether the authenticator verifies the person (PIN, biometrics) when asked.
+    pub async fn set_user_verified(&self, verified: bool) -> Result<(), String> {
+        self.client
+            .issue_cmd(WebAuthnCommand {
+                path: format!("authenticator/{}/uv", self.id),
+                method: http::Method::POST,
+                body: Some(json!({ "isUserVerified": verified })),
+            })
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("could not set user verification: {e}"))
+    }
+
+    /// Removes it.
+    pub async fn remove(self) -> Result<(), String> {
+        self.client
+            .issue_cmd(WebAuthnCommand {
+                path: format!("authenticator/{}", self.id),
+                method: http::Method::DELETE,
+                body: None,
+            })
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("could not remove the authenticator: {e}"))
+    }
+}

@@ -23,6 +23,7 @@ pub struct Gateway {
     /// Its audit store (shared across restarts).
     pub audit: AuditStore,
     config: GatewayConfig,
+    passkeys: std::sync::Arc<countersign_gateway::passkeys::Passkeys>,
     stop: Option<oneshot::Sender<()>>,
 }
 
@@ -33,7 +34,10 @@ impl Gateway {
             .await
             .map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let mut config = GatewayConfig::local(vec![format!("http://{addr}")]);
+        // The page is opened at 127.0.0.1, and at localhost where it needs passkeys
+        // (WebAuthn takes host names, not IP addresses).
+        let localhost = format!("http://localhost:{}", addr.port());
+        let mut config = GatewayConfig::local(vec![format!("http://{addr}"), localhost.clone()]);
         config.upstream = Some(Upstream {
             base_url: model,
             model: "scripted".into(),
@@ -44,10 +48,19 @@ impl Gateway {
         config.demo_backend = true;
         config.upstream_timeout = Duration::from_secs(10);
         let audit = AuditStore::open(audit_file, audit_key()).map_err(|e| e.to_string())?;
+        let passkeys = countersign_gateway::passkeys::Passkeys::open(
+            &countersign_gateway::passkeys::PasskeyConfig {
+                rp_id: "localhost".into(),
+                rp_origin: localhost,
+                file: None,
+            },
+        )
+        .map_err(|e| e.to_string())?;
         let mut gateway = Self {
             addr,
             audit,
             config,
+            passkeys: std::sync::Arc::new(passkeys),
             stop: None,
         };
         gateway.run(listener)?;
@@ -55,8 +68,9 @@ impl Gateway {
     }
 
     fn run(&mut self, listener: tokio::net::TcpListener) -> Result<(), String> {
-        let state =
-            AppState::new(self.config.clone(), self.audit.clone()).map_err(|e| e.to_string())?;
+        let state = AppState::new(self.config.clone(), self.audit.clone())
+            .map_err(|e| e.to_string())?
+            .with_passkeys(std::sync::Arc::clone(&self.passkeys));
         let (tx, rx) = oneshot::channel::<()>();
         let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(async move {
@@ -73,6 +87,11 @@ impl Gateway {
     /// The page's URL.
     pub fn base(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The page's URL at `localhost`, where passkeys work.
+    pub fn localhost(&self) -> String {
+        format!("http://localhost:{}", self.addr.port())
     }
 
     /// Stops serving (the page stays loaded in the browser).

@@ -7,7 +7,7 @@ mod gateway;
 mod model;
 mod serve;
 
-pub use browser::{ensure, Browser, Ui, WAIT};
+pub use browser::{ensure, Authenticator, Browser, Ui, WAIT};
 pub use gateway::{audit_key, Gateway, E2E_KEY};
 pub use model::{scripted_model, streamed_answers};
 pub use serve::{build_tutorial, serve_dir, workspace_root};

@@ -143,6 +143,16 @@ async fn main() -> ExitCode {
             "gateway/only_a_persons_click_mints_the_countersignature_the_backend_checks",
             countersigned_archive(ui, &gateway).await,
         ),
+        ("gateway/a_reset_needs_the_persons_verified_passkey", {
+            let local = Ui {
+                client: ui.client,
+                base: gateway.localhost(),
+                shots: ui.shots.clone(),
+                offline: false,
+                prefix: "gateway-",
+            };
+            passkey_reset(&local, &gateway).await
+        }),
         (
             "gateway/the_page_streamed_every_answer_through_the_gateway",
             {
@@ -279,6 +289,83 @@ async fn countersigned_archive(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
         "not exactly one countersignature minted",
     )?;
     ui.shot("27-countersigned-archive").await
+}
+
+/// Reset needs the person's passkey. Without one the approved reset is not done and the
+/// dock offers to set one up; with user verification off nothing runs; a script that
+/// mints a click token itself is refused by the backend; with the person's verified
+/// passkey the backend accepts, once.
+async fn passkey_reset(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
+    let minted = || async {
+        let text = String::from_utf8(gateway.audit.export().await.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(
+            text.lines()
+                .filter(|l| l.contains("\"countersigned\"") && l.contains("\"reset_workspace\""))
+                .count(),
+        )
+    };
+    let original = "Shared settings for the design team.";
+    ui.open("en").await?;
+    // Virtual authenticators belong to a tab: add it to the one just opened.
+    let authenticator = countersign_e2e::Authenticator::add(ui.client).await?;
+    let outcome = async {
+        ui.wait_for(".cs-passkey-setup").await?;
+        // No passkey yet: approved, but not done; the dock says how to set one up.
+        ui.say("reset the workspace").await?;
+        ui.wait_for(".cs-card--danger").await?;
+        ui.click(".cs-allow-once").await?;
+        let answer = ui.answer_contains("passkey").await?;
+        ensure(answer.contains("Not done"), format!("answer: {answer}"))?;
+        ensure(ui.text("#description").await? == original, "reset without a passkey")?;
+        // The person sets one up (the browser's prompt answered by the authenticator).
+        ui.click(".cs-passkey-setup").await?;
+        ui.wait_text(".cs-passkey", "Passkey set up").await?;
+        ui.shot("28-passkey-set-up").await?;
+        // User verification fails: nothing runs.
+        authenticator.set_user_verified(false).await?;
+        let before = minted().await?;
+        ui.say("reset the workspace").await?;
+        ui.wait_for(".cs-card--danger").await?;
+        ui.click(".cs-allow-once").await?;
+        ui.wait_text(".cs-log", "no countersignature could be minted").await?;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        ensure(minted().await? == before, "minted without user verification")?;
+        ensure(ui.text("#description").await? == original, "reset without user verification")?;
+        // A script mints a click token for reset itself: the backend wants a passkey.
+        let forged = ui
+            .client
+            .execute_async(
+                "const finish = arguments[arguments.length - 1]; (async () => { const digest = '44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a';
+                 const mint = await fetch('/v1/countersign', { method: 'POST', headers: { 'content-type': 'application/json' },
+                   body: JSON.stringify({ call: 99, tool_call_id: 'x', action: 'reset_workspace', args_sha256: digest,
+                     card_sha256: digest, approved_by: 'once', grant: null, session: 's', role: 'admin' }) });
+                 const token = (await mint.json()).countersignature;
+                 const done = await fetch('/v1/demo/reset_workspace', { method: 'POST',
+                   headers: { 'content-type': 'application/json', 'countersignature': token }, body: '{}' });
+                 return [mint.status, done.status, (await done.json()).error.code]; })().then(finish, e => finish(String(e)));",
+                vec![],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        ensure(
+            forged == serde_json::json!([200, 403, "no_presence"]),
+            format!("a script's own click token: {forged}"),
+        )?;
+        // The person's verified passkey: the backend accepts, once.
+        authenticator.set_user_verified(true).await?;
+        let before = minted().await?;
+        ui.say("reset the workspace").await?;
+        ui.wait_for(".cs-card--danger").await?;
+        ui.click(".cs-allow-once").await?;
+        ui.answer_contains("Done").await?;
+        ensure(ui.text("#description").await?.is_empty(), "the reset did not happen")?;
+        ensure(minted().await? == before + 1, "not exactly one passkey countersignature")?;
+        ui.shot("29-passkey-reset").await
+    }
+    .await;
+    let removed = authenticator.remove().await;
+    outcome.and(removed)
 }
 
 /// The gateway goes away mid-session: the page keeps working (offline fallback), holds

@@ -118,8 +118,8 @@ impl AppState {
     }
 
     /// Turns passkey presence on, with these passkeys.
-    pub fn with_passkeys(mut self, passkeys: passkeys::Passkeys) -> Self {
-        self.passkeys = Some(Arc::new(passkeys));
+    pub fn with_passkeys(mut self, passkeys: impl Into<Arc<passkeys::Passkeys>>) -> Self {
+        self.passkeys = Some(passkeys.into());
         self
     }
 

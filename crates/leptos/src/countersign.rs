@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) restored: RefCell<Option<oneshot::Receiver<Vec<Settled>>>>,
     /// Whether script clicks count as a person's (browser tests only).
     pub(crate) trust_script_clicks: bool,
+    /// Where countersignatures are minted (`/v1/countersign`), if anywhere.
+    pub(crate) countersign_endpoint: Option<String>,
     /// The tab title and notifications while something waits.
     pub(crate) attention: crate::attention::AttentionSlot,
     /// The model turns whose calls have not all settled.

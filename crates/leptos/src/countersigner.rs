@@ -18,26 +18,57 @@ impl GatewayCountersigner {
     }
 }
 
+/// The gateway's refusal, in words.
+fn refused(endpoint: &str, status: u16, answer: &Value) -> String {
+    let code = answer
+        .pointer("/error/code")
+        .and_then(Value::as_str)
+        .unwrap_or("no_gateway");
+    if code == "no_passkey" {
+        return "no passkey is set up for approvals: use “Set up a passkey for approvals” in the assistant panel, then ask again".into();
+    }
+    format!("the gateway at {endpoint} did not mint one (HTTP {status}, {code})")
+}
+
+/// For a call that needs passkey presence: the gateway's challenge (derived from the
+/// call's binding), the person's assertion, and the request to mint with it.
+async fn with_assertion(endpoint: &str, request: &MintRequest) -> Result<String, String> {
+    let body = serde_json::to_string(request).map_err(|e| e.to_string())?;
+    let url = format!("{endpoint}/challenge");
+    let (status, text) = fetch("POST", &url, Some(&body), 15_000)
+        .await
+        .map_err(|e| format!("no gateway answered at {url} ({e})"))?;
+    let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let (Some(ceremony), Some(options), 200) =
+        (answer.get("ceremony"), answer.get("options"), status)
+    else {
+        return Err(refused(&url, status, &answer));
+    };
+    let credential = crate::webauthn::ceremony(options, false)
+        .await
+        .map_err(|e| format!("the passkey was not used ({e})"))?;
+    let mut body = serde_json::to_value(request).map_err(|e| e.to_string())?;
+    body["assertion"] = serde_json::json!({ "ceremony": ceremony, "credential": credential });
+    Ok(body.to_string())
+}
+
 impl Countersigner for GatewayCountersigner {
     fn mint(&self, request: MintRequest) -> LocalBoxFuture<Result<Countersignature, String>> {
         let endpoint = self.endpoint.clone();
         Box::pin(async move {
-            let body = serde_json::to_string(&request).map_err(|e| e.to_string())?;
+            let body = match request.presence {
+                countersign::Presence::Click => {
+                    serde_json::to_string(&request).map_err(|e| e.to_string())?
+                }
+                countersign::Presence::Passkey => with_assertion(&endpoint, &request).await?,
+            };
             let (status, text) = fetch("POST", &endpoint, Some(&body), 15_000)
                 .await
                 .map_err(|e| format!("no gateway answered at {endpoint} ({e})"))?;
             let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
             match answer.get("countersignature").and_then(Value::as_str) {
                 Some(token) if status == 200 => Ok(Countersignature::new(token)),
-                _ => {
-                    let code = answer
-                        .pointer("/error/code")
-                        .and_then(Value::as_str)
-                        .unwrap_or("no_gateway");
-                    Err(format!(
-                        "the gateway at {endpoint} did not mint one (HTTP {status}, {code})"
-                    ))
-                }
+                _ => Err(refused(&endpoint, status, &answer)),
             }
         })
     }

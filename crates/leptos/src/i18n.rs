@@ -137,6 +137,14 @@ pub struct Strings {
     pub waiting_for_you: &'static str,
     /// The dock's button that turns notifications on.
     pub notify_setting: &'static str,
+    /// The button that registers a passkey for approvals that need one.
+    pub passkey_setup: &'static str,
+    /// Said once a passkey is registered.
+    pub passkey_ready: &'static str,
+    /// Said while the browser's passkey prompt is open.
+    pub passkey_working: &'static str,
+    /// Said before the reason a passkey was not set up.
+    pub passkey_failed: &'static str,
     /// Notifications are on.
     pub notify_on: &'static str,
     /// The browser refused notifications.
@@ -398,6 +406,10 @@ static EN: Strings = Strings {
     approval_needed: "Approval needed",
     waiting_for_you: "{n} waiting for you in the assistant dock",
     notify_setting: "Notify me when something waits",
+    passkey_setup: "Set up a passkey for approvals",
+    passkey_ready: "Passkey set up: actions that need it ask you to verify with it.",
+    passkey_working: "Follow your browser's passkey prompt…",
+    passkey_failed: "The passkey was not set up:",
     notify_on: "Notifications on: you will be told when something waits while this tab is hidden.",
     notify_denied: "Notifications are blocked in this browser; the tab's title still shows what waits.",
     restored_card: "Brought back after the page reloaded: checked again, still waiting for you.",
@@ -425,7 +437,7 @@ static EN: Strings = Strings {
     outcome_denied: "Not done: you declined",
     outcome_approval_timeout: "Not done: nobody approved in time",
     outcome_approval_expired: "Not done: the request did not survive the reload",
-    outcome_not_countersigned: "Not done: approved, but no countersignature could be minted (is the gateway running?)",
+    outcome_not_countersigned: "Not done: approved, but no countersignature could be minted",
     outcome_handoff_cancelled: "Not done: you cancelled the step",
     outcome_handoff_timeout: "Not done: the step timed out",
     outcome_handoff_failed: "The step did not happen: the page state did not change",
@@ -503,6 +515,10 @@ static ZH: Strings = Strings {
     approval_needed: "需要批准",
     waiting_for_you: "助手面板中有 {n} 项等待你处理",
     notify_setting: "有事项等待时通知我",
+    passkey_setup: "为批准设置通行密钥",
+    passkey_ready: "通行密钥已设置：需要它的操作会请你用它验证。",
+    passkey_working: "请按浏览器的通行密钥提示操作…",
+    passkey_failed: "通行密钥未设置：",
     notify_on: "通知已开启：此标签页在后台时，有事项等待会通知你。",
     notify_denied: "此浏览器已阻止通知；标签页标题仍会显示等待的事项。",
     restored_card: "页面重新加载后恢复：已重新检查，仍在等待你决定。",
@@ -530,7 +546,7 @@ static ZH: Strings = Strings {
     outcome_denied: "未执行：你已拒绝",
     outcome_approval_timeout: "未执行：无人及时批准",
     outcome_approval_expired: "未执行：页面重新加载后该请求未能恢复",
-    outcome_not_countersigned: "未执行：已批准，但无法签发会签凭证（网关是否在运行？）",
+    outcome_not_countersigned: "未执行：已批准，但无法签发会签凭证",
     outcome_handoff_cancelled: "未执行：你取消了这一步",
     outcome_handoff_timeout: "未执行：这一步已超时",
     outcome_handoff_failed: "这一步没有发生：页面状态没有变化",

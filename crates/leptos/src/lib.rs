@@ -15,12 +15,14 @@ mod highlight;
 mod http;
 mod i18n;
 mod page_registry;
+mod passkey;
 mod pending_store;
 mod provider;
 mod restore;
 mod use_action;
 mod use_page_state;
 mod use_target;
+mod webauthn;
 
 pub use assistant::{
     Assistant, AssistantError, Fallback, FallbackSwitch, ModelClient, OpenAiCompatible, Reply,

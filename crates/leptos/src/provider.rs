@@ -132,7 +132,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
     }
     let audit = MemoryAudit::new();
     let executor = Executor::new(config, audit.clone());
-    if let Some(endpoint) = options.countersign_endpoint {
+    if let Some(endpoint) = options.countersign_endpoint.clone() {
         let signer = crate::countersigner::GatewayCountersigner::new(endpoint);
         // A new executor is never inside a hook.
         let _ = executor.set_countersigner(Rc::new(signer));
@@ -158,6 +158,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         restored: RefCell::default(),
         attention: RefCell::default(),
         trust_script_clicks: options.trust_script_clicks,
+        countersign_endpoint: options.countersign_endpoint,
     }));
     cs.watch_visibility();
     crate::attention::remember_event_brand();

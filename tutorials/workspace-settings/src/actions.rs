@@ -115,6 +115,8 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
                     ws.description.with_untracked(|d| d.chars().count()),
                 )
             })
+            // Reset loses data: the backend also wants the person's passkey.
+            .needs_passkey()
             .run_countersigned(move |_, token| async move {
                 let done = backend("reset_workspace", &token).await?;
                 ws.reset();

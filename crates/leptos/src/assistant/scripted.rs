@@ -292,8 +292,8 @@ fn describe(content: &str, title: &str, rule: Option<&Rule>, locale: Locale) -> 
         (Locale::Zh, Some(Code::ApprovalTimeout)) => format!("未执行：没有人及时批准“{title}”。要再问一次吗？"),
         (Locale::En, Some(Code::ApprovalExpired)) => format!("Not done: “{title}” was waiting for you when the page reloaded and could not be brought back. Shall I ask again?"),
         (Locale::Zh, Some(Code::ApprovalExpired)) => format!("未执行：页面重新加载时“{title}”正在等待你批准，但未能恢复。要再问一次吗？"),
-        (Locale::En, Some(Code::NotCountersigned)) => format!("Not done: you approved “{title}”, but no countersignature could be minted for it, so its backend was never asked and nothing changed. Is the page served through the gateway?"),
-        (Locale::Zh, Some(Code::NotCountersigned)) => format!("未执行：你批准了“{title}”，但无法为它签发会签凭证，所以没有请求后端，什么也没有改变。页面是否通过网关提供？"),
+        (Locale::En, Some(Code::NotCountersigned)) => format!("Not done: you approved “{title}”, but no countersignature could be minted for it, so its backend was never asked and nothing changed ({}).", why_not_signed(message)),
+        (Locale::Zh, Some(Code::NotCountersigned)) => format!("未执行：你批准了“{title}”，但无法为它签发会签凭证，所以没有请求后端，什么也没有改变（{}）。", why_not_signed(message)),
         (Locale::En, Some(Code::HandoffCancelled)) => format!("You cancelled “{title}”; it was not done. What would you like to do next?"),
         (Locale::Zh, Some(Code::HandoffCancelled)) => format!("你取消了“{title}”，这一步没有完成。接下来想怎么做？"),
         (Locale::En, Some(Code::HandoffTimeout)) => format!("The step for “{title}” timed out and was not done. What would you like to do next?"),
@@ -305,6 +305,14 @@ fn describe(content: &str, title: &str, rule: Option<&Rule>, locale: Locale) -> 
         (Locale::En, _) => format!("“{title}” was not done: {message}"),
         (Locale::Zh, _) => format!("“{title}”没有执行：{message}"),
     }
+}
+
+/// The countersigner's reason, quoted in the refusal's sentence (`…(`why`)…`).
+fn why_not_signed(message: &str) -> &str {
+    message
+        .split_once("(`")
+        .and_then(|(_, rest)| rest.split_once("`)"))
+        .map_or("is the page served through the gateway?", |(why, _)| why)
 }
 
 fn single_value(result: &Value) -> String {

@@ -46,6 +46,48 @@ fn NotifySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl Into
     })
 }
 
+/// "Set up a passkey for approvals": shown when the gateway does passkeys and this
+/// session's user has none; registering takes the person's click and the browser's
+/// passkey prompt (user verification required).
+#[component]
+fn PasskeySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
+    let strings = cs.with_value(|cs| cs.locale().strings());
+    let state = RwSignal::new(crate::passkey::Setup::Unknown);
+    if crate::webauthn::supported() {
+        cs.with_value(|cs| cs.check_passkey(state));
+    }
+    move || {
+        use crate::passkey::Setup;
+        match state.get() {
+            Setup::Unknown | Setup::Off => None,
+            Setup::Ready => Some(
+                view! { <p class="cs-passkey" role="status">{strings.passkey_ready}</p> }
+                    .into_any(),
+            ),
+            Setup::Working => Some(
+                view! { <p class="cs-passkey" role="status">{strings.passkey_working}</p> }
+                    .into_any(),
+            ),
+            setup => {
+                let failed = match setup {
+                    Setup::Failed(why) => Some(
+                        view! { <span role="alert">{strings.passkey_failed}" "{why}" "</span> },
+                    ),
+                    _ => None,
+                };
+                Some(view! {
+                    <p class="cs-passkey">
+                        {failed}
+                        <button type="button" class="cs-btn cs-btn--link cs-passkey-setup" on:click=move |event| {
+                            cs.with_value(|cs| cs.register_passkey(&event, state));
+                        }>{strings.passkey_setup}</button>
+                    </p>
+                }.into_any())
+            }
+        }
+    }
+}
+
 /// Loud notices: a mode other than default, a broken policy file.
 #[component]
 fn Banners(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
@@ -120,6 +162,7 @@ pub fn AgentDock(
                 </span>
             </header>
             <NotifySetting cs=cs />
+            <PasskeySetting cs=cs />
             <Banners cs=cs />
             <ApprovalQueue cs=cs />
             <HandoffPanel cs=cs />

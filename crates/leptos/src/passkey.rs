@@ -1,0 +1,112 @@
+//! The dock's passkey setting: ask the gateway whether this session's user has a passkey
+//! for approvals, and register one on the person's click.
+
+use leptos::prelude::*;
+use serde_json::{json, Value};
+
+use crate::countersign::Countersign;
+use crate::http::fetch;
+
+/// Where the passkey setting stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Setup {
+    /// Not asked yet.
+    Unknown,
+    /// No gateway, or it does no passkeys: nothing to show.
+    Off,
+    /// The user has none: offer to set one up.
+    Missing,
+    /// The browser's prompt is open.
+    Working,
+    /// Set up.
+    Ready,
+    /// It did not work, and why.
+    Failed(String),
+}
+
+impl Countersign {
+    /// `/v1/passkeys` beside the countersign endpoint.
+    fn passkeys_base(&self) -> Option<String> {
+        let endpoint = self.0.countersign_endpoint.as_deref()?;
+        let (parent, _) = endpoint.rsplit_once('/')?;
+        Some(format!("{parent}/passkeys"))
+    }
+
+    /// Asks the gateway whether the user (the session's role) has a passkey.
+    pub(crate) fn check_passkey(&self, state: RwSignal<Setup>) {
+        let Some(base) = self.passkeys_base() else {
+            return;
+        };
+        let url = format!("{base}/{}", self.0.role);
+        leptos::task::spawn_local(async move {
+            let answer = fetch("GET", &url, None, 10_000).await;
+            let status = answer
+                .ok()
+                .filter(|(code, _)| *code == 200)
+                .and_then(|(_, text)| serde_json::from_str::<Value>(&text).ok());
+            let next = match status {
+                Some(s) if s["enabled"] == true && s["registered"] == true => Setup::Ready,
+                Some(s) if s["enabled"] == true => Setup::Missing,
+                _ => Setup::Off,
+            };
+            state.set(next);
+        });
+    }
+
+    /// Registers a passkey: only on a person's click (a script's changes nothing).
+    pub(crate) fn register_passkey(&self, event: &web_sys::MouseEvent, state: RwSignal<Setup>) {
+        let event: &web_sys::Event = event.as_ref();
+        let real = wasm_bindgen::JsCast::is_instance_of::<web_sys::Event>(event)
+            && crate::attention::is_real_event(event);
+        if !((real && event.is_trusted()) || self.trusts_script_clicks()) {
+            return;
+        }
+        let Some(base) = self.passkeys_base() else {
+            return;
+        };
+        let user = self.0.role.clone();
+        state.set(Setup::Working);
+        leptos::task::spawn_local(async move {
+            let next = match register(&base, &user).await {
+                Ok(()) => Setup::Ready,
+                Err(why) => Setup::Failed(why),
+            };
+            state.set(next);
+        });
+    }
+}
+
+async fn register(base: &str, user: &str) -> Result<(), String> {
+    let body = json!({ "user": user }).to_string();
+    let (status, text) = fetch("POST", &format!("{base}/register"), Some(&body), 15_000).await?;
+    let started: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let (Some(ceremony), Some(options), 200) =
+        (started.get("ceremony"), started.get("options"), status)
+    else {
+        return Err(error_of(&started, status));
+    };
+    let credential = crate::webauthn::ceremony(options, true).await?;
+    let body = json!({ "ceremony": ceremony, "credential": credential }).to_string();
+    let (status, text) = fetch(
+        "POST",
+        &format!("{base}/register/finish"),
+        Some(&body),
+        15_000,
+    )
+    .await?;
+    if status == 200 {
+        Ok(())
+    } else {
+        Err(error_of(
+            &serde_json::from_str(&text).unwrap_or(Value::Null),
+            status,
+        ))
+    }
+}
+
+fn error_of(answer: &Value, status: u16) -> String {
+    answer
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("HTTP {status}"), str::to_owned)
+}
