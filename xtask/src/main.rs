@@ -46,7 +46,7 @@ fn main() -> ExitCode {
             println!("  setup  install what this machine lacks (wasm32 target, trunk, wasm-bindgen-cli, Chromium, ChromeDriver, binaryen)");
             println!("  test   setup, then fmt, clippy (native and wasm32), docs and every test");
             println!("  bench  run the benchmarks (extra arguments go to criterion)");
-            println!("  serve  run the main job: the tutorial on http://127.0.0.1:8080/");
+            println!("  serve  run the main job: the tutorial on http://localhost:8080/");
             println!(
                 "  size   build the tutorial and a bare Leptos counter for release; compare sizes"
             );
@@ -521,7 +521,7 @@ fn serve() -> Result {
         |url| format!("{url} (key from COUNTERSIGN_UPSTREAM_KEY, never sent to the page)"),
     );
     println!("\n==> the workspace-settings tutorial");
-    println!("    open http://127.0.0.1:8080/  (Chinese: http://127.0.0.1:8080/?lang=zh)");
+    println!("    open http://localhost:8080/  (Chinese: http://localhost:8080/?lang=zh; passkeys need the name localhost, not 127.0.0.1)");
     println!("    model: {model}");
     println!("    audit trail: {} (check it: cargo run -p countersign-gateway -- verify --audit-file <that file>)", audit.display());
     println!("    Ctrl-C stops the server\n");
