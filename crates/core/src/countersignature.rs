@@ -69,7 +69,9 @@ pub enum ApprovedBy {
 }
 
 /// What must prove the person was there before a token is minted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Presence {
     /// The person's trusted click on the card, in the page session (the page's word).

@@ -90,6 +90,12 @@ pub struct Override {
     /// The confirm to use instead of the declared one.
     #[serde(default)]
     pub confirm: Option<Confirm>,
+    /// `"passkey"`: this role's calls of the action are countersigned only with the
+    /// person's verified passkey, whatever the declaration says (never lowers it). An
+    /// action whose run takes no countersignature cannot honour it, so its calls are
+    /// refused (`NOT_COUNTERSIGNED`).
+    #[serde(default)]
+    pub presence: Option<crate::Presence>,
 }
 
 /// Why a policy file was refused: the line and column (from 1) and what is wrong.
@@ -190,6 +196,17 @@ impl PolicyFile {
 
     /// The policy `role`'s calls of `action` get, and, when an override decided it, the
     /// role whose override it was and the override's line.
+    /// The presence this file asks of `role`'s calls of `action` (`Click` unless an
+    /// override says `passkey`).
+    pub fn presence(&self, role: &str, action: &str) -> crate::Presence {
+        self.role_for(role)
+            .and_then(|(_, r)| r.overrides.get(action))
+            .and_then(|o| o.presence)
+            .unwrap_or_default()
+    }
+
+    /// The approval level `role`'s calls of `action` are decided under, and the override
+    /// (role and line) that set it, if any.
     pub fn level(
         &self,
         role: &str,

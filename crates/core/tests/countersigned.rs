@@ -335,3 +335,43 @@ fn a_passkey_action_asks_for_passkey_presence_and_needs_a_countersigned_run() {
         ))
     ));
 }
+
+#[test]
+fn a_policy_file_can_ask_a_passkey_and_never_lowers_one() {
+    let (mut w, signer) = world(Ok("tok"));
+    w.add(signed(&w, "reset", Kind::Danger).needs_passkey());
+    w.add(w.action("plain", Kind::Write, countersign::Confirm::Ask));
+    w.exec
+        .load_policy(
+            r#"{"roles": {"admin": {"scopes": ["workspace.write"], "overrides": {
+                "archive": {"presence": "passkey"},
+                "reset": {"presence": "click"},
+                "plain": {"presence": "passkey"}
+            }}}}"#,
+        )
+        .unwrap();
+    for (action, at_ms) in [("archive", 0), ("reset", 10)] {
+        let card = w.card(action, r#"{"name":"x"}"#, at_ms);
+        w.allow(&card, Gesture::AllowOnce, at_ms + 5).unwrap();
+    }
+    let asked = signer.asked.borrow();
+    assert_eq!(
+        asked[0].presence,
+        countersign::Presence::Passkey,
+        "raised by the file"
+    );
+    assert_eq!(
+        asked[1].presence,
+        countersign::Presence::Passkey,
+        "never lowered"
+    );
+    // An action that cannot carry a token cannot honour the file: refused, not run.
+    let card = w.card("plain", r#"{"name":"x"}"#, 20);
+    let settled = w.allow(&card, Gesture::AllowOnce, 25).unwrap();
+    assert_eq!(code(&settled), "NOT_COUNTERSIGNED");
+    assert!(!w.runs().iter().any(|r| r.starts_with("plain")));
+    assert!(countersign::PolicyFile::from_json(
+        r#"{"roles": {"admin": {"overrides": {"archive": {"presence": "face"}}}}}"#
+    )
+    .is_err());
+}

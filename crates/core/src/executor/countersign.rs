@@ -84,7 +84,24 @@ impl ExecutorState {
         decided: &Decided,
         approval: Option<Approval>,
     ) -> Result<Work, Stop> {
-        if !decided.action.meta().countersigned {
+        let meta = decided.action.meta();
+        // The declaration's presence, raised (never lowered) by the policy file.
+        let presence = match &self.policy {
+            super::state::PolicyState::Loaded(file)
+            | super::state::PolicyState::Broken {
+                last_good: Some(file),
+                ..
+            } => meta
+                .presence
+                .max(file.presence(&self.config.session.role, &meta.id)),
+            _ => meta.presence,
+        };
+        if !meta.countersigned {
+            if presence == crate::Presence::Passkey {
+                return Err(Stop::new(Reason::NotCountersigned, Decider::Policy).with(
+                    "the policy file asks a passkey for this action, but its run takes no countersignature",
+                ));
+            }
             return match self.hook(Hook::Run, || decided.prepared.run())? {
                 Some(run) => Ok(Work::Run(run)),
                 None => Err(Stop::new(Reason::NothingToRun, Decider::Action)),
@@ -110,7 +127,7 @@ impl ExecutorState {
             grant: approval.grant,
             session: self.config.session_id.clone(),
             role: self.config.session.role.clone(),
-            presence: decided.action.meta().presence,
+            presence,
         };
         let arguments = decided.arguments.clone();
         let mint = Box::pin(async move {
