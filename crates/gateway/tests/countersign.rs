@@ -1,7 +1,13 @@
 //! Countersignatures: the mint route (its audit record first, strict input), the JWKS,
 //! the tutorial's backend refusing every token that does not cover exactly its call, and
 //! a Python backend verifying a token with a stock JOSE library (PyJWT).
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod common;
 

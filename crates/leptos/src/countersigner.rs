@@ -48,7 +48,12 @@ async fn with_assertion(endpoint: &str, request: &MintRequest) -> Result<String,
         .await
         .map_err(|e| format!("the passkey was not used ({e})"))?;
     let mut body = serde_json::to_value(request).map_err(|e| e.to_string())?;
-    body["assertion"] = serde_json::json!({ "ceremony": ceremony, "credential": credential });
+    if let Some(fields) = body.as_object_mut() {
+        fields.insert(
+            "assertion".into(),
+            serde_json::json!({ "ceremony": ceremony, "credential": credential }),
+        );
+    }
     Ok(body.to_string())
 }
 

@@ -44,9 +44,10 @@ impl Countersign {
                 .ok()
                 .filter(|(code, _)| *code == 200)
                 .and_then(|(_, text)| serde_json::from_str::<Value>(&text).ok());
+            let flag = |s: &Value, key: &str| s.get(key) == Some(&Value::Bool(true));
             let next = match status {
-                Some(s) if s["enabled"] == true && s["registered"] == true => Setup::Ready,
-                Some(s) if s["enabled"] == true => Setup::Missing,
+                Some(s) if flag(&s, "enabled") && flag(&s, "registered") => Setup::Ready,
+                Some(s) if flag(&s, "enabled") => Setup::Missing,
                 _ => Setup::Off,
             };
             state.set(next);
