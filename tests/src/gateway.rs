@@ -89,6 +89,13 @@ impl Gateway {
         format!("http://{}", self.addr)
     }
 
+    /// A one-time passkey enrollment code for `user`, as `serve --enroll-user` prints.
+    pub fn enrollment_code(&self, user: &str) -> Result<String, String> {
+        self.passkeys
+            .issue_enrollment_code(user)
+            .map_err(|e| e.to_string())
+    }
+
     /// The page's URL at `localhost`, where passkeys work.
     pub fn localhost(&self) -> String {
         format!("http://localhost:{}", self.addr.port())

@@ -318,7 +318,14 @@ async fn passkey_reset(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
         let answer = ui.answer_contains("passkey").await?;
         ensure(answer.contains("Not done"), format!("answer: {answer}"))?;
         ensure(ui.text("#description").await? == original, "reset without a passkey")?;
-        // The person sets one up (the browser's prompt answered by the authenticator).
+        // Without the enrollment code (printed by the gateway, outside the page) nothing
+        // is registered; with it, the person sets one up (the browser's prompt answered by
+        // the authenticator).
+        ui.type_into(".cs-passkey-code", "WRONG-CODE1").await?;
+        ui.click(".cs-passkey-setup").await?;
+        ui.wait_text(".cs-passkey", "enrollment code").await?;
+        let code = gateway.enrollment_code("admin")?;
+        ui.type_into(".cs-passkey-code", &code).await?;
         ui.click(".cs-passkey-setup").await?;
         ui.wait_text(".cs-passkey", "Passkey set up").await?;
         ui.shot("28-passkey-set-up").await?;

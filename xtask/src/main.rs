@@ -535,8 +535,11 @@ fn serve() -> Result {
         "serve",
         "--listen",
         "127.0.0.1:8080",
-        // The tutorial's archive and reset go through its countersigned backend.
+        // The tutorial's archive and reset go through its countersigned backend, and
+        // reset needs a passkey: print the code that lets the person register one.
         "--demo-backend",
+        "--enroll-user",
+        "admin",
         "--dist",
     ])
     .arg(&dist)

@@ -17,7 +17,7 @@
 //! | `GET /v1/policy` | the deployment's policy file, or 404 `no_policy` |
 //! | `POST /v1/countersign` | mint a countersignature for one approved call (its audit record first) |
 //! | `POST /v1/countersign/challenge` | a passkey challenge derived from a call's binding (presence-required mints) |
-//! | `GET /v1/passkeys/{user}`, `POST /v1/passkeys/register[/finish]` | is a passkey set up; register one (trust on first use) |
+//! | `GET /v1/passkeys/status/{user}`, `POST /v1/passkeys/register[/finish]` | is a passkey set up; register one (with an enrollment code issued outside the page) |
 //! | `GET /.well-known/jwks.json` | the public key that checks countersignatures; no auth |
 //! | `POST /v1/demo/{action}` | the tutorial's backend (`--demo-backend` only): needs a valid countersignature |
 //! | anything else under `/v1` | 404 `unknown_route` |
@@ -146,7 +146,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/models", get(models::models))
         .route("/v1/countersign", post(countersign::mint))
         .route("/v1/countersign/challenge", post(countersign::challenge))
-        .route("/v1/passkeys/{user}", get(routes::passkeys::status))
+        .route("/v1/passkeys/status/{user}", get(routes::passkeys::status))
         .route("/v1/passkeys/register", post(routes::passkeys::register))
         .route(
             "/v1/passkeys/register/finish",

@@ -137,6 +137,10 @@ struct ServeArgs {
     /// `<audit-file>.passkeys.json`.
     #[arg(long, env = "COUNTERSIGN_PASSKEY_FILE")]
     passkey_file: Option<PathBuf>,
+    /// Print a one-time passkey enrollment code for this user (a role name) at start,
+    /// good for 15 minutes (repeatable). Registering a passkey in the dock needs it.
+    #[arg(long = "enroll-user")]
+    enroll_users: Vec<String>,
     /// Serve the tutorial's backend at `POST /v1/demo/{archive_workspace,reset_workspace}`,
     /// which refuses the mutation without a valid countersignature for that exact call.
     #[arg(long, env = "COUNTERSIGN_DEMO_BACKEND")]
@@ -354,6 +358,21 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    for user in &args.enroll_users {
+        if passkeys.registered(user) {
+            println!("countersign-gateway: {user} already has a passkey for approvals");
+            continue;
+        }
+        match passkeys.issue_enrollment_code(user) {
+            Ok(code) => println!(
+                "countersign-gateway: passkey enrollment code for {user}: {code} (once, 15 minutes; type it into the dock's \"Set up a passkey\")"
+            ),
+            Err(e) => {
+                eprintln!("countersign-gateway: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let state = match AppState::new(config, audit) {
         Ok(state) => state.with_signing_seed(&seed).with_passkeys(passkeys),
         Err(e) => {

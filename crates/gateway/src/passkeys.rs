@@ -3,11 +3,14 @@
 //! challenge derived from the call's binding (`webauthn-rs`).
 //!
 //! One passkey per user (the session's role name), kept in a JSON file (0600, replaced
-//! atomically). Registration is trust on first use: a user who has one cannot add
-//! another through the API (remove the file's entry to reset). Ceremony state lives in
-//! memory for two minutes; the challenge of an approval is
-//! `SHA-256("countersign/presence/v1" ‖ canonical binding ‖ 16 random bytes)`, so the
-//! authenticator signs over exactly this call.
+//! atomically). Registering one takes an **enrollment code** issued outside the page
+//! ([`Passkeys::issue_enrollment_code`]; `serve --enroll-user NAME` prints one at start):
+//! a script in the page, which can call every route the page can, cannot enroll its own
+//! key without it. A user who has a passkey cannot add another through the API (remove
+//! the file's entry to reset). Ceremony state lives in memory for two minutes; the
+//! challenge of an approval is `SHA-256("countersign/presence/v1" ‖ SHA-256(binding) ‖
+//! 16 random bytes)`, and the gateway mints only for the binding its ceremony was
+//! started for.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -28,6 +31,14 @@ use webauthn_rs::prelude::{
 const CEREMONY: Duration = Duration::from_secs(120);
 /// The most ceremonies in flight at once; more are refused (503) rather than queued.
 const MAX_CEREMONIES: usize = 1000;
+/// The most ceremonies in flight for one user.
+const MAX_CEREMONIES_PER_USER: usize = 8;
+/// The most users with a passkey.
+const MAX_USERS: usize = 10_000;
+/// How long an enrollment code is good for.
+const ENROLLMENT: Duration = Duration::from_secs(15 * 60);
+/// Wrong enrollment codes before a user's code is burnt.
+const MAX_CODE_TRIES: u8 = 5;
 
 /// Where passkeys are checked and kept.
 #[derive(Clone, Debug)]
@@ -40,6 +51,13 @@ pub struct PasskeyConfig {
     pub file: Option<PathBuf>,
 }
 
+/// A passkey approval that verified: who, and with which credential.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The credential's id, base64url.
+    pub credential: String,
+}
+
 /// Why a passkey step was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PasskeyError {
@@ -49,6 +67,9 @@ pub enum PasskeyError {
     /// The user already has a passkey.
     #[error("a passkey is already registered for this user")]
     Exists,
+    /// No enrollment code, a wrong one, or an expired one.
+    #[error("registering a passkey needs the enrollment code the gateway issued for this user")]
+    Enrollment,
     /// The user has none.
     #[error("no passkey is registered for approvals; set one up in the dock first")]
     NoPasskey,
@@ -79,11 +100,18 @@ struct Ceremony<S> {
     started: Instant,
 }
 
+/// An enrollment code issued for a user: its digest, until when, and wrong tries so far.
+type Enrollment = ([u8; 32], Instant, u8);
+
 /// The registered passkeys and the ceremonies in flight.
 pub struct Passkeys {
     webauthn: Webauthn,
     file: Option<PathBuf>,
     users: Mutex<HashMap<String, Vec<Passkey>>>,
+    /// user → their enrollment code.
+    codes: Mutex<HashMap<String, Enrollment>>,
+    /// Held across a whole save (snapshot, write, rename), so saves never interleave.
+    saving: Mutex<()>,
     registrations: Mutex<HashMap<String, Ceremony<PasskeyRegistration>>>,
     approvals: Mutex<HashMap<String, Ceremony<PasskeyAuthentication>>>,
 }
@@ -106,13 +134,19 @@ fn random_id() -> Result<String, PasskeyError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Drops expired ceremonies; refuses a new one when still full.
-fn admit<S>(map: &mut HashMap<String, Ceremony<S>>) -> Result<(), PasskeyError> {
+/// Drops expired ceremonies; refuses a new one when still full, overall or for `user`.
+fn admit<S>(map: &mut HashMap<String, Ceremony<S>>, user: &str) -> Result<(), PasskeyError> {
     map.retain(|_, c| c.started.elapsed() < CEREMONY);
-    if map.len() >= MAX_CEREMONIES {
+    let mine = map.values().filter(|c| c.user == user).count();
+    if map.len() >= MAX_CEREMONIES || mine >= MAX_CEREMONIES_PER_USER {
         return Err(PasskeyError::Busy);
     }
     Ok(())
+}
+
+/// Compares two digests in time independent of where they differ.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl Passkeys {
@@ -122,7 +156,6 @@ impl Passkeys {
             .map_err(|e| PasskeyError::Config(format!("the origin {}: {e}", config.rp_origin)))?;
         let webauthn = WebauthnBuilder::new(&config.rp_id, &origin)
             .map_err(|e| PasskeyError::Config(e.to_string()))?
-            .allow_any_port(true)
             .rp_name("Countersign approvals")
             .build()
             .map_err(|e| PasskeyError::Config(e.to_string()))?;
@@ -139,6 +172,8 @@ impl Passkeys {
             webauthn,
             file: config.file.clone(),
             users: Mutex::new(users),
+            codes: Mutex::default(),
+            saving: Mutex::default(),
             registrations: Mutex::default(),
             approvals: Mutex::default(),
         })
@@ -151,12 +186,63 @@ impl Passkeys {
             .is_some_and(|keys| !keys.is_empty())
     }
 
-    /// Starts registering a passkey for `user`: the ceremony's id and the options for
-    /// `navigator.credentials.create` (user verification required).
-    pub fn start_registration(&self, user: &str) -> Result<(String, Value), PasskeyError> {
+    /// Issues a one-time enrollment code for `user` (replacing an earlier one), good for
+    /// 15 minutes: hand it to the person outside the page (a console, an admin screen,
+    /// your own login). Registering a passkey needs it.
+    pub fn issue_enrollment_code(&self, user: &str) -> Result<String, PasskeyError> {
+        let mut bytes = [0u8; 10];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| PasskeyError::Store(format!("no randomness: {e}")))?;
+        // 50 bits as 10 characters of an unambiguous alphabet, shown as XXXXX-XXXXX.
+        const ALPHABET: &[u8; 32] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+        let chars: String = bytes
+            .iter()
+            .map(|b| char::from(ALPHABET.get(usize::from(b % 32)).copied().unwrap_or(b'A')))
+            .collect();
+        let code = format!(
+            "{}-{}",
+            chars.get(..5).unwrap_or(""),
+            chars.get(5..).unwrap_or("")
+        );
+        let digest: [u8; 32] = Sha256::digest(code.as_bytes()).into();
+        lock(&self.codes).insert(user.to_owned(), (digest, Instant::now() + ENROLLMENT, 0));
+        Ok(code)
+    }
+
+    /// Spends `user`'s enrollment code if `code` is it; a wrong code counts against it.
+    fn spend_code(&self, user: &str, code: &str) -> Result<(), PasskeyError> {
+        let mut codes = lock(&self.codes);
+        let Some((digest, until, tries)) = codes.get_mut(user) else {
+            return Err(PasskeyError::Enrollment);
+        };
+        let given: [u8; 32] = Sha256::digest(code.trim().to_ascii_uppercase().as_bytes()).into();
+        if Instant::now() >= *until {
+            codes.remove(user);
+            return Err(PasskeyError::Enrollment);
+        }
+        if !same(digest, &given) {
+            *tries += 1;
+            if *tries >= MAX_CODE_TRIES {
+                codes.remove(user);
+            }
+            return Err(PasskeyError::Enrollment);
+        }
+        codes.remove(user);
+        Ok(())
+    }
+
+    /// Starts registering a passkey for `user` with its enrollment code: the ceremony's
+    /// id and the options for `navigator.credentials.create` (user verification
+    /// required). The code is spent whether or not the ceremony finishes.
+    pub fn start_registration(
+        &self,
+        user: &str,
+        code: &str,
+    ) -> Result<(String, Value), PasskeyError> {
         if self.registered(user) {
             return Err(PasskeyError::Exists);
         }
+        self.spend_code(user, code)?;
         let digest = Sha256::digest(user.as_bytes());
         let mut id = [0u8; 16];
         id.copy_from_slice(digest.get(..16).unwrap_or(&[0; 16]));
@@ -166,7 +252,7 @@ impl Passkeys {
             .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
         let ceremony = random_id()?;
         let mut map = lock(&self.registrations);
-        admit(&mut map)?;
+        admit(&mut map, user)?;
         map.insert(
             ceremony.clone(),
             Ceremony {
@@ -201,6 +287,9 @@ impl Passkeys {
             let mut users = lock(&self.users);
             if users.get(&started.user).is_some_and(|k| !k.is_empty()) {
                 return Err(PasskeyError::Exists);
+            }
+            if users.len() >= MAX_USERS {
+                return Err(PasskeyError::Busy);
             }
             users.insert(started.user.clone(), vec![passkey]);
         }
@@ -252,7 +341,7 @@ impl Passkeys {
             serde_json::from_value(state).map_err(|e| PasskeyError::Rejected(e.to_string()))?;
         let ceremony = random_id()?;
         let mut map = lock(&self.approvals);
-        admit(&mut map)?;
+        admit(&mut map, user)?;
         map.insert(
             ceremony.clone(),
             Ceremony {
@@ -274,7 +363,7 @@ impl Passkeys {
         binding: [u8; 32],
         ceremony: &str,
         credential: &Value,
-    ) -> Result<(), PasskeyError> {
+    ) -> Result<Verified, PasskeyError> {
         let started = lock(&self.approvals)
             .remove(ceremony)
             .filter(|c| c.started.elapsed() < CEREMONY)
@@ -298,7 +387,9 @@ impl Passkeys {
         if changed {
             self.save()?;
         }
-        Ok(())
+        Ok(Verified {
+            credential: URL_SAFE_NO_PAD.encode(result.cred_id().as_ref()),
+        })
     }
 
     /// Writes the passkeys file: a temp file (0600), synced, renamed over the old one.
@@ -306,11 +397,14 @@ impl Passkeys {
         let Some(path) = &self.file else {
             return Ok(());
         };
+        // One save at a time, from snapshot to rename: a later snapshot is never
+        // overwritten by an earlier one.
+        let _saving = lock(&self.saving);
         let text = serde_json::to_vec_pretty(&*lock(&self.users))
             .map_err(|e| PasskeyError::Store(e.to_string()))?;
-        let tmp = path.with_extension("tmp");
+        let tmp = path.with_extension(format!("{}.tmp", random_id()?));
         let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
+        options.write(true).create_new(true);
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt as _;

@@ -368,6 +368,7 @@ fn claims(action: &str, age_secs: u64) -> Claims {
         session: "s".into(),
         role: "admin".into(),
         presence: Presence::Click,
+        passkey: None,
     }
 }
 
@@ -486,11 +487,12 @@ async fn passkey_presence_is_refused_without_passkeys_or_a_valid_assertion() {
 }
 
 #[tokio::test]
-async fn registering_a_passkey_asks_for_user_verification_and_checks_the_answer() {
+async fn registering_a_passkey_takes_the_enrollment_code_and_user_verification() {
     let client = reqwest::Client::new();
-    let (base, _s, _dir) = with_passkeys().await;
+    let (base, s, _dir) = with_passkeys().await;
+    let passkeys = s.passkeys.clone().unwrap();
     let status: Value = client
-        .get(format!("{base}/v1/passkeys/admin"))
+        .get(format!("{base}/v1/passkeys/status/admin"))
         .header("sec-fetch-site", "same-origin")
         .send()
         .await
@@ -499,16 +501,50 @@ async fn registering_a_passkey_asks_for_user_verification_and_checks_the_answer(
         .await
         .unwrap();
     assert_eq!(status, json!({"enabled": true, "registered": false}));
-    let r = page_post(
-        &client,
-        format!("{base}/v1/passkeys/register"),
-        json!({"user": "admin"}).to_string(),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let started: Value = r.json().await.unwrap();
+    let register = |body: Value| {
+        let client = client.clone();
+        let url = format!("{base}/v1/passkeys/register");
+        async move {
+            let r = page_post(&client, url, body.to_string())
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    // A script in the page can call this route; without the code it enrolls nothing.
+    assert_eq!(register(json!({"user": "admin"})).await.0, 400);
+    let (status, answer) = register(json!({"user": "admin", "code": "AAAAA-AAAAA"})).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (403, Some("passkey_rejected"))
+    );
+    // Five wrong tries burn a code; the right one after that is refused too.
+    let code = passkeys.issue_enrollment_code("admin").unwrap();
+    for _ in 0..5 {
+        assert_eq!(
+            register(json!({"user": "admin", "code": "BBBBB-BBBBB"}))
+                .await
+                .0,
+            403
+        );
+    }
+    assert_eq!(
+        register(json!({"user": "admin", "code": code})).await.0,
+        403
+    );
+    // A code is for one user, once.
+    let code = passkeys.issue_enrollment_code("admin").unwrap();
+    assert_eq!(
+        register(json!({"user": "intruder", "code": code})).await.0,
+        403
+    );
+    let (status, started) = register(json!({"user": "admin", "code": code.to_lowercase()})).await;
+    assert_eq!(status, 200, "{started}");
+    assert_eq!(
+        register(json!({"user": "admin", "code": code})).await.0,
+        403
+    );
     let options = &started["options"]["publicKey"];
     assert_eq!(
         options["authenticatorSelection"]["userVerification"],
@@ -532,8 +568,12 @@ async fn registering_a_passkey_asks_for_user_verification_and_checks_the_answer(
             json!({"ceremony": "nope", "credential": {}}),
             403,
         ),
-        ("register", json!({"user": "../etc"}), 400),
-        ("register", json!({"user": "admin", "admin": true}), 400),
+        ("register", json!({"user": "../etc", "code": "x"}), 400),
+        (
+            "register",
+            json!({"user": "admin", "code": "x", "admin": true}),
+            400,
+        ),
         ("register", json!([]), 400),
     ] {
         let r = page_post(
@@ -548,4 +588,13 @@ async fn registering_a_passkey_asks_for_user_verification_and_checks_the_answer(
         let answer: Value = r.json().await.unwrap();
         assert!(answer["error"]["code"].is_string(), "{answer}");
     }
+    // A hostile user name in the status path gets a JSON error.
+    let r = client
+        .get(format!("{base}/v1/passkeys/status/%FF"))
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert!(r.json::<Value>().await.unwrap()["error"]["code"].is_string());
 }

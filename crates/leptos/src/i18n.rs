@@ -145,6 +145,8 @@ pub struct Strings {
     pub passkey_working: &'static str,
     /// Said before the reason a passkey was not set up.
     pub passkey_failed: &'static str,
+    /// The enrollment code field's label.
+    pub passkey_code: &'static str,
     /// Notifications are on.
     pub notify_on: &'static str,
     /// The browser refused notifications.
@@ -410,6 +412,7 @@ static EN: Strings = Strings {
     passkey_ready: "Passkey set up: actions that need it ask you to verify with it.",
     passkey_working: "Follow your browser's passkey prompt…",
     passkey_failed: "The passkey was not set up:",
+    passkey_code: "Enrollment code (from the gateway):",
     notify_on: "Notifications on: you will be told when something waits while this tab is hidden.",
     notify_denied: "Notifications are blocked in this browser; the tab's title still shows what waits.",
     restored_card: "Brought back after the page reloaded: checked again, still waiting for you.",
@@ -519,6 +522,7 @@ static ZH: Strings = Strings {
     passkey_ready: "通行密钥已设置：需要它的操作会请你用它验证。",
     passkey_working: "请按浏览器的通行密钥提示操作…",
     passkey_failed: "通行密钥未设置：",
+    passkey_code: "注册码（由网关提供）：",
     notify_on: "通知已开启：此标签页在后台时，有事项等待会通知你。",
     notify_denied: "此浏览器已阻止通知；标签页标题仍会显示等待的事项。",
     restored_card: "页面重新加载后恢复：已重新检查，仍在等待你决定。",

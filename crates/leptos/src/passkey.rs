@@ -37,7 +37,7 @@ impl Countersign {
         let Some(base) = self.passkeys_base() else {
             return;
         };
-        let url = format!("{base}/{}", self.0.role);
+        let url = format!("{base}/status/{}", self.0.role);
         leptos::task::spawn_local(async move {
             let answer = fetch("GET", &url, None, 10_000).await;
             let status = answer
@@ -54,8 +54,14 @@ impl Countersign {
         });
     }
 
-    /// Registers a passkey: only on a person's click (a script's changes nothing).
-    pub(crate) fn register_passkey(&self, event: &web_sys::MouseEvent, state: RwSignal<Setup>) {
+    /// Registers a passkey with the enrollment code the person typed: only on a person's
+    /// click (a script's changes nothing).
+    pub(crate) fn register_passkey(
+        &self,
+        event: &web_sys::MouseEvent,
+        code: String,
+        state: RwSignal<Setup>,
+    ) {
         let event: &web_sys::Event = event.as_ref();
         let real = wasm_bindgen::JsCast::is_instance_of::<web_sys::Event>(event)
             && crate::attention::is_real_event(event);
@@ -68,7 +74,7 @@ impl Countersign {
         let user = self.0.role.clone();
         state.set(Setup::Working);
         leptos::task::spawn_local(async move {
-            let next = match register(&base, &user).await {
+            let next = match register(&base, &user, &code).await {
                 Ok(()) => Setup::Ready,
                 Err(why) => Setup::Failed(why),
             };
@@ -77,8 +83,8 @@ impl Countersign {
     }
 }
 
-async fn register(base: &str, user: &str) -> Result<(), String> {
-    let body = json!({ "user": user }).to_string();
+async fn register(base: &str, user: &str, code: &str) -> Result<(), String> {
+    let body = json!({ "user": user, "code": code }).to_string();
     let (status, text) = fetch("POST", &format!("{base}/register"), Some(&body), 15_000).await?;
     let started: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     let (Some(ceremony), Some(options), 200) =

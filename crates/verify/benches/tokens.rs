@@ -22,6 +22,7 @@ fn claims(jti: u64) -> Claims {
         session: "page-0a1b2c3d4e5f".into(),
         role: "admin".into(),
         presence: Presence::Click,
+        passkey: None,
     }
 }
 

@@ -57,4 +57,7 @@ pub struct Claims {
     pub role: String,
     /// What proves the person was there.
     pub presence: Presence,
+    /// For `passkey`: the id (base64url) of the registered credential that verified.
+    #[serde(default)]
+    pub passkey: Option<String>,
 }

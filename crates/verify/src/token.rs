@@ -33,6 +33,7 @@ pub struct Expected<'a> {
     action: &'a str,
     args_sha256: String,
     passkey: bool,
+    role: Option<&'a str>,
 }
 
 impl<'a> Expected<'a> {
@@ -43,7 +44,15 @@ impl<'a> Expected<'a> {
             action,
             args_sha256: ArgsDigest::of_value(arguments).to_hex(),
             passkey: false,
+            role: None,
         }
+    }
+
+    /// Also require the token's `role` to be `role` (the user your backend's own session
+    /// says is signed in): a passkey proves the person registered for that role.
+    pub fn with_role(mut self, role: &'a str) -> Self {
+        self.role = Some(role);
+        self
     }
 
     /// Also require `presence: "passkey"`.
@@ -93,6 +102,9 @@ pub enum VerifyError {
     /// Without the passkey presence this call needs.
     #[error("the token does not carry passkey presence")]
     Presence,
+    /// For another role than the one the backend expects.
+    #[error("the token was approved for another role")]
+    WrongRole,
     /// Used before.
     #[error("the token was already used")]
     Replayed,
@@ -117,6 +129,7 @@ impl VerifyError {
             VerifyError::WrongAction => "wrong_action",
             VerifyError::WrongArguments => "wrong_arguments",
             VerifyError::Presence => "no_presence",
+            VerifyError::WrongRole => "wrong_role",
             VerifyError::Replayed => "replayed",
             VerifyError::Busy => "busy",
         }
@@ -276,8 +289,11 @@ impl Verifier {
         if claims.args_sha256 != expected.args_sha256 {
             return Err(VerifyError::WrongArguments);
         }
-        if expected.passkey && claims.presence != Presence::Passkey {
+        if expected.passkey && (claims.presence != Presence::Passkey || claims.passkey.is_none()) {
             return Err(VerifyError::Presence);
+        }
+        if expected.role.is_some_and(|role| role != claims.role) {
+            return Err(VerifyError::WrongRole);
         }
         Ok(claims)
     }

@@ -44,9 +44,10 @@ impl IntoResponse for VerifyError {
     /// does not cover this request, 409 for one already used, 503 when busy.
     fn into_response(self) -> Response {
         let status = match self {
-            VerifyError::WrongAction | VerifyError::WrongArguments | VerifyError::Presence => {
-                StatusCode::FORBIDDEN
-            }
+            VerifyError::WrongAction
+            | VerifyError::WrongArguments
+            | VerifyError::Presence
+            | VerifyError::WrongRole => StatusCode::FORBIDDEN,
             VerifyError::Replayed => StatusCode::CONFLICT,
             VerifyError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::UNAUTHORIZED,

@@ -28,6 +28,7 @@ fn claims() -> Claims {
         session: "s1".into(),
         role: "admin".into(),
         presence: Presence::Click,
+        passkey: None,
     }
 }
 
@@ -353,4 +354,27 @@ fn an_id_is_kept_as_long_as_its_token_is_accepted() {
         v.verify(&mint("a", e), &archive(), e + 5),
         Err(VerifyError::Expired)
     );
+}
+
+#[test]
+fn a_passkey_token_names_its_credential_and_its_role_is_checked() {
+    let mut c = claims();
+    c.presence = Presence::Passkey;
+    let without_credential = signer().sign(&c).unwrap();
+    assert_eq!(
+        verifier().verify(&without_credential, &archive().with_passkey(), NOW),
+        Err(VerifyError::Presence)
+    );
+    c.passkey = Some("Y3JlZGVudGlhbA".into());
+    c.jti = "11".repeat(16);
+    let token = signer().sign(&c).unwrap();
+    let v = verifier();
+    assert_eq!(
+        v.verify(&token, &archive().with_passkey().with_role("viewer"), NOW),
+        Err(VerifyError::WrongRole)
+    );
+    let got = v
+        .verify(&token, &archive().with_passkey().with_role("admin"), NOW)
+        .unwrap();
+    assert_eq!(got.passkey.as_deref(), Some("Y3JlZGVudGlhbA"));
 }

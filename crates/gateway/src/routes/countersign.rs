@@ -130,8 +130,8 @@ pub(crate) async fn mint(
     let body = parse_body(&body)?;
     // INVARIANT: a passkey token is minted only after the person's user-verified
     // assertion over a challenge derived from exactly this binding.
-    match (body.presence, &body.assertion) {
-        (Presence::Click, None) => {}
+    let passkey = match (body.presence, &body.assertion) {
+        (Presence::Click, None) => None,
         (Presence::Click, Some(_)) => {
             return Err(ApiError::new(
                 ErrorCode::InvalidRequest,
@@ -145,7 +145,7 @@ pub(crate) async fn mint(
             ))
         }
         (Presence::Passkey, Some(assertion)) => {
-            super::passkeys::enabled(&state)?
+            let verified = super::passkeys::enabled(&state)?
                 .finish_approval(
                     &body.role,
                     body.binding(),
@@ -153,8 +153,9 @@ pub(crate) async fn mint(
                     &assertion.credential,
                 )
                 .map_err(|e| super::passkeys::refusal(&e))?;
+            Some(verified.credential)
         }
-    }
+    };
     let mut jti = [0u8; 16];
     getrandom::fill(&mut jti)
         .map_err(|_| ApiError::new(ErrorCode::AuditUnavailable, "no randomness for a token id"))?;
@@ -178,6 +179,7 @@ pub(crate) async fn mint(
         session: body.session,
         role: body.role,
         presence: body.presence,
+        passkey,
     };
     let record = record_of(&claims, u64::try_from(now.as_millis()).unwrap_or(u64::MAX))?;
     state.audit.append(vec![record]).await.map_err(|e| {

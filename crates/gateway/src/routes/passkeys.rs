@@ -23,6 +23,7 @@ pub(crate) fn refusal(e: &PasskeyError) -> ApiError {
     let code = match e {
         PasskeyError::NoPasskey => ErrorCode::NoPasskey,
         PasskeyError::Exists => ErrorCode::PasskeyExists,
+        PasskeyError::Enrollment => ErrorCode::PasskeyRejected,
         PasskeyError::UnknownCeremony
         | PasskeyError::OtherCall
         | PasskeyError::Rejected(_)
@@ -43,11 +44,17 @@ pub(crate) fn enabled(state: &AppState) -> Result<&Passkeys, ApiError> {
     })
 }
 
-/// `GET /v1/passkeys/{user}`: `{"enabled","registered"}`.
+/// `GET /v1/passkeys/status/{user}`: `{"enabled","registered"}`.
 pub(crate) async fn status(
     State(state): State<AppState>,
-    Path(user): Path<String>,
+    user: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Ok(Path(user)) = user else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`user` is invalid",
+        ));
+    };
     if !valid_user(&user) {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
@@ -67,6 +74,8 @@ pub(crate) async fn status(
 #[serde(deny_unknown_fields)]
 struct Start {
     user: String,
+    /// The enrollment code issued outside the page.
+    code: String,
 }
 
 #[derive(Deserialize)]
@@ -98,7 +107,7 @@ pub(crate) async fn register(
         ));
     }
     let (ceremony, options) = enabled(&state)?
-        .start_registration(&start.user)
+        .start_registration(&start.user, &start.code)
         .map_err(|e| refusal(&e))?;
     Ok(Json(json!({ "ceremony": ceremony, "options": options })))
 }

@@ -75,11 +75,20 @@ fn PasskeySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl Int
                     ),
                     _ => None,
                 };
+                let code = RwSignal::new(String::new());
                 Some(view! {
                     <p class="cs-passkey">
                         {failed}
+                        <label>
+                            {strings.passkey_code}" "
+                            <input class="cs-passkey-code" autocomplete="off" spellcheck="false"
+                                prop:value=move || code.get()
+                                on:input=move |event| code.set(event_target_value(&event)) />
+                        </label>
+                        " "
                         <button type="button" class="cs-btn cs-btn--link cs-passkey-setup" on:click=move |event| {
-                            cs.with_value(|cs| cs.register_passkey(&event, state));
+                            let typed = code.get_untracked();
+                            cs.with_value(|cs| cs.register_passkey(&event, typed, state));
                         }>{strings.passkey_setup}</button>
                     </p>
                 }.into_any())
