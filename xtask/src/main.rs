@@ -367,20 +367,21 @@ fn test() -> Result {
     // Cargo verifies them against a local registry of the packages, whose extracted
     // sources it keeps by version: a copy left from an earlier run (same version, older
     // code) would be built instead of this one, so those copies go first.
-    forget_packaged_sources(&["countersign", "countersign-leptos", "countersign-gateway"]);
+    forget_packaged_sources(&PUBLISHED);
+    // Cargo also keeps what it compiled from those packages keyed by version alone.
     let mut c = cargo();
-    c.args([
-        "package",
-        "-p",
-        "countersign",
-        "-p",
-        "countersign-leptos",
-        "-p",
-        "countersign-gateway",
-        "--allow-dirty",
-    ]);
+    c.args(["clean", "--quiet"]);
+    for name in PUBLISHED {
+        c.args(["-p", name]);
+    }
+    run("forget builds of earlier packages", c)?;
+    let mut c = cargo();
+    c.args(["package", "--allow-dirty"]);
+    for name in PUBLISHED {
+        c.args(["-p", name]);
+    }
     run(
-        "cargo package (the three published crates build from their packages)",
+        "cargo package (the four published crates build from their packages)",
         c,
     )?;
 
@@ -390,6 +391,14 @@ fn test() -> Result {
     println!("\n==> all checks passed");
     Ok(())
 }
+
+/// The crates published to crates.io, in dependency order.
+const PUBLISHED: [&str; 4] = [
+    "countersign",
+    "countersign-leptos",
+    "countersign-verify",
+    "countersign-gateway",
+];
 
 /// Removes extracted sources of `crates` (this workspace's version) that earlier
 /// `cargo package` runs left in cargo's registry cache.
