@@ -108,6 +108,8 @@ pub struct Action<P> {
     pub(crate) run: Option<Rc<RunFn<P>>>,
     pub(crate) run_signed: Option<Rc<SignedRunFn<P>>>,
     pub(crate) presence: crate::Presence,
+    /// Who may call it (every caller unless [`Action::only_for`] narrowed it).
+    pub(crate) callers: Vec<crate::Caller>,
     pub(crate) verify: Option<Rc<VerifyFn<P>>>,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) remember: Option<Rc<RememberFn<P>>>,
@@ -154,6 +156,7 @@ where
             run: None,
             run_signed: None,
             presence: crate::Presence::Click,
+            callers: crate::Caller::ALL.to_vec(),
             verify: None,
             handoff: None,
             remember: None,
@@ -282,6 +285,18 @@ where
         self
     }
 
+    /// Only these callers may call the action: for the others it is not in the
+    /// projection and a call of it is `UNKNOWN_ACTION`, decided in the executor (so an
+    /// agent outside the page cannot reach it whatever it sends). For example
+    /// `.only_for([Caller::Assistant])` keeps an action from WebMCP and MCP agents.
+    pub fn only_for(mut self, callers: impl IntoIterator<Item = crate::Caller>) -> Self {
+        let mut callers: Vec<crate::Caller> = callers.into_iter().collect();
+        callers.sort_unstable();
+        callers.dedup();
+        self.callers = callers;
+        self
+    }
+
     /// Reads real state after `run` to confirm the effect; an `Err` is `VERIFY_FAILED`.
     /// Must not call back into the executor (see [`crate::Reentered`]).
     pub fn verify(mut self, verify: impl Fn(&P, &Value) -> Result<(), String> + 'static) -> Self {
@@ -368,6 +383,7 @@ where
             "question": self.question.as_ref().map(|q| &q.schema),
             "countersigned": self.run_signed.is_some(),
             "presence": self.presence,
+            "callers": self.callers,
         }))
         .to_hex();
         let meta = ActionMeta {
@@ -387,6 +403,7 @@ where
             question: self.question.clone(),
             countersigned: self.run_signed.is_some(),
             presence: self.presence,
+            callers: self.callers.clone(),
         };
         Rc::new(Typed {
             meta,
@@ -435,6 +452,8 @@ pub(crate) struct ActionMeta {
     pub(crate) countersigned: bool,
     /// What must prove the person was there before its token is minted.
     pub(crate) presence: crate::Presence,
+    /// Who may call it.
+    pub(crate) callers: Vec<crate::Caller>,
 }
 
 /// A registered action with its param type erased.

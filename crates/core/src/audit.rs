@@ -70,6 +70,8 @@ pub enum Decider {
     Host,
     /// The action itself (`run`, `verify`, a handoff's `expect`).
     Action,
+    /// The caller: an agent that withdrew its call.
+    Caller,
 }
 
 /// One line of the audit trail. Arguments appear only as `args_digest`, a keyed digest
@@ -90,6 +92,9 @@ pub struct AuditRecord {
     pub call: u64,
     /// The model's tool call id (truncated to 128 chars).
     pub tool_call_id: String,
+    /// Who asked: omitted for the page's own assistant.
+    #[serde(default, skip_serializing_if = "crate::Caller::is_assistant")]
+    pub caller: crate::Caller,
     /// The action id as asked (truncated and escaped if hostile).
     pub action: String,
     /// The action's kind, once resolved.

@@ -16,6 +16,10 @@ pub struct Call {
     pub action: String,
     /// The arguments exactly as the model sent them: a JSON object as text.
     pub arguments: String,
+    /// Who asked: the page's own assistant, or an agent outside it. The card and every
+    /// audit record name it; a grant covers only the caller it was made for.
+    #[serde(default, skip_serializing_if = "Caller::is_assistant")]
+    pub caller: Caller,
 }
 
 impl Call {
@@ -29,7 +33,58 @@ impl Call {
             tool_call_id: tool_call_id.into(),
             action: action.into(),
             arguments: arguments.into(),
+            caller: Caller::Assistant,
         }
+    }
+
+    /// The same call, asked by `caller`.
+    #[must_use]
+    pub fn by(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+}
+
+/// Who sent a call. Nothing a caller says approves anything: the caller only decides
+/// whose name the card shows and which grants can cover the call.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Caller {
+    /// The page's own assistant.
+    #[default]
+    Assistant,
+    /// A browser agent calling a tool the page registered with WebMCP
+    /// (`document.modelContext`).
+    #[serde(rename = "webmcp")]
+    WebMcp,
+    /// An MCP client, through the gateway, paired with this page.
+    Mcp,
+}
+
+impl Caller {
+    /// Every caller, in order.
+    pub const ALL: [Caller; 3] = [Caller::Assistant, Caller::WebMcp, Caller::Mcp];
+
+    /// Whether this is the page's own assistant.
+    pub fn is_assistant(&self) -> bool {
+        *self == Caller::Assistant
+    }
+
+    /// The caller's name in records: `assistant`, `webmcp` or `mcp`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Caller::Assistant => "assistant",
+            Caller::WebMcp => "webmcp",
+            Caller::Mcp => "mcp",
+        }
+    }
+}
+
+impl std::fmt::Display for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -67,11 +67,14 @@ pub enum Code {
     HandoffFailed,
     /// The person declined to answer the assistant's question.
     QuestionDeclined,
+    /// The caller withdrew the call (cancelled it, or went away) while it waited for a
+    /// person: nothing was done.
+    Cancelled,
 }
 
 impl Code {
     /// Every code, in pipeline order.
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 16] = [
         Code::UnknownAction,
         Code::InvalidArgs,
         Code::ScopeMissing,
@@ -87,6 +90,7 @@ impl Code {
         Code::HandoffTimeout,
         Code::HandoffFailed,
         Code::QuestionDeclined,
+        Code::Cancelled,
     ];
 
     /// The code as the model sees it, e.g. `PERMISSION_DENIED`.
@@ -107,6 +111,7 @@ impl Code {
             Code::HandoffTimeout => "HANDOFF_TIMEOUT",
             Code::HandoffFailed => "HANDOFF_FAILED",
             Code::QuestionDeclined => "QUESTION_DECLINED",
+            Code::Cancelled => "CANCELLED",
         }
     }
 
@@ -128,6 +133,7 @@ impl Code {
             Code::HandoffTimeout => "the handoff timed out",
             Code::HandoffFailed => "the handoff's expectation did not hold",
             Code::QuestionDeclined => "the person declined to answer",
+            Code::Cancelled => "the caller withdrew the call before it ran",
         }
     }
 
@@ -149,7 +155,8 @@ impl Code {
             | Code::HandoffCancelled
             | Code::HandoffTimeout
             | Code::HandoffFailed
-            | Code::QuestionDeclined => RetryHint::AskUser,
+            | Code::QuestionDeclined
+            | Code::Cancelled => RetryHint::AskUser,
         }
     }
 }

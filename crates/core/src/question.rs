@@ -96,6 +96,8 @@ impl Question {
 pub struct QuestionView {
     /// The call waiting.
     pub call: crate::CallId,
+    /// Who asked.
+    pub caller: crate::Caller,
     /// The action's id.
     pub action: String,
     /// The action's title.

@@ -313,6 +313,13 @@ pub enum Reason {
     /// decide: the action's run takes a countersignature, so a person is always asked
     /// (never below `Ask`, never run by a mode).
     NeedsCountersignature,
+    /// decide: an agent outside the page (WebMCP, MCP) asked for more than a read, so a
+    /// person is asked whatever the declared level (never below `Ask`, never run by a
+    /// mode).
+    OutsideCaller {
+        /// Who asked.
+        caller: crate::Caller,
+    },
     /// perform: the call was approved, but no countersignature could be minted for it
     /// (no gateway, the gateway refused, or it was unreachable); its run was not reached.
     NotCountersigned,
@@ -332,6 +339,12 @@ pub enum Reason {
     HandoffCompleted,
     /// verify: the person said done, but `expect` does not hold.
     HandoffFailed,
+    /// approve: the caller withdrew the call (an agent cancelled it, or went away) while
+    /// it waited for a person; nothing was done.
+    Withdrawn {
+        /// Who asked, and withdrew.
+        caller: crate::Caller,
+    },
     /// A hook called back into the executor while it was deciding; its answer could not
     /// be trusted, so the call was refused.
     HookReentered {
@@ -377,13 +390,14 @@ impl Reason {
             | R::StaleCard { .. }
             | R::CardKeptChanging
             | R::Declined
+            | R::Withdrawn { .. }
             | R::EditedInto { .. }
             | R::EditedFrom { .. }
             | R::Restored
             | R::NotRestored { .. }
             | R::SyntheticGesture { .. }
             | R::ApprovalTimeout => Stage::Approve,
-            R::NeedsCountersignature => Stage::Decide,
+            R::NeedsCountersignature | R::OutsideCaller { .. } => Stage::Decide,
             R::NothingToRun
             | R::NotCountersigned
             | R::RunFailed
@@ -420,6 +434,7 @@ impl Reason {
             | R::CardKeptChanging
             | R::Rewritten { to: None } => Code::Unavailable,
             R::Declined => Code::PermissionDenied,
+            R::Withdrawn { .. } => Code::Cancelled,
             R::QuestionDeclined => Code::QuestionDeclined,
             R::ApprovalTimeout => Code::ApprovalTimeout,
             R::NotRestored { handoff: false, .. } => Code::ApprovalExpired,
@@ -453,6 +468,7 @@ impl Reason {
             | R::EditedFrom { .. }
             | R::Restored
             | R::NeedsCountersignature
+            | R::OutsideCaller { .. }
             | R::SyntheticGesture { .. }
             | R::Verified
             | R::HandoffCompleted => return None,
@@ -509,6 +525,7 @@ impl Reason {
             R::StaleCard { .. } => "stale_card",
             R::CardKeptChanging => "card_kept_changing",
             R::Declined => "declined",
+            R::Withdrawn { .. } => "withdrawn",
             R::EditedInto { .. } => "edited_into",
             R::Restored => "restored",
             R::SyntheticGesture { .. } => "synthetic_gesture",
@@ -517,6 +534,7 @@ impl Reason {
             R::ApprovalTimeout => "approval_timeout",
             R::NothingToRun => "nothing_to_run",
             R::NeedsCountersignature => "needs_countersignature",
+            R::OutsideCaller { .. } => "outside_caller",
             R::NotCountersigned => "not_countersigned",
             R::RunFailed => "run_failed",
             R::Interrupted => "interrupted",
@@ -606,6 +624,7 @@ impl Reason {
             }
             R::CardKeptChanging => "the card kept changing before it was approved".into(),
             R::Declined => "the person declined".into(),
+            R::Withdrawn { caller } => format!("the caller ({caller}) withdrew the call"),
             R::Restored => "waiting when the page reloaded; brought back and asked again".into(),
             R::SyntheticGesture { control } => format!(
                 "`{}` was pressed by a script, not a person; refused",
@@ -630,6 +649,9 @@ impl Reason {
             R::NothingToRun => "the action has nothing to run".into(),
             R::NeedsCountersignature => {
                 "its backend checks a person's countersignature, so it is always asked".into()
+            }
+            R::OutsideCaller { caller } => {
+                format!("asked for by an agent outside the page ({caller}), so a person is asked")
             }
             R::NotCountersigned => {
                 "approved, but no countersignature could be minted; it did not run".into()
@@ -695,6 +717,7 @@ impl Reason {
             R::CardKeptChanging => format!(
                 "{what} was not done: the page kept changing while the person looked at it. ask the user"
             ),
+            R::Withdrawn { .. } => format!("{what} was withdrawn before it ran; it was not done"),
             R::Declined => {
                 let mut message = format!("the person declined {what}; it was not done");
                 if let Some(reason) = said.detail.filter(|r| !r.trim().is_empty()) {

@@ -53,6 +53,8 @@ pub struct ApprovalRequest {
     pub call: CallId,
     /// The action's id.
     pub action: String,
+    /// Who asked (the card names an agent outside the page).
+    pub caller: crate::Caller,
     /// The action's title.
     pub title: String,
     /// The action's kind (the card's risk colour).
@@ -238,6 +240,9 @@ pub struct GrantBasis {
     pub role: String,
     /// The arguments of the call the person approved with "always allow".
     pub arguments: Value,
+    /// The caller the grant trusts: it covers only that caller's calls.
+    #[serde(default, skip_serializing_if = "crate::Caller::is_assistant")]
+    pub caller: crate::Caller,
 }
 
 /// An id for a session grant.

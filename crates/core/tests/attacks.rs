@@ -776,6 +776,7 @@ fn a_stale_now_never_revives_an_expired_card_or_moves_the_trail_back() {
             registration: String::new(),
             role: "admin".into(),
             arguments: json!({}),
+            caller: countersign::Caller::Assistant,
         },
         at(late),
     );

@@ -156,6 +156,7 @@ fn basis(w: &World, action: &str, role: &str, arguments: serde_json::Value) -> G
         registration: w.exec.registration(action).unwrap_or_default(),
         role: role.into(),
         arguments,
+        caller: countersign::Caller::Assistant,
     }
 }
 

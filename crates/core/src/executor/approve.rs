@@ -63,6 +63,7 @@ impl ExecutorState {
             generation: live.generation,
             prepared: Rc::clone(&live.prepared),
             arguments: live.arguments.clone(),
+            caller: live.caller,
             edited: live.edited.clone(),
             deadline: live.deadline,
         };
@@ -244,5 +245,35 @@ impl ExecutorState {
         stop.detail = reason.map(str::to_owned);
         self.settle_stop(call, stop, now);
         self.last_settled_for(call)
+    }
+
+    /// Settles as `CANCELLED` every call of `caller`'s with `tool_call_id` that waits for
+    /// a person (card, handoff or question). One already running is left to finish: its
+    /// effect cannot be taken back, so its own outcome is recorded.
+    pub(crate) fn withdraw(
+        &mut self,
+        caller: crate::Caller,
+        tool_call_id: &str,
+        now: Timestamp,
+    ) -> Vec<crate::Settled> {
+        let now = self.tick(now);
+        let waiting: Vec<CallId> = self
+            .live
+            .iter()
+            .filter(|(_, live)| {
+                live.caller == caller
+                    && live.tool_call_id == tool_call_id
+                    && !matches!(live.state, LiveState::Performing)
+            })
+            .map(|(call, _)| *call)
+            .collect();
+        waiting
+            .into_iter()
+            .filter_map(|call| {
+                let stop = Stop::new(Reason::Withdrawn { caller }, Decider::Caller);
+                self.settle_stop(call, stop, now);
+                self.last_settled_for(call).ok()
+            })
+            .collect()
     }
 }

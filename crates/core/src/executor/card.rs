@@ -104,6 +104,7 @@ impl ExecutorState {
         let args_sha256 = ArgsDigest::of_value(&decided.arguments);
         let card_sha256 = CardDigest(ArgsDigest::of_value(&json!({
             "action": meta.id,
+            "caller": decided.caller,
             "title": meta.title,
             "kind": meta.kind,
             "policy": face.policy,
@@ -120,6 +121,7 @@ impl ExecutorState {
         ApprovalRequest {
             call,
             action: meta.id.clone(),
+            caller: decided.caller,
             title: meta.title.clone(),
             kind: meta.kind,
             policy: face.policy,

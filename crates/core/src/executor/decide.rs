@@ -37,6 +37,8 @@ pub(crate) struct Decided {
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,
     pub(crate) arguments: Value,
+    /// Who asked.
+    pub(crate) caller: crate::Caller,
     /// The person's edit, when the call came from one.
     pub(crate) edited: Option<crate::EditDiff>,
     /// A deadline the card or handoff keeps (a call restored after a reload).
@@ -56,6 +58,7 @@ impl ExecutorState {
         prepared: &dyn PreparedCall,
         arguments: &Value,
         generation: u64,
+        caller: crate::Caller,
     ) -> Result<Decision, Stop> {
         // The mode is read before any hook runs (and no hook may switch it).
         let mode = self.mode.get();
@@ -64,6 +67,8 @@ impl ExecutorState {
             return Err(Stop::new(Reason::ClassifierDenied, Decider::Classifier).with(why));
         }
         let refused = |mode| Stop::new(Reason::ModeRefused { mode }, Decider::Mode);
+        // An agent outside the page (WebMCP, MCP) that asks for more than a read.
+        let outside = !caller.is_assistant() && meta.kind != crate::Kind::Read;
         if meta.handoff.is_some() {
             // INVARIANT: a handoff is never also put behind an approval, and no mode turns
             // it into a run.
@@ -88,31 +93,34 @@ impl ExecutorState {
                 Reason::ClassifierAsked,
                 Decider::Classifier,
             ),
-            (_, ApprovalPolicy::None) if !meta.countersigned => {
+            (_, ApprovalPolicy::None) if !meta.countersigned && !outside => {
                 return Ok(Decision::Run(Reason::Level(level), Decider::Policy))
             }
             // INVARIANT: a countersignature states a person's approval: an action that
             // takes one is never below `Ask`; only the person's own grant runs it unasked.
+            // Nor is anything but a read asked for by an agent outside the page: a level
+            // of `None` was declared for the page's own assistant.
             (_, ApprovalPolicy::None) => {
                 if !meta.confirm_twice {
-                    if let Some(grant) = self.grant_covering(meta, generation, arguments) {
+                    if let Some(grant) = self.grant_covering(meta, generation, arguments, caller) {
                         return Ok(Decision::Run(
                             Reason::Grant { grant },
                             Decider::SessionGrant,
                         ));
                     }
                 }
-                (
-                    ApprovalPolicy::Ask,
-                    Reason::NeedsCountersignature,
-                    Decider::Policy,
-                )
+                let reason = if meta.countersigned {
+                    Reason::NeedsCountersignature
+                } else {
+                    Reason::OutsideCaller { caller }
+                };
+                (ApprovalPolicy::Ask, reason, Decider::Policy)
             }
             (_, policy) => {
-                // INVARIANT: a grant covers only `Ask`, only the registration it was made
-                // for, and never an action that asks twice.
+                // INVARIANT: a grant covers only `Ask`, only the registration and the
+                // caller it was made for, and never an action that asks twice.
                 if policy == ApprovalPolicy::Ask && !meta.confirm_twice {
-                    if let Some(grant) = self.grant_covering(meta, generation, arguments) {
+                    if let Some(grant) = self.grant_covering(meta, generation, arguments, caller) {
                         let reason = Reason::Grant { grant };
                         return Ok(Decision::Run(reason, Decider::SessionGrant));
                     }
@@ -124,13 +132,15 @@ impl ExecutorState {
         // person is needed and absent: away refuses; unattended stands in only for `Ask`.
         // INVARIANT: unattended stands in for a person only on a plain `Ask`: never on
         // `AskAlways`, a classifier's ask, or a double confirmation.
-        let plain_ask = policy == ApprovalPolicy::Ask && !meta.confirm_twice && !meta.countersigned;
+        let plain_ask =
+            policy == ApprovalPolicy::Ask && !meta.confirm_twice && !meta.countersigned && !outside;
         // INVARIANT: no mode lowers a reversal's level, not even bypass: an undo that
         // needs a person asks one, or is refused when nobody is there.
         match mode {
             Mode::Default => Ok(Decision::Ask(policy, reason, by)),
             // Nor a countersigned action's: its token must state a person's approval.
-            Mode::Bypass if meta.reversal || meta.countersigned => {
+            // Nor an outside agent's: a mode speaks for the page's own assistant only.
+            Mode::Bypass if meta.reversal || meta.countersigned || outside => {
                 Ok(Decision::Ask(policy, reason, by))
             }
             Mode::Bypass => Ok(Decision::Run(Reason::ModeAllowed { mode }, Decider::Mode)),
@@ -297,6 +307,7 @@ impl ExecutorState {
     ) -> Live {
         Live {
             tool_call_id: trace.tool_call_id.to_owned(),
+            caller: trace.caller,
             level: self.level(decided.action.meta()).policy,
             action: decided.action,
             generation: decided.generation,
@@ -318,6 +329,7 @@ impl ExecutorState {
         meta: &ActionMeta,
         generation: u64,
         arguments: &Value,
+        caller: crate::Caller,
     ) -> Option<crate::GrantId> {
         self.grants
             .iter()
@@ -325,6 +337,7 @@ impl ExecutorState {
                 g.action == meta.id
                     && g.generation == generation
                     && g.basis.registration == meta.declaration
+                    && g.basis.caller == caller
                     && g.rule.matcher.matches(arguments)
             })
             .map(|g| g.id)

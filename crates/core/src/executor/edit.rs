@@ -32,6 +32,7 @@ impl ExecutorState {
             tool_call_id: live.tool_call_id.clone(),
             action: live.action.meta().id.clone(),
             arguments: arguments.to_owned(),
+            caller: live.caller,
         };
         // Checked before anything changes: an edit that does not validate leaves the
         // original card waiting, and the form says why.

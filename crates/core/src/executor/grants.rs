@@ -36,6 +36,7 @@ impl ExecutorState {
                 registration: meta.declaration.clone(),
                 role: self.config.session.role.clone(),
                 arguments: decided.arguments.clone(),
+                caller: decided.caller,
             },
             generation: decided.generation,
         });
@@ -100,6 +101,7 @@ impl ExecutorState {
             generation,
             prepared,
             arguments: basis.arguments.clone(),
+            caller: basis.caller,
             edited: None,
             deadline: None,
         };

@@ -122,6 +122,8 @@ pub enum Step {
 pub struct HandoffView {
     /// The call waiting.
     pub call: CallId,
+    /// Who asked.
+    pub caller: crate::Caller,
     /// The action's id.
     pub action: String,
     /// The action's title.
@@ -240,14 +242,22 @@ impl Executor {
 
     /// The projection: registered actions that are available and within the session's
     /// scopes, as tools, sorted by name. While the policy file is broken, only reversals.
+    /// The page's own assistant's view ([`Executor::projection_for`] another caller's).
     pub fn projection(&self) -> Vec<ToolSpec> {
+        self.projection_for(crate::Caller::Assistant)
+    }
+
+    /// The projection as `caller` sees it: [`Executor::projection`] without the actions
+    /// kept from it ([`crate::Action::only_for`]).
+    pub fn projection_for(&self, caller: crate::Caller) -> Vec<ToolSpec> {
         self.read(|state| {
             let mut tools: Vec<ToolSpec> = state
                 .registry
                 .entries()
                 .filter(|e| {
                     let meta = e.action.meta();
-                    state.blocked_by_broken_file(meta).is_none()
+                    meta.callers.contains(&caller)
+                        && state.blocked_by_broken_file(meta).is_none()
                         && meta.scope.as_ref().is_none_or(|s| state.holds(s))
                         && state
                             .hook(crate::reason::Hook::Available, || e.action.is_available())
@@ -374,6 +384,20 @@ impl Executor {
         self.with(|state| state.deny(call, reason, now))?
     }
 
+    /// The caller withdrew its call `tool_call_id` (an agent cancelled it, or went away):
+    /// whatever of it waits for a person settles as `CANCELLED` with one terminal
+    /// record, and `run` is never reached. A run already under way is left to finish.
+    /// Returns what settled (empty if nothing waited, or the executor is busy).
+    pub fn withdraw(
+        &self,
+        caller: crate::Caller,
+        tool_call_id: &str,
+        now: Timestamp,
+    ) -> Vec<Settled> {
+        self.with(|state| state.withdraw(caller, tool_call_id, now))
+            .unwrap_or_default()
+    }
+
     /// Hands back a finished job: verifies and settles the call. `None` if the call was
     /// already settled (e.g. by [`Executor::shutdown`]) or the executor is busy.
     pub fn complete(&self, mut completion: Completion, now: Timestamp) -> Option<Settled> {
@@ -456,7 +480,8 @@ impl Executor {
                             live.tool_call_id.clone(),
                             meta.id.clone(),
                             live.arguments.to_string(),
-                        ),
+                        )
+                        .by(live.caller),
                         declaration: meta.declaration.clone(),
                         handoff,
                         remaining: deadline.saturating_since(now),
@@ -745,6 +770,7 @@ fn question_view(state: &ExecutorState, call: CallId) -> Option<crate::QuestionV
     let question = meta.question.as_ref()?;
     Some(crate::QuestionView {
         call,
+        caller: live.caller,
         action: meta.id.clone(),
         title: meta.title.clone(),
         prompt: question.prompt.clone(),
@@ -762,6 +788,7 @@ fn handoff_view(state: &ExecutorState, call: CallId) -> Option<HandoffView> {
     let handoff = meta.handoff.as_ref()?;
     Some(HandoffView {
         call,
+        caller: live.caller,
         action: meta.id.clone(),
         title: meta.title.clone(),
         reason: handoff.reason.clone(),

@@ -100,7 +100,13 @@ impl ExecutorState {
         trace.edited = trace.edited.take().and_then(|d| d.rebased(&arguments));
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
-        let mut decision = self.decide(action.meta(), prepared.as_ref(), &arguments, generation)?;
+        let mut decision = self.decide(
+            action.meta(),
+            prepared.as_ref(),
+            &arguments,
+            generation,
+            trace.caller,
+        )?;
         // INVARIANT: an edit approves nothing, and nothing runs by itself after a reload.
         // An edited or restored call is always asked, even where a grant, the mode or
         // the level would let it run, and at the level it really has (never lower).
@@ -141,6 +147,7 @@ impl ExecutorState {
                 tool_call_id: call.tool_call_id.clone(),
                 action: rewrite.action,
                 arguments: rewrite.arguments.to_string(),
+                caller: call.caller,
             };
             let origin = Origin {
                 edited: trace.edited.take(),
@@ -154,6 +161,7 @@ impl ExecutorState {
             generation,
             prepared,
             arguments,
+            caller: trace.caller,
             edited: trace.edited.clone(),
             deadline: trace.restored,
         };

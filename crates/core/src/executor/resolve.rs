@@ -23,8 +23,11 @@ impl ExecutorState {
                 )),
             );
         }
+        // INVARIANT: an action kept from a caller does not exist for it: the same
+        // refusal as an id nobody registered, so the caller learns nothing more.
         self.registry
             .get(&call.action)
+            .filter(|entry| entry.action.meta().callers.contains(&call.caller))
             .map(|entry| (Rc::clone(&entry.action), entry.generation))
             .ok_or_else(|| Stop::new(Reason::UnknownAction, Decider::Pipeline))
     }

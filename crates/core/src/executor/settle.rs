@@ -16,6 +16,7 @@ use super::state::{ExecutorState, Live, LiveState, Stop};
 pub(crate) struct Trace<'a> {
     pub(crate) call: CallId,
     pub(crate) tool_call_id: &'a str,
+    pub(crate) caller: crate::Caller,
     pub(crate) action_id: &'a str,
     pub(crate) started: Timestamp,
     pub(crate) declared: Option<(Kind, Confirm)>,
@@ -39,6 +40,7 @@ impl<'a> Trace<'a> {
         Self {
             call,
             tool_call_id: &raw.tool_call_id,
+            caller: raw.caller,
             action_id: &raw.action,
             started,
             declared: None,
@@ -82,6 +84,7 @@ impl<'a> Trace<'a> {
         Self {
             call,
             tool_call_id: &live.tool_call_id,
+            caller: live.caller,
             action_id: &meta.id,
             started: live.started,
             declared: Some((meta.kind, meta.confirm)),
@@ -208,6 +211,7 @@ impl ExecutorState {
             at_ms: now.as_millis(),
             call: trace.call.get(),
             tool_call_id: escaped(trace.tool_call_id, 128),
+            caller: trace.caller,
             action: escaped(trace.action_id, crate::MAX_ACTION_ID_LEN),
             kind: trace.declared.map(|d| d.0),
             confirm: trace.declared.map(|d| d.1),

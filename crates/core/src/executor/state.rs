@@ -34,6 +34,8 @@ pub(crate) enum LiveState {
 /// A call past the decide stage that has not settled.
 pub(crate) struct Live {
     pub(crate) tool_call_id: String,
+    /// Who asked.
+    pub(crate) caller: crate::Caller,
     pub(crate) action: Rc<dyn ErasedAction>,
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,

@@ -1,0 +1,245 @@
+//! One gate, many callers: a call from an agent outside the page (WebMCP, MCP) goes
+//! through the same pipeline, its card and every record name the caller, a grant covers
+//! only the caller it was made for, an action can be kept from a caller, and a caller
+//! that withdraws its call settles it as `CANCELLED` without `run`.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+mod common;
+
+use common::{at, code, drive, World};
+use countersign::{Call, Caller, Confirm, Gesture, Kind, Step};
+
+fn submit(w: &World, caller: Caller, id: &str, action: &str, args: &str, now: u64) -> Step {
+    w.exec
+        .submit(Call::new(id, action, args).by(caller), at(now))
+        .unwrap()
+}
+
+fn world() -> World {
+    let mut w = World::new();
+    w.add(w.action("rename", Kind::Write, Confirm::Ask));
+    w.add(w.action("note", Kind::Write, Confirm::Unset));
+    w.add(w.action("look", Kind::Read, Confirm::Unset));
+    w.add(
+        w.action("wipe", Kind::Danger, Confirm::Unset)
+            .only_for([Caller::Assistant]),
+    );
+    w
+}
+
+#[test]
+fn an_agents_card_and_every_record_name_it() {
+    let w = world();
+    let Step::Approval(card) = submit(&w, Caller::WebMcp, "wm-1", "rename", r#"{"name":"A"}"#, 0)
+    else {
+        panic!("an asked write is asked");
+    };
+    assert_eq!(card.caller, Caller::WebMcp);
+    let settled = w.allow(&card, Gesture::AllowOnce, 5).unwrap();
+    assert_eq!(code(&settled), "OK");
+    let records = w.audit.for_call(card.call);
+    assert!(records.len() >= 2, "{records:?}");
+    assert!(records.iter().all(|r| r.caller == Caller::WebMcp));
+    let line = serde_json::to_string(&records[0]).unwrap();
+    assert!(line.contains(r#""caller":"webmcp""#), "{line}");
+    // The assistant's records stay as they were: no caller field at all.
+    let Step::Approval(own) = submit(
+        &w,
+        Caller::Assistant,
+        "a-1",
+        "rename",
+        r#"{"name":"B"}"#,
+        10,
+    ) else {
+        panic!("asked");
+    };
+    assert_eq!(own.caller, Caller::Assistant);
+    let line = serde_json::to_string(&w.audit.for_call(own.call)[0]).unwrap();
+    assert!(!line.contains("caller"), "{line}");
+    // The card's digest binds who asked: the same call from another caller is another card.
+    let Step::Approval(mcp) = submit(&w, Caller::Mcp, "m-1", "rename", r#"{"name":"B"}"#, 20)
+    else {
+        panic!("asked");
+    };
+    assert_eq!(mcp.args_sha256, own.args_sha256);
+    assert_ne!(mcp.card_sha256, own.card_sha256);
+}
+
+#[test]
+fn a_grant_covers_only_the_caller_it_was_made_for() {
+    let w = world();
+    let Step::Approval(card) = submit(&w, Caller::Assistant, "a-1", "rename", r#"{"name":"A"}"#, 0)
+    else {
+        panic!("asked");
+    };
+    w.allow(&card, Gesture::AllowForSession, 1).unwrap();
+    // The assistant's next call runs under the grant...
+    let step = submit(&w, Caller::Assistant, "a-2", "rename", r#"{"name":"B"}"#, 2);
+    assert!(matches!(step, Step::Perform(_)), "{step:?}");
+    drive(&w.exec, step, 3);
+    // ...but an agent outside the page is asked, and so is the other agent.
+    for caller in [Caller::WebMcp, Caller::Mcp] {
+        let step = submit(&w, caller, "x", "rename", r#"{"name":"C"}"#, 4);
+        let Step::Approval(card) = step else {
+            panic!("{caller} must be asked, got {step:?}");
+        };
+        w.exec.deny(card.call, None, at(5)).unwrap();
+    }
+    assert_eq!(w.runs(), ["rename:A", "rename:B"]);
+    // A grant made on an agent's card covers that agent only.
+    let Step::Approval(card) = submit(&w, Caller::WebMcp, "wm-2", "rename", r#"{"name":"D"}"#, 6)
+    else {
+        panic!("asked");
+    };
+    w.allow(&card, Gesture::AllowForSession, 7).unwrap();
+    let grants = w.exec.grants();
+    assert_eq!(grants.len(), 2);
+    assert!(grants.iter().any(|g| g.basis.caller == Caller::WebMcp));
+    assert!(matches!(
+        submit(&w, Caller::WebMcp, "wm-3", "rename", r#"{"name":"E"}"#, 8),
+        Step::Perform(_)
+    ));
+    assert!(matches!(
+        submit(&w, Caller::Mcp, "m-3", "rename", r#"{"name":"F"}"#, 9),
+        Step::Approval(_)
+    ));
+}
+
+#[test]
+fn an_action_kept_from_a_caller_does_not_exist_for_it() {
+    let w = world();
+    let names = |caller| {
+        w.exec
+            .projection_for(caller)
+            .into_iter()
+            .map(|t| t.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(Caller::Assistant), ["look", "note", "rename", "wipe"]);
+    assert_eq!(names(Caller::WebMcp), ["look", "note", "rename"]);
+    assert_eq!(names(Caller::Mcp), ["look", "note", "rename"]);
+    assert_eq!(w.exec.projection().len(), 4);
+    let Step::Settled(settled) = submit(&w, Caller::WebMcp, "wm", "wipe", r#"{"name":"A"}"#, 0)
+    else {
+        panic!("refused at once");
+    };
+    assert_eq!(code(&settled), "UNKNOWN_ACTION");
+    // The same words as an id nobody registered: the caller learns nothing more.
+    let Step::Settled(unknown) = submit(&w, Caller::WebMcp, "wm", "nope", "{}", 0) else {
+        panic!("refused at once");
+    };
+    let (countersign::Outcome::Refused(a), countersign::Outcome::Refused(b)) =
+        (&settled.outcome, &unknown.outcome)
+    else {
+        panic!("refusals");
+    };
+    assert_eq!(a.reason, b.reason);
+    assert!(w.runs().is_empty());
+    assert_eq!(w.terminal(settled.call).len(), 1);
+}
+
+#[test]
+fn a_withdrawn_call_is_cancelled_without_run_and_one_terminal_record() {
+    let w = world();
+    let Step::Approval(card) = submit(&w, Caller::Mcp, "m-1", "rename", r#"{"name":"A"}"#, 0)
+    else {
+        panic!("asked");
+    };
+    // Another caller's call with the same id is not touched, nor is a call of another id.
+    let Step::Approval(other) = submit(&w, Caller::WebMcp, "m-1", "rename", r#"{"name":"B"}"#, 1)
+    else {
+        panic!("asked");
+    };
+    assert!(w.exec.withdraw(Caller::Mcp, "m-2", at(2)).is_empty());
+    let settled = w.exec.withdraw(Caller::Mcp, "m-1", at(3));
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0].call, card.call);
+    assert_eq!(code(&settled[0]), "CANCELLED");
+    let terminal = w.terminal(card.call);
+    assert_eq!(terminal.len(), 1);
+    assert_eq!(terminal[0].decided_by, countersign::Decider::Caller);
+    assert_eq!(terminal[0].outcome.as_deref(), Some("CANCELLED"));
+    // The person's late approval changes nothing; withdrawing twice settles nothing more.
+    assert!(w
+        .exec
+        .approve(card.countersign(Gesture::AllowOnce), at(4))
+        .is_err());
+    assert!(w.exec.withdraw(Caller::Mcp, "m-1", at(5)).is_empty());
+    assert_eq!(w.exec.approvals().len(), 1);
+    assert_eq!(w.exec.approvals()[0].call, other.call);
+    assert!(w.runs().is_empty());
+    assert_eq!(w.terminal(card.call).len(), 1);
+}
+
+#[test]
+fn a_run_under_way_is_not_withdrawn() {
+    let w = world();
+    let step = submit(&w, Caller::WebMcp, "wm-1", "look", r#"{"name":"A"}"#, 0);
+    let Step::Perform(job) = step else {
+        panic!("a read runs");
+    };
+    assert!(w.exec.withdraw(Caller::WebMcp, "wm-1", at(1)).is_empty());
+    let settled = drive(&w.exec, Step::Perform(job), 2).unwrap();
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(w.runs(), ["look:A"]);
+}
+
+#[test]
+fn an_edited_agent_call_stays_the_agents() {
+    let w = world();
+    let Step::Approval(card) = submit(&w, Caller::WebMcp, "wm-1", "rename", r#"{"name":"A"}"#, 0)
+    else {
+        panic!("asked");
+    };
+    let Step::Approval(edited) = w.exec.edit(card.call, r#"{"name":"Z"}"#, at(1)).unwrap() else {
+        panic!("the edit is asked again");
+    };
+    assert_eq!(edited.caller, Caller::WebMcp);
+    // Withdrawing by the agent's id reaches the edited call too.
+    let settled = w.exec.withdraw(Caller::WebMcp, "wm-1", at(2));
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0].call, edited.call);
+    assert!(w.runs().is_empty());
+}
+
+#[test]
+fn an_outside_agents_write_is_asked_whatever_the_level_and_no_mode_runs_it() {
+    let w = world();
+    // The page's assistant runs `note` unasked (its declared level is `None`)...
+    let step = submit(&w, Caller::Assistant, "a-1", "note", r#"{"name":"A"}"#, 0);
+    assert!(matches!(step, Step::Perform(_)), "{step:?}");
+    drive(&w.exec, step, 1);
+    // ...an agent outside the page is asked, and says why; its reads still run.
+    for caller in [Caller::WebMcp, Caller::Mcp] {
+        let step = submit(&w, caller, "x-1", "note", r#"{"name":"B"}"#, 2);
+        let Step::Approval(card) = step else {
+            panic!("{caller} must be asked, got {step:?}");
+        };
+        let asked = w.audit.for_call(card.call);
+        assert_eq!(
+            asked.last().map(|r| r.reason.clone()),
+            Some(countersign::Reason::OutsideCaller { caller })
+        );
+        w.exec.deny(card.call, None, at(3)).unwrap();
+        let step = submit(&w, caller, "x-2", "look", r#"{"name":"C"}"#, 4);
+        assert!(matches!(step, Step::Perform(_)), "{step:?}");
+        drive(&w.exec, step, 5);
+    }
+    // No mode speaks for an outside agent: bypass still asks, unattended and away refuse.
+    for (mode, asked) in [
+        (countersign::Mode::Bypass, true),
+        (countersign::Mode::Unattended, false),
+        (countersign::Mode::Away, false),
+    ] {
+        w.exec.set_mode(mode).unwrap();
+        let step = submit(&w, Caller::WebMcp, "wm", "note", r#"{"name":"D"}"#, 6);
+        match step {
+            Step::Approval(card) if asked => {
+                w.exec.deny(card.call, None, at(7)).unwrap();
+            }
+            Step::Settled(settled) if !asked => assert_eq!(code(&settled), "POLICY_DENIED"),
+            other => panic!("{mode:?}: {other:?}"),
+        }
+    }
+    assert_eq!(w.runs(), ["note:A", "look:C", "look:C"]);
+}
