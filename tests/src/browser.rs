@@ -7,7 +7,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Map, Value};
 use tokio::process::{Child, Command};
 
-const CHROME_ARGS: [&str; 10] = [
+const CHROME_ARGS: [&str; 11] = [
     "--headless=new",
     "--no-sandbox",
     "--disable-gpu",
@@ -18,6 +18,8 @@ const CHROME_ARGS: [&str; 10] = [
     "--no-first-run",
     "--disable-quic",
     "--window-size=1280,900",
+    // WebMCP (`document.modelContext`): the page registers its actions as tools there.
+    "--enable-features=WebMCP",
 ];
 
 /// A running ChromeDriver with one headless Chromium session.

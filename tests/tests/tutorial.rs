@@ -17,6 +17,14 @@ use countersign_e2e::{
     Ui, WAIT,
 };
 
+#[path = "tutorial/webmcp.rs"]
+mod webmcp;
+use webmcp::{
+    a_browser_agent_sees_the_pages_actions_as_webmcp_tools,
+    a_browser_agents_hostile_input_raises_no_card,
+    a_browser_agents_rename_waits_for_the_persons_click,
+};
+
 type Scenario = for<'a> fn(&'a Ui<'a>) -> Pin<Box<dyn Future<Output = Outcome> + 'a>>;
 
 macro_rules! scenarios {
@@ -78,6 +86,9 @@ async fn main() -> ExitCode {
         one_message_two_calls_is_a_batch,
         the_edit_form_and_the_batch_fit_at_360_px,
         a_script_clicking_allow_approves_nothing,
+        a_browser_agent_sees_the_pages_actions_as_webmcp_tools,
+        a_browser_agents_rename_waits_for_the_persons_click,
+        a_browser_agents_hostile_input_raises_no_card,
     ];
     let (mut passed, mut failed) = (0, 0);
     let mut report = |name: String, outcome: Outcome| match outcome {
@@ -142,6 +153,10 @@ async fn main() -> ExitCode {
         (
             "gateway/only_a_persons_click_mints_the_countersignature_the_backend_checks",
             countersigned_archive(ui, &gateway).await,
+        ),
+        (
+            "gateway/an_archived_workspace_takes_its_webmcp_tools_away",
+            webmcp::an_archived_workspace_takes_its_tools_away(ui).await,
         ),
         ("gateway/a_reset_needs_the_persons_verified_passkey", {
             let local = Ui {

@@ -109,6 +109,9 @@ pub struct MintRequest {
     /// What must prove the person was there ([`Presence::Passkey`] for an action
     /// declared with [`crate::Action::needs_passkey`]).
     pub presence: Presence,
+    /// Who asked for the call: omitted for the page's own assistant.
+    #[serde(skip_serializing_if = "crate::Caller::is_assistant")]
+    pub caller: crate::Caller,
 }
 
 /// Mints countersignatures for the executor: the host's side of the bargain (the page

@@ -111,6 +111,7 @@ fn an_action_kept_from_a_caller_does_not_exist_for_it() {
     let names = |caller| {
         w.exec
             .projection_for(caller)
+            .unwrap()
             .into_iter()
             .map(|t| t.name)
             .collect::<Vec<_>>()

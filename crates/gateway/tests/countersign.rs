@@ -369,6 +369,7 @@ fn claims(action: &str, age_secs: u64) -> Claims {
         role: "admin".into(),
         presence: Presence::Click,
         passkey: None,
+        caller: countersign::Caller::Assistant,
     }
 }
 

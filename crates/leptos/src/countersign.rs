@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     /// The model turns whose calls have not all settled.
     pub(crate) batches: RefCell<Vec<crate::batch::Batch>>,
     pub(crate) next_batch: std::cell::Cell<u64>,
+    /// The page's actions as WebMCP tools, when the browser offers WebMCP.
+    pub(crate) webmcp: crate::webmcp::WebMcpSlot,
 }
 
 /// The page's Countersign: cheap to clone, single-threaded (it lives in the page).
@@ -170,6 +172,14 @@ impl Countersign {
         });
         self.pump();
         result
+    }
+
+    /// The caller withdrew its call `tool_call_id` (an agent cancelled it, or went
+    /// away): whatever of it waits for the person settles as `CANCELLED`, its card
+    /// leaves the dock, and `run` is never reached. A run under way finishes.
+    pub fn withdraw(&self, caller: countersign::Caller, tool_call_id: &str) {
+        let _ = self.0.executor.withdraw(caller, tool_call_id, now());
+        self.pump();
     }
 
     /// Whether script clicks are taken as a person's (browser tests only).

@@ -82,6 +82,7 @@ impl Countersign {
         self.note_activity();
         self.rearm();
         self.0.shipping.ship();
+        crate::webmcp::sync(self);
     }
 
     /// A person's edit moved a call: whoever waited for `from` now waits for `to`.
@@ -226,6 +227,7 @@ impl Countersign {
 
     /// Settles every live call (the page is going away) and stops the timers.
     pub(crate) fn shutdown(&self) {
+        crate::webmcp::close(self);
         self.0.executor.shutdown(now());
         self.pump();
         *self.0.timer.borrow_mut() = None;

@@ -155,6 +155,10 @@ pub struct Strings {
     pub script_click_refused: &'static str,
     /// On a card brought back after a reload.
     pub restored_card: &'static str,
+    /// On a card or handoff a browser agent asked for through WebMCP.
+    pub asked_by_webmcp: &'static str,
+    /// On a card or handoff an MCP client asked for through the gateway.
+    pub asked_by_mcp: &'static str,
     /// The question panel's heading.
     pub question_heading: &'static str,
     /// The question's submit button.
@@ -163,6 +167,8 @@ pub struct Strings {
     pub decline_question: &'static str,
     /// Outcome of a declined question.
     pub outcome_question_declined: &'static str,
+    /// The caller (an agent outside the page) withdrew its call.
+    pub outcome_cancelled: &'static str,
     /// The card's Edit button.
     pub edit: &'static str,
     /// The edit form's heading.
@@ -287,6 +293,15 @@ impl Strings {
             .replace("{m}", &m.to_string())
     }
 
+    /// Who asked, when it was not the page's own assistant.
+    pub const fn asked_by(&self, caller: countersign::Caller) -> Option<&'static str> {
+        match caller {
+            countersign::Caller::Assistant => None,
+            countersign::Caller::WebMcp => Some(self.asked_by_webmcp),
+            countersign::Caller::Mcp => Some(self.asked_by_mcp),
+        }
+    }
+
     /// What "always allow" covers by default: every call of the action titled `title`.
     pub fn every_call_of(&self, title: &str) -> String {
         self.every_call.replace("{title}", title)
@@ -313,6 +328,7 @@ impl Strings {
             Some(Code::ApprovalExpired) => self.outcome_approval_expired,
             Some(Code::NotCountersigned) => self.outcome_not_countersigned,
             Some(Code::QuestionDeclined) => self.outcome_question_declined,
+            Some(Code::Cancelled) => self.outcome_cancelled,
             Some(Code::HandoffCancelled) => self.outcome_handoff_cancelled,
             Some(Code::HandoffTimeout) => self.outcome_handoff_timeout,
             Some(Code::HandoffFailed) => self.outcome_handoff_failed,
@@ -416,11 +432,14 @@ static EN: Strings = Strings {
     notify_on: "Notifications on: you will be told when something waits while this tab is hidden.",
     notify_denied: "Notifications are blocked in this browser; the tab's title still shows what waits.",
     restored_card: "Brought back after the page reloaded: checked again, still waiting for you.",
+    asked_by_webmcp: "Asked by a browser agent (WebMCP), not by this page's assistant.",
+    asked_by_mcp: "Asked by an MCP client connected through the gateway, not by this page's assistant.",
     script_click_refused: "A script, not you, pressed a button on this request; it was refused and recorded. Only your own click decides.",
     question_heading: "The assistant asks you",
     answer: "Answer",
     decline_question: "Decline",
     outcome_question_declined: "Not answered: you declined",
+    outcome_cancelled: "Withdrawn by the agent that asked: nothing was done",
     edit: "Edit",
     edit_heading: "Edit the arguments",
     edit_hint: "Submitting approves nothing: the edited call is checked again and shown to you to approve.",
@@ -526,11 +545,14 @@ static ZH: Strings = Strings {
     notify_on: "通知已开启：此标签页在后台时，有事项等待会通知你。",
     notify_denied: "此浏览器已阻止通知；标签页标题仍会显示等待的事项。",
     restored_card: "页面重新加载后恢复：已重新检查，仍在等待你决定。",
+    asked_by_webmcp: "由浏览器代理（WebMCP）请求，而不是本页的助手。",
+    asked_by_mcp: "由通过网关连接的 MCP 客户端请求，而不是本页的助手。",
     script_click_refused: "有脚本（不是你）点击了此请求上的按钮；已拒绝并记录。只有你自己的点击才算数。",
     question_heading: "助手想问你",
     answer: "回答",
     decline_question: "拒绝回答",
     outcome_question_declined: "未回答：你拒绝了",
+    outcome_cancelled: "请求的代理已撤回：未执行任何操作",
     edit: "编辑",
     edit_heading: "编辑参数",
     edit_hint: "提交编辑不会批准任何操作：编辑后的调用会重新检查，并再次请你批准。",

@@ -23,6 +23,7 @@ mod use_action;
 mod use_page_state;
 mod use_target;
 mod webauthn;
+mod webmcp;
 
 pub use assistant::{
     Assistant, AssistantError, Fallback, FallbackSwitch, ModelClient, OpenAiCompatible, Reply,

@@ -44,6 +44,12 @@ pub struct CountersignOptions {
     /// the page's origin by default. `None`: no countersigner; such actions are still
     /// asked, and settle as `NOT_COUNTERSIGNED` once approved (the dock says why).
     pub countersign_endpoint: Option<String>,
+    /// Register the page's actions as WebMCP tools when the browser offers WebMCP
+    /// (`document.modelContext`), so a browser agent can call them, through the same
+    /// gate and the same dock (its cards say a browser agent asked). On by default;
+    /// where the browser has no WebMCP it does nothing. To keep one action from browser
+    /// agents, declare it with [`countersign::Action::only_for`].
+    pub webmcp: bool,
 }
 
 impl Default for CountersignOptions {
@@ -55,6 +61,7 @@ impl Default for CountersignOptions {
             keep_pending: None,
             trust_script_clicks: false,
             countersign_endpoint: Some("/v1/countersign".into()),
+            webmcp: true,
         }
     }
 }
@@ -154,6 +161,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         activity_seen: std::cell::Cell::new(0),
         batches: RefCell::default(),
         next_batch: std::cell::Cell::new(0),
+        webmcp: RefCell::default(),
         pending_store: RefCell::default(),
         restored: RefCell::default(),
         attention: RefCell::default(),
@@ -166,6 +174,9 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         cs.keep_pending(format!("{key}:{role_key}"));
     }
     register_page_state_action(&cs);
+    if options.webmcp {
+        crate::webmcp::start(&cs);
+    }
     settle_on_pagehide(&cs);
     provide_context(CountersignContext(SendWrapper::new(cs.clone())));
     let on_leave = SendWrapper::new(cs.clone());

@@ -275,6 +275,7 @@ fn mount(setup: Setup) -> Page {
         keep_pending: setup.keep_pending.clone(),
         trust_script_clicks: setup.trust_script_clicks,
         countersign_endpoint: None,
+        webmcp: true,
     };
     let resume = setup.keep_pending.is_some();
     let mounted = countersign_testing::mount(options, move || {
@@ -1842,6 +1843,7 @@ fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
         keep_pending: None,
         trust_script_clicks: true,
         countersign_endpoint: None,
+        webmcp: true,
     };
     let mounted = countersign_testing::mount(options, move || {
         let mut client = countersign_leptos::OpenAiCompatible::default();

@@ -23,6 +23,7 @@ fn claims(jti: u64) -> Claims {
         role: "admin".into(),
         presence: Presence::Click,
         passkey: None,
+        caller: countersign::Caller::Assistant,
     }
 }
 

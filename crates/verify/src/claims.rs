@@ -60,4 +60,9 @@ pub struct Claims {
     /// For `passkey`: the id (base64url) of the registered credential that verified.
     #[serde(default)]
     pub passkey: Option<String>,
+    /// Who asked for the call: `webmcp` (a browser agent) or `mcp` (an MCP client
+    /// through the gateway); omitted for the page's own assistant. A person approved it
+    /// either way; a backend may refuse calls agents asked for.
+    #[serde(default, skip_serializing_if = "countersign::Caller::is_assistant")]
+    pub caller: countersign::Caller,
 }

@@ -29,6 +29,7 @@ fn claims() -> Claims {
         role: "admin".into(),
         presence: Presence::Click,
         passkey: None,
+        caller: countersign::Caller::Assistant,
     }
 }
 

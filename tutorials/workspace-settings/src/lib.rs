@@ -40,6 +40,8 @@ pub fn App() -> impl IntoView {
         // Archive and reset run only with a countersignature the gateway mints after
         // the person approves; their backend checks it.
         countersign_endpoint: Some("/v1/countersign".into()),
+        // A browser agent (WebMCP) can call the same actions, through the same dock.
+        webmcp: true,
     };
     let cs = match provide_countersign(options) {
         Ok(cs) => cs,

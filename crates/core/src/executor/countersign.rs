@@ -128,6 +128,7 @@ impl ExecutorState {
             session: self.config.session_id.clone(),
             role: self.config.session.role.clone(),
             presence,
+            caller: decided.caller,
         };
         let arguments = decided.arguments.clone();
         let mint = Box::pin(async move {

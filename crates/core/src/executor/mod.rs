@@ -245,12 +245,14 @@ impl Executor {
     /// The page's own assistant's view ([`Executor::projection_for`] another caller's).
     pub fn projection(&self) -> Vec<ToolSpec> {
         self.projection_for(crate::Caller::Assistant)
+            .unwrap_or_default()
     }
 
     /// The projection as `caller` sees it: [`Executor::projection`] without the actions
-    /// kept from it ([`crate::Action::only_for`]).
-    pub fn projection_for(&self, caller: crate::Caller) -> Vec<ToolSpec> {
-        self.read(|state| {
+    /// kept from it ([`crate::Action::only_for`]). From inside an action's hook it is
+    /// [`Reentered`] (not an empty list, which would read as "every tool is gone").
+    pub fn projection_for(&self, caller: crate::Caller) -> Result<Vec<ToolSpec>, Reentered> {
+        self.with(|state| {
             let mut tools: Vec<ToolSpec> = state
                 .registry
                 .entries()

@@ -33,6 +33,9 @@ struct MintBody {
     /// The presence the action needs (default `click`).
     #[serde(default = "click")]
     presence: Presence,
+    /// Who asked for the call (default the page's assistant).
+    #[serde(default)]
+    caller: countersign::Caller,
     /// For `passkey`: the ceremony from `/v1/countersign/challenge` and the browser's
     /// assertion (`PublicKeyCredential.toJSON()`).
     #[serde(default)]
@@ -65,6 +68,7 @@ impl MintBody {
             "session": self.session,
             "role": self.role,
             "presence": self.presence,
+            "caller": self.caller,
         });
         let hex = countersign::ArgsDigest::of_value(&binding).to_hex();
         let mut out = [0u8; 32];
@@ -180,6 +184,7 @@ pub(crate) async fn mint(
         role: body.role,
         presence: body.presence,
         passkey,
+        caller: body.caller,
     };
     let record = record_of(&claims, u64::try_from(now.as_millis()).unwrap_or(u64::MAX))?;
     state.audit.append(vec![record]).await.map_err(|e| {
@@ -280,6 +285,7 @@ fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
         at_ms,
         call: claims.call,
         tool_call_id: claims.tool_call_id.clone(),
+        caller: claims.caller,
         action: claims.action.clone(),
         kind: None,
         confirm: None,

@@ -228,6 +228,7 @@ fn card_view(
                     <h3 id="cs-card-title" class="cs-card__title">{card.title.clone()}</h3>
                     <span class=kind_badge>{strings.kind(card.kind)}</span>
                 </div>
+                {strings.asked_by(card.caller).map(|who| view! { <p class="cs-caller" role="note">{who}</p> })}
                 {changed}
                 {card.restored.then(|| view! { <p class="cs-card__restored" role="status">{strings.restored_card}</p> })}
                 {edited}

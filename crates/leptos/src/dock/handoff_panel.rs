@@ -51,6 +51,7 @@ fn panel(
         <section class="cs-handoff" role="region" aria-label=strings.handoff data-call=call.get().to_string()>
             <h3 class="cs-section-title">{strings.handoff}</h3>
             <h3 class="cs-handoff__title">{view.title.clone()}</h3>
+            {strings.asked_by(view.caller).map(|who| view! { <p class="cs-caller" role="note">{who}</p> })}
             <p class="cs-handoff__reason">{view.reason.clone()}</p>
             <ol class="cs-steps">{items}</ol>
             <p class="cs-handoff__expect"><span class="cs-label">{strings.will_check}</span>{view.expect.clone()}</p>
