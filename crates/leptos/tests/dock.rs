@@ -2591,3 +2591,6 @@ async fn a_script_cannot_write_the_person_s_deny_reason() {
     drop(page);
     assert_eq!(code(&pending.await), "UNAVAILABLE");
 }
+
+#[path = "dock/webmcp.rs"]
+mod webmcp;

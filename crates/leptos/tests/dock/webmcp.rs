@@ -1,0 +1,391 @@
+//! The WebMCP export against a spec-shaped stand-in for `document.modelContext` (this
+//! suite's Chromium runs without the WebMCP flag; the tutorial's end-to-end suite tests
+//! Chromium's own). The stand-in does what the spec says a browser does: tools keyed by
+//! name, a duplicate name refused, a tool gone when its registration's signal aborts,
+//! `execute(input, {signal})`, and the result handed back as JSON text.
+
+use super::*;
+use js_sys::{Array, Function, Object, Promise, Reflect, JSON};
+use wasm_bindgen::JsValue;
+use wasm_bindgen_futures::JsFuture;
+
+const STAND_IN: &str = r#"
+  const tools = new Map();
+  const context = new EventTarget();
+  context.registerTool = (tool, options = {}) => {
+    if (tools.has(tool.name)) {
+      return Promise.reject(new DOMException('Duplicate tool name', 'InvalidStateError'));
+    }
+    const signal = options.signal;
+    if (signal && signal.aborted) return Promise.resolve();
+    tools.set(tool.name, tool);
+    if (signal) signal.addEventListener('abort', () => {
+      if (tools.get(tool.name) === tool) tools.delete(tool.name);
+    }, { once: true });
+    return Promise.resolve();
+  };
+  context.getTools = () => Promise.resolve([...tools.values()]);
+  context.executeTool = async (tool, input, options = {}) => {
+    const registered = tools.get(tool.name);
+    if (registered !== tool) throw new DOMException('no such tool', 'NotFoundError');
+    const controller = new AbortController();
+    if (options.signal) options.signal.addEventListener('abort', () => controller.abort());
+    return JSON.stringify(await registered.execute(input, { signal: controller.signal }));
+  };
+  return context;
+"#;
+
+/// The stand-in, installed on `holder` (`document`, or the older `navigator`) for the
+/// life of the guard.
+struct StandIn {
+    holder: JsValue,
+    context: Object,
+}
+
+impl StandIn {
+    fn on(holder: JsValue) -> Self {
+        let context: Object = Function::new_no_args(STAND_IN)
+            .call0(&JsValue::NULL)
+            .unwrap()
+            .unchecked_into();
+        let descriptor = Object::new();
+        Reflect::set(&descriptor, &"value".into(), &context).unwrap();
+        Reflect::set(&descriptor, &"configurable".into(), &true.into()).unwrap();
+        let target: &Object = holder.unchecked_ref();
+        Object::define_property(target, &JsValue::from("modelContext"), &descriptor);
+        Self { holder, context }
+    }
+
+    fn on_document() -> Self {
+        Self::on(web_sys::window().unwrap().document().unwrap().into())
+    }
+
+    fn call(&self, method: &str, args: &[JsValue]) -> Promise {
+        let f: Function = Reflect::get(&self.context, &method.into())
+            .unwrap()
+            .unchecked_into();
+        f.apply(&self.context, &args.iter().collect::<Array>())
+            .unwrap()
+            .unchecked_into()
+    }
+
+    async fn tools(&self) -> Vec<Object> {
+        let listed = JsFuture::from(self.call("getTools", &[])).await.unwrap();
+        Array::from(&listed)
+            .iter()
+            .map(|t| t.unchecked_into())
+            .collect()
+    }
+
+    async fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .tools()
+            .await
+            .iter()
+            .map(|t| {
+                Reflect::get(t, &"name".into())
+                    .unwrap()
+                    .as_string()
+                    .unwrap()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Starts `executeTool(name, input)`; `abort` aborts its execution signal.
+    async fn execute(&self, name: &str, input: JsValue) -> (Promise, web_sys::AbortController) {
+        let tool = self
+            .tools()
+            .await
+            .into_iter()
+            .find(|t| {
+                Reflect::get(t, &"name".into())
+                    .unwrap()
+                    .as_string()
+                    .as_deref()
+                    == Some(name)
+            })
+            .unwrap_or_else(|| panic!("no tool {name}"));
+        let abort = web_sys::AbortController::new().unwrap();
+        let options = Object::new();
+        Reflect::set(&options, &"signal".into(), &abort.signal()).unwrap();
+        (
+            self.call("executeTool", &[tool.into(), input, options.into()]),
+            abort,
+        )
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let target: &Object = self.holder.unchecked_ref();
+        let _ = Reflect::delete_property(target, &JsValue::from("modelContext"));
+    }
+}
+
+fn input(json: &str) -> JsValue {
+    JSON::parse(json).unwrap()
+}
+
+/// What the agent got back, as JSON.
+async fn answer(promise: Promise) -> serde_json::Value {
+    let text = JsFuture::from(promise).await.unwrap().as_string().unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Waits until `names` of the stand-in equal `want` (the export polls availability).
+async fn names_become(stand_in: &StandIn, want: &[&str]) {
+    for _ in 0..40 {
+        if stand_in.names().await == want {
+            return;
+        }
+        gloo_timers::future::TimeoutFuture::new(50).await;
+    }
+    assert_eq!(stand_in.names().await, want);
+}
+
+const ALL: [&str; 13] = [
+    "archive",
+    "delete",
+    "note",
+    "pick",
+    "publish",
+    "purge",
+    "read_page_state",
+    "rename",
+    "rewrite",
+    "save",
+    "shaped",
+    "tagged",
+    "temp",
+];
+
+#[wasm_bindgen_test]
+async fn without_webmcp_the_export_is_nothing() {
+    let document = web_sys::window().unwrap().document().unwrap();
+    assert!(!Reflect::has(&document, &"modelContext".into()).unwrap());
+    let page = mount(Setup::default());
+    tick().await;
+    // The page works as ever: a call through the gate, a card for a write.
+    let settled = page.call("note", r#"{"name":"a"}"#).await;
+    assert_eq!(code(&settled), "OK");
+    let pending = page.call("save", r#"{"name":"b"}"#);
+    tick().await;
+    assert!(page.q(".cs-card").is_some());
+    assert!(
+        page.q(".cs-caller").is_none(),
+        "the assistant's card names no agent"
+    );
+    page.click(".cs-allow-once");
+    assert_eq!(code(&pending.await), "OK");
+}
+
+#[wasm_bindgen_test]
+async fn the_actions_are_tools_that_follow_the_page() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    let mut all = ALL.to_vec();
+    all.push("toggled");
+    all.sort_unstable();
+    assert_eq!(stand_in.names().await, all);
+    let tools = stand_in.tools().await;
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| {
+                Reflect::get(t, &"name".into())
+                    .unwrap()
+                    .as_string()
+                    .as_deref()
+                    == Some(name)
+            })
+            .unwrap()
+            .clone()
+    };
+    let schema = JSON::stringify(&Reflect::get(&tool("save"), &"inputSchema".into()).unwrap())
+        .unwrap()
+        .as_string()
+        .unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&schema).unwrap();
+    assert_eq!(schema["properties"]["name"]["type"], "string", "{schema}");
+    let hint = |name: &str| {
+        let annotations = Reflect::get(&tool(name), &"annotations".into()).unwrap();
+        Reflect::get(&annotations, &"readOnlyHint".into())
+            .unwrap()
+            .as_bool()
+    };
+    assert_eq!(hint("read_page_state"), Some(true));
+    assert_eq!(hint("save"), Some(false));
+    assert_eq!(hint("archive"), Some(false));
+    // Unmounting an action takes its tool away; an unavailable one goes and comes back.
+    page.signals.temp_mounted.set(false);
+    tick().await;
+    all.retain(|n| *n != "temp");
+    assert_eq!(stand_in.names().await, all);
+    page.signals.enabled.set(false);
+    let without: Vec<&str> = all.iter().copied().filter(|n| *n != "toggled").collect();
+    names_become(&stand_in, &without).await;
+    page.signals.enabled.set(true);
+    names_become(&stand_in, &all).await;
+    // The page going away takes every tool with it.
+    drop(page);
+    tick().await;
+    assert!(stand_in.names().await.is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn an_agents_call_is_decided_by_the_person_on_the_card() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    let (pending, _) = stand_in
+        .execute("save", input(r#"{"name":"Apollo"}"#))
+        .await;
+    tick().await;
+    assert!(page.runs().is_empty(), "ran before approval");
+    assert!(page.text(".cs-card .cs-caller").contains("WebMCP"));
+    page.click(".cs-allow-once");
+    let got = answer(pending).await;
+    assert_eq!(got["ok"], true, "{got}");
+    assert_eq!(got["receipt"]["action"], "save");
+    assert_eq!(page.runs(), ["save:Apollo"]);
+    // A write the page's assistant may do unasked is asked when an agent wants it.
+    let (pending, _) = stand_in.execute("note", input(r#"{"name":"n"}"#)).await;
+    tick().await;
+    assert!(page.q(".cs-card").is_some(), "an agent's write ran unasked");
+    page.click(".cs-deny");
+    let got = answer(pending).await;
+    assert_eq!(got["error"]["code"], "PERMISSION_DENIED", "{got}");
+    // A read runs at once.
+    let (pending, _) = stand_in.execute("read_page_state", input("{}")).await;
+    let got = answer(pending).await;
+    assert_eq!(got["ok"], true, "{got}");
+    assert_eq!(page.runs(), ["save:Apollo"]);
+    assert_eq!(page.terminal_records(), 3);
+    // The records name the agent.
+    assert!(page
+        .cs
+        .audit()
+        .records()
+        .iter()
+        .all(|r| r.caller == countersign::Caller::WebMcp));
+}
+
+#[wasm_bindgen_test]
+async fn an_agent_that_aborts_withdraws_its_waiting_call() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    let (pending, abort) = stand_in.execute("save", input(r#"{"name":"Gone"}"#)).await;
+    tick().await;
+    assert!(page.q(".cs-card").is_some());
+    abort.abort();
+    let got = answer(pending).await;
+    tick().await;
+    assert_eq!(got["error"]["code"], "CANCELLED", "{got}");
+    assert!(page.q(".cs-card").is_none(), "the withdrawn card stayed");
+    assert!(page.runs().is_empty());
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn an_agents_call_nobody_answers_times_out() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup {
+        approval_timeout: Some(Duration::from_millis(300)),
+        ..Setup::default()
+    });
+    tick().await;
+    let (pending, _) = stand_in.execute("save", input(r#"{"name":"Late"}"#)).await;
+    let got = answer(pending).await;
+    tick().await;
+    assert_eq!(got["error"]["code"], "APPROVAL_TIMEOUT", "{got}");
+    assert!(page.q(".cs-card").is_none());
+    assert!(page.runs().is_empty());
+    assert_eq!(page.terminal_records(), 1);
+}
+
+#[wasm_bindgen_test]
+async fn hostile_input_from_an_agent_raises_no_card() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    for json in [
+        r#"{"name":5}"#,
+        r#"{"name":"x","approved":true}"#,
+        r#"{"name":"x","ticket":{"gesture":"allow_once"}}"#,
+        r#"[1,2]"#,
+        r#""text""#,
+        "{}",
+    ] {
+        let (pending, _) = stand_in.execute("save", input(json)).await;
+        let got = answer(pending).await;
+        assert_eq!(got["error"]["code"], "INVALID_ARGS", "{json}: {got}");
+    }
+    // What JSON cannot carry never reaches the gate.
+    let cyclic = Function::new_no_args("const o = {name: 'loop'}; o.self = o; return o;")
+        .call0(&JsValue::NULL)
+        .unwrap();
+    let (pending, _) = stand_in.execute("save", cyclic).await;
+    let got = answer(pending).await;
+    assert_eq!(got["error"]["code"], "INVALID_ARGS", "{got}");
+    let big = Function::new_no_args("return {name: 10n};")
+        .call0(&JsValue::NULL)
+        .unwrap();
+    let (pending, _) = stand_in.execute("save", big).await;
+    assert_eq!(answer(pending).await["error"]["code"], "INVALID_ARGS");
+    tick().await;
+    assert!(page.q(".cs-card").is_none(), "hostile input raised a card");
+    assert!(page.runs().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn the_export_can_be_turned_off_for_the_page_or_kept_from_one_action() {
+    let stand_in = StandIn::on(web_sys::window().unwrap().navigator().into());
+    // The older `navigator.modelContext` is found too.
+    let runs: Runs = Arc::default();
+    let kept = Arc::clone(&runs);
+    let mounted = countersign_testing::mount(
+        CountersignOptions {
+            trust_script_clicks: true,
+            countersign_endpoint: None,
+            ..CountersignOptions::default()
+        },
+        move || {
+            use_action(logging("open", Kind::Write, Confirm::Ask, &kept));
+            use_action(
+                logging("private", Kind::Write, Confirm::Ask, &kept)
+                    .only_for([countersign::Caller::Assistant]),
+            );
+            view! { <p>"page"</p> <AgentDock /> }
+        },
+    );
+    tick().await;
+    assert_eq!(stand_in.names().await, ["open", "read_page_state"]);
+    // The page's assistant still has it.
+    let pending = mounted.call("private", r#"{"name":"p"}"#);
+    tick().await;
+    mounted.click(".cs-allow-once");
+    assert_eq!(code(&pending.await), "OK");
+    drop(mounted);
+    tick().await;
+    let off = countersign_testing::mount(
+        CountersignOptions {
+            countersign_endpoint: None,
+            webmcp: false,
+            ..CountersignOptions::default()
+        },
+        move || {
+            use_action(logging("open", Kind::Write, Confirm::Ask, &runs));
+            view! { <p>"page"</p> }
+        },
+    );
+    tick().await;
+    assert!(
+        stand_in.names().await.is_empty(),
+        "exported while turned off"
+    );
+    drop(off);
+}
