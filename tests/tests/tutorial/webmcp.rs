@@ -118,7 +118,7 @@ pub(crate) async fn a_browser_agent_sees_the_pages_actions_as_webmcp_tools(ui: &
     ensure(
         save["inputSchema"]["type"] == json!("object")
             && save["inputSchema"]["properties"]["name"]["type"] == json!("string")
-            && save["inputSchema"]["additionalProperties"] == json!(false),
+            && save["inputSchema"]["required"] == json!(["name"]),
         format!("save's schema: {}", save["inputSchema"]),
     )?;
     ensure(
