@@ -274,6 +274,10 @@ pub struct Strings {
     /// What "always allow" covers when the action gave no words of its own;
     /// `{title}` is the action's title.
     pub every_call: &'static str,
+    /// After what a grant covers, when it was made on an outside agent's card.
+    pub only_from_webmcp: &'static str,
+    /// After what a grant covers, when it was made on an MCP client's card.
+    pub only_from_mcp: &'static str,
 }
 
 impl Strings {
@@ -305,6 +309,23 @@ impl Strings {
     /// What "always allow" covers by default: every call of the action titled `title`.
     pub fn every_call_of(&self, title: &str) -> String {
         self.every_call.replace("{title}", title)
+    }
+
+    /// What a grant covers, in words: the rule (or every call of `title`), and for a
+    /// grant made on an outside agent's card, that it covers only that caller.
+    pub fn grant_covers(
+        &self,
+        rule: Option<&str>,
+        title: &str,
+        caller: countersign::Caller,
+    ) -> String {
+        let mut text = rule.map_or_else(|| self.every_call_of(title), str::to_owned);
+        match caller {
+            countersign::Caller::Assistant => {}
+            countersign::Caller::WebMcp => text.push_str(self.only_from_webmcp),
+            countersign::Caller::Mcp => text.push_str(self.only_from_mcp),
+        }
+        text
     }
 
     /// What changed on a card, in words.
@@ -485,6 +506,8 @@ static EN: Strings = Strings {
     history_trimmed: "{n} older turns were left out to fit the gateway's size limit.",
     empty_chat: "Ask the assistant to do something on this page. Anything that changes something is shown here for your approval first.",
     every_call: "every call of {title}",
+    only_from_webmcp: " (asked by a browser agent only)",
+    only_from_mcp: " (asked by an MCP client only)",
     conversation: "Conversation",
     activity: "Done without asking",
     why_no_approval: "needs no approval",
@@ -598,6 +621,8 @@ static ZH: Strings = Strings {
     history_trimmed: "为符合网关的大小限制，省略了 {n} 轮较早的对话。",
     empty_chat: "请助手在本页上帮你做事。任何会改变内容的操作，都会先在这里请你批准。",
     every_call: "{title}的每次调用",
+    only_from_webmcp: "（仅限浏览器代理的请求）",
+    only_from_mcp: "（仅限 MCP 客户端的请求）",
     conversation: "对话记录",
     activity: "未经询问已执行",
     why_no_approval: "无需批准",

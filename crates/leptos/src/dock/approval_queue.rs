@@ -137,11 +137,10 @@ fn card_view(
     let (card_class, kind_badge) = kind_class(card.kind);
     let arguments = arguments_view(strings, &card.arguments);
     let offers_grant = card.offers_session_grant;
-    let grant_rule = card.grant_rule.as_ref().map(|r| {
-        r.description
-            .clone()
-            .unwrap_or_else(|| strings.every_call_of(&card.title))
-    });
+    let grant_rule = card
+        .grant_rule
+        .as_ref()
+        .map(|r| strings.grant_covers(r.description.as_deref(), &card.title, card.caller));
     // A card drawn again because the page changed under the person says what changed.
     let changed = (!card.changed.is_empty()).then(|| {
         let what: Vec<&str> = card

@@ -24,7 +24,7 @@ pub(crate) fn GrantList(
                         <li class="cs-grant" data-action=grant.action.clone()>
                             <span>
                                 <strong>{grant.title.clone()}</strong>
-                                <span class="cs-label cs-grant__rule">{grant.rule.description.clone().unwrap_or_else(|| strings.every_call_of(&grant.title))}</span>
+                                <span class="cs-label cs-grant__rule">{strings.grant_covers(grant.rule.description.as_deref(), &grant.title, grant.basis.caller)}</span>
                             </span>
                             <button class="cs-btn cs-btn--link cs-revoke" on:click=move |_| cs.with_value(|cs| { cs.revoke(id); })>
                                 {strings.revoke}

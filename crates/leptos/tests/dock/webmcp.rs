@@ -264,13 +264,42 @@ async fn an_agents_call_is_decided_by_the_person_on_the_card() {
     assert_eq!(got["ok"], true, "{got}");
     assert_eq!(page.runs(), ["save:Apollo"]);
     assert_eq!(page.terminal_records(), 3);
-    // The records name the agent.
-    assert!(page
-        .cs
-        .audit()
-        .records()
-        .iter()
-        .all(|r| r.caller == countersign::Caller::WebMcp));
+    // "Always allow" on an agent's card trusts that agent only, and says so.
+    let (pending, _) = stand_in.execute("save", input(r#"{"name":"Zeus"}"#)).await;
+    tick().await;
+    page.click(".cs-allow-session");
+    assert_eq!(answer(pending).await["ok"], true);
+    tick().await;
+    assert!(
+        page.text(".cs-grant__rule").contains("browser agent only"),
+        "{}",
+        page.text(".cs-grant__rule")
+    );
+    let (pending, _) = stand_in.execute("save", input(r#"{"name":"Hera"}"#)).await;
+    assert_eq!(
+        answer(pending).await["ok"],
+        true,
+        "the agent's grant did not cover it"
+    );
+    let own = page.call("save", r#"{"name":"Own"}"#);
+    tick().await;
+    assert!(
+        page.q(".cs-card").is_some(),
+        "the agent's grant covered the assistant"
+    );
+    page.click(".cs-deny");
+    assert_eq!(code(&own.await), "PERMISSION_DENIED");
+    assert_eq!(page.runs(), ["save:Apollo", "save:Zeus", "save:Hera"]);
+    // The records name who asked.
+    let records = page.cs.audit().records();
+    let by = |caller| {
+        records
+            .iter()
+            .filter(|r| r.is_terminal() && r.caller == caller)
+            .count()
+    };
+    assert_eq!(by(countersign::Caller::WebMcp), 5);
+    assert_eq!(by(countersign::Caller::Assistant), 1);
 }
 
 #[wasm_bindgen_test]
