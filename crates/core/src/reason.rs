@@ -216,6 +216,12 @@ pub enum Reason {
     },
     /// availability: the action's `available` check says no.
     Unavailable,
+    /// availability: the agent outside the page already has as many calls live as it
+    /// may ([`crate::Config::max_live_per_agent`]).
+    TooManyLive {
+        /// Who asked.
+        caller: crate::Caller,
+    },
     /// availability: the action was unregistered before the call ended.
     Unregistered,
     /// availability: the page closed before the call ended.
@@ -370,7 +376,9 @@ impl Reason {
             R::UnknownAction => Stage::Resolve,
             R::ToolCallIdTooLong | R::InvalidArguments => Stage::Validate,
             R::ScopeMissing { .. } | R::PolicyFileBroken { .. } => Stage::Scope,
-            R::Unavailable | R::Unregistered | R::PageClosed => Stage::Availability,
+            R::Unavailable | R::Unregistered | R::PageClosed | R::TooManyLive { .. } => {
+                Stage::Availability
+            }
             R::Level(_)
             | R::ClassifierAsked
             | R::ClassifierDenied
@@ -431,6 +439,7 @@ impl Reason {
             R::Unavailable
             | R::Unregistered
             | R::PageClosed
+            | R::TooManyLive { .. }
             | R::CardKeptChanging
             | R::Rewritten { to: None } => Code::Unavailable,
             R::Declined => Code::PermissionDenied,
@@ -504,6 +513,7 @@ impl Reason {
             R::ScopeMissing { .. } => "scope_missing",
             R::PolicyFileBroken { .. } => "policy_file_broken",
             R::Unavailable => "unavailable",
+            R::TooManyLive { .. } => "too_many_live",
             R::Unregistered => "unregistered",
             R::PageClosed => "page_closed",
             R::Level(_) => "level",
@@ -563,6 +573,9 @@ impl Reason {
             R::Unavailable => "the action's availability check said no".into(),
             R::Unregistered => "the action was removed from the page".into(),
             R::PageClosed => "the page closed".into(),
+            R::TooManyLive { caller } => {
+                format!("the agent ({caller}) already has its share of calls waiting")
+            }
             R::Level(Level {
                 policy: ApprovalPolicy::None,
                 source: LevelSource::Declared,
@@ -699,6 +712,10 @@ impl Reason {
             R::Unavailable => format!("{name} is not available in the page right now; nothing was done"),
             R::Unregistered => format!("{name} was removed from the page before it was done; nothing was done"),
             R::PageClosed => format!("{name} could not finish: the page was closed; nothing was done"),
+            R::TooManyLive { .. } => format!(
+                "{name} was not asked: {}; wait until the person has decided them. nothing was done",
+                raw()
+            ),
             R::ClassifierDenied => format!(
                 "{name} is not allowed with these arguments: {}; nothing was done. do not retry it",
                 detail(200)

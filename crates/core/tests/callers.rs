@@ -244,3 +244,102 @@ fn an_outside_agents_write_is_asked_whatever_the_level_and_no_mode_runs_it() {
     }
     assert_eq!(w.runs(), ["note:A", "look:C", "look:C"]);
 }
+
+#[test]
+fn no_mode_runs_an_outside_agents_read_the_page_asks_for() {
+    let mut w = world();
+    w.add(w.action("peek", Kind::Read, Confirm::Ask));
+    w.exec.set_mode(countersign::Mode::Bypass).unwrap();
+    let step = submit(&w, Caller::WebMcp, "wm-1", "peek", r#"{"name":"A"}"#, 0);
+    let Step::Approval(card) = step else {
+        panic!("bypass ran an agent's asked read: {step:?}");
+    };
+    w.exec.deny(card.call, None, at(1)).unwrap();
+    // The page's assistant is still run by bypass.
+    let step = submit(&w, Caller::Assistant, "a-1", "peek", r#"{"name":"B"}"#, 2);
+    assert!(matches!(step, Step::Perform(_)), "{step:?}");
+    drive(&w.exec, step, 3);
+    w.exec.set_mode(countersign::Mode::Unattended).unwrap();
+    let Step::Settled(settled) = submit(&w, Caller::Mcp, "m-1", "peek", r#"{"name":"C"}"#, 4)
+    else {
+        panic!("unattended must refuse an agent's asked read");
+    };
+    assert_eq!(code(&settled), "POLICY_DENIED");
+    assert_eq!(w.runs(), ["peek:B"]);
+}
+
+#[test]
+fn an_agent_has_only_its_share_of_live_calls() {
+    let w = world();
+    let mut cards = Vec::new();
+    for n in 0..3 {
+        let step = submit(
+            &w,
+            Caller::WebMcp,
+            &format!("wm-{n}"),
+            "rename",
+            r#"{"name":"A"}"#,
+            n,
+        );
+        let Step::Approval(card) = step else {
+            panic!("{step:?}");
+        };
+        cards.push(card);
+    }
+    let Step::Settled(refused) = submit(&w, Caller::WebMcp, "wm-3", "rename", r#"{"name":"B"}"#, 5)
+    else {
+        panic!("a fourth live call must be refused");
+    };
+    assert_eq!(code(&refused), "UNAVAILABLE");
+    assert_eq!(w.terminal(refused.call).len(), 1);
+    // Not even a read gets in; other callers are not affected.
+    let Step::Settled(read) = submit(&w, Caller::WebMcp, "wm-4", "look", r#"{"name":"C"}"#, 6)
+    else {
+        panic!("refused");
+    };
+    assert_eq!(code(&read), "UNAVAILABLE");
+    assert!(matches!(
+        submit(&w, Caller::Mcp, "m-1", "rename", r#"{"name":"D"}"#, 7),
+        Step::Approval(_)
+    ));
+    assert!(matches!(
+        submit(&w, Caller::Assistant, "a-1", "rename", r#"{"name":"E"}"#, 8),
+        Step::Approval(_)
+    ));
+    // An edit of a waiting call is not a new call: it goes through.
+    assert!(w.exec.edit(cards[0].call, r#"{"name":"Z"}"#, at(9)).is_ok());
+    // Once the person decides one, the agent may ask again.
+    w.exec.deny(cards[1].call, None, at(10)).unwrap();
+    assert!(matches!(
+        submit(&w, Caller::WebMcp, "wm-5", "rename", r#"{"name":"F"}"#, 11),
+        Step::Approval(_)
+    ));
+    assert!(w.runs().is_empty());
+}
+
+#[test]
+fn a_handoff_is_the_persons_and_is_not_withdrawn() {
+    let mut w = world();
+    w.add(
+        countersign::Action::<common::Named>::new("publish", "Publish.")
+            .kind(Kind::Danger)
+            .handoff(
+                countersign::Handoff::new(
+                    "only you can",
+                    countersign::Expect::new("published", || true),
+                )
+                .step("Press Publish", None),
+            ),
+    );
+    let Step::Handoff(view) = submit(&w, Caller::WebMcp, "wm-1", "publish", r#"{"name":"A"}"#, 0)
+    else {
+        panic!("a handoff");
+    };
+    assert_eq!(view.caller, Caller::WebMcp);
+    // The agent leaving does not undo what the person may already have done.
+    assert!(w.exec.withdraw(Caller::WebMcp, "wm-1", at(1)).is_empty());
+    assert_eq!(w.exec.handoffs().len(), 1);
+    let settled = w.exec.handoff_done(view.call, at(2)).unwrap();
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(w.terminal(view.call).len(), 1);
+}

@@ -248,8 +248,9 @@ impl ExecutorState {
     }
 
     /// Settles as `CANCELLED` every call of `caller`'s with `tool_call_id` that waits for
-    /// a person (card, handoff or question). One already running is left to finish: its
-    /// effect cannot be taken back, so its own outcome is recorded.
+    /// a person's decision (a card or a question). One already running is left to finish:
+    /// its effect cannot be taken back, so its own outcome is recorded; so is a handoff,
+    /// whose step the person may already have done.
     pub(crate) fn withdraw(
         &mut self,
         caller: crate::Caller,
@@ -263,7 +264,7 @@ impl ExecutorState {
             .filter(|(_, live)| {
                 live.caller == caller
                     && live.tool_call_id == tool_call_id
-                    && !matches!(live.state, LiveState::Performing)
+                    && matches!(live.state, LiveState::Approval(_) | LiveState::Question(_))
             })
             .map(|(call, _)| *call)
             .collect();

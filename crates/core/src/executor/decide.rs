@@ -67,8 +67,10 @@ impl ExecutorState {
             return Err(Stop::new(Reason::ClassifierDenied, Decider::Classifier).with(why));
         }
         let refused = |mode| Stop::new(Reason::ModeRefused { mode }, Decider::Mode);
-        // An agent outside the page (WebMCP, MCP) that asks for more than a read.
-        let outside = !caller.is_assistant() && meta.kind != crate::Kind::Read;
+        // An agent outside the page (WebMCP, MCP): no mode speaks for the person to it,
+        // and it is asked for anything more than a read whatever the declared level.
+        let outside = !caller.is_assistant();
+        let outside_write = outside && meta.kind != crate::Kind::Read;
         if meta.handoff.is_some() {
             // INVARIANT: a handoff is never also put behind an approval, and no mode turns
             // it into a run.
@@ -93,7 +95,7 @@ impl ExecutorState {
                 Reason::ClassifierAsked,
                 Decider::Classifier,
             ),
-            (_, ApprovalPolicy::None) if !meta.countersigned && !outside => {
+            (_, ApprovalPolicy::None) if !meta.countersigned && !outside_write => {
                 return Ok(Decision::Run(Reason::Level(level), Decider::Policy))
             }
             // INVARIANT: a countersignature states a person's approval: an action that

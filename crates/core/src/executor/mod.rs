@@ -77,6 +77,10 @@ pub struct Config {
     pub approval_timeout: Duration,
     /// The cap on a call's raw arguments, in bytes. Default 16 KiB.
     pub max_argument_bytes: usize,
+    /// How many calls one agent outside the page (WebMCP, MCP) may have live at once;
+    /// more are refused as `UNAVAILABLE` until the person has decided some. Default 3:
+    /// an agent cannot bury the dock (or the page's own assistant) under cards.
+    pub max_live_per_agent: usize,
     /// Secret randomness for card nonces (the page fills it from `crypto.getRandomValues`).
     pub secret: [u8; 32],
     /// The key of the audit records' argument digests. Default: derived from `secret`,
@@ -92,6 +96,7 @@ impl Config {
             session,
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
+            max_live_per_agent: 3,
             audit_key: AuditKey::new(state::prefix(&sha2::Sha256::digest(
                 [&secret[..], b"audit"].concat(),
             ))),
@@ -387,8 +392,10 @@ impl Executor {
     }
 
     /// The caller withdrew its call `tool_call_id` (an agent cancelled it, or went away):
-    /// whatever of it waits for a person settles as `CANCELLED` with one terminal
-    /// record, and `run` is never reached. A run already under way is left to finish.
+    /// whatever of it waits for a person's decision (a card, a question) settles as
+    /// `CANCELLED` with one terminal record, and `run` is never reached. A run under
+    /// way, and a handoff (the person may already have done the step), go on to their
+    /// own outcome.
     /// Returns what settled (empty if nothing waited, or the executor is busy).
     pub fn withdraw(
         &self,

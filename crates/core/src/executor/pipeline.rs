@@ -90,6 +90,25 @@ impl ExecutorState {
         now: Timestamp,
         depth: u8,
     ) -> Result<Next, Stop> {
+        // An outside agent's new call waits its turn while it already has its share
+        // live (an edit or a restore continues a call: not new).
+        let fresh = depth == 0 && trace.edited.is_none() && trace.restored.is_none();
+        if fresh && !call.caller.is_assistant() {
+            let live = self
+                .live
+                .values()
+                .filter(|l| l.caller == call.caller)
+                .count();
+            if live >= self.config.max_live_per_agent {
+                return Err(Stop::new(
+                    Reason::TooManyLive {
+                        caller: call.caller,
+                    },
+                    Decider::Pipeline,
+                )
+                .with(format!("{live} of its calls are waiting for the person")));
+            }
+        }
         let (action, generation) = self.resolve(call)?;
         trace.resolved(&action, self.level(action.meta()).policy);
         let (prepared, arguments) = self.validate(action.as_ref(), call)?;
