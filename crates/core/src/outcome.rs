@@ -332,6 +332,9 @@ pub struct Settled {
     pub call: CallId,
     /// The id the model gave its tool call, to answer it.
     pub tool_call_id: String,
+    /// Who asked (the result goes back to it).
+    #[serde(skip_serializing_if = "crate::Caller::is_assistant")]
+    pub caller: crate::Caller,
     /// The action id as the model sent it: at most 64 characters, with control and
     /// format characters escaped (`\u{0}`, `\n`, `\u{202e}`), so a hostile id cannot
     /// break a log line or reorder it. Look-alike letters stay: display them with

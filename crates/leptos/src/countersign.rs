@@ -56,7 +56,13 @@ pub(crate) struct Shared {
     pub(crate) next_batch: std::cell::Cell<u64>,
     /// The page's actions as WebMCP tools, when the browser offers WebMCP.
     pub(crate) webmcp: crate::webmcp::WebMcpSlot,
+    /// Until when (host ms) decisions are held back: a caller just withdrew a card, so
+    /// the one now under the person's pointer is not the one they were looking at.
+    pub(crate) hold_until_ms: std::cell::Cell<u64>,
 }
+
+/// How long decisions are held back after a caller withdrew a waiting call.
+const HOLD_AFTER_WITHDRAW_MS: u64 = 700;
 
 /// The page's Countersign: cheap to clone, single-threaded (it lives in the page).
 #[derive(Clone)]
@@ -96,6 +102,7 @@ impl Countersign {
     /// person decides, the run finishes, the handoff ends, or a timeout).
     pub fn call(&self, call: Call) -> impl Future<Output = Settled> + 'static {
         let action = call.action.clone();
+        let caller = call.caller;
         let submitted = self.0.executor.submit(call, now());
         let (id, rx) = match submitted {
             Ok(step) => {
@@ -113,6 +120,7 @@ impl Countersign {
                 _ => Settled {
                     call: CallId::default(),
                     tool_call_id: String::new(),
+                    caller,
                     outcome: Outcome::Refused(countersign::Refusal::of(
                         countersign::Reason::HookReentered {
                             hook: countersign::Hook::Run,
@@ -177,8 +185,25 @@ impl Countersign {
     /// The caller withdrew its call `tool_call_id` (an agent cancelled it, or went
     /// away): whatever of it waits for the person settles as `CANCELLED`, its card
     /// leaves the dock, and `run` is never reached. A run under way finishes.
+    ///
+    /// The dock then holds every decision back for a moment: the card that moves under
+    /// the person's pointer is not the one they read (an agent could withdraw a harmless
+    /// card just as the person goes to allow it, to put a harmful one in its place).
     pub fn withdraw(&self, caller: countersign::Caller, tool_call_id: &str) {
-        let _ = self.0.executor.withdraw(caller, tool_call_id, now());
+        let at = now();
+        if !self
+            .0
+            .executor
+            .withdraw(caller, tool_call_id, at)
+            .is_empty()
+        {
+            self.0
+                .hold_until_ms
+                .set(at.as_millis().saturating_add(HOLD_AFTER_WITHDRAW_MS));
+            self.push_log(LogEntry::Notice(
+                self.0.locale.strings().withdrawn_hold.to_owned(),
+            ));
+        }
         self.pump();
     }
 
@@ -196,6 +221,11 @@ impl Countersign {
         call: CallId,
         control: countersign::Control,
     ) -> bool {
+        // Just after a caller withdrew a card, no gesture decides anything (not even a
+        // person's: what is under their pointer changed without them).
+        if now().as_millis() < self.0.hold_until_ms.get() {
+            return false;
+        }
         // A real event, not an object a script made up with `isTrusted: true`: the
         // native `timeStamp` getter refuses anything that is not an Event.
         let real = wasm_bindgen::JsCast::is_instance_of::<web_sys::Event>(event)

@@ -132,7 +132,12 @@ impl Countersign {
 
     fn deliver(&self, settled: Vec<Settled>) {
         for s in settled {
-            if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
+            // Kept for the assistant's conversation after a reload: only its own calls
+            // (an agent's results must not push the assistant's out).
+            if let (true, Some(store)) = (
+                s.caller.is_assistant(),
+                self.0.pending_store.borrow_mut().as_mut(),
+            ) {
                 store.note_result(&s.tool_call_id, s.to_model_content());
             }
             let title = self.title_of(&s.action);
@@ -249,6 +254,7 @@ pub(crate) fn lost(call: CallId) -> Settled {
     Settled {
         call,
         tool_call_id: String::new(),
+        caller: countersign::Caller::Assistant,
         action: String::new(),
         outcome: Outcome::Refused(countersign::Refusal::of(
             countersign::Reason::PageClosed,

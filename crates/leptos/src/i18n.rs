@@ -161,6 +161,10 @@ pub struct Strings {
     pub asked_by_mcp: &'static str,
     /// The question panel's heading.
     pub question_heading: &'static str,
+    /// A caller withdrew a waiting card: decisions wait a moment.
+    pub withdrawn_hold: &'static str,
+    /// The question panel's heading when an agent outside the page asks.
+    pub question_heading_agent: &'static str,
     /// The question's submit button.
     pub answer: &'static str,
     /// The question's decline button.
@@ -457,6 +461,8 @@ static EN: Strings = Strings {
     asked_by_mcp: "Asked by an MCP client connected through the gateway, not by this page's assistant.",
     script_click_refused: "A script, not you, pressed a button on this request; it was refused and recorded. Only your own click decides.",
     question_heading: "The assistant asks you",
+    question_heading_agent: "An agent outside this page asks you",
+    withdrawn_hold: "An agent withdrew a request just now, so the cards moved. Look again before you decide.",
     answer: "Answer",
     decline_question: "Decline",
     outcome_question_declined: "Not answered: you declined",
@@ -572,6 +578,8 @@ static ZH: Strings = Strings {
     asked_by_mcp: "由通过网关连接的 MCP 客户端请求，而不是本页的助手。",
     script_click_refused: "有脚本（不是你）点击了此请求上的按钮；已拒绝并记录。只有你自己的点击才算数。",
     question_heading: "助手想问你",
+    question_heading_agent: "本页之外的代理想问你",
+    withdrawn_hold: "代理刚刚撤回了一个请求，卡片位置已变化。请再看一遍再决定。",
     answer: "回答",
     decline_question: "拒绝回答",
     outcome_question_declined: "未回答：你拒绝了",

@@ -45,6 +45,9 @@ pub(crate) struct StoredPending {
     /// The model turn it belonged to (restored items of one turn stay one batch).
     #[serde(default)]
     pub(crate) batch: Option<String>,
+    /// Who asked: it comes back as that caller's call, never as the assistant's.
+    #[serde(default, skip_serializing_if = "countersign::Caller::is_assistant")]
+    pub(crate) caller: countersign::Caller,
 }
 
 impl StoredPending {
@@ -56,7 +59,8 @@ impl StoredPending {
                 self.tool_call_id.clone(),
                 self.action.clone(),
                 self.arguments.clone(),
-            ),
+            )
+            .by(self.caller),
             declaration: self.declaration.clone(),
             handoff: self.handoff,
             remaining: if left.is_finite() {
@@ -210,6 +214,7 @@ impl PendingStore {
             .map(|(call, p)| StoredPending {
                 id: self.ids.entry(call).or_insert_with(random_id).clone(),
                 tool_call_id: p.call.tool_call_id,
+                caller: p.call.caller,
                 action: p.call.action,
                 arguments: p.call.arguments,
                 declaration: p.declaration,

@@ -162,6 +162,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         batches: RefCell::default(),
         next_batch: std::cell::Cell::new(0),
         webmcp: RefCell::default(),
+        hold_until_ms: std::cell::Cell::new(0),
         pending_store: RefCell::default(),
         restored: RefCell::default(),
         attention: RefCell::default(),
@@ -218,7 +219,9 @@ fn settle_on_pagehide(cs: &Countersign) {
                 if let Some(store) = shared.pending_store.borrow_mut().as_mut() {
                     store.thaw();
                 }
-                Countersign(shared).pump();
+                let cs = Countersign(shared);
+                crate::webmcp::reopen(&cs);
+                cs.pump();
             }
         },
     );

@@ -32,6 +32,9 @@ pub(crate) struct WebMcp {
     register: Function,
     /// What is registered now, by tool name.
     tools: RefCell<BTreeMap<String, Exported>>,
+    /// Random per page load: call ids never repeat across loads (a call restored after
+    /// a reload keeps its id, and a new agent must not be able to withdraw it).
+    load: String,
     next_call: Cell<u64>,
     poll: RefCell<Option<gloo_timers::callback::Interval>>,
     closed: Cell<bool>,
@@ -41,6 +44,8 @@ pub(crate) struct WebMcp {
 struct Exported {
     /// What it was registered as (a change registers it again).
     spec: String,
+    /// Which registration this is (a refusal that comes late forgets only its own).
+    serial: u64,
     controller: web_sys::AbortController,
     /// Kept alive while the tool is registered.
     _execute: Closure<dyn FnMut(JsValue, JsValue) -> Promise>,
@@ -72,22 +77,16 @@ pub(crate) fn start(cs: &Countersign) {
     let Some((context, register)) = model_context() else {
         return;
     };
-    let export = Rc::new(WebMcp {
+    *cs.0.webmcp.borrow_mut() = Some(Rc::new(WebMcp {
         context,
         register,
         tools: RefCell::default(),
+        load: crate::pending_store::random_id(),
         next_call: Cell::new(0),
         poll: RefCell::default(),
-        closed: Cell::new(false),
-    });
-    let weak = Rc::downgrade(&cs.0);
-    *export.poll.borrow_mut() = Some(gloo_timers::callback::Interval::new(POLL_MS, move || {
-        if let Some(shared) = weak.upgrade() {
-            sync(&Countersign(shared));
-        }
+        closed: Cell::new(true),
     }));
-    *cs.0.webmcp.borrow_mut() = Some(export);
-    sync(cs);
+    reopen(cs);
 }
 
 /// Brings the registered tools in step with what the projection shows a browser agent.
@@ -106,22 +105,42 @@ pub(crate) fn sync(cs: &Countersign) {
         .into_iter()
         .map(|tool| (tool.name.clone(), (fingerprint(&tool), tool)))
         .collect();
-    let mut registered = export.tools.borrow_mut();
-    registered.retain(|name, exported| {
-        let keep = wanted
-            .get(name)
-            .is_some_and(|(spec, _)| *spec == exported.spec);
-        if !keep {
-            exported.controller.abort();
-        }
-        keep
-    });
-    for (name, (spec, tool)) in wanted {
-        if registered.contains_key(&name) {
-            continue;
-        }
-        if let Some(exported) = export.register(&cs.0, tool, spec) {
-            registered.insert(name, exported);
+    // Decided with the map borrowed, done with it released: aborting a signal and
+    // registering run page script, which may call back into the page's Countersign.
+    let (gone, new): (Vec<Exported>, Vec<(String, String, ToolSpec)>) = {
+        let Ok(mut registered) = export.tools.try_borrow_mut() else {
+            return;
+        };
+        let stale: Vec<String> = registered
+            .iter()
+            .filter(|(name, exported)| {
+                wanted
+                    .get(*name)
+                    .is_none_or(|(spec, _)| *spec != exported.spec)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let gone = stale
+            .iter()
+            .filter_map(|name| registered.remove(name))
+            .collect();
+        let new = wanted
+            .into_iter()
+            .filter(|(name, _)| !registered.contains_key(name))
+            .map(|(name, (spec, tool))| (name, spec, tool))
+            .collect();
+        (gone, new)
+    };
+    for exported in gone {
+        exported.controller.abort();
+    }
+    for (name, spec, tool) in new {
+        if let Some(exported) = export.register(&cs.0, &export, tool, spec) {
+            if let Ok(mut registered) = export.tools.try_borrow_mut() {
+                registered.insert(name, exported);
+            } else {
+                exported.controller.abort();
+            }
         }
     }
 }
@@ -133,9 +152,27 @@ pub(crate) fn close(cs: &Countersign) {
     };
     export.closed.set(true);
     *export.poll.borrow_mut() = None;
-    for (_, exported) in std::mem::take(&mut *export.tools.borrow_mut()) {
+    let all = std::mem::take(&mut *export.tools.borrow_mut());
+    for (_, exported) in all {
         exported.controller.abort();
     }
+}
+
+/// The page came back from the back/forward cache: export again.
+pub(crate) fn reopen(cs: &Countersign) {
+    let Some(export) = cs.0.webmcp.borrow().clone() else {
+        return;
+    };
+    if !export.closed.replace(false) {
+        return;
+    }
+    let weak = Rc::downgrade(&cs.0);
+    *export.poll.borrow_mut() = Some(gloo_timers::callback::Interval::new(POLL_MS, move || {
+        if let Some(shared) = weak.upgrade() {
+            sync(&Countersign(shared));
+        }
+    }));
+    sync(cs);
 }
 
 /// What a tool is registered as: a change to any of it registers the tool again.
@@ -150,11 +187,24 @@ fn fingerprint(tool: &ToolSpec) -> String {
 }
 
 impl WebMcp {
-    /// Registers `tool`; `None` if the browser refused it (a name already taken, say),
-    /// which is reported in the console and tried again only when the action changes.
-    fn register(&self, shared: &Rc<Shared>, tool: ToolSpec, spec: String) -> Option<Exported> {
+    /// Registers `tool`; `None` if the browser refused it at once. A refusal that comes
+    /// later (a name another script holds) is reported in the console and forgotten, so
+    /// the next sync tries again.
+    fn register(
+        &self,
+        shared: &Rc<Shared>,
+        export: &Rc<WebMcp>,
+        tool: ToolSpec,
+        spec: String,
+    ) -> Option<Exported> {
         let controller = web_sys::AbortController::new().ok()?;
-        let execute = self.execute(Rc::downgrade(shared), tool.name.clone());
+        let serial = self.next_call.get();
+        self.next_call.set(serial + 1);
+        let execute = execute(
+            Rc::downgrade(shared),
+            format!("{}-{serial}", self.load),
+            tool.name.clone(),
+        );
         let definition = Object::new();
         let schema =
             JSON::parse(&tool.parameters.to_string()).unwrap_or_else(|_| Object::new().into());
@@ -183,107 +233,144 @@ impl WebMcp {
         set(&definition, "execute", execute.as_ref());
         let options = Object::new();
         set(&options, "signal", &controller.signal().into());
-        let refused = |why: &JsValue| {
-            web_sys::console::warn_2(
-                &format!("countersign: WebMCP did not register `{}`:", tool.name).into(),
-                why,
-            );
-        };
-        match self.register.call2(&self.context, &definition, &options) {
-            Ok(returned) => {
-                if let Ok(promise) = returned.dyn_into::<Promise>() {
-                    let name = tool.name.clone();
-                    wasm_bindgen_futures::spawn_local(async move {
-                        if let Err(why) = wasm_bindgen_futures::JsFuture::from(promise).await {
-                            web_sys::console::warn_2(
-                                &format!("countersign: WebMCP did not register `{name}`:").into(),
-                                &why,
-                            );
-                        }
-                    });
-                }
+        let returned = match self.register.call2(&self.context, &definition, &options) {
+            Ok(returned) => returned,
+            Err(why) => {
+                refused(&tool.name, &why);
+                return None;
             }
-            Err(why) => refused(&why),
+        };
+        if let Ok(promise) = returned.dyn_into::<Promise>() {
+            let name = tool.name.clone();
+            let export = Rc::downgrade(export);
+            wasm_bindgen_futures::spawn_local(async move {
+                if let Err(why) = wasm_bindgen_futures::JsFuture::from(promise).await {
+                    refused(&name, &why);
+                    let Some(export) = export.upgrade() else {
+                        return;
+                    };
+                    let mut tools = export.tools.borrow_mut();
+                    if tools.get(&name).is_some_and(|e| e.serial == serial) {
+                        tools.remove(&name);
+                    }
+                }
+            });
         }
         Some(Exported {
             spec,
+            serial,
             controller,
             _execute: execute,
         })
     }
+}
 
-    /// The tool's `execute(input, client)`: the call goes through the gate as the
-    /// `webmcp` caller; an abort of `client.signal` withdraws it.
-    fn execute(
-        &self,
-        shared: Weak<Shared>,
-        action: String,
-    ) -> Closure<dyn FnMut(JsValue, JsValue) -> Promise> {
-        let next_call = Rc::new(Cell::new(0u64));
-        let base = self.next_call.get();
-        self.next_call.set(base + 1);
-        Closure::new(move |input: JsValue, client: JsValue| {
-            let n = next_call.get() + 1;
-            next_call.set(n);
-            let tool_call_id = format!("webmcp-{base}-{n}");
-            let Some(shared) = shared.upgrade() else {
-                return Promise::reject(&"the page is gone".into());
-            };
-            let cs = Countersign(shared);
-            let arguments = match arguments_text(&input) {
-                Ok(text) => text,
-                Err(message) => return Promise::resolve(&unreadable(&action, &message)),
-            };
-            withdraw_on_abort(&cs, &client, &tool_call_id);
-            let call = Call::new(tool_call_id, action.clone(), arguments).by(Caller::WebMcp);
-            let settled = cs.call(call);
-            wasm_bindgen_futures::future_to_promise(async move {
-                let settled = settled.await;
-                Ok(JSON::parse(&settled.to_model_content()).unwrap_or(JsValue::NULL))
-            })
+fn refused(name: &str, why: &JsValue) {
+    web_sys::console::warn_2(
+        &format!("countersign: WebMCP did not register `{name}`:").into(),
+        why,
+    );
+}
+
+/// A tool's `execute(input, client)`: the call goes through the gate as the `webmcp`
+/// caller, with an id no other call of any page load has; an abort of `client.signal`
+/// withdraws it.
+fn execute(
+    shared: Weak<Shared>,
+    prefix: String,
+    action: String,
+) -> Closure<dyn FnMut(JsValue, JsValue) -> Promise> {
+    let mut count = 0u64;
+    Closure::new(move |input: JsValue, client: JsValue| {
+        count += 1;
+        let tool_call_id = format!("webmcp-{prefix}-{count}");
+        let Some(shared) = shared.upgrade() else {
+            return Promise::reject(&"the page is gone".into());
+        };
+        let cs = Countersign(shared);
+        let signal = Reflect::get(&client, &"signal".into())
+            .ok()
+            .and_then(|s| s.dyn_into::<web_sys::AbortSignal>().ok());
+        if signal.as_ref().is_some_and(web_sys::AbortSignal::aborted) {
+            return Promise::resolve(&refusal(
+                countersign::Code::Cancelled,
+                "withdrawn",
+                &format!("`{action}` was withdrawn before it was asked; it was not done"),
+                countersign::RetryHint::AskUser,
+            ));
+        }
+        let limit = cs.0.executor.max_argument_bytes();
+        let arguments = match arguments_text(&input, limit) {
+            Ok(text) => text,
+            Err(message) => {
+                return Promise::resolve(&refusal(
+                    countersign::Code::InvalidArgs,
+                    "invalid_arguments",
+                    &format!("`{action}` was not run: {message}"),
+                    countersign::RetryHint::FixCall,
+                ))
+            }
+        };
+        let listener = signal.map(|signal| withdraw_on_abort(&cs, signal, &tool_call_id));
+        let call = Call::new(tool_call_id, action.clone(), arguments).by(Caller::WebMcp);
+        let settled = cs.call(call);
+        wasm_bindgen_futures::future_to_promise(async move {
+            let settled = settled.await;
+            // The call has ended: its abort listener goes with it.
+            if let Some((signal, on_abort)) = listener {
+                let _ = signal.remove_event_listener_with_callback(
+                    "abort",
+                    on_abort.as_ref().unchecked_ref(),
+                );
+            }
+            Ok(JSON::parse(&settled.to_model_content()).unwrap_or(JsValue::NULL))
         })
-    }
+    })
 }
 
 /// The agent's input as the raw JSON text the executor validates. `undefined` and
-/// `null` are no arguments (`{}`); anything JSON cannot carry is an error.
-fn arguments_text(input: &JsValue) -> Result<String, String> {
+/// `null` are no arguments (`{}`); anything JSON cannot carry is an error, and so is
+/// text over `limit` UTF-16 units, refused before it is copied into the page's memory.
+fn arguments_text(input: &JsValue, limit: usize) -> Result<String, String> {
     if input.is_undefined() || input.is_null() {
         return Ok("{}".into());
     }
-    match JSON::stringify(input) {
-        Ok(text) => text
-            .as_string()
-            .ok_or_else(|| "the input is not JSON".to_owned()),
-        Err(_) => Err("the input could not be read as JSON (a cycle, or a BigInt)".into()),
+    let text = JSON::stringify(input)
+        .map_err(|_| "the input could not be read as JSON (a cycle, or a BigInt)".to_owned())?;
+    let length = usize::try_from(text.length()).unwrap_or(usize::MAX);
+    if length > limit {
+        return Err(format!(
+            "the arguments are {length} characters, over the limit of {limit} bytes"
+        ));
     }
+    text.as_string()
+        .ok_or_else(|| "the input is not JSON".to_owned())
 }
 
-/// The result for input that never reached the gate: the same shape as a refusal.
-fn unreadable(action: &str, message: &str) -> JsValue {
+/// The result for a call that never reached the gate: the same shape as a refusal.
+fn refusal(
+    code: countersign::Code,
+    reason: &str,
+    message: &str,
+    retry: countersign::RetryHint,
+) -> JsValue {
     let json = serde_json::json!({
         "ok": false,
-        "error": {
-            "code": countersign::Code::InvalidArgs,
-            "reason": "invalid_arguments",
-            "message": format!("`{action}` was not run: {message}"),
-            "retry": countersign::RetryHint::FixCall,
-        }
+        "error": { "code": code, "reason": reason, "message": message, "retry": retry }
     });
     JSON::parse(&json.to_string()).unwrap_or(JsValue::NULL)
 }
 
 /// When the agent aborts the execution (`client.signal`), its waiting call is withdrawn.
-fn withdraw_on_abort(cs: &Countersign, client: &JsValue, tool_call_id: &str) {
-    let Some(signal) = Reflect::get(client, &"signal".into())
-        .ok()
-        .and_then(|s| s.dyn_into::<web_sys::AbortSignal>().ok())
-    else {
-        return;
-    };
+/// Returns the signal and the listener, to be removed once the call has ended.
+fn withdraw_on_abort(
+    cs: &Countersign,
+    signal: web_sys::AbortSignal,
+    tool_call_id: &str,
+) -> (web_sys::AbortSignal, Closure<dyn FnMut()>) {
     let weak = Rc::downgrade(&cs.0);
     let id = tool_call_id.to_owned();
-    let on_abort = Closure::once_into_js(move || {
+    let on_abort = Closure::<dyn FnMut()>::new(move || {
         if let Some(shared) = weak.upgrade() {
             Countersign(shared).withdraw(Caller::WebMcp, &id);
         }
@@ -292,7 +379,8 @@ fn withdraw_on_abort(cs: &Countersign, client: &JsValue, tool_call_id: &str) {
     options.set_once(true);
     let _ = signal.add_event_listener_with_callback_and_add_event_listener_options(
         "abort",
-        on_abort.unchecked_ref(),
+        on_abort.as_ref().unchecked_ref(),
         &options,
     );
+    (signal, on_abort)
 }

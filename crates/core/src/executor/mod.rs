@@ -761,6 +761,7 @@ fn lost(call: CallId) -> Settled {
     Settled {
         call,
         tool_call_id: String::new(),
+        caller: crate::Caller::Assistant,
         action: String::new(),
         outcome: crate::Outcome::Refused(crate::Refusal::new(
             reason,

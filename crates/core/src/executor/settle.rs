@@ -139,6 +139,7 @@ impl ExecutorState {
             call,
             action: live.action.meta().id.clone(),
             tool_call_id: live.tool_call_id,
+            caller: live.caller,
             outcome,
             edited: live.edited,
         });
@@ -165,6 +166,7 @@ impl ExecutorState {
         let settled = Settled {
             call: trace.call,
             tool_call_id: trace.tool_call_id.to_owned(),
+            caller: trace.caller,
             action: shown_id(trace.action_id),
             outcome,
             edited: trace.edited.clone(),

@@ -61,10 +61,16 @@ fn panel(
             Err(e) => error.set(Some(e.to_string())),
         }
     };
+    let heading = if view.caller.is_assistant() {
+        strings.question_heading
+    } else {
+        strings.question_heading_agent
+    };
     view! {
-        <section class="cs-card cs-question" role="region" aria-label=strings.question_heading data-call=call.get().to_string()>
-            <p class="cs-card__count">{strings.question_heading}</p>
+        <section class="cs-card cs-question" role="region" aria-label=heading data-call=call.get().to_string()>
+            <p class="cs-card__count">{heading}</p>
             <h3 class="cs-card__title">{view.title.clone()}</h3>
+            {strings.asked_by(view.caller).map(|who| view! { <p class="cs-caller" role="note">{who}</p> })}
             <p class="cs-card__consequence">{view.prompt.clone()}</p>
             // The Answer button's click decides (Enter in a field clicks it too); a script's
             // `requestSubmit()` does nothing.

@@ -5,6 +5,7 @@
 //! `execute(input, {signal})`, and the result handed back as JSON text.
 
 use super::*;
+use gloo_timers::future::TimeoutFuture;
 use js_sys::{Array, Function, Object, Promise, Reflect, JSON};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
@@ -29,6 +30,7 @@ const STAND_IN: &str = r#"
     const registered = tools.get(tool.name);
     if (registered !== tool) throw new DOMException('no such tool', 'NotFoundError');
     const controller = new AbortController();
+    if (options.signal && options.signal.aborted) controller.abort();
     if (options.signal) options.signal.addEventListener('abort', () => controller.abort());
     return JSON.stringify(await registered.execute(input, { signal: controller.signal }));
   };
@@ -360,6 +362,20 @@ async fn hostile_input_from_an_agent_raises_no_card() {
     let (pending, _) = stand_in.execute("save", cyclic).await;
     let got = answer(pending).await;
     assert_eq!(got["error"]["code"], "INVALID_ARGS", "{got}");
+    // Text over the limit is refused before it is copied into the page's memory.
+    let huge = Function::new_no_args("return {name: 'x'.repeat(5000000)};")
+        .call0(&JsValue::NULL)
+        .unwrap();
+    let (pending, _) = stand_in.execute("save", huge).await;
+    let got = answer(pending).await;
+    assert_eq!(got["error"]["code"], "INVALID_ARGS");
+    assert!(
+        got["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over the limit"),
+        "{got}"
+    );
     let big = Function::new_no_args("return {name: 10n};")
         .call0(&JsValue::NULL)
         .unwrap();
@@ -417,4 +433,198 @@ async fn the_export_can_be_turned_off_for_the_page_or_kept_from_one_action() {
         "exported while turned off"
     );
     drop(off);
+}
+
+#[wasm_bindgen_test]
+async fn an_agents_call_brought_back_after_a_reload_is_still_the_agents() {
+    let stand_in = StandIn::on_document();
+    let key = "webmcp-reload";
+    let page = mount(kept(key));
+    tick().await;
+    let (_pending, _) = stand_in.execute("save", input(r#"{"name":"Kept"}"#)).await;
+    tick().await;
+    assert!(page.q(".cs-card .cs-caller").is_some());
+    reload(page);
+    let page = mount(kept(key));
+    restored().await;
+    tick().await;
+    let cards = page.cs.executor().approvals();
+    assert_eq!(cards.len(), 1, "the agent's card came back");
+    assert_eq!(cards[0].caller, countersign::Caller::WebMcp);
+    assert!(page.text(".cs-card .cs-caller").contains("WebMCP"));
+    page.click(".cs-deny");
+    tick().await;
+    let records = page.cs.audit().records();
+    assert!(!records.is_empty());
+    assert!(
+        records
+            .iter()
+            .all(|r| r.caller == countersign::Caller::WebMcp),
+        "{records:?}"
+    );
+    session_storage().clear().unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_withdrawn_card_holds_decisions_back_for_a_moment() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    let (first, abort) = stand_in.execute("save", input(r#"{"name":"Draft"}"#)).await;
+    let (second, _) = stand_in
+        .execute("rename", input(r#"{"name":"Evil"}"#))
+        .await;
+    tick().await;
+    assert_eq!(page.text(".cs-card__title"), "Title save");
+    // The agent withdraws the card the person is about to allow: the click that was
+    // meant for it lands on the next card, and decides nothing.
+    abort.abort();
+    assert_eq!(answer(first).await["error"]["code"], "CANCELLED");
+    tick().await;
+    assert_eq!(page.text(".cs-card__title"), "Title rename");
+    page.click(".cs-allow-once");
+    tick().await;
+    assert!(
+        page.runs().is_empty(),
+        "a click right after the swap approved"
+    );
+    assert!(page.text(".cs-log").contains("withdrew a request just now"));
+    TimeoutFuture::new(800).await;
+    page.click(".cs-allow-once");
+    assert_eq!(answer(second).await["ok"], true);
+    assert_eq!(page.runs(), ["rename:Evil"]);
+}
+
+#[wasm_bindgen_test]
+async fn an_agent_that_aborted_before_calling_raises_no_card() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    let (pending, abort) = {
+        // Abort first, then execute with the aborted signal.
+        let tools = stand_in.tools().await;
+        let tool = tools
+            .into_iter()
+            .find(|t| {
+                Reflect::get(t, &"name".into())
+                    .unwrap()
+                    .as_string()
+                    .as_deref()
+                    == Some("save")
+            })
+            .unwrap();
+        let abort = web_sys::AbortController::new().unwrap();
+        abort.abort();
+        let options = Object::new();
+        Reflect::set(&options, &"signal".into(), &abort.signal()).unwrap();
+        let input = input(r#"{"name":"Never"}"#);
+        (
+            stand_in.call("executeTool", &[tool.into(), input, options.into()]),
+            abort,
+        )
+    };
+    let got = answer(pending).await;
+    drop(abort);
+    tick().await;
+    assert_eq!(got["error"]["code"], "CANCELLED", "{got}");
+    assert!(page.q(".cs-card").is_none());
+    assert_eq!(page.terminal_records(), 0, "it never reached the gate");
+}
+
+#[wasm_bindgen_test]
+async fn an_agent_may_keep_only_three_calls_waiting() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    let mut waiting = Vec::new();
+    for n in 0..3 {
+        waiting.push(
+            stand_in
+                .execute("save", input(&format!(r#"{{"name":"n{n}"}}"#)))
+                .await,
+        );
+    }
+    let (fourth, _) = stand_in.execute("save", input(r#"{"name":"n3"}"#)).await;
+    let got = answer(fourth).await;
+    assert_eq!(got["error"]["code"], "UNAVAILABLE", "{got}");
+    tick().await;
+    assert_eq!(
+        page.all(".cs-card")
+            .len()
+            .max(page.cs.executor().approvals().len()),
+        3
+    );
+    // The page's own assistant still gets its card.
+    let own = page.call("save", r#"{"name":"own"}"#);
+    tick().await;
+    assert_eq!(page.cs.executor().approvals().len(), 4);
+    for (_, abort) in &waiting {
+        abort.abort();
+    }
+    TimeoutFuture::new(800).await;
+    page.click(".cs-deny");
+    assert_eq!(code(&own.await), "PERMISSION_DENIED");
+    assert!(page.runs().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn an_agents_question_says_who_asks() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    let (pending, _) = stand_in.execute("pick", input("{}")).await;
+    tick().await;
+    let heading = page.text(".cs-question .cs-card__count");
+    assert!(!heading.contains("The assistant"), "{heading}");
+    assert!(page.text(".cs-question .cs-caller").contains("WebMCP"));
+    page.click(".cs-decline-question");
+    let got = answer(pending).await;
+    assert_eq!(got["error"]["code"], "QUESTION_DECLINED", "{got}");
+}
+
+#[wasm_bindgen_test]
+async fn a_name_another_script_holds_is_registered_once_it_is_free() {
+    let stand_in = StandIn::on_document();
+    // Another script holds `save` first.
+    let other = web_sys::AbortController::new().unwrap();
+    let theirs = Object::new();
+    Reflect::set(&theirs, &"name".into(), &"save".into()).unwrap();
+    Reflect::set(&theirs, &"description".into(), &"not the page's".into()).unwrap();
+    let noop = Function::new_no_args("return 'theirs';");
+    Reflect::set(&theirs, &"execute".into(), &noop).unwrap();
+    let options = Object::new();
+    Reflect::set(&options, &"signal".into(), &other.signal()).unwrap();
+    let _ = stand_in.call("registerTool", &[theirs.into(), options.into()]);
+    let page = mount(Setup::default());
+    tick().await;
+    let description = |tools: &[Object]| {
+        tools
+            .iter()
+            .find(|t| {
+                Reflect::get(t, &"name".into())
+                    .unwrap()
+                    .as_string()
+                    .as_deref()
+                    == Some("save")
+            })
+            .map(|t| {
+                Reflect::get(t, &"description".into())
+                    .unwrap()
+                    .as_string()
+                    .unwrap()
+            })
+    };
+    assert_eq!(
+        description(&stand_in.tools().await).as_deref(),
+        Some("not the page's")
+    );
+    other.abort();
+    for _ in 0..30 {
+        if description(&stand_in.tools().await).is_some_and(|d| d.contains("Test action save")) {
+            break;
+        }
+        TimeoutFuture::new(50).await;
+    }
+    assert!(description(&stand_in.tools().await).is_some_and(|d| d.contains("Test action save")));
+    drop(page);
 }
