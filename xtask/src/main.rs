@@ -481,6 +481,8 @@ fn end_to_end() -> Result {
         "building the tutorial for the end-to-end tests (trunk build --release)",
         c,
     )?;
+    // The same release bundle, weighed against its budget.
+    size_check(&dist)?;
     let mut c = cargo();
     c.args(["test", "-p", "countersign-e2e", "--test", "tutorial"])
         .env("COUNTERSIGN_DIST", &dist);
@@ -560,56 +562,86 @@ fn serve() -> Result {
 /// Builds the tutorial and the bare counter the same way (release, wasm-opt -Oz) and
 /// compares wasm + JS, raw and gzip -9.
 fn size() -> Result {
-    let out = root().join("target").join("size");
-    let builds = [
-        ("counter", root().join("examples/counter/index.html")),
-        ("tutorial", root().join("index.html")),
-    ];
-    let mut totals = Vec::new();
-    for (name, index) in &builds {
-        let dist = out.join(name);
-        let mut c = cmd("trunk");
-        c.args(["build", "--release", "--dist"])
-            .arg(&dist)
-            .arg(index);
-        run(&format!("trunk build --release ({name})"), c)?;
-        let mut raw = 0u64;
-        let mut gz = 0u64;
-        let entries = std::fs::read_dir(&dist).map_err(|e| format!("{}: {e}", dist.display()))?;
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-            if ext == "wasm" || ext == "js" {
-                raw += entry.metadata().map(|m| m.len()).unwrap_or(0);
-                let out = cmd("gzip")
-                    .args(["-9", "-c"])
-                    .arg(&path)
-                    .output()
-                    .map_err(|e| format!("gzip: {e}"))?;
-                gz += out.stdout.len() as u64;
-                println!(
-                    "    {name}: {} {} bytes",
-                    path.file_name().and_then(|n| n.to_str()).unwrap_or(""),
-                    entry.metadata().map(|m| m.len()).unwrap_or(0)
-                );
-            }
-        }
-        totals.push((name, raw, gz));
-    }
+    let dist = root().join("target").join("size").join("tutorial");
+    let mut c = cmd("trunk");
+    c.args(["build", "--release", "--dist"])
+        .arg(&dist)
+        .arg(root().join("index.html"));
+    run("trunk build --release (tutorial)", c)?;
+    size_check(&dist)
+}
+
+/// The budget file: the most the tutorial's release bundle may weigh.
+const SIZE_BUDGET: &str = "xtask/size-budget.txt";
+
+/// Builds the bare Leptos counter, weighs it and the tutorial already built in
+/// `tutorial` (wasm + JS, gzip -9), prints both and the ratio, and fails when the
+/// tutorial is over the budget kept in [`SIZE_BUDGET`].
+fn size_check(tutorial: &Path) -> Result {
+    let counter = root().join("target").join("size").join("counter");
+    let mut c = cmd("trunk");
+    c.args(["build", "--release", "--dist"])
+        .arg(&counter)
+        .arg(root().join("examples/counter/index.html"));
+    run(
+        "trunk build --release (the bare Leptos counter, for the ratio)",
+        c,
+    )?;
+    let (craw, cgz) = weigh("counter", &counter)?;
+    let (traw, tgz) = weigh("tutorial", tutorial)?;
+    let kb = |bytes: u64| bytes as f64 / 1024.0;
     println!("\n| build | wasm + JS | gzip -9 |\n| --- | --- | --- |");
-    for (name, raw, gz) in &totals {
-        println!(
-            "| {name} | {:.1} KB | {:.1} KB |",
-            *raw as f64 / 1024.0,
-            *gz as f64 / 1024.0
-        );
-    }
-    if let [(_, craw, cgz), (_, traw, tgz)] = totals.as_slice() {
-        println!(
-            "\ntutorial / counter: {:.2}x raw, {:.2}x gzip",
-            *traw as f64 / *craw as f64,
-            *tgz as f64 / *cgz as f64
-        );
+    println!("| counter | {:.1} KB | {:.1} KB |", kb(craw), kb(cgz));
+    println!("| tutorial | {:.1} KB | {:.1} KB |", kb(traw), kb(tgz));
+    let ratio = tgz as f64 / cgz.max(1) as f64;
+    println!(
+        "\ntutorial / counter: {:.2}x raw, {ratio:.2}x gzip",
+        traw as f64 / craw.max(1) as f64
+    );
+    let text = std::fs::read_to_string(root().join(SIZE_BUDGET))
+        .map_err(|e| format!("{SIZE_BUDGET}: {e}"))?;
+    let budget = |key: &str| -> std::result::Result<f64, String> {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .find_map(|l| {
+                let (k, v) = l.split_once('=')?;
+                (k.trim() == key).then(|| v.trim().parse::<f64>().ok())?
+            })
+            .ok_or_else(|| format!("{SIZE_BUDGET}: no number for `{key}`"))
+    };
+    let (max_kb, max_ratio) = (budget("tutorial_gzip_kb")?, budget("ratio_gzip")?);
+    println!("budget: {max_kb:.1} KB gzip, {max_ratio:.2}x the counter ({SIZE_BUDGET})");
+    if kb(tgz) > max_kb || ratio > max_ratio {
+        return Err(format!(
+            "the tutorial's bundle is over its budget: {:.1} KB gzip ({ratio:.2}x the counter) against {max_kb:.1} KB ({max_ratio:.2}x) in {SIZE_BUDGET}. Make it smaller, or raise the budget in the same change and say why",
+            kb(tgz)
+        ));
     }
     Ok(())
+}
+
+/// The wasm and JS of a trunk build: bytes, and bytes after `gzip -9`.
+fn weigh(name: &str, dist: &Path) -> std::result::Result<(u64, u64), String> {
+    let mut raw = 0u64;
+    let mut gz = 0u64;
+    let entries = std::fs::read_dir(dist).map_err(|e| format!("{}: {e}", dist.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if ext == "wasm" || ext == "js" {
+            let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            raw += len;
+            let out = cmd("gzip")
+                .args(["-9", "-c"])
+                .arg(&path)
+                .output()
+                .map_err(|e| format!("gzip: {e}"))?;
+            gz += out.stdout.len() as u64;
+            println!(
+                "    {name}: {} {len} bytes",
+                path.file_name().and_then(|n| n.to_str()).unwrap_or("")
+            );
+        }
+    }
+    Ok((raw, gz))
 }
