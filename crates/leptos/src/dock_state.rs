@@ -40,6 +40,8 @@ pub struct Activity {
     pub reason: Reason,
     /// The grant that allowed it, if one did (it can be revoked from the list).
     pub grant: Option<GrantId>,
+    /// Who asked for it.
+    pub caller: countersign::Caller,
 }
 
 /// The dock's reactive state, read-only: the runtime updates it after every executor

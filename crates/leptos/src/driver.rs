@@ -181,6 +181,7 @@ impl Countersign {
                 action: r.action,
                 grant: r.grant,
                 reason: r.reason,
+                caller: r.caller,
             })
             .collect();
         self.0.activity_seen.set(total);

@@ -278,6 +278,10 @@ pub struct Strings {
     /// What "always allow" covers when the action gave no words of its own;
     /// `{title}` is the action's title.
     pub every_call: &'static str,
+    /// A short tag for a browser agent (WebMCP), in lists.
+    pub tag_webmcp: &'static str,
+    /// A short tag for an MCP client, in lists.
+    pub tag_mcp: &'static str,
     /// After what a grant covers, when it was made on an outside agent's card.
     pub only_from_webmcp: &'static str,
     /// After what a grant covers, when it was made on an MCP client's card.
@@ -299,6 +303,15 @@ impl Strings {
         self.n_of_m
             .replace("{n}", &n.to_string())
             .replace("{m}", &m.to_string())
+    }
+
+    /// A short tag for who asked, in lists, when it was not the page's own assistant.
+    pub const fn caller_tag(&self, caller: countersign::Caller) -> Option<&'static str> {
+        match caller {
+            countersign::Caller::Assistant => None,
+            countersign::Caller::WebMcp => Some(self.tag_webmcp),
+            countersign::Caller::Mcp => Some(self.tag_mcp),
+        }
     }
 
     /// Who asked, when it was not the page's own assistant.
@@ -513,6 +526,8 @@ static EN: Strings = Strings {
     empty_chat: "Ask the assistant to do something on this page. Anything that changes something is shown here for your approval first.",
     every_call: "every call of {title}",
     only_from_webmcp: " (asked by a browser agent only)",
+    tag_webmcp: "browser agent",
+    tag_mcp: "MCP client",
     only_from_mcp: " (asked by an MCP client only)",
     conversation: "Conversation",
     activity: "Done without asking",
@@ -630,6 +645,8 @@ static ZH: Strings = Strings {
     empty_chat: "请助手在本页上帮你做事。任何会改变内容的操作，都会先在这里请你批准。",
     every_call: "{title}的每次调用",
     only_from_webmcp: "（仅限浏览器代理的请求）",
+    tag_webmcp: "浏览器代理",
+    tag_mcp: "MCP 客户端",
     only_from_mcp: "（仅限 MCP 客户端的请求）",
     conversation: "对话记录",
     activity: "未经询问已执行",

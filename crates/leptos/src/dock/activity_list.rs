@@ -54,6 +54,7 @@ pub(crate) fn ActivityList(
                         <li class="cs-activity" data-action=item.action.clone() data-call=item.call.to_string()>
                             <span>{revealed(strings, &item.title, Shape::Text)}</span>
                             <span class=class>{words}</span>
+                            {strings.caller_tag(item.caller).map(|who| view! { <span class="cs-chip cs-activity-caller">{who}</span> })}
                             {revoke}
                         </li>
                     }

@@ -264,6 +264,14 @@ async fn an_agents_call_is_decided_by_the_person_on_the_card() {
     let (pending, _) = stand_in.execute("read_page_state", input("{}")).await;
     let got = answer(pending).await;
     assert_eq!(got["ok"], true, "{got}");
+    tick().await;
+    // The list of what ran unasked says a browser agent asked for it.
+    assert!(
+        page.text(".cs-activity[data-action=read_page_state] .cs-activity-caller")
+            .contains("browser agent"),
+        "{}",
+        page.text(".cs-activity")
+    );
     assert_eq!(page.runs(), ["save:Apollo"]);
     assert_eq!(page.terminal_records(), 3);
     // "Always allow" on an agent's card trusts that agent only, and says so.
