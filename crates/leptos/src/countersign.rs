@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     /// Until when (host ms) decisions are held back: a caller just withdrew a card, so
     /// the one now under the person's pointer is not the one they were looking at.
     pub(crate) hold_until_ms: std::cell::Cell<u64>,
+    /// When each outside agent's waiting call came on screen (host ms).
+    pub(crate) shown: RefCell<HashMap<CallId, u64>>,
 }
 
 /// How long decisions are held back after a caller withdrew a waiting call.
@@ -191,12 +193,13 @@ impl Countersign {
     /// card just as the person goes to allow it, to put a harmful one in its place).
     pub fn withdraw(&self, caller: countersign::Caller, tool_call_id: &str) {
         let at = now();
-        if !self
-            .0
-            .executor
-            .withdraw(caller, tool_call_id, at)
-            .is_empty()
-        {
+        let withdrawn = self.0.executor.withdraw(caller, tool_call_id, at);
+        // Held back only when what left was on screen: a card behind it moves up.
+        let seen = {
+            let shown = self.0.shown.borrow();
+            withdrawn.iter().any(|s| shown.contains_key(&s.call))
+        };
+        if seen {
             self.0
                 .hold_until_ms
                 .set(at.as_millis().saturating_add(HOLD_AFTER_WITHDRAW_MS));
@@ -215,30 +218,64 @@ impl Countersign {
     /// Whether `event` is a person's gesture on `control` of `call`. A script's event
     /// (`isTrusted` false) is refused: nothing happens, the attempt is recorded, and the
     /// dock says so.
+    ///
+    /// A gesture that says yes (allow, done, answer) is also held back while what is under
+    /// the pointer may not be what the person read: just after an agent withdrew a card,
+    /// and for a moment after an agent's card, handoff or question came on screen (a
+    /// click meant for the card before it, or a double click's second click, lands on
+    /// it). Deny, Cancel and Decline are never held back.
     pub(crate) fn by_person(
         &self,
         event: &web_sys::Event,
         call: CallId,
         control: countersign::Control,
     ) -> bool {
-        // Just after a caller withdrew a card, no gesture decides anything (not even a
-        // person's: what is under their pointer changed without them).
-        if now().as_millis() < self.0.hold_until_ms.get() {
-            return false;
-        }
+        use countersign::Control as C;
         // A real event, not an object a script made up with `isTrusted: true`: the
         // native `timeStamp` getter refuses anything that is not an Event.
         let real = wasm_bindgen::JsCast::is_instance_of::<web_sys::Event>(event)
             && crate::attention::is_real_event(event);
-        if (real && event.is_trusted()) || self.0.trust_script_clicks {
+        if !((real && event.is_trusted()) || self.0.trust_script_clicks) {
+            let _ = self.0.executor.refuse_synthetic(call, control, now());
+            self.push_log(LogEntry::Notice(
+                self.0.locale.strings().script_click_refused.to_owned(),
+            ));
+            self.pump();
+            return false;
+        }
+        let yes = matches!(
+            control,
+            C::AllowOnce | C::AlwaysAllow | C::AllowBatch | C::Done | C::Answer
+        );
+        if !yes {
             return true;
         }
-        let _ = self.0.executor.refuse_synthetic(call, control, now());
-        self.push_log(LogEntry::Notice(
-            self.0.locale.strings().script_click_refused.to_owned(),
-        ));
-        self.pump();
-        false
+        let at = now().as_millis();
+        let double = wasm_bindgen::JsCast::dyn_ref::<web_sys::MouseEvent>(event)
+            .is_some_and(|m| m.detail() > 1);
+        let fresh = self
+            .0
+            .shown
+            .borrow()
+            .get(&call)
+            .is_some_and(|since| at < since.saturating_add(HOLD_AFTER_WITHDRAW_MS));
+        if at < self.0.hold_until_ms.get() || fresh || double {
+            self.push_log(LogEntry::Notice(
+                self.0.locale.strings().withdrawn_hold.to_owned(),
+            ));
+            return false;
+        }
+        true
+    }
+
+    /// An outside agent's card, handoff or question is on screen from now: yes-gestures
+    /// on it wait a moment (see [`Countersign::by_person`]). Its first showing counts.
+    pub(crate) fn shown(&self, call: CallId, caller: countersign::Caller) {
+        if caller.is_assistant() {
+            return;
+        }
+        let mut shown = self.0.shown.borrow_mut();
+        shown.entry(call).or_insert_with(|| now().as_millis());
     }
 
     /// The person pressed Allow (once or for the session) on `card`. If the page changed

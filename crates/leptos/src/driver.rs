@@ -132,6 +132,7 @@ impl Countersign {
 
     fn deliver(&self, settled: Vec<Settled>) {
         for s in settled {
+            self.0.shown.borrow_mut().remove(&s.call);
             // Kept for the assistant's conversation after a reload: only its own calls
             // (an agent's results must not push the assistant's out).
             if let (true, Some(store)) = (
@@ -140,12 +141,16 @@ impl Countersign {
             ) {
                 store.note_result(&s.tool_call_id, s.to_model_content());
             }
-            let title = self.title_of(&s.action);
-            self.push_log(LogEntry::Outcome {
-                action: s.action.clone(),
-                title,
-                code: s.outcome.code(),
-            });
+            // The conversation is the assistant's: an agent's outcomes are on its cards
+            // and in the list of what ran unasked, not here.
+            if s.caller.is_assistant() {
+                let title = self.title_of(&s.action);
+                self.push_log(LogEntry::Outcome {
+                    action: s.action.clone(),
+                    title,
+                    code: s.outcome.code(),
+                });
+            }
             if self.0.batches.borrow_mut().iter_mut().any(|b| b.take(&s)) {
                 continue;
             }
@@ -188,7 +193,14 @@ impl Countersign {
         if !fresh.is_empty() {
             self.0.dock.activity.update(|list| {
                 list.extend(fresh);
-                let excess = list.len().saturating_sub(MAX_ACTIVITY);
+                // Over the limit, agents' entries go first: an agent's many reads must
+                // not push out what the page's assistant did (and its revoke buttons).
+                let mut excess = list.len().saturating_sub(MAX_ACTIVITY);
+                list.retain(|a| {
+                    let drop = excess > 0 && !a.caller.is_assistant();
+                    excess -= usize::from(drop);
+                    !drop
+                });
                 list.drain(..excess);
             });
         }

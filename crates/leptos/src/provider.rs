@@ -163,6 +163,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         next_batch: std::cell::Cell::new(0),
         webmcp: RefCell::default(),
         hold_until_ms: std::cell::Cell::new(0),
+        shown: RefCell::default(),
         pending_store: RefCell::default(),
         restored: RefCell::default(),
         attention: RefCell::default(),
@@ -196,8 +197,13 @@ fn settle_on_pagehide(cs: &Countersign) {
     use wasm_bindgen::closure::Closure;
     use wasm_bindgen::JsCast;
     let weak = Rc::downgrade(&cs.0);
-    let on_hide = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+    let on_hide = Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
         if let Some(shared) = weak.upgrade() {
+            // Only the browser says the page is going (a script's `pagehide` would
+            // settle every waiting call); browser tests simulate a reload with one.
+            if !event.is_trusted() && !shared.trust_script_clicks {
+                return;
+            }
             let shipping = shared.shipping.clone();
             // What waits now stays written for the next load of this tab.
             if let Some(store) = shared.pending_store.borrow_mut().as_mut() {
@@ -216,6 +222,9 @@ fn settle_on_pagehide(cs: &Countersign) {
                 return;
             }
             if let Some(shared) = weak.upgrade() {
+                if !event.is_trusted() && !shared.trust_script_clicks {
+                    return;
+                }
                 if let Some(store) = shared.pending_store.borrow_mut().as_mut() {
                     store.thaw();
                 }

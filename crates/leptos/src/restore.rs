@@ -90,6 +90,11 @@ impl Countersign {
             let Some(outcome) = item_outcome else {
                 continue;
             };
+            // An agent's call comes back for the person to decide, but the agent that
+            // asked is gone: the assistant neither waits for it nor hears of it.
+            if !item.caller.is_assistant() {
+                continue;
+            }
             match groups
                 .iter_mut()
                 .find(|(key, _)| key.is_some() && *key == batch_key)

@@ -137,7 +137,11 @@ pub(crate) fn sync(cs: &Countersign) {
     for (name, spec, tool) in new {
         if let Some(exported) = export.register(&cs.0, &export, tool, spec) {
             if let Ok(mut registered) = export.tools.try_borrow_mut() {
-                registered.insert(name, exported);
+                // A sync that ran inside this one (page script calling back) may have
+                // registered it too: the one replaced is unregistered, not leaked.
+                if let Some(replaced) = registered.insert(name, exported) {
+                    replaced.controller.abort();
+                }
             } else {
                 exported.controller.abort();
             }
@@ -312,8 +316,16 @@ fn execute(
             }
         };
         let listener = signal.map(|signal| withdraw_on_abort(&cs, signal, &tool_call_id));
-        let call = Call::new(tool_call_id, action.clone(), arguments).by(Caller::WebMcp);
+        let call = Call::new(tool_call_id.clone(), action.clone(), arguments).by(Caller::WebMcp);
         let settled = cs.call(call);
+        // Aborted while its input was read (a `toJSON` can run any script): withdrawn
+        // now that it is there to withdraw.
+        if listener
+            .as_ref()
+            .is_some_and(|(signal, _)| signal.aborted())
+        {
+            cs.withdraw(Caller::WebMcp, &tool_call_id);
+        }
         wasm_bindgen_futures::future_to_promise(async move {
             let settled = settled.await;
             // The call has ended: its abort listener goes with it.
@@ -337,6 +349,10 @@ fn arguments_text(input: &JsValue, limit: usize) -> Result<String, String> {
     }
     let text = JSON::stringify(input)
         .map_err(|_| "the input could not be read as JSON (a cycle, or a BigInt)".to_owned())?;
+    // A function, a symbol or a `toJSON` that returns nothing stringifies to `undefined`.
+    if !text.is_string() {
+        return Err("the input is not a JSON value".into());
+    }
     let length = usize::try_from(text.length()).unwrap_or(usize::MAX);
     if length > limit {
         return Err(format!(

@@ -89,6 +89,11 @@ async fn settled(ui: &Ui<'_>, key: &str) -> Result<bool, String> {
     Ok(state["done"] == json!(true))
 }
 
+/// Long enough for a person to have read a card an agent's call just put on screen.
+async fn looked() {
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+}
+
 fn error_code(result: &Value) -> &str {
     result["error"]["code"].as_str().unwrap_or("")
 }
@@ -175,6 +180,14 @@ pub(crate) async fn a_browser_agents_rename_waits_for_the_persons_click(ui: &Ui<
         "the agent had an answer before the person",
     )?;
     ui.shot("webmcp-01-card").await?;
+    // An agent's card takes a yes only once it has been on screen for a moment.
+    ui.click(".cs-allow-once").await?;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    ensure(
+        !settled(ui, "save").await?,
+        "allowed the moment the agent's card appeared",
+    )?;
+    looked().await;
     ui.click(".cs-allow-once").await?;
     let answer = result(ui, "save").await?;
     ensure(
@@ -267,6 +280,7 @@ pub(crate) async fn an_archived_workspace_takes_its_tools_away(ui: &Ui<'_>) -> O
         ui.text(".cs-card .cs-caller").await?.contains("WebMCP"),
         "the archive card names the browser agent",
     )?;
+    looked().await;
     ui.click(".cs-allow-once").await?;
     // Archive asks twice.
     let answer = loop {
@@ -274,6 +288,7 @@ pub(crate) async fn an_archived_workspace_takes_its_tools_away(ui: &Ui<'_>) -> O
             break result(ui, "archive").await?;
         }
         if ui.count(".cs-allow-once").await? > 0 {
+            looked().await;
             ui.click(".cs-allow-once").await?;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;

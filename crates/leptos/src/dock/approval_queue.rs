@@ -132,6 +132,7 @@ fn card_view(
     now_ms: ReadSignal<u64>,
     editor: Editor,
 ) -> impl IntoView {
+    cs.with_value(|cs| cs.shown(card.call, card.caller));
     let deadline = card.deadline.as_millis();
     let left = move || deadline.saturating_sub(now_ms.get());
     let (card_class, kind_badge) = kind_class(card.kind);

@@ -27,6 +27,7 @@ fn panel(
     now_ms: ReadSignal<u64>,
 ) -> impl IntoView {
     let call = view.call;
+    cs.with_value(|cs| cs.shown(call, view.caller));
     let current = view.current_step;
     let steps = view.steps.len();
     let deadline = view.deadline.as_millis();

@@ -35,6 +35,7 @@ fn panel(
     now_ms: ReadSignal<u64>,
 ) -> impl IntoView {
     let call: CallId = view.call;
+    cs.with_value(|cs| cs.shown(call, view.caller));
     let action = StoredValue::new(view.action.clone());
     let deadline = view.deadline.as_millis();
     let left = move || deadline.saturating_sub(now_ms.get());

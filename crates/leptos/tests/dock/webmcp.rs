@@ -126,6 +126,11 @@ impl Drop for StandIn {
     }
 }
 
+/// Long enough for a person to have read a card an agent's call just put on screen.
+async fn looked() {
+    TimeoutFuture::new(750).await;
+}
+
 fn input(json: &str) -> JsValue {
     JSON::parse(json).unwrap()
 }
@@ -248,6 +253,12 @@ async fn an_agents_call_is_decided_by_the_person_on_the_card() {
     tick().await;
     assert!(page.runs().is_empty(), "ran before approval");
     assert!(page.text(".cs-card .cs-caller").contains("WebMCP"));
+    // A click the moment an agent's card appears decides nothing (it may have been
+    // meant for what was there before); a moment later it does.
+    page.click(".cs-allow-once");
+    tick().await;
+    assert!(page.runs().is_empty(), "allowed the moment it appeared");
+    looked().await;
     page.click(".cs-allow-once");
     let got = answer(pending).await;
     assert_eq!(got["ok"], true, "{got}");
@@ -276,7 +287,7 @@ async fn an_agents_call_is_decided_by_the_person_on_the_card() {
     assert_eq!(page.terminal_records(), 3);
     // "Always allow" on an agent's card trusts that agent only, and says so.
     let (pending, _) = stand_in.execute("save", input(r#"{"name":"Zeus"}"#)).await;
-    tick().await;
+    looked().await;
     page.click(".cs-allow-session");
     assert_eq!(answer(pending).await["ok"], true);
     tick().await;
@@ -635,4 +646,79 @@ async fn a_name_another_script_holds_is_registered_once_it_is_free() {
     }
     assert!(description(&stand_in.tools().await).is_some_and(|d| d.contains("Test action save")));
     drop(page);
+}
+
+#[wasm_bindgen_test]
+async fn a_double_click_allows_nothing_and_deny_is_never_held_back() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    let (pending, abort) = stand_in.execute("save", input(r#"{"name":"Twice"}"#)).await;
+    looked().await;
+    // The second click of a double click (detail 2) decides nothing.
+    let twice = web_sys::MouseEventInit::new();
+    twice.set_detail(2);
+    twice.set_bubbles(true);
+    let event = web_sys::MouseEvent::new_with_mouse_event_init_dict("click", &twice).unwrap();
+    page.q(".cs-allow-once")
+        .unwrap()
+        .dispatch_event(&event)
+        .unwrap();
+    tick().await;
+    assert!(
+        page.runs().is_empty(),
+        "a double click's second click allowed"
+    );
+    // Deny works at once, even right after an agent's card appeared.
+    abort.abort();
+    assert_eq!(answer(pending).await["error"]["code"], "CANCELLED");
+    let (pending, _) = stand_in.execute("save", input(r#"{"name":"No"}"#)).await;
+    tick().await;
+    page.click(".cs-deny");
+    assert_eq!(answer(pending).await["error"]["code"], "PERMISSION_DENIED");
+    assert!(page.runs().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn withdrawing_a_card_nobody_saw_holds_nothing_back() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup::default());
+    tick().await;
+    // The assistant's card is on screen; the agent's waits behind it, unseen.
+    let own = page.call("save", r#"{"name":"Mine"}"#);
+    tick().await;
+    let (hidden, abort) = stand_in
+        .execute("rename", input(r#"{"name":"Hidden"}"#))
+        .await;
+    tick().await;
+    abort.abort();
+    assert_eq!(answer(hidden).await["error"]["code"], "CANCELLED");
+    page.click(".cs-allow-once");
+    assert_eq!(code(&own.await), "OK");
+    assert_eq!(page.runs(), ["save:Mine"]);
+}
+
+#[wasm_bindgen_test]
+async fn a_scripts_pagehide_settles_nothing() {
+    let stand_in = StandIn::on_document();
+    let page = mount(Setup {
+        trust_script_clicks: false,
+        ..Setup::default()
+    });
+    tick().await;
+    let (_pending, _) = stand_in.execute("save", input(r#"{"name":"Stay"}"#)).await;
+    tick().await;
+    let hide = web_sys::Event::new("pagehide").unwrap();
+    web_sys::window().unwrap().dispatch_event(&hide).unwrap();
+    tick().await;
+    assert_eq!(
+        page.cs.executor().approvals().len(),
+        1,
+        "a script's pagehide settled the card"
+    );
+    assert_eq!(
+        stand_in.names().await.len(),
+        ALL.len() + 1,
+        "a script's pagehide closed the export"
+    );
 }
