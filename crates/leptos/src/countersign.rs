@@ -63,6 +63,9 @@ pub(crate) struct Shared {
     pub(crate) shown: RefCell<HashMap<CallId, u64>>,
 }
 
+/// How many entries the dock's log keeps (the oldest go first).
+pub(crate) const MAX_LOG: usize = 300;
+
 /// How long decisions are held back after a caller withdrew a waiting call.
 const HOLD_AFTER_WITHDRAW_MS: u64 = 700;
 
@@ -472,8 +475,14 @@ impl Countersign {
         self.0.dock.streaming.set(streaming);
     }
 
+    /// Adds to the dock's log, which keeps the latest [`MAX_LOG`] entries: a long session
+    /// (or a flood of notices) does not grow the page without end.
     pub(crate) fn push_log(&self, entry: LogEntry) {
-        self.0.dock.log.update(|log| log.push(entry));
+        self.0.dock.log.update(|log| {
+            log.push(entry);
+            let excess = log.len().saturating_sub(MAX_LOG);
+            log.drain(..excess);
+        });
     }
 
     pub(crate) fn set_working(&self, working: bool) {

@@ -2594,3 +2594,16 @@ async fn a_script_cannot_write_the_person_s_deny_reason() {
 
 #[path = "dock/webmcp.rs"]
 mod webmcp;
+
+#[wasm_bindgen_test]
+async fn the_log_keeps_only_its_latest_entries() {
+    let page = mount(Setup::default());
+    for n in 0..320 {
+        let settled = page.call("note", &format!(r#"{{"name":"n{n}"}}"#)).await;
+        assert_eq!(code(&settled), "OK");
+    }
+    tick().await;
+    let log = page.cs.dock().log.get_untracked();
+    assert_eq!(log.len(), 300, "the log grew past its window");
+    assert_eq!(page.runs().len(), 320);
+}
