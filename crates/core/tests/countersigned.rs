@@ -375,3 +375,58 @@ fn a_policy_file_can_ask_a_passkey_and_never_lowers_one() {
     )
     .is_err());
 }
+
+#[test]
+fn where_the_page_says_so_an_agents_countersigned_call_needs_the_passkey() {
+    for (on, caller, want) in [
+        (
+            false,
+            countersign::Caller::WebMcp,
+            countersign::Presence::Click,
+        ),
+        (
+            true,
+            countersign::Caller::WebMcp,
+            countersign::Presence::Passkey,
+        ),
+        (
+            true,
+            countersign::Caller::Mcp,
+            countersign::Presence::Passkey,
+        ),
+        (
+            true,
+            countersign::Caller::Assistant,
+            countersign::Presence::Click,
+        ),
+    ] {
+        let mut config = countersign::Config::new(
+            "s",
+            countersign::Session::new("admin", Vec::<String>::new()),
+            [7; 32],
+        );
+        config.agents_need_passkey = on;
+        let mut w = World::with_config(config);
+        w.add(signed(&w, "archive", Kind::Danger));
+        let signer = Signer {
+            asked: Rc::default(),
+            answer: Ok("tok"),
+        };
+        w.exec.set_countersigner(Rc::new(signer.clone())).unwrap();
+        let step = w
+            .exec
+            .submit(
+                countersign::Call::new("tc", "archive", r#"{"name":"A"}"#).by(caller),
+                at(0),
+            )
+            .unwrap();
+        let Step::Approval(card) = step else {
+            panic!("asked");
+        };
+        w.allow(&card, Gesture::AllowOnce, 1).unwrap();
+        let asked = signer.asked.borrow();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].presence, want, "{on} {caller}");
+        assert_eq!(asked[0].caller, caller);
+    }
+}

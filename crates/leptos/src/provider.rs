@@ -50,6 +50,12 @@ pub struct CountersignOptions {
     /// where the browser has no WebMCP it does nothing. To keep one action from browser
     /// agents, declare it with [`countersign::Action::only_for`].
     pub webmcp: bool,
+    /// Whether an action declared with `run_countersigned` needs the person's passkey
+    /// when an agent outside the page (WebMCP, MCP) asked for it, whatever it declares.
+    /// An agent that drives the browser makes trusted clicks; it cannot make the
+    /// person's passkey assertion. Off by default (see
+    /// [`countersign::Config::agents_need_passkey`]).
+    pub agents_need_passkey: bool,
 }
 
 impl Default for CountersignOptions {
@@ -62,6 +68,7 @@ impl Default for CountersignOptions {
             trust_script_clicks: false,
             countersign_endpoint: Some("/v1/countersign".into()),
             webmcp: true,
+            agents_need_passkey: false,
         }
     }
 }
@@ -137,6 +144,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
     if let Some(timeout) = options.approval_timeout {
         config.approval_timeout = timeout;
     }
+    config.agents_need_passkey = options.agents_need_passkey;
     let audit = MemoryAudit::new();
     let executor = Executor::new(config, audit.clone());
     if let Some(endpoint) = options.countersign_endpoint.clone() {

@@ -276,6 +276,7 @@ fn mount(setup: Setup) -> Page {
         trust_script_clicks: setup.trust_script_clicks,
         countersign_endpoint: None,
         webmcp: true,
+        agents_need_passkey: false,
     };
     let resume = setup.keep_pending.is_some();
     let mounted = countersign_testing::mount(options, move || {
@@ -1844,6 +1845,7 @@ fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
         trust_script_clicks: true,
         countersign_endpoint: None,
         webmcp: true,
+        agents_need_passkey: false,
     };
     let mounted = countersign_testing::mount(options, move || {
         let mut client = countersign_leptos::OpenAiCompatible::default();

@@ -42,6 +42,9 @@ pub fn App() -> impl IntoView {
         countersign_endpoint: Some("/v1/countersign".into()),
         // A browser agent (WebMCP) can call the same actions, through the same dock.
         webmcp: true,
+        // Off here so the walkthrough works with clicks alone; turn it on where agents
+        // that drive the browser could approve their own archive.
+        agents_need_passkey: false,
     };
     let cs = match provide_countersign(options) {
         Ok(cs) => cs,

@@ -96,6 +96,17 @@ impl ExecutorState {
                 .max(file.presence(&self.config.session.role, &meta.id)),
             _ => meta.presence,
         };
+        // An agent outside the page may drive the browser itself (its clicks are then
+        // trusted events): where the page says so, only the person's passkey approves
+        // what an agent asked for.
+        let presence = if self.config.agents_need_passkey
+            && !decided.caller.is_assistant()
+            && meta.countersigned
+        {
+            crate::Presence::Passkey
+        } else {
+            presence
+        };
         if !meta.countersigned {
             if presence == crate::Presence::Passkey {
                 return Err(Stop::new(Reason::NotCountersigned, Decider::Policy).with(

@@ -81,6 +81,11 @@ pub struct Config {
     /// more are refused as `UNAVAILABLE` until the person has decided some. Default 3:
     /// an agent cannot bury the dock (or the page's own assistant) under cards.
     pub max_live_per_agent: usize,
+    /// Whether a countersigned action an agent outside the page asked for needs the
+    /// person's passkey, whatever it declares. Off by default. An agent that drives the
+    /// browser (over the DevTools protocol) makes trusted clicks, so a click token for its
+    /// own call proves little; a passkey assertion it cannot make.
+    pub agents_need_passkey: bool,
     /// Secret randomness for card nonces (the page fills it from `crypto.getRandomValues`).
     pub secret: [u8; 32],
     /// The key of the audit records' argument digests. Default: derived from `secret`,
@@ -97,6 +102,7 @@ impl Config {
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
             max_live_per_agent: 3,
+            agents_need_passkey: false,
             audit_key: AuditKey::new(state::prefix(&sha2::Sha256::digest(
                 [&secret[..], b"audit"].concat(),
             ))),

@@ -31,8 +31,12 @@ impl World {
     }
 
     pub fn with_session(session: Session) -> Self {
+        Self::with_config(Config::new("test", session, [42; 32]))
+    }
+
+    pub fn with_config(config: Config) -> Self {
         let audit = MemoryAudit::new();
-        let exec = Executor::new(Config::new("test", session, [42; 32]), audit.clone());
+        let exec = Executor::new(config, audit.clone());
         Self {
             exec,
             audit,
