@@ -475,11 +475,10 @@ fn browser_tests() -> Result {
 fn end_to_end() -> Result {
     let dist = root().join("target").join("e2e-dist");
     // The release build, as people get it: wasm-opt and all.
-    let mut c = cmd("trunk");
-    c.args(["build", "--release", "--dist"]).arg(&dist);
-    run(
+    release_build(
         "building the tutorial for the end-to-end tests (trunk build --release)",
-        c,
+        &dist,
+        "index.html",
     )?;
     // The same release bundle, weighed against its budget.
     size_check(&dist)?;
@@ -521,9 +520,11 @@ fn serve() -> Result {
     // the audit store. With no upstream configured the page uses its offline assistant.
     let dist = root().join("target").join("serve").join("dist");
     let audit = root().join("target").join("serve").join("audit.jsonl");
-    let mut c = cmd("trunk");
-    c.args(["build", "--release", "--dist"]).arg(&dist);
-    run("building the tutorial (trunk build --release)", c)?;
+    release_build(
+        "building the tutorial (trunk build --release)",
+        &dist,
+        "index.html",
+    )?;
     let mut c = cargo();
     c.args(["build", "-p", "countersign-gateway"]);
     run("building the gateway", c)?;
@@ -563,12 +564,17 @@ fn serve() -> Result {
 /// compares wasm + JS, raw and gzip -9.
 fn size() -> Result {
     let dist = root().join("target").join("size").join("tutorial");
+    release_build("trunk build --release (tutorial)", &dist, "index.html")?;
+    size_check(&dist)
+}
+
+/// `trunk build --release` of the page at `index` (from the workspace root) into `dist`.
+fn release_build(what: &str, dist: &Path, index: &str) -> Result {
     let mut c = cmd("trunk");
     c.args(["build", "--release", "--dist"])
-        .arg(&dist)
-        .arg(root().join("index.html"));
-    run("trunk build --release (tutorial)", c)?;
-    size_check(&dist)
+        .arg(dist)
+        .arg(root().join(index));
+    run(what, c)
 }
 
 /// The budget file: the most the tutorial's release bundle may weigh.
@@ -579,13 +585,10 @@ const SIZE_BUDGET: &str = "xtask/size-budget.txt";
 /// tutorial is over the budget kept in [`SIZE_BUDGET`].
 fn size_check(tutorial: &Path) -> Result {
     let counter = root().join("target").join("size").join("counter");
-    let mut c = cmd("trunk");
-    c.args(["build", "--release", "--dist"])
-        .arg(&counter)
-        .arg(root().join("examples/counter/index.html"));
-    run(
+    release_build(
         "trunk build --release (the bare Leptos counter, for the ratio)",
-        c,
+        &counter,
+        "examples/counter/index.html",
     )?;
     let (craw, cgz) = weigh("counter", &counter)?;
     let (traw, tgz) = weigh("tutorial", tutorial)?;

@@ -207,6 +207,19 @@ impl Refusal {
         )
     }
 
+    /// [`Refusal::of`] with the moment's detail in its sentence (the validation error,
+    /// say), for hosts that refuse a call before it reaches the executor.
+    pub fn of_detail(reason: Reason, action: &str, detail: &str) -> Self {
+        Self::new(
+            reason,
+            Said {
+                action,
+                detail: Some(detail),
+                ..Said::default()
+            },
+        )
+    }
+
     /// The refusal for `reason`, worded for the action `said.action`.
     ///
     /// A reason that does not refuse (an allow or an ask) never reaches here; if it did,

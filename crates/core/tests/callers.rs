@@ -15,6 +15,21 @@ fn submit(w: &World, caller: Caller, id: &str, action: &str, args: &str, now: u6
         .unwrap()
 }
 
+/// Submits a call that must wait for a card, and returns the card.
+fn asked(
+    w: &World,
+    caller: Caller,
+    id: &str,
+    action: &str,
+    args: &str,
+    now: u64,
+) -> countersign::ApprovalRequest {
+    match submit(w, caller, id, action, args, now) {
+        Step::Approval(card) => card,
+        other => panic!("{caller} {action} must be asked, got {other:?}"),
+    }
+}
+
 fn world() -> World {
     let mut w = World::new();
     w.add(w.action("rename", Kind::Write, Confirm::Ask));
@@ -30,10 +45,7 @@ fn world() -> World {
 #[test]
 fn an_agents_card_and_every_record_name_it() {
     let w = world();
-    let Step::Approval(card) = submit(&w, Caller::WebMcp, "wm-1", "rename", r#"{"name":"A"}"#, 0)
-    else {
-        panic!("an asked write is asked");
-    };
+    let card = asked(&w, Caller::WebMcp, "wm-1", "rename", r#"{"name":"A"}"#, 0);
     assert_eq!(card.caller, Caller::WebMcp);
     let settled = w.allow(&card, Gesture::AllowOnce, 5).unwrap();
     assert_eq!(code(&settled), "OK");
@@ -43,24 +55,19 @@ fn an_agents_card_and_every_record_name_it() {
     let line = serde_json::to_string(&records[0]).unwrap();
     assert!(line.contains(r#""caller":"webmcp""#), "{line}");
     // The assistant's records stay as they were: no caller field at all.
-    let Step::Approval(own) = submit(
+    let own = asked(
         &w,
         Caller::Assistant,
         "a-1",
         "rename",
         r#"{"name":"B"}"#,
         10,
-    ) else {
-        panic!("asked");
-    };
+    );
     assert_eq!(own.caller, Caller::Assistant);
     let line = serde_json::to_string(&w.audit.for_call(own.call)[0]).unwrap();
     assert!(!line.contains("caller"), "{line}");
     // The card's digest binds who asked: the same call from another caller is another card.
-    let Step::Approval(mcp) = submit(&w, Caller::Mcp, "m-1", "rename", r#"{"name":"B"}"#, 20)
-    else {
-        panic!("asked");
-    };
+    let mcp = asked(&w, Caller::Mcp, "m-1", "rename", r#"{"name":"B"}"#, 20);
     assert_eq!(mcp.args_sha256, own.args_sha256);
     assert_ne!(mcp.card_sha256, own.card_sha256);
 }
@@ -68,10 +75,7 @@ fn an_agents_card_and_every_record_name_it() {
 #[test]
 fn a_grant_covers_only_the_caller_it_was_made_for() {
     let w = world();
-    let Step::Approval(card) = submit(&w, Caller::Assistant, "a-1", "rename", r#"{"name":"A"}"#, 0)
-    else {
-        panic!("asked");
-    };
+    let card = asked(&w, Caller::Assistant, "a-1", "rename", r#"{"name":"A"}"#, 0);
     w.allow(&card, Gesture::AllowForSession, 1).unwrap();
     // The assistant's next call runs under the grant...
     let step = submit(&w, Caller::Assistant, "a-2", "rename", r#"{"name":"B"}"#, 2);
@@ -79,18 +83,12 @@ fn a_grant_covers_only_the_caller_it_was_made_for() {
     drive(&w.exec, step, 3);
     // ...but an agent outside the page is asked, and so is the other agent.
     for caller in [Caller::WebMcp, Caller::Mcp] {
-        let step = submit(&w, caller, "x", "rename", r#"{"name":"C"}"#, 4);
-        let Step::Approval(card) = step else {
-            panic!("{caller} must be asked, got {step:?}");
-        };
+        let card = asked(&w, caller, "x", "rename", r#"{"name":"C"}"#, 4);
         w.exec.deny(card.call, None, at(5)).unwrap();
     }
     assert_eq!(w.runs(), ["rename:A", "rename:B"]);
     // A grant made on an agent's card covers that agent only.
-    let Step::Approval(card) = submit(&w, Caller::WebMcp, "wm-2", "rename", r#"{"name":"D"}"#, 6)
-    else {
-        panic!("asked");
-    };
+    let card = asked(&w, Caller::WebMcp, "wm-2", "rename", r#"{"name":"D"}"#, 6);
     w.allow(&card, Gesture::AllowForSession, 7).unwrap();
     let grants = w.exec.grants();
     assert_eq!(grants.len(), 2);
@@ -142,15 +140,9 @@ fn an_action_kept_from_a_caller_does_not_exist_for_it() {
 #[test]
 fn a_withdrawn_call_is_cancelled_without_run_and_one_terminal_record() {
     let w = world();
-    let Step::Approval(card) = submit(&w, Caller::Mcp, "m-1", "rename", r#"{"name":"A"}"#, 0)
-    else {
-        panic!("asked");
-    };
+    let card = asked(&w, Caller::Mcp, "m-1", "rename", r#"{"name":"A"}"#, 0);
     // Another caller's call with the same id is not touched, nor is a call of another id.
-    let Step::Approval(other) = submit(&w, Caller::WebMcp, "m-1", "rename", r#"{"name":"B"}"#, 1)
-    else {
-        panic!("asked");
-    };
+    let other = asked(&w, Caller::WebMcp, "m-1", "rename", r#"{"name":"B"}"#, 1);
     assert!(w.exec.withdraw(Caller::Mcp, "m-2", at(2)).is_empty());
     let settled = w.exec.withdraw(Caller::Mcp, "m-1", at(3));
     assert_eq!(settled.len(), 1);
@@ -188,10 +180,7 @@ fn a_run_under_way_is_not_withdrawn() {
 #[test]
 fn an_edited_agent_call_stays_the_agents() {
     let w = world();
-    let Step::Approval(card) = submit(&w, Caller::WebMcp, "wm-1", "rename", r#"{"name":"A"}"#, 0)
-    else {
-        panic!("asked");
-    };
+    let card = asked(&w, Caller::WebMcp, "wm-1", "rename", r#"{"name":"A"}"#, 0);
     let Step::Approval(edited) = w.exec.edit(card.call, r#"{"name":"Z"}"#, at(1)).unwrap() else {
         panic!("the edit is asked again");
     };
@@ -212,13 +201,10 @@ fn an_outside_agents_write_is_asked_whatever_the_level_and_no_mode_runs_it() {
     drive(&w.exec, step, 1);
     // ...an agent outside the page is asked, and says why; its reads still run.
     for caller in [Caller::WebMcp, Caller::Mcp] {
-        let step = submit(&w, caller, "x-1", "note", r#"{"name":"B"}"#, 2);
-        let Step::Approval(card) = step else {
-            panic!("{caller} must be asked, got {step:?}");
-        };
-        let asked = w.audit.for_call(card.call);
+        let card = asked(&w, caller, "x-1", "note", r#"{"name":"B"}"#, 2);
+        let records = w.audit.for_call(card.call);
         assert_eq!(
-            asked.last().map(|r| r.reason.clone()),
+            records.last().map(|r| r.reason.clone()),
             Some(countersign::Reason::OutsideCaller { caller })
         );
         w.exec.deny(card.call, None, at(3)).unwrap();
@@ -250,10 +236,7 @@ fn no_mode_runs_an_outside_agents_read_the_page_asks_for() {
     let mut w = world();
     w.add(w.action("peek", Kind::Read, Confirm::Ask));
     w.exec.set_mode(countersign::Mode::Bypass).unwrap();
-    let step = submit(&w, Caller::WebMcp, "wm-1", "peek", r#"{"name":"A"}"#, 0);
-    let Step::Approval(card) = step else {
-        panic!("bypass ran an agent's asked read: {step:?}");
-    };
+    let card = asked(&w, Caller::WebMcp, "wm-1", "peek", r#"{"name":"A"}"#, 0);
     w.exec.deny(card.call, None, at(1)).unwrap();
     // The page's assistant is still run by bypass.
     let step = submit(&w, Caller::Assistant, "a-1", "peek", r#"{"name":"B"}"#, 2);
@@ -273,7 +256,7 @@ fn an_agent_has_only_its_share_of_live_calls() {
     let w = world();
     let mut cards = Vec::new();
     for n in 0..3 {
-        let step = submit(
+        let card = asked(
             &w,
             Caller::WebMcp,
             &format!("wm-{n}"),
@@ -281,9 +264,6 @@ fn an_agent_has_only_its_share_of_live_calls() {
             r#"{"name":"A"}"#,
             n,
         );
-        let Step::Approval(card) = step else {
-            panic!("{step:?}");
-        };
         cards.push(card);
     }
     let Step::Settled(refused) = submit(&w, Caller::WebMcp, "wm-3", "rename", r#"{"name":"B"}"#, 5)

@@ -378,27 +378,12 @@ fn a_policy_file_can_ask_a_passkey_and_never_lowers_one() {
 
 #[test]
 fn where_the_page_says_so_an_agents_countersigned_call_needs_the_passkey() {
+    use countersign::{Caller, Presence};
     for (on, caller, want) in [
-        (
-            false,
-            countersign::Caller::WebMcp,
-            countersign::Presence::Click,
-        ),
-        (
-            true,
-            countersign::Caller::WebMcp,
-            countersign::Presence::Passkey,
-        ),
-        (
-            true,
-            countersign::Caller::Mcp,
-            countersign::Presence::Passkey,
-        ),
-        (
-            true,
-            countersign::Caller::Assistant,
-            countersign::Presence::Click,
-        ),
+        (false, Caller::WebMcp, Presence::Click),
+        (true, Caller::WebMcp, Presence::Passkey),
+        (true, Caller::Mcp, Presence::Passkey),
+        (true, Caller::Assistant, Presence::Click),
     ] {
         let mut config = countersign::Config::new(
             "s",

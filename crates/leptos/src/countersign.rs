@@ -56,8 +56,8 @@ pub(crate) struct Shared {
     pub(crate) next_batch: std::cell::Cell<u64>,
     /// The page's actions as WebMCP tools, when the browser offers WebMCP.
     pub(crate) webmcp: crate::webmcp::WebMcpSlot,
-    /// Until when (host ms) decisions are held back: a caller just withdrew a card, so
-    /// the one now under the person's pointer is not the one they were looking at.
+    /// Until when (host ms) yes-gestures are held back: an agent just withdrew the card
+    /// on screen, so the one now under the person's pointer is not the one they read.
     pub(crate) hold_until_ms: std::cell::Cell<u64>,
     /// When each outside agent's waiting call came on screen (host ms).
     pub(crate) shown: RefCell<HashMap<CallId, u64>>,
@@ -66,8 +66,9 @@ pub(crate) struct Shared {
 /// How many entries the dock's log keeps (the oldest go first).
 pub(crate) const MAX_LOG: usize = 300;
 
-/// How long decisions are held back after a caller withdrew a waiting call.
-const HOLD_AFTER_WITHDRAW_MS: u64 = 700;
+/// How long a yes is held back after an agent's card came on screen, or after an
+/// agent withdrew the card that was.
+const HOLD_MS: u64 = 700;
 
 /// The page's Countersign: cheap to clone, single-threaded (it lives in the page).
 #[derive(Clone)]
@@ -191,9 +192,10 @@ impl Countersign {
     /// away): whatever of it waits for the person settles as `CANCELLED`, its card
     /// leaves the dock, and `run` is never reached. A run under way finishes.
     ///
-    /// The dock then holds every decision back for a moment: the card that moves under
-    /// the person's pointer is not the one they read (an agent could withdraw a harmless
-    /// card just as the person goes to allow it, to put a harmful one in its place).
+    /// If the withdrawn card was on screen, the dock then holds yes-gestures back for a
+    /// moment: the card that moves under the person's pointer is not the one they read
+    /// (an agent could withdraw a harmless card just as the person goes to allow it, to
+    /// put a harmful one in its place).
     pub fn withdraw(&self, caller: countersign::Caller, tool_call_id: &str) {
         let at = now();
         let withdrawn = self.0.executor.withdraw(caller, tool_call_id, at);
@@ -205,7 +207,7 @@ impl Countersign {
         if seen {
             self.0
                 .hold_until_ms
-                .set(at.as_millis().saturating_add(HOLD_AFTER_WITHDRAW_MS));
+                .set(at.as_millis().saturating_add(HOLD_MS));
             self.push_log(LogEntry::Notice(
                 self.0.locale.strings().withdrawn_hold.to_owned(),
             ));
@@ -261,7 +263,7 @@ impl Countersign {
             .shown
             .borrow()
             .get(&call)
-            .is_some_and(|since| at < since.saturating_add(HOLD_AFTER_WITHDRAW_MS));
+            .is_some_and(|since| at < since.saturating_add(HOLD_MS));
         if at < self.0.hold_until_ms.get() || fresh || double {
             self.push_log(LogEntry::Notice(
                 self.0.locale.strings().withdrawn_hold.to_owned(),

@@ -133,17 +133,13 @@ impl Countersign {
     fn deliver(&self, settled: Vec<Settled>) {
         for s in settled {
             self.0.shown.borrow_mut().remove(&s.call);
-            // Kept for the assistant's conversation after a reload: only its own calls
-            // (an agent's results must not push the assistant's out).
-            if let (true, Some(store)) = (
-                s.caller.is_assistant(),
-                self.0.pending_store.borrow_mut().as_mut(),
-            ) {
-                store.note_result(&s.tool_call_id, s.to_model_content());
-            }
-            // The conversation is the assistant's: an agent's outcomes are on its cards
-            // and in the list of what ran unasked, not here.
+            // The conversation, and the results kept for it across a reload, are the
+            // assistant's: an agent's outcomes are on its cards and in the list of what
+            // ran unasked (and must not push the assistant's results out).
             if s.caller.is_assistant() {
+                if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
+                    store.note_result(&s.tool_call_id, s.to_model_content());
+                }
                 let title = self.title_of(&s.action);
                 self.push_log(LogEntry::Outcome {
                     action: s.action.clone(),

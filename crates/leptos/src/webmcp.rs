@@ -43,7 +43,7 @@ pub(crate) struct WebMcp {
 /// One registered tool.
 struct Exported {
     /// What it was registered as (a change registers it again).
-    spec: String,
+    tool: ToolSpec,
     /// Which registration this is (a refusal that comes late forgets only its own).
     serial: u64,
     controller: web_sys::AbortController,
@@ -101,50 +101,43 @@ pub(crate) fn sync(cs: &Countersign) {
     let Ok(tools) = cs.0.executor.projection_for(Caller::WebMcp) else {
         return;
     };
-    let wanted: BTreeMap<String, (String, ToolSpec)> = tools
+    let mut wanted: BTreeMap<String, ToolSpec> = tools
         .into_iter()
-        .map(|tool| (tool.name.clone(), (fingerprint(&tool), tool)))
+        .map(|tool| (tool.name.clone(), tool))
         .collect();
     // Decided with the map borrowed, done with it released: aborting a signal and
     // registering run page script, which may call back into the page's Countersign.
-    let (gone, new): (Vec<Exported>, Vec<(String, String, ToolSpec)>) = {
+    let gone: Vec<Exported> = {
         let Ok(mut registered) = export.tools.try_borrow_mut() else {
             return;
         };
         let stale: Vec<String> = registered
             .iter()
-            .filter(|(name, exported)| {
-                wanted
-                    .get(*name)
-                    .is_none_or(|(spec, _)| *spec != exported.spec)
-            })
+            .filter(|(name, exported)| wanted.get(*name) != Some(&exported.tool))
             .map(|(name, _)| name.clone())
             .collect();
-        let gone = stale
+        wanted.retain(|name, _| stale.contains(name) || !registered.contains_key(name));
+        stale
             .iter()
             .filter_map(|name| registered.remove(name))
-            .collect();
-        let new = wanted
-            .into_iter()
-            .filter(|(name, _)| !registered.contains_key(name))
-            .map(|(name, (spec, tool))| (name, spec, tool))
-            .collect();
-        (gone, new)
+            .collect()
     };
     for exported in gone {
         exported.controller.abort();
     }
-    for (name, spec, tool) in new {
-        if let Some(exported) = export.register(&cs.0, &export, tool, spec) {
-            if let Ok(mut registered) = export.tools.try_borrow_mut() {
-                // A sync that ran inside this one (page script calling back) may have
-                // registered it too: the one replaced is unregistered, not leaked.
+    for (name, tool) in wanted {
+        let Some(exported) = export.register(&cs.0, tool) else {
+            continue;
+        };
+        match export.tools.try_borrow_mut() {
+            // A sync that ran inside this one (page script calling back) may have
+            // registered it too: the one replaced is unregistered, not leaked.
+            Ok(mut registered) => {
                 if let Some(replaced) = registered.insert(name, exported) {
                     replaced.controller.abort();
                 }
-            } else {
-                exported.controller.abort();
             }
+            Err(_) => exported.controller.abort(),
         }
     }
 }
@@ -179,28 +172,11 @@ pub(crate) fn reopen(cs: &Countersign) {
     sync(cs);
 }
 
-/// What a tool is registered as: a change to any of it registers the tool again.
-fn fingerprint(tool: &ToolSpec) -> String {
-    serde_json::json!([
-        tool.description,
-        tool.parameters,
-        tool.annotations.title,
-        tool.annotations.read_only_hint
-    ])
-    .to_string()
-}
-
 impl WebMcp {
     /// Registers `tool`; `None` if the browser refused it at once. A refusal that comes
     /// later (a name another script holds) is reported in the console and forgotten, so
     /// the next sync tries again.
-    fn register(
-        &self,
-        shared: &Rc<Shared>,
-        export: &Rc<WebMcp>,
-        tool: ToolSpec,
-        spec: String,
-    ) -> Option<Exported> {
+    fn register(self: &Rc<Self>, shared: &Rc<Shared>, tool: ToolSpec) -> Option<Exported> {
         let controller = web_sys::AbortController::new().ok()?;
         let serial = self.next_call.get();
         self.next_call.set(serial + 1);
@@ -246,7 +222,7 @@ impl WebMcp {
         };
         if let Ok(promise) = returned.dyn_into::<Promise>() {
             let name = tool.name.clone();
-            let export = Rc::downgrade(export);
+            let export = Rc::downgrade(self);
             wasm_bindgen_futures::spawn_local(async move {
                 if let Err(why) = wasm_bindgen_futures::JsFuture::from(promise).await {
                     refused(&name, &why);
@@ -261,7 +237,7 @@ impl WebMcp {
             });
         }
         Some(Exported {
-            spec,
+            tool,
             serial,
             controller,
             _execute: execute,
@@ -296,23 +272,19 @@ fn execute(
             .ok()
             .and_then(|s| s.dyn_into::<web_sys::AbortSignal>().ok());
         if signal.as_ref().is_some_and(web_sys::AbortSignal::aborted) {
-            return Promise::resolve(&refusal(
-                countersign::Code::Cancelled,
-                "withdrawn",
-                &format!("`{action}` was withdrawn before it was asked; it was not done"),
-                countersign::RetryHint::AskUser,
-            ));
+            let reason = countersign::Reason::Withdrawn {
+                caller: Caller::WebMcp,
+            };
+            return Promise::resolve(&refused_early(countersign::Refusal::of(reason, &action)));
         }
         let limit = cs.0.executor.max_argument_bytes();
         let arguments = match arguments_text(&input, limit) {
             Ok(text) => text,
             Err(message) => {
-                return Promise::resolve(&refusal(
-                    countersign::Code::InvalidArgs,
-                    "invalid_arguments",
-                    &format!("`{action}` was not run: {message}"),
-                    countersign::RetryHint::FixCall,
-                ))
+                let reason = countersign::Reason::InvalidArguments;
+                return Promise::resolve(&refused_early(countersign::Refusal::of_detail(
+                    reason, &action, &message,
+                )));
             }
         };
         let listener = signal.map(|signal| withdraw_on_abort(&cs, signal, &tool_call_id));
@@ -363,18 +335,10 @@ fn arguments_text(input: &JsValue, limit: usize) -> Result<String, String> {
         .ok_or_else(|| "the input is not JSON".to_owned())
 }
 
-/// The result for a call that never reached the gate: the same shape as a refusal.
-fn refusal(
-    code: countersign::Code,
-    reason: &str,
-    message: &str,
-    retry: countersign::RetryHint,
-) -> JsValue {
-    let json = serde_json::json!({
-        "ok": false,
-        "error": { "code": code, "reason": reason, "message": message, "retry": retry }
-    });
-    JSON::parse(&json.to_string()).unwrap_or(JsValue::NULL)
+/// The result for a call that never reached the gate: the same JSON as a refusal from it.
+fn refused_early(refusal: countersign::Refusal) -> JsValue {
+    let content = countersign::Outcome::Refused(refusal).to_model_content();
+    JSON::parse(&content).unwrap_or(JsValue::NULL)
 }
 
 /// When the agent aborts the execution (`client.signal`), its waiting call is withdrawn.

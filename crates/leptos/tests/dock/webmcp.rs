@@ -37,6 +37,23 @@ const STAND_IN: &str = r#"
   return context;
 "#;
 
+/// The value of `source`, a JS function body.
+fn js(source: &str) -> JsValue {
+    Function::new_no_args(source).call0(&JsValue::NULL).unwrap()
+}
+
+/// `object[key]` as text, if it is text.
+fn text(object: &JsValue, key: &str) -> Option<String> {
+    Reflect::get(object, &key.into()).unwrap().as_string()
+}
+
+/// An options object `{signal}` for `abort`.
+fn signal_of(abort: &web_sys::AbortController) -> Object {
+    let options = Object::new();
+    Reflect::set(&options, &"signal".into(), &abort.signal()).unwrap();
+    options
+}
+
 /// The stand-in, installed on `holder` (`document`, or the older `navigator`) for the
 /// life of the guard.
 struct StandIn {
@@ -46,10 +63,7 @@ struct StandIn {
 
 impl StandIn {
     fn on(holder: JsValue) -> Self {
-        let context: Object = Function::new_no_args(STAND_IN)
-            .call0(&JsValue::NULL)
-            .unwrap()
-            .unchecked_into();
+        let context: Object = js(STAND_IN).unchecked_into();
         let descriptor = Object::new();
         Reflect::set(&descriptor, &"value".into(), &context).unwrap();
         Reflect::set(&descriptor, &"configurable".into(), &true.into()).unwrap();
@@ -84,37 +98,40 @@ impl StandIn {
             .tools()
             .await
             .iter()
-            .map(|t| {
-                Reflect::get(t, &"name".into())
-                    .unwrap()
-                    .as_string()
-                    .unwrap()
-            })
+            .map(|t| text(t, "name").unwrap())
             .collect();
         names.sort();
         names
     }
 
-    /// Starts `executeTool(name, input)`; `abort` aborts its execution signal.
-    async fn execute(&self, name: &str, input: JsValue) -> (Promise, web_sys::AbortController) {
-        let tool = self
-            .tools()
+    /// The registered tool named `name`, if any.
+    async fn tool(&self, name: &str) -> Option<Object> {
+        self.tools()
             .await
             .into_iter()
-            .find(|t| {
-                Reflect::get(t, &"name".into())
-                    .unwrap()
-                    .as_string()
-                    .as_deref()
-                    == Some(name)
-            })
-            .unwrap_or_else(|| panic!("no tool {name}"));
+            .find(|t| text(t, "name").as_deref() == Some(name))
+    }
+
+    /// Starts `executeTool(name, input)`; `abort` aborts its execution signal.
+    async fn execute(&self, name: &str, input: JsValue) -> (Promise, web_sys::AbortController) {
         let abort = web_sys::AbortController::new().unwrap();
-        let options = Object::new();
-        Reflect::set(&options, &"signal".into(), &abort.signal()).unwrap();
-        (
-            self.call("executeTool", &[tool.into(), input, options.into()]),
-            abort,
+        (self.execute_with(name, input, &abort).await, abort)
+    }
+
+    /// Starts `executeTool(name, input)` with `abort`'s signal.
+    async fn execute_with(
+        &self,
+        name: &str,
+        input: JsValue,
+        abort: &web_sys::AbortController,
+    ) -> Promise {
+        let tool = self
+            .tool(name)
+            .await
+            .unwrap_or_else(|| panic!("no tool {name}"));
+        self.call(
+            "executeTool",
+            &[tool.into(), input, signal_of(abort).into()],
         )
     }
 }
@@ -197,35 +214,24 @@ async fn the_actions_are_tools_that_follow_the_page() {
     all.push("toggled");
     all.sort_unstable();
     assert_eq!(stand_in.names().await, all);
-    let tools = stand_in.tools().await;
-    let tool = |name: &str| {
-        tools
-            .iter()
-            .find(|t| {
-                Reflect::get(t, &"name".into())
-                    .unwrap()
-                    .as_string()
-                    .as_deref()
-                    == Some(name)
-            })
-            .unwrap()
-            .clone()
-    };
-    let schema = JSON::stringify(&Reflect::get(&tool("save"), &"inputSchema".into()).unwrap())
+    let save = stand_in.tool("save").await.unwrap();
+    let schema = JSON::stringify(&Reflect::get(&save, &"inputSchema".into()).unwrap())
         .unwrap()
         .as_string()
         .unwrap();
     let schema: serde_json::Value = serde_json::from_str(&schema).unwrap();
     assert_eq!(schema["properties"]["name"]["type"], "string", "{schema}");
-    let hint = |name: &str| {
-        let annotations = Reflect::get(&tool(name), &"annotations".into()).unwrap();
-        Reflect::get(&annotations, &"readOnlyHint".into())
-            .unwrap()
-            .as_bool()
-    };
-    assert_eq!(hint("read_page_state"), Some(true));
-    assert_eq!(hint("save"), Some(false));
-    assert_eq!(hint("archive"), Some(false));
+    let mut hints = Vec::new();
+    for name in ["read_page_state", "save", "archive"] {
+        let tool = stand_in.tool(name).await.unwrap();
+        let annotations = Reflect::get(&tool, &"annotations".into()).unwrap();
+        hints.push(
+            Reflect::get(&annotations, &"readOnlyHint".into())
+                .unwrap()
+                .as_bool(),
+        );
+    }
+    assert_eq!(hints, [Some(true), Some(false), Some(false)]);
     // Unmounting an action takes its tool away; an unavailable one goes and comes back.
     page.signals.temp_mounted.set(false);
     tick().await;
@@ -374,32 +380,26 @@ async fn hostile_input_from_an_agent_raises_no_card() {
         let got = answer(pending).await;
         assert_eq!(got["error"]["code"], "INVALID_ARGS", "{json}: {got}");
     }
-    // What JSON cannot carry never reaches the gate.
-    let cyclic = Function::new_no_args("const o = {name: 'loop'}; o.self = o; return o;")
-        .call0(&JsValue::NULL)
-        .unwrap();
-    let (pending, _) = stand_in.execute("save", cyclic).await;
-    let got = answer(pending).await;
-    assert_eq!(got["error"]["code"], "INVALID_ARGS", "{got}");
-    // Text over the limit is refused before it is copied into the page's memory.
-    let huge = Function::new_no_args("return {name: 'x'.repeat(5000000)};")
-        .call0(&JsValue::NULL)
-        .unwrap();
-    let (pending, _) = stand_in.execute("save", huge).await;
-    let got = answer(pending).await;
-    assert_eq!(got["error"]["code"], "INVALID_ARGS");
-    assert!(
-        got["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("over the limit"),
-        "{got}"
-    );
-    let big = Function::new_no_args("return {name: 10n};")
-        .call0(&JsValue::NULL)
-        .unwrap();
-    let (pending, _) = stand_in.execute("save", big).await;
-    assert_eq!(answer(pending).await["error"]["code"], "INVALID_ARGS");
+    // What JSON cannot carry never reaches the gate, nor does text over the limit
+    // (refused before it is copied into the page's memory).
+    for source in [
+        "const o = {name: 'loop'}; o.self = o; return o;",
+        "return {name: 'x'.repeat(5000000)};",
+        "return {name: 10n};",
+    ] {
+        let (pending, _) = stand_in.execute("save", js(source)).await;
+        let got = answer(pending).await;
+        assert_eq!(got["error"]["code"], "INVALID_ARGS", "{source}: {got}");
+        if source.contains("repeat") {
+            assert!(
+                got["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("over the limit"),
+                "{got}"
+            );
+        }
+    }
     tick().await;
     assert!(page.q(".cs-card").is_none(), "hostile input raised a card");
     assert!(page.runs().is_empty());
@@ -519,31 +519,13 @@ async fn an_agent_that_aborted_before_calling_raises_no_card() {
     let stand_in = StandIn::on_document();
     let page = mount(Setup::default());
     tick().await;
-    let (pending, abort) = {
-        // Abort first, then execute with the aborted signal.
-        let tools = stand_in.tools().await;
-        let tool = tools
-            .into_iter()
-            .find(|t| {
-                Reflect::get(t, &"name".into())
-                    .unwrap()
-                    .as_string()
-                    .as_deref()
-                    == Some("save")
-            })
-            .unwrap();
-        let abort = web_sys::AbortController::new().unwrap();
-        abort.abort();
-        let options = Object::new();
-        Reflect::set(&options, &"signal".into(), &abort.signal()).unwrap();
-        let input = input(r#"{"name":"Never"}"#);
-        (
-            stand_in.call("executeTool", &[tool.into(), input, options.into()]),
-            abort,
-        )
-    };
+    // Abort first, then execute with the aborted signal.
+    let abort = web_sys::AbortController::new().unwrap();
+    abort.abort();
+    let pending = stand_in
+        .execute_with("save", input(r#"{"name":"Never"}"#), &abort)
+        .await;
     let got = answer(pending).await;
-    drop(abort);
     tick().await;
     assert_eq!(got["error"]["code"], "CANCELLED", "{got}");
     assert!(page.q(".cs-card").is_none());
@@ -611,40 +593,25 @@ async fn a_name_another_script_holds_is_registered_once_it_is_free() {
     Reflect::set(&theirs, &"description".into(), &"not the page's".into()).unwrap();
     let noop = Function::new_no_args("return 'theirs';");
     Reflect::set(&theirs, &"execute".into(), &noop).unwrap();
-    let options = Object::new();
-    Reflect::set(&options, &"signal".into(), &other.signal()).unwrap();
-    let _ = stand_in.call("registerTool", &[theirs.into(), options.into()]);
+    let _ = stand_in.call("registerTool", &[theirs.into(), signal_of(&other).into()]);
     let page = mount(Setup::default());
     tick().await;
-    let description = |tools: &[Object]| {
-        tools
-            .iter()
-            .find(|t| {
-                Reflect::get(t, &"name".into())
-                    .unwrap()
-                    .as_string()
-                    .as_deref()
-                    == Some("save")
-            })
-            .map(|t| {
-                Reflect::get(t, &"description".into())
-                    .unwrap()
-                    .as_string()
-                    .unwrap()
-            })
-    };
+    let description = |tool: Option<Object>| tool.and_then(|t| text(&t, "description"));
     assert_eq!(
-        description(&stand_in.tools().await).as_deref(),
+        description(stand_in.tool("save").await).as_deref(),
         Some("not the page's")
     );
     other.abort();
     for _ in 0..30 {
-        if description(&stand_in.tools().await).is_some_and(|d| d.contains("Test action save")) {
+        if description(stand_in.tool("save").await).is_some_and(|d| d.contains("Test action save"))
+        {
             break;
         }
         TimeoutFuture::new(50).await;
     }
-    assert!(description(&stand_in.tools().await).is_some_and(|d| d.contains("Test action save")));
+    assert!(
+        description(stand_in.tool("save").await).is_some_and(|d| d.contains("Test action save"))
+    );
     drop(page);
 }
 
