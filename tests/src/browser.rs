@@ -138,7 +138,7 @@ impl Ui<'_> {
     }
 
     /// Opens the tutorial in this tab.
-    async fn navigate(&self, lang: &str) -> Result<(), String> {
+    pub async fn navigate(&self, lang: &str) -> Result<(), String> {
         self.client
             .goto(&format!("{}/?lang={lang}", self.base))
             .await

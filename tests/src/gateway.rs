@@ -15,6 +15,9 @@ pub fn audit_key() -> ChainKey {
     ChainKey::new([0x5e; 32])
 }
 
+/// The token MCP clients send to the test gateway.
+pub const MCP_TOKEN: &str = "e2e-mcp-token-0123456789abcdef0123456789";
+
 /// A running gateway.
 #[derive(Debug)]
 pub struct Gateway {
@@ -47,6 +50,7 @@ impl Gateway {
         // The tutorial's archive and reset go through its countersigned backend.
         config.demo_backend = true;
         config.upstream_timeout = Duration::from_secs(10);
+        config.mcp_token = Some(Secret::new(MCP_TOKEN));
         let audit = AuditStore::open(audit_file, audit_key()).map_err(|e| e.to_string())?;
         let passkeys = countersign_gateway::passkeys::Passkeys::open(
             &countersign_gateway::passkeys::PasskeyConfig {
@@ -82,6 +86,11 @@ impl Gateway {
         });
         self.stop = Some(tx);
         Ok(())
+    }
+
+    /// The MCP endpoint.
+    pub fn mcp_url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
     }
 
     /// The page's URL.

@@ -4,11 +4,13 @@
 
 mod browser;
 mod gateway;
+mod mcp;
 mod model;
 mod serve;
 
 pub use browser::{ensure, Authenticator, Browser, Ui, WAIT};
-pub use gateway::{audit_key, Gateway, E2E_KEY};
+pub use gateway::{audit_key, Gateway, E2E_KEY, MCP_TOKEN};
+pub use mcp::{McpClient, MCP_WAIT};
 pub use model::{scripted_model, streamed_answers};
 pub use serve::{build_tutorial, serve_dir, workspace_root};
 

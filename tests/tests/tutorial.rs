@@ -17,6 +17,8 @@ use countersign_e2e::{
     Ui, WAIT,
 };
 
+#[path = "tutorial/mcp.rs"]
+mod mcp;
 #[path = "tutorial/webmcp.rs"]
 mod webmcp;
 use webmcp::{
@@ -153,6 +155,14 @@ async fn main() -> ExitCode {
         (
             "gateway/only_a_persons_click_mints_the_countersignature_the_backend_checks",
             countersigned_archive(ui, &gateway).await,
+        ),
+        (
+            "gateway/an_mcp_client_acts_in_the_paired_page_through_the_dock",
+            mcp::an_mcp_client_acts_in_the_paired_page_through_the_dock(ui, &gateway).await,
+        ),
+        (
+            "gateway/two_mcp_clients_with_two_pages_never_cross",
+            mcp::two_mcp_clients_with_two_pages_never_cross(ui, &gateway).await,
         ),
         (
             "gateway/an_archived_workspace_takes_its_webmcp_tools_away",

@@ -213,12 +213,12 @@ fn setup() -> Result {
     }
 
     let has_sdk = cmd("python3")
-        .args(["-c", "import openai, jwt, cryptography"])
+        .args(["-c", "import openai, jwt, cryptography, mcp.client.streamable_http"])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
     if has_sdk {
-        println!("ok: python openai SDK and PyJWT");
+        println!("ok: python openai SDK, PyJWT and the MCP SDK");
     } else {
         let mut c = cmd("python3");
         c.args([
@@ -229,9 +229,10 @@ fn setup() -> Result {
             "--disable-pip-version-check",
             "openai",
             "pyjwt[crypto]",
+            "mcp>=2.3,<3",
         ]);
         run(
-            "installing the OpenAI Python SDK and PyJWT (real clients for the gateway tests)",
+            "installing the OpenAI Python SDK, PyJWT and the MCP Python SDK (real clients for the gateway tests)",
             c,
         )?;
     }

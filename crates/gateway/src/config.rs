@@ -88,6 +88,9 @@ pub struct GatewayConfig {
     /// Serve the tutorial's backend (`POST /v1/demo/{action}`), which refuses a
     /// mutation without a valid countersignature for exactly that call.
     pub demo_backend: bool,
+    /// The bearer token MCP clients send to `/mcp`; `None` turns MCP (and the page
+    /// relay) off. Separate from the page's token: it lets a client act in a page.
+    pub mcp_token: Option<Secret>,
 }
 
 impl GatewayConfig {
@@ -110,6 +113,7 @@ impl GatewayConfig {
             issuer: DEFAULT_ISSUER.into(),
             countersign_ttl: Duration::from_secs(120),
             demo_backend: false,
+            mcp_token: None,
         }
     }
 }

@@ -59,11 +59,15 @@ pub enum ErrorCode {
     PasskeyRejected,
     /// Passkeys are off on this gateway, busy, or their file failed (503).
     PasskeyUnavailable,
+    /// No page with that relay key is connected, or no such relayed call waits (404).
+    RelayGone,
+    /// Too many pages are connected, or the page has too many calls waiting (503).
+    RelayBusy,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::NotConfigured,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidRequest,
@@ -88,6 +92,8 @@ impl ErrorCode {
         ErrorCode::PasskeyExists,
         ErrorCode::PasskeyRejected,
         ErrorCode::PasskeyUnavailable,
+        ErrorCode::RelayGone,
+        ErrorCode::RelayBusy,
     ];
 
     /// The code as clients see it.
@@ -117,6 +123,8 @@ impl ErrorCode {
             ErrorCode::PasskeyExists => "passkey_exists",
             ErrorCode::PasskeyRejected => "passkey_rejected",
             ErrorCode::PasskeyUnavailable => "passkey_unavailable",
+            ErrorCode::RelayGone => "relay_gone",
+            ErrorCode::RelayBusy => "relay_busy",
         }
     }
 
@@ -144,7 +152,8 @@ impl ErrorCode {
             ErrorCode::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorCode::NoPasskey | ErrorCode::PasskeyExists => StatusCode::CONFLICT,
             ErrorCode::PasskeyRejected => StatusCode::FORBIDDEN,
-            ErrorCode::PasskeyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::PasskeyUnavailable | ErrorCode::RelayBusy => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::RelayGone => StatusCode::NOT_FOUND,
         }
     }
 }

@@ -109,7 +109,7 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

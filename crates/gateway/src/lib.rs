@@ -19,6 +19,9 @@
 //! | `POST /v1/countersign/challenge` | a passkey challenge derived from a call's binding (presence-required mints) |
 //! | `GET /v1/passkeys/status/{user}`, `POST /v1/passkeys/register[/finish]` | is a passkey set up; register one (with an enrollment code issued outside the page) |
 //! | `GET /.well-known/jwks.json` | the public key that checks countersignatures; no auth |
+//! | `GET /v1/relay?key=…` | the page's relay stream for MCP (`--mcp-token-file` only): its pairing code, then calls and cancels |
+//! | `POST /v1/relay/{tools,result,bye}` | the page's tools for MCP clients, a relayed call's result, its goodbye |
+//! | `POST/GET/DELETE /mcp` | MCP (Streamable HTTP) for clients with the MCP token, paired with one page by `Countersign-Page` |
 //! | `POST /v1/demo/{action}` | the tutorial's backend (`--demo-backend` only): needs a valid countersignature |
 //! | anything else under `/v1` | 404 `unknown_route` |
 //! | other paths | the built page (`--dist`), if configured |
@@ -34,7 +37,9 @@ mod error;
 mod extract;
 mod guard;
 pub mod passkeys;
+mod mcp;
 pub mod redact;
+pub mod relay;
 mod routes;
 
 use std::sync::Arc;
@@ -82,6 +87,8 @@ pub struct AppState {
     pub demo: Arc<DemoState>,
     /// Registered passkeys and ceremonies in flight (when passkeys are on).
     pub passkeys: Option<Arc<passkeys::Passkeys>>,
+    /// The pages connected for MCP, and the calls relayed to them.
+    pub relay: Arc<relay::Relay>,
 }
 
 /// What the tutorial's backend has done (it keeps no more than this).
@@ -113,6 +120,7 @@ impl AppState {
             verifier: Arc::new(countersign_verify::Verifier::new("")),
             demo: Arc::default(),
             passkeys: None,
+            relay: Arc::default(),
         };
         Ok(state.with_signing_seed(&seed))
     }
@@ -154,6 +162,10 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/audit", post(append_audit).get(export_audit))
         .route("/v1/policy", get(policy::policy))
+        .route("/v1/relay", get(routes::relay::connect))
+        .route("/v1/relay/tools", post(routes::relay::tools))
+        .route("/v1/relay/result", post(routes::relay::result))
+        .route("/v1/relay/bye", post(routes::relay::bye))
         .merge(model);
     if config.demo_backend {
         api = api.route("/v1/demo/{action}", post(demo::perform));
@@ -180,6 +192,8 @@ pub fn app(state: AppState) -> Router {
             StatusCode::GATEWAY_TIMEOUT,
             config.upstream_timeout + Duration::from_secs(5),
         ))
+        // A tool call waits as long as the person takes: no request timeout on MCP.
+        .merge(mcp_routes(&state))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -187,6 +201,36 @@ pub fn app(state: AppState) -> Router {
         ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// `/mcp`: the MCP endpoint, behind its own guard (no browser requests, the MCP token),
+/// with the body cap; stateless for 2026-07-28 clients, sessions for earlier ones.
+fn mcp_routes(state: &AppState) -> Router<AppState> {
+    use rmcp::transport::streamable_http_server::{
+        session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let relay = Arc::clone(&state.relay);
+    let mut config = StreamableHttpServerConfig::default();
+    config.allowed_hosts = state.config.access.allowed_hosts.clone();
+    config.sse_keep_alive = Some(Duration::from_secs(15));
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(mcp::McpServer {
+                relay: Arc::clone(&relay),
+            })
+        },
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            state.config.max_body_bytes,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            mcp::mcp_guard,
+        ))
 }
 
 /// `routes` with the per-client rate limit of the model route: `per_minute` requests,

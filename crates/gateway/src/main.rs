@@ -145,6 +145,12 @@ struct ServeArgs {
     /// which refuses the mutation without a valid countersignature for that exact call.
     #[arg(long, env = "COUNTERSIGN_DEMO_BACKEND")]
     demo_backend: bool,
+    /// Serve MCP at `/mcp` (and the page relay at `/v1/relay`): MCP clients send the
+    /// token in this file (created with a random one, 0600, if missing) as
+    /// `Authorization: Bearer <token>`. `COUNTERSIGN_MCP_TOKEN` takes precedence. Off
+    /// without either.
+    #[arg(long, env = "COUNTERSIGN_MCP_TOKEN_FILE")]
+    mcp_token_file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -189,6 +195,34 @@ fn audit_key(file: Option<&Path>, create: bool) -> Result<Option<ChainKey>, Stor
         Some(path) => ChainKey::load(path).map(Some),
         None => Ok(None),
     }
+}
+
+/// The MCP token: `COUNTERSIGN_MCP_TOKEN` if set, else the file's content (the file is
+/// created with a random token if missing); `None` when neither is given (MCP off).
+fn mcp_token(file: Option<&Path>) -> Result<Option<Secret>, String> {
+    let token = match std::env::var("COUNTERSIGN_MCP_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
+        Some(token) => token.trim().to_owned(),
+        None => match file {
+            None => return Ok(None),
+            Some(path) => {
+                if !path.exists() {
+                    ChainKey::load_or_create(path).map_err(|e| e.to_string())?;
+                }
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?
+                    .trim()
+                    .to_owned()
+            }
+        },
+    };
+    let plain = token.bytes().all(|b| b.is_ascii_graphic());
+    if token.len() < 32 || !plain {
+        return Err("it must be at least 32 printable ASCII characters".into());
+    }
+    Ok(Some(Secret::new(token)))
 }
 
 fn verify(audit_file: &Path, key_file: Option<&Path>) -> ExitCode {
@@ -287,6 +321,13 @@ async fn serve(args: ServeArgs) -> ExitCode {
         issuer: args.issuer.clone(),
         countersign_ttl: Duration::from_secs(args.countersign_ttl_secs),
         demo_backend: args.demo_backend,
+        mcp_token: match mcp_token(args.mcp_token_file.as_deref()) {
+            Ok(token) => token,
+            Err(e) => {
+                eprintln!("countersign-gateway: the MCP token: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
     let key_file = args.audit_key_file.clone().unwrap_or_else(|| {
         let mut name = args.audit_file.as_os_str().to_owned();
@@ -397,6 +438,16 @@ async fn serve(args: ServeArgs) -> ExitCode {
         args.listen,
         args.audit_file.display()
     );
+    if state.config.mcp_token.is_some() {
+        let token = args
+            .mcp_token_file
+            .as_ref()
+            .map_or("COUNTERSIGN_MCP_TOKEN".into(), |f| f.display().to_string());
+        println!(
+            "countersign-gateway: MCP at http://{}/mcp (token: {token}; pair with the code in the page's dock)",
+            args.listen
+        );
+    }
     let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -56,6 +56,7 @@ pub(crate) struct Shared {
     pub(crate) next_batch: std::cell::Cell<u64>,
     /// The page's actions as WebMCP tools, when the browser offers WebMCP.
     pub(crate) webmcp: crate::webmcp::WebMcpSlot,
+    pub(crate) mcp_relay: crate::mcp_relay::McpRelaySlot,
     /// Until when (host ms) yes-gestures are held back: an agent just withdrew the card
     /// on screen, so the one now under the person's pointer is not the one they read.
     pub(crate) hold_until_ms: std::cell::Cell<u64>,

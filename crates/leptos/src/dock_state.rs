@@ -79,6 +79,8 @@ pub struct DockState {
     pub notify: ReadSignal<bool>,
     /// What the browser answered when asked for notification permission, once asked.
     pub notify_permission: ReadSignal<Option<bool>>,
+    /// The code an MCP client sends to act in this page, while the gateway relays for it.
+    pub pairing: ReadSignal<Option<String>>,
 }
 
 /// The writable side of [`DockState`], for the runtime only.
@@ -99,6 +101,7 @@ pub(crate) struct DockSignals {
     pub(crate) streaming: RwSignal<Option<crate::assistant::Streaming>>,
     pub(crate) notify: RwSignal<bool>,
     pub(crate) notify_permission: RwSignal<Option<bool>>,
+    pub(crate) pairing: RwSignal<Option<String>>,
 }
 
 impl DockSignals {
@@ -119,6 +122,7 @@ impl DockSignals {
             streaming: RwSignal::new(None),
             notify: RwSignal::new(false),
             notify_permission: RwSignal::new(None),
+            pairing: RwSignal::new(None),
         }
     }
 
@@ -139,6 +143,7 @@ impl DockSignals {
             streaming: self.streaming.read_only(),
             notify: self.notify.read_only(),
             notify_permission: self.notify_permission.read_only(),
+            pairing: self.pairing.read_only(),
         }
     }
 }

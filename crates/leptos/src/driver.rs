@@ -83,6 +83,7 @@ impl Countersign {
         self.rearm();
         self.0.shipping.ship();
         crate::webmcp::sync(self);
+        crate::mcp_relay::sync(self);
     }
 
     /// A person's edit moved a call: whoever waited for `from` now waits for `to`.
@@ -242,6 +243,7 @@ impl Countersign {
     /// Settles every live call (the page is going away) and stops the timers.
     pub(crate) fn shutdown(&self) {
         crate::webmcp::close(self);
+        crate::mcp_relay::close(self);
         self.0.executor.shutdown(now());
         self.pump();
         *self.0.timer.borrow_mut() = None;

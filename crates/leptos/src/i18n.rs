@@ -139,6 +139,8 @@ pub struct Strings {
     pub notify_setting: &'static str,
     /// The button that registers a passkey for approvals that need one.
     pub passkey_setup: &'static str,
+    /// Before the MCP pairing code: what it is for.
+    pub mcp_pairing: &'static str,
     /// Said once a passkey is registered.
     pub passkey_ready: &'static str,
     /// Said while the browser's passkey prompt is open.
@@ -464,6 +466,7 @@ static EN: Strings = Strings {
     notify_setting: "Notify me when something waits",
     passkey_setup: "Set up a passkey for approvals",
     passkey_ready: "Passkey set up: actions that need it ask you to verify with it.",
+    mcp_pairing: "MCP clients act in this page with the pairing code",
     passkey_working: "Follow your browser's passkey prompt…",
     passkey_failed: "The passkey was not set up:",
     passkey_code: "Enrollment code (from the gateway):",
@@ -583,6 +586,7 @@ static ZH: Strings = Strings {
     notify_setting: "有事项等待时通知我",
     passkey_setup: "为批准设置通行密钥",
     passkey_ready: "通行密钥已设置：需要它的操作会请你用它验证。",
+    mcp_pairing: "MCP 客户端凭此配对码在本页操作：",
     passkey_working: "请按浏览器的通行密钥提示操作…",
     passkey_failed: "通行密钥未设置：",
     passkey_code: "注册码（由网关提供）：",

@@ -23,6 +23,7 @@ mod use_action;
 mod use_page_state;
 mod use_target;
 mod webauthn;
+mod mcp_relay;
 mod webmcp;
 
 pub use assistant::{

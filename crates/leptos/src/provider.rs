@@ -56,6 +56,13 @@ pub struct CountersignOptions {
     /// person's passkey assertion. Off by default (see
     /// [`countersign::Config::agents_need_passkey`]).
     pub agents_need_passkey: bool,
+    /// Where the page opens its relay for MCP clients: the gateway's `/v1/relay` at the
+    /// page's origin by default. The gateway (started with `--mcp-token-file`) gives the
+    /// page a pairing code, shown in the dock; an MCP client that sends it calls this
+    /// page's actions, through the same gate and dock (its cards say an MCP client
+    /// asked). `None`, or a gateway without MCP: no relay. To keep one action from MCP
+    /// clients, declare it with [`countersign::Action::only_for`].
+    pub mcp_relay: Option<String>,
 }
 
 impl Default for CountersignOptions {
@@ -69,6 +76,7 @@ impl Default for CountersignOptions {
             countersign_endpoint: Some("/v1/countersign".into()),
             webmcp: true,
             agents_need_passkey: false,
+            mcp_relay: Some("/v1/relay".into()),
         }
     }
 }
@@ -170,6 +178,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         batches: RefCell::default(),
         next_batch: std::cell::Cell::new(0),
         webmcp: RefCell::default(),
+        mcp_relay: RefCell::default(),
         hold_until_ms: std::cell::Cell::new(0),
         shown: RefCell::default(),
         pending_store: RefCell::default(),
@@ -186,6 +195,9 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
     register_page_state_action(&cs);
     if options.webmcp {
         crate::webmcp::start(&cs);
+    }
+    if let Some(base) = options.mcp_relay {
+        crate::mcp_relay::start(&cs, base);
     }
     settle_on_pagehide(&cs);
     provide_context(CountersignContext(SendWrapper::new(cs.clone())));
@@ -238,6 +250,7 @@ fn settle_on_pagehide(cs: &Countersign) {
                 }
                 let cs = Countersign(shared);
                 crate::webmcp::reopen(&cs);
+                crate::mcp_relay::reopen(&cs);
                 cs.pump();
             }
         },

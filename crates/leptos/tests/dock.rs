@@ -277,6 +277,7 @@ fn mount(setup: Setup) -> Page {
         countersign_endpoint: None,
         webmcp: true,
         agents_need_passkey: false,
+        mcp_relay: None,
     };
     let resume = setup.keep_pending.is_some();
     let mounted = countersign_testing::mount(options, move || {
@@ -1846,6 +1847,7 @@ fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
         countersign_endpoint: None,
         webmcp: true,
         agents_need_passkey: false,
+        mcp_relay: None,
     };
     let mounted = countersign_testing::mount(options, move || {
         let mut client = countersign_leptos::OpenAiCompatible::default();

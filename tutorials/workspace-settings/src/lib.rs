@@ -45,6 +45,9 @@ pub fn App() -> impl IntoView {
         // Off here so the walkthrough works with clicks alone; turn it on where agents
         // that drive the browser could approve their own archive.
         agents_need_passkey: false,
+        // An MCP client (a desktop assistant, an IDE agent) can call them too, through
+        // the gateway, once paired with the code the dock shows.
+        mcp_relay: Some("/v1/relay".into()),
     };
     let cs = match provide_countersign(options) {
         Ok(cs) => cs,

@@ -9,3 +9,4 @@ pub(crate) mod health;
 pub(crate) mod models;
 pub(crate) mod passkeys;
 pub(crate) mod policy;
+pub(crate) mod relay;

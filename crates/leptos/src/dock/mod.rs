@@ -97,6 +97,22 @@ fn PasskeySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl Int
     }
 }
 
+/// The MCP pairing code, while the gateway relays MCP clients' calls to this page.
+#[component]
+fn McpPairing(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
+    let dock = cs.with_value(crate::Countersign::dock);
+    let strings = cs.with_value(|cs| cs.locale().strings());
+    move || {
+        dock.pairing.get().map(|code| {
+            view! {
+                <p class="cs-pairing">
+                    {strings.mcp_pairing}" "<code class="cs-pairing-code">{code}</code>
+                </p>
+            }
+        })
+    }
+}
+
 /// Loud notices: a mode other than default, a broken policy file.
 #[component]
 fn Banners(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
@@ -172,6 +188,7 @@ pub fn AgentDock(
             </header>
             <NotifySetting cs=cs />
             <PasskeySetting cs=cs />
+            <McpPairing cs=cs />
             <Banners cs=cs />
             <ApprovalQueue cs=cs />
             <HandoffPanel cs=cs />

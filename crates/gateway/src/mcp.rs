@@ -1,0 +1,254 @@
+//! The MCP endpoint (`/mcp`, Streamable HTTP, served with `rmcp`): an MCP client (a
+//! desktop assistant, an IDE agent) calls the actions of the page it is paired with.
+//!
+//! - Every request needs `Authorization: Bearer <MCP token>`; a request from a browser
+//!   (one carrying `Origin`) is refused, so no page can reach it.
+//! - `Countersign-Page: <pairing code>` names the page, on every request. Without it, or
+//!   with a page that is not connected, the tool list is empty and a call gets an error.
+//! - Tools are what that page projects for MCP callers, with `readOnlyHint` for `Read`
+//!   and `destructiveHint` for `Danger`; a change is announced as `tools/list_changed`.
+//! - A `tools/call` is relayed to the page, where the executor and the dock handle it as
+//!   any call; the client gets the same JSON the in-page model would, progress while a
+//!   person decides, and a cancel (or a disconnect) withdraws the call in the page.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    SubscriptionFilter, Tool, ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, ErrorCode};
+use crate::relay::{normalize_code, PageTool, Relay, RelayError};
+use crate::AppState;
+
+/// The header that names the paired page.
+pub(crate) const PAGE_HEADER: &str = "countersign-page";
+/// How often a client waiting on a person hears that the call still waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// The MCP server of one request (or one legacy session): the relay is shared.
+#[derive(Clone, Debug)]
+pub(crate) struct McpServer {
+    pub(crate) relay: Arc<Relay>,
+}
+
+/// The pairing code the request names, if it names one well formed.
+fn paired(extensions: &rmcp::model::Extensions) -> Option<String> {
+    let parts = extensions.get::<axum::http::request::Parts>()?;
+    let text = parts.headers.get(PAGE_HEADER)?.to_str().ok()?;
+    normalize_code(text)
+}
+
+/// A refusal from the gateway itself, in the gate's own shape.
+fn refused(code: &str, message: &str) -> CallToolResponse {
+    CallToolResult::structured_error(json!({
+        "ok": false,
+        "error": { "code": code, "reason": code.to_ascii_lowercase(), "message": message, "retry": false }
+    }))
+    .into()
+}
+
+fn as_mcp_tool(tool: &PageTool) -> Tool {
+    let annotations = ToolAnnotations::with_title(tool.annotations.title.clone())
+        .read_only(tool.annotations.read_only_hint)
+        .destructive(tool.annotations.destructive_hint);
+    Tool::new(
+        tool.name.clone(),
+        tool.description.clone(),
+        Arc::new(tool.parameters.clone()),
+    )
+    .with_title(tool.annotations.title.clone())
+    .with_annotations(annotations)
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> InitializeResult {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        InitializeResult::new(capabilities)
+            .with_server_info(Implementation::new(
+                "countersign-gateway",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "These tools act in a web page a person has open. Consequential calls wait \
+                 until the person approves them in the page, or does the last step; the \
+                 result says what happened. Send the page's pairing code (shown in its \
+                 dock) as the `Countersign-Page` header.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = paired(&context.extensions)
+            .map(|code| self.relay.tools(&code).iter().map(as_mcp_tool).collect())
+            .unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(code) = paired(&context.extensions) else {
+            return Ok(refused(
+                "NOT_PAIRED",
+                "no page is paired: send the pairing code shown in the page's dock as the \
+                 `Countersign-Page` header",
+            ));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let (id, mut answer) = match self.relay.start_call(&code, &request.name, arguments) {
+            Ok(started) => started,
+            Err(RelayError::NoPage) => {
+                return Ok(refused(
+                    "PAGE_NOT_CONNECTED",
+                    &format!("no page with pairing code {code} is open; open it, or check the code in its dock"),
+                ))
+            }
+            Err(e) => return Ok(refused("UNAVAILABLE", &e.to_string())),
+        };
+        let progress = context.meta.get_progress_token();
+        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+        let mut sent = 0u32;
+        loop {
+            tokio::select! {
+                settled = &mut answer => {
+                    return Ok(match settled {
+                        Ok(content) => settled_result(&content),
+                        Err(_) => refused(
+                            "PAGE_GONE",
+                            "the page closed before the call ended; whether it ran is in the page's audit trail",
+                        ),
+                    });
+                }
+                () = context.ct.cancelled() => {
+                    self.relay.cancel(&code, &id);
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                _ = ticks.tick() => {
+                    let Some(token) = progress.clone() else { continue };
+                    sent += 1;
+                    let note = ProgressNotificationParam::new(token, f64::from(sent))
+                        .with_message("relayed to the page; waiting for it (a person may need to approve)");
+                    let _ = context.peer.notify_progress(note).await;
+                }
+            }
+        }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        (requested.tools_list_changed == Some(true))
+            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let code = paired(&context.request_context().extensions);
+        let mut changes = self.relay.changes();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.recv() => {
+                    let ours = match changed {
+                        Ok(changed) => Some(changed) == code,
+                        // Missed some: say it changed, the client lists again.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                    };
+                    if ours && context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A legacy (session) client hears of changes on its session's stream.
+        let code = paired(&context.extensions);
+        let mut changes = self.relay.changes();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            loop {
+                let ours = match changes.recv().await {
+                    Ok(changed) => Some(changed) == code,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                if ours && peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The page's answer as the client's result: `isError` when it did not go through.
+fn settled_result(content: &str) -> CallToolResponse {
+    match serde_json::from_str::<Value>(content) {
+        Ok(value) if value.get("ok") == Some(&Value::Bool(true)) => {
+            CallToolResult::structured(value).into()
+        }
+        Ok(value) if value.is_object() => CallToolResult::structured_error(value).into(),
+        _ => refused("PAGE_ERROR", "the page answered with something that is not a result"),
+    }
+}
+
+/// The MCP endpoint's guard: no browser requests, and the MCP token.
+pub(crate) async fn mcp_guard(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match check(&state, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if headers.contains_key(header::ORIGIN) {
+        return Err(ApiError::new(
+            ErrorCode::OriginNotAllowed,
+            "the MCP endpoint does not take requests from web pages",
+        ));
+    }
+    let Some(token) = &state.config.mcp_token else {
+        return Err(ApiError::new(
+            ErrorCode::UnknownRoute,
+            "MCP is off on this gateway",
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if crate::guard::constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "the MCP endpoint needs `Authorization: Bearer <the gateway's MCP token>`",
+        ))
+    }
+}
