@@ -14,6 +14,8 @@ Reads one JSON command per line on stdin; writes one JSON line per event on stdo
 - {"op":"cancel","tag":T}                       -> {"tag":T,"cancelled":true}
 - {"op":"listen","code":C}                      -> {"op":"listening","code":C},
       then {"op":"tools_changed","code":C} on each change
+- any of the above with "mode":"legacy": a 2025-11-25 session instead of 2026-07-28
+      (its tool changes come as {"op":"tools_changed","code":C,"mode":"legacy"})
 - {"op":"connect","token":X,"code":C}           -> {"op":"connect","ok":b,"error":s}
 - {"op":"quit"}
 """
@@ -42,14 +44,24 @@ def leaves(group):
 
 
 class Session:
-    """One client per pairing code: the code is a header on every request."""
+    """One client per pairing code and mode: the code is a header on every request.
+    `auto` negotiates 2026-07-28 (stateless); `legacy` is a 2025-11-25 session, which
+    hears of tool changes on its session stream."""
 
-    def __init__(self, code, token=TOKEN):
+    def __init__(self, code, mode="auto", token=TOKEN):
+        self.code, self.mode = code, mode
         self.headers = {"Authorization": f"Bearer {token}", "Countersign-Page": code}
+
+    async def notified(self, message):
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            say(op="tools_changed", code=self.code, mode=self.mode)
 
     async def run(self, ready, stop):
         async with httpx2.AsyncClient(headers=self.headers) as http:
-            async with Client(streamable_http_client(URL, http_client=http)) as client:
+            transport = streamable_http_client(URL, http_client=http)
+            async with Client(transport, mode=self.mode, message_handler=self.notified) as client:
+                say(op="connected", code=self.code, mode=self.mode,
+                    protocol=str(client.protocol_version))
                 self.client = client
                 ready.set()
                 await stop.wait()
@@ -60,14 +72,14 @@ async def main():
     calls = {}
     async with anyio.create_task_group() as tg:
 
-        async def session(code):
-            if code not in sessions:
+        async def session(code, mode="auto"):
+            if (code, mode) not in sessions:
                 ready, stop = anyio.Event(), anyio.Event()
-                s = Session(code)
-                sessions[code] = (s, stop)
+                s = Session(code, mode)
+                sessions[(code, mode)] = (s, stop)
                 tg.start_soon(s.run, ready, stop)
                 await ready.wait()
-            return sessions[code][0].client
+            return sessions[(code, mode)][0].client
 
         async def call(client, tag, name, args):
             async def progress(n, total, message):
@@ -89,7 +101,7 @@ async def main():
             async with client.listen(tools_list_changed=True) as sub:
                 say(op="listening", code=code)
                 async for _ in sub:
-                    say(op="tools_changed", code=code)
+                    say(op="tools_changed", code=code, mode="auto")
 
         async def connect(token, code):
             try:
@@ -112,7 +124,7 @@ async def main():
             if op == "quit":
                 break
             if op == "list":
-                client = await session(cmd["code"])
+                client = await session(cmd["code"], cmd.get("mode", "auto"))
                 tools = (await client.list_tools()).tools
                 say(op="list", code=cmd["code"], tag=cmd.get("tag"), tools=[{
                     "name": t.name,
@@ -121,14 +133,14 @@ async def main():
                     "destructive": t.annotations.destructive_hint if t.annotations else None,
                 } for t in tools])
             elif op == "call":
-                client = await session(cmd["code"])
+                client = await session(cmd["code"], cmd.get("mode", "auto"))
                 tg.start_soon(call, client, cmd["tag"], cmd["name"], cmd.get("args", {}))
             elif op == "cancel":
                 scope = calls.get(cmd["tag"])
                 if scope is not None:
                     scope.cancel()
             elif op == "listen":
-                client = await session(cmd["code"])
+                client = await session(cmd["code"], cmd.get("mode", "auto"))
                 tg.start_soon(listen, client, cmd["code"])
             elif op == "connect":
                 await connect(cmd["token"], cmd.get("code", ""))

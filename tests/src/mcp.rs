@@ -19,6 +19,8 @@ pub struct McpClient {
     lines: Lines<BufReader<ChildStdout>>,
     /// Every event read so far, in order.
     pub seen: Vec<Value>,
+    /// Whether every command asks for a legacy (2025-11-25, session) connection.
+    legacy: bool,
 }
 
 impl McpClient {
@@ -32,7 +34,9 @@ impl McpClient {
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("python3 does not run ({e}); `cargo xtask setup` installs the MCP SDK"))?;
+            .map_err(|e| {
+                format!("python3 does not run ({e}); `cargo xtask setup` installs the MCP SDK")
+            })?;
         let stdin = child.stdin.take().ok_or("no stdin")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         Ok(Self {
@@ -40,11 +44,24 @@ impl McpClient {
             stdin,
             lines: BufReader::new(stdout).lines(),
             seen: Vec::new(),
+            legacy: false,
         })
+    }
+
+    /// The same client connecting as before 2026-07-28: `initialize`, a session, tool
+    /// changes on the session's stream.
+    pub async fn start_legacy(url: &str, token: &str) -> Result<Self, String> {
+        let mut client = Self::start(url, token).await?;
+        client.legacy = true;
+        Ok(client)
     }
 
     /// Sends one command.
     pub async fn send(&mut self, command: &Value) -> Result<(), String> {
+        let mut command = command.clone();
+        if self.legacy {
+            command["mode"] = "legacy".into();
+        }
         let line = format!("{command}\n");
         self.stdin
             .write_all(line.as_bytes())
@@ -61,7 +78,12 @@ impl McpClient {
         loop {
             let line = tokio::time::timeout_at(deadline, self.lines.next_line())
                 .await
-                .map_err(|_| format!("no such MCP event within {MCP_WAIT:?}; seen: {:?}", self.seen))?
+                .map_err(|_| {
+                    format!(
+                        "no such MCP event within {MCP_WAIT:?}; seen: {:?}",
+                        self.seen
+                    )
+                })?
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("the MCP client ended; seen: {:?}", self.seen))?;
             let event: Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
@@ -76,7 +98,9 @@ impl McpClient {
     pub async fn outcome(&mut self, tag: &str) -> Result<Value, String> {
         self.wait(|e| {
             e["tag"] == tag
-                && (e.get("result").is_some() || e.get("error").is_some() || e.get("cancelled").is_some())
+                && (e.get("result").is_some()
+                    || e.get("error").is_some()
+                    || e.get("cancelled").is_some())
         })
         .await
     }
@@ -85,14 +109,18 @@ impl McpClient {
     pub fn ended(&self, tag: &str) -> bool {
         self.seen.iter().any(|e| {
             e["tag"] == tag
-                && (e.get("result").is_some() || e.get("error").is_some() || e.get("cancelled").is_some())
+                && (e.get("result").is_some()
+                    || e.get("error").is_some()
+                    || e.get("cancelled").is_some())
         })
     }
 
     /// Reads what has come within `for_ms` without waiting for anything in particular.
     pub async fn drain(&mut self, for_ms: u64) {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(for_ms);
-        while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, self.lines.next_line()).await {
+        while let Ok(Ok(Some(line))) =
+            tokio::time::timeout_at(deadline, self.lines.next_line()).await
+        {
             if let Ok(event) = serde_json::from_str(&line) {
                 self.seen.push(event);
             }

@@ -213,7 +213,10 @@ fn setup() -> Result {
     }
 
     let has_sdk = cmd("python3")
-        .args(["-c", "import openai, jwt, cryptography, mcp.client.streamable_http"])
+        .args([
+            "-c",
+            "import openai, jwt, cryptography, mcp.client.streamable_http",
+        ])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
@@ -521,6 +524,7 @@ fn serve() -> Result {
     // the audit store. With no upstream configured the page uses its offline assistant.
     let dist = root().join("target").join("serve").join("dist");
     let audit = root().join("target").join("serve").join("audit.jsonl");
+    let mcp_token = root().join("target").join("serve").join("mcp.token");
     release_build(
         "building the tutorial (trunk build --release)",
         &dist,
@@ -537,6 +541,7 @@ fn serve() -> Result {
     println!("    open http://localhost:8080/  (Chinese: http://localhost:8080/?lang=zh; passkeys need the name localhost, not 127.0.0.1)");
     println!("    model: {model}");
     println!("    audit trail: {} (check it: cargo run -p countersign-gateway -- verify --audit-file <that file>)", audit.display());
+    println!("    MCP clients: http://localhost:8080/mcp with the token in {} and the pairing code the dock shows (README: \"MCP through the gateway\")", mcp_token.display());
     println!("    Ctrl-C stops the server\n");
     let mut c = cargo();
     c.args([
@@ -557,7 +562,11 @@ fn serve() -> Result {
     ])
     .arg(&dist)
     .arg("--audit-file")
-    .arg(&audit);
+    .arg(&audit)
+    // MCP clients (a desktop assistant, an IDE agent) call the page's actions with the
+    // token in this file (made on first start) and the page's pairing code.
+    .arg("--mcp-token-file")
+    .arg(&mcp_token);
     run("countersign-gateway", c)
 }
 

@@ -209,7 +209,10 @@ fn settled_result(content: &str) -> CallToolResponse {
             CallToolResult::structured(value).into()
         }
         Ok(value) if value.is_object() => CallToolResult::structured_error(value).into(),
-        _ => refused("PAGE_ERROR", "the page answered with something that is not a result"),
+        _ => refused(
+            "PAGE_ERROR",
+            "the page answered with something that is not a result",
+        ),
     }
 }
 

@@ -277,7 +277,9 @@ impl Relay {
         let mut pages = self.pages();
         if let Some(page) = pages.get_mut(code) {
             if page.calls.remove(id).is_some() {
-                let _ = page.events.try_send(PageEvent::Cancel { id: id.to_owned() });
+                let _ = page
+                    .events
+                    .try_send(PageEvent::Cancel { id: id.to_owned() });
             }
         }
     }
@@ -374,8 +376,7 @@ fn check_tools(tools: &[PageTool]) -> Result<(), RelayError> {
                 tool.name
             )));
         }
-        if tool.description.chars().count() > 4096 || tool.annotations.title.chars().count() > 200
-        {
+        if tool.description.chars().count() > 4096 || tool.annotations.title.chars().count() > 200 {
             return Err(RelayError::BadTool(format!(
                 "the tool `{}` has a description over 4096 or a title over 200 characters",
                 tool.name
@@ -396,16 +397,34 @@ mod tests {
         let code = pairing_code(&key_digest(KEY).unwrap_or_default());
         assert_eq!(code.len(), 14);
         assert_eq!(code, pairing_code(&key_digest(KEY).unwrap_or_default()));
-        assert_eq!(normalize_code(&code.to_lowercase().replace('-', " ")), Some(code.clone()));
-        assert_eq!(normalize_code("oooo-iiii-llll").as_deref(), Some("0000-1111-1111"));
-        for bad in ["", "ABCD-EFGH", "ABCD-EFGH-JKMNP", "ABCD-EFGH-JKM!", "UUUU-UUUU-UUUU"] {
+        assert_eq!(
+            normalize_code(&code.to_lowercase().replace('-', " ")),
+            Some(code.clone())
+        );
+        assert_eq!(
+            normalize_code("oooo-iiii-llll").as_deref(),
+            Some("0000-1111-1111")
+        );
+        for bad in [
+            "",
+            "ABCD-EFGH",
+            "ABCD-EFGH-JKMNP",
+            "ABCD-EFGH-JKM!",
+            "UUUU-UUUU-UUUU",
+        ] {
             assert_eq!(normalize_code(bad), None, "{bad}");
         }
     }
 
     #[test]
     fn keys_must_be_long_and_plain() {
-        for bad in ["", "short", &"a".repeat(129), &format!("{}\n", &KEY[1..]), &format!("{KEY}é")] {
+        for bad in [
+            "",
+            "short",
+            &"a".repeat(129),
+            &format!("{}\n", &KEY[1..]),
+            &format!("{KEY}é"),
+        ] {
             assert_eq!(key_digest(bad).err(), Some(RelayError::BadKey), "{bad:?}");
         }
     }
@@ -417,14 +436,24 @@ mod tests {
         let other = "fedcba9876543210fedcba9876543210";
         let b = relay.connect(other).unwrap_or_else(|e| panic!("{e}"));
         assert_ne!(a.code, b.code);
-        assert_eq!(a.events.recv().await, Some(PageEvent::Paired { code: a.code.clone() }));
+        assert_eq!(
+            a.events.recv().await,
+            Some(PageEvent::Paired {
+                code: a.code.clone()
+            })
+        );
         let (id, answer) = relay
             .start_call(&a.code, "save", "{}".into())
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(a.events.recv().await, Some(PageEvent::Call { id: i, .. }) if i == id));
         // The other page's key cannot answer it.
-        assert_eq!(relay.settle(other, &id, "{}".into()), Err(RelayError::NoCall));
-        relay.settle(KEY, &id, "{\"ok\":true}".into()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            relay.settle(other, &id, "{}".into()),
+            Err(RelayError::NoCall)
+        );
+        relay
+            .settle(KEY, &id, "{\"ok\":true}".into())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(answer.await.ok().as_deref(), Some("{\"ok\":true}"));
         assert_eq!(relay.settle(KEY, &id, "{}".into()), Err(RelayError::NoCall));
     }

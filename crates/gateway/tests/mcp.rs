@@ -43,7 +43,10 @@ async fn send(app: &Router, mut request: Request<Body>) -> (StatusCode, Value) {
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 fn initialize() -> String {
@@ -61,6 +64,7 @@ fn mcp(token: Option<&str>, origin: Option<&str>) -> Request<Body> {
     let mut request = Request::builder()
         .method("POST")
         .uri("/mcp")
+        .header("host", "127.0.0.1:8787")
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream");
     if let Some(token) = token {
@@ -91,13 +95,24 @@ fn code(json: &Value) -> &str {
 async fn mcp_needs_its_token_and_takes_no_browser_requests() {
     let (app, _dir) = gateway(true);
     let (status, body) = send(&app, mcp(None, None)).await;
-    assert_eq!((status, code(&body)), (StatusCode::UNAUTHORIZED, "unauthorized"));
-    let (status, _) = send(&app, mcp(Some("mcp-test-token-0123456789abcdef012345678X"), None)).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::UNAUTHORIZED, "unauthorized")
+    );
+    let (status, _) = send(
+        &app,
+        mcp(Some("mcp-test-token-0123456789abcdef012345678X"), None),
+    )
+    .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     // A page, even one the gateway serves, even holding the token: no.
     for origin in ["http://127.0.0.1:8787", "https://attacker.example", "null"] {
         let (status, body) = send(&app, mcp(Some(TOKEN), Some(origin))).await;
-        assert_eq!((status, code(&body)), (StatusCode::FORBIDDEN, "origin_not_allowed"), "{origin}");
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::FORBIDDEN, "origin_not_allowed"),
+            "{origin}"
+        );
     }
     let (status, body) = send(&app, mcp(Some(TOKEN), None)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -107,9 +122,19 @@ async fn mcp_needs_its_token_and_takes_no_browser_requests() {
 async fn without_an_mcp_token_there_is_no_mcp_and_no_relay() {
     let (app, _dir) = gateway(false);
     let (status, body) = send(&app, mcp(Some(TOKEN), None)).await;
-    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "unknown_route"));
-    let (status, body) = send(&app, page("/v1/relay/tools", json!({"key": KEY, "tools": []}))).await;
-    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "unknown_route"));
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "unknown_route")
+    );
+    let (status, body) = send(
+        &app,
+        page("/v1/relay/tools", json!({"key": KEY, "tools": []})),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "unknown_route")
+    );
 }
 
 #[tokio::test]
@@ -122,13 +147,33 @@ async fn relay_messages_are_checked_strictly() {
     });
     for (uri, body, want) in [
         // No page is connected with this key.
-        ("/v1/relay/tools", json!({"key": KEY, "tools": [tool]}), "relay_gone"),
-        ("/v1/relay/result", json!({"key": KEY, "id": "mcp-1", "content": "{}"}), "relay_gone"),
+        (
+            "/v1/relay/tools",
+            json!({"key": KEY, "tools": [tool]}),
+            "relay_gone",
+        ),
+        (
+            "/v1/relay/result",
+            json!({"key": KEY, "id": "mcp-1", "content": "{}"}),
+            "relay_gone",
+        ),
         ("/v1/relay/bye", json!({"key": KEY}), "relay_gone"),
         // Malformed: short key, unknown fields, wrong types, a bad tool name.
-        ("/v1/relay/tools", json!({"key": "short", "tools": []}), "invalid_request"),
-        ("/v1/relay/tools", json!({"key": KEY, "tools": [], "approve": true}), "invalid_request"),
-        ("/v1/relay/result", json!({"key": KEY, "id": 7, "content": "{}"}), "invalid_request"),
+        (
+            "/v1/relay/tools",
+            json!({"key": "short", "tools": []}),
+            "invalid_request",
+        ),
+        (
+            "/v1/relay/tools",
+            json!({"key": KEY, "tools": [], "approve": true}),
+            "invalid_request",
+        ),
+        (
+            "/v1/relay/result",
+            json!({"key": KEY, "id": 7, "content": "{}"}),
+            "invalid_request",
+        ),
         ("/v1/relay/bye", json!({}), "invalid_request"),
     ] {
         let (status, json) = send(&app, page(uri, body.clone())).await;
@@ -136,11 +181,19 @@ async fn relay_messages_are_checked_strictly() {
     }
     let mut bad = tool.clone();
     bad["name"] = json!("save\u{202e}");
-    let (_, json) = send(&app, page("/v1/relay/tools", json!({"key": KEY, "tools": [bad]}))).await;
+    let (_, json) = send(
+        &app,
+        page("/v1/relay/tools", json!({"key": KEY, "tools": [bad]})),
+    )
+    .await;
     assert_eq!(code(&json), "invalid_request");
     let mut extra = tool;
     extra["annotations"]["approved"] = json!(true);
-    let (_, json) = send(&app, page("/v1/relay/tools", json!({"key": KEY, "tools": [extra]}))).await;
+    let (_, json) = send(
+        &app,
+        page("/v1/relay/tools", json!({"key": KEY, "tools": [extra]})),
+    )
+    .await;
     assert_eq!(code(&json), "invalid_request");
 }
 
@@ -162,7 +215,10 @@ async fn only_the_page_may_open_the_relay() {
         .body(Body::empty())
         .unwrap();
     let (status, body) = send(&app, request).await;
-    assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "invalid_request"));
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "invalid_request")
+    );
 }
 
 #[tokio::test]
@@ -182,7 +238,10 @@ async fn a_page_gets_its_pairing_code_first_and_loses_it_when_it_goes() {
     let mut body = response.into_body().into_data_stream();
     let first = body.next().await.unwrap().unwrap();
     let text = String::from_utf8_lossy(&first).to_string();
-    assert!(text.starts_with("data: {\"type\":\"paired\",\"code\":\""), "{text}");
+    assert!(
+        text.starts_with("data: {\"type\":\"paired\",\"code\":\""),
+        "{text}"
+    );
     // Connected: tools are taken.
     let tools = json!({"key": KEY, "tools": []});
     let (status, _) = send(&app, page("/v1/relay/tools", tools.clone())).await;

@@ -14,6 +14,7 @@ mod grant_store;
 mod highlight;
 mod http;
 mod i18n;
+mod mcp_relay;
 mod page_registry;
 mod passkey;
 mod pending_store;
@@ -23,7 +24,6 @@ mod use_action;
 mod use_page_state;
 mod use_target;
 mod webauthn;
-mod mcp_relay;
 mod webmcp;
 
 pub use assistant::{

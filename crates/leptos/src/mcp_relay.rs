@@ -36,7 +36,12 @@ pub(crate) struct McpRelay {
     poll: RefCell<Option<gloo_timers::callback::Interval>>,
     /// Kept alive while the stream is open.
     #[allow(clippy::type_complexity)]
-    handlers: RefCell<Option<(Closure<dyn FnMut(web_sys::MessageEvent)>, Closure<dyn FnMut()>)>>,
+    handlers: RefCell<
+        Option<(
+            Closure<dyn FnMut(web_sys::MessageEvent)>,
+            Closure<dyn FnMut()>,
+        )>,
+    >,
 }
 
 pub(crate) type McpRelaySlot = RefCell<Option<Rc<McpRelay>>>;
@@ -45,9 +50,17 @@ pub(crate) type McpRelaySlot = RefCell<Option<Rc<McpRelay>>>;
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Event {
-    Paired { code: String },
-    Call { id: String, name: String, arguments: String },
-    Cancel { id: String },
+    Paired {
+        code: String,
+    },
+    Call {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    Cancel {
+        id: String,
+    },
 }
 
 /// Starts the relay for `cs`, against `base`.
@@ -84,8 +97,8 @@ pub(crate) fn reopen(cs: &Countersign) {
         return;
     };
     let weak = Rc::downgrade(&cs.0);
-    let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
-        move |event: web_sys::MessageEvent| {
+    let on_message =
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
             let Some(shared) = weak.upgrade() else {
                 return;
             };
@@ -95,8 +108,7 @@ pub(crate) fn reopen(cs: &Countersign) {
             if let Ok(event) = serde_json::from_str::<Event>(&text) {
                 received(&Countersign(shared), event);
             }
-        },
-    );
+        });
     let weak = Rc::downgrade(&cs.0);
     let on_error = Closure::<dyn FnMut()>::new(move || {
         let Some(shared) = weak.upgrade() else {
@@ -215,7 +227,10 @@ pub(crate) fn sync(cs: &Countersign) {
         return;
     }
     relay.posting.set(true);
-    let body = format!(r#"{{"key":{},"tools":{text}}}"#, serde_json::json!(relay.key));
+    let body = format!(
+        r#"{{"key":{},"tools":{text}}}"#,
+        serde_json::json!(relay.key)
+    );
     let url = format!("{}/tools", relay.base);
     let weak: Weak<McpRelay> = Rc::downgrade(&relay);
     wasm_bindgen_futures::spawn_local(async move {

@@ -84,7 +84,10 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
     let listed = tools(&mut mcp, &code, TOOLS.len()).await?;
     let tool = |name: &str| listed.iter().find(|t| t["name"] == json!(name)).cloned();
     for name in TOOLS {
-        ensure(tool(name).is_some(), format!("{name} not listed: {listed:?}"))?;
+        ensure(
+            tool(name).is_some(),
+            format!("{name} not listed: {listed:?}"),
+        )?;
     }
     ensure(listed.len() == TOOLS.len(), format!("listed: {listed:?}"))?;
     let hints = |name: &str| tool(name).map(|t| (t["read_only"].clone(), t["destructive"].clone()));
@@ -104,19 +107,31 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
     call(&mut mcp, &code, "read", "read_page_state", json!({})).await?;
     let (error, read) = answer(&mut mcp, "read").await?;
     ensure(
-        !error && read["ok"] == json!(true) && read["receipt"]["result"]["workspace_name"] == json!("Atlas"),
+        !error
+            && read["ok"] == json!(true)
+            && read["receipt"]["result"]["workspace_name"] == json!("Atlas"),
         format!("read: {read}"),
     )?;
     ensure(ui.count(".cs-card").await? == 0, "a read raised a card")?;
 
     // A rename waits for the person's click, with progress meanwhile.
-    call(&mut mcp, &code, "save", "save_workspace_name", json!({"name": "Apollo"})).await?;
+    call(
+        &mut mcp,
+        &code,
+        "save",
+        "save_workspace_name",
+        json!({"name": "Apollo"}),
+    )
+    .await?;
     ui.wait_for(".cs-card").await?;
     let who = ui.text(".cs-card .cs-caller").await?;
     ensure(who.contains("MCP"), format!("the card says: {who}"))?;
     mcp.wait(|e| e["tag"] == "save" && e.get("progress").is_some())
         .await?;
-    ensure(!mcp.ended("save"), "the client had an answer before the person")?;
+    ensure(
+        !mcp.ended("save"),
+        "the client had an answer before the person",
+    )?;
     ensure(
         ui.text("#current-name").await? == "Atlas",
         "renamed before approval",
@@ -126,7 +141,9 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
     ui.click(".cs-allow-once").await?;
     let (error, saved) = answer(&mut mcp, "save").await?;
     ensure(
-        !error && saved["ok"] == json!(true) && saved["receipt"]["action"] == json!("save_workspace_name"),
+        !error
+            && saved["ok"] == json!(true)
+            && saved["receipt"]["action"] == json!("save_workspace_name"),
         format!("approved: {saved}"),
     )?;
     ui.wait_text("#current-name", "Apollo").await?;
@@ -154,7 +171,10 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
     ui.type_into("#verification-code", "246810").await?;
     ui.click("#publish").await?;
     ui.wait_text("#publish-status", "Published").await?;
-    ensure(!mcp.ended("publish"), "an answer before the person finished")?;
+    ensure(
+        !mcp.ended("publish"),
+        "an answer before the person finished",
+    )?;
     looked().await;
     ui.click(".cs-handoff-done").await?;
     let (error, published) = answer(&mut mcp, "publish").await?;
@@ -172,18 +192,35 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
         error && code_of(&unknown) == "UNKNOWN_ACTION",
         format!("unknown tool: {unknown}"),
     )?;
-    call(&mut mcp, &code, "bad", "save_workspace_name", json!({"name": 5, "extra": true})).await?;
+    call(
+        &mut mcp,
+        &code,
+        "bad",
+        "save_workspace_name",
+        json!({"name": 5, "extra": true}),
+    )
+    .await?;
     let (error, bad) = answer(&mut mcp, "bad").await?;
     ensure(
         error && code_of(&bad) == "INVALID_ARGS",
         format!("bad arguments: {bad}"),
     )?;
-    ensure(ui.count(".cs-card").await? == 0, "a refused call raised a card")?;
+    ensure(
+        ui.count(".cs-card").await? == 0,
+        "a refused call raised a card",
+    )?;
 
     // The client cancels while the card waits: withdrawn in the page, one record.
     let withdrawn = |l: &str| l.contains("\"mcp\"") && l.contains("\"withdrawn\"");
     let before = audited(gateway, withdrawn).await?;
-    call(&mut mcp, &code, "cancel", "save_workspace_name", json!({"name": "Zephyr"})).await?;
+    call(
+        &mut mcp,
+        &code,
+        "cancel",
+        "save_workspace_name",
+        json!({"name": "Zephyr"}),
+    )
+    .await?;
     ui.wait_for(".cs-card").await?;
     mcp.send(&json!({"op": "cancel", "tag": "cancel"})).await?;
     mcp.wait(|e| e["tag"] == "cancel" && e["cancelled"] == json!(true))
@@ -203,10 +240,15 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
     )?;
 
     // A wrong token is refused.
-    mcp.send(&json!({"op": "connect", "token": "wrong-token-wrong-token-wrong-token", "code": code}))
-        .await?;
+    mcp.send(
+        &json!({"op": "connect", "token": "wrong-token-wrong-token-wrong-token", "code": code}),
+    )
+    .await?;
     let refused = mcp.wait(|e| e["op"] == "connect").await?;
-    ensure(refused["ok"] == json!(false), format!("wrong token: {refused}"))?;
+    ensure(
+        refused["ok"] == json!(false),
+        format!("wrong token: {refused}"),
+    )?;
 
     // The page closes: the list empties (and is said to have changed); a call is refused.
     mcp.send(&json!({"op": "listen", "code": code})).await?;
@@ -216,7 +258,10 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
         .await
         .map_err(|e| e.to_string())?;
     mcp.wait(|e| e["op"] == "tools_changed").await?;
-    ensure(tools(&mut mcp, &code, 0).await?.is_empty(), "tools of a closed page")?;
+    ensure(
+        tools(&mut mcp, &code, 0).await?.is_empty(),
+        "tools of a closed page",
+    )?;
     call(&mut mcp, &code, "closed", "read_page_state", json!({})).await?;
     let (error, closed) = answer(&mut mcp, "closed").await?;
     ensure(
@@ -235,20 +280,53 @@ pub(crate) async fn two_mcp_clients_with_two_pages_never_cross(
     let first = ui.client.window().await.map_err(fail)?;
     let code_a = pairing_code(ui).await?;
     let second = ui.client.new_window(true).await.map_err(fail)?.handle;
-    ui.client.switch_to_window(second.clone()).await.map_err(fail)?;
+    ui.client
+        .switch_to_window(second.clone())
+        .await
+        .map_err(fail)?;
     ui.navigate("en").await?;
     let code_b = pairing_code(ui).await?;
     ensure(code_a != code_b, "two pages, one code")?;
+    // A speaks 2026-07-28 (stateless); B connects as clients before it do (a session).
     let mut a = McpClient::start(&gateway.mcp_url(), MCP_TOKEN).await?;
-    let mut b = McpClient::start(&gateway.mcp_url(), MCP_TOKEN).await?;
-    ensure(tools(&mut a, &code_a, TOOLS.len()).await?.len() == TOOLS.len(), "A's tools")?;
-    ensure(tools(&mut b, &code_b, TOOLS.len()).await?.len() == TOOLS.len(), "B's tools")?;
+    let mut b = McpClient::start_legacy(&gateway.mcp_url(), MCP_TOKEN).await?;
+    ensure(
+        tools(&mut a, &code_a, TOOLS.len()).await?.len() == TOOLS.len(),
+        "A's tools",
+    )?;
+    ensure(
+        tools(&mut b, &code_b, TOOLS.len()).await?.len() == TOOLS.len(),
+        "B's tools",
+    )?;
+    let protocol = |c: &McpClient| {
+        c.seen
+            .iter()
+            .find(|e| e["op"] == "connected")
+            .map(|e| e["protocol"].clone())
+    };
+    ensure(
+        protocol(&a) == Some(json!("2026-07-28")) && protocol(&b) == Some(json!("2025-11-25")),
+        format!("protocols: A {:?}, B {:?}", protocol(&a), protocol(&b)),
+    )?;
 
     // A's rename raises a card in A's page only.
-    call(&mut a, &code_a, "save", "save_workspace_name", json!({"name": "Apollo"})).await?;
+    call(
+        &mut a,
+        &code_a,
+        "save",
+        "save_workspace_name",
+        json!({"name": "Apollo"}),
+    )
+    .await?;
     tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
-    ensure(ui.count(".cs-card").await? == 0, "A's call raised a card in B's page")?;
-    ui.client.switch_to_window(first.clone()).await.map_err(fail)?;
+    ensure(
+        ui.count(".cs-card").await? == 0,
+        "A's call raised a card in B's page",
+    )?;
+    ui.client
+        .switch_to_window(first.clone())
+        .await
+        .map_err(fail)?;
     ui.wait_for(".cs-card").await?;
     looked().await;
     ui.click(".cs-allow-once").await?;
@@ -266,12 +344,20 @@ pub(crate) async fn two_mcp_clients_with_two_pages_never_cross(
         format!("A read {read_a}, B read {read_b}"),
     )?;
 
-    // B's page closes: B's list empties, A's stays.
+    // B's page closes: B hears of it on its session, its list empties; A's stays.
     ui.client.switch_to_window(second).await.map_err(fail)?;
     ui.client.close_window().await.map_err(fail)?;
     ui.client.switch_to_window(first).await.map_err(fail)?;
-    ensure(tools(&mut b, &code_b, 0).await?.is_empty(), "B's page is closed")?;
-    ensure(tools(&mut a, &code_a, TOOLS.len()).await?.len() == TOOLS.len(), "A lost its tools")?;
+    b.wait(|e| e["op"] == "tools_changed" && e["mode"] == "legacy")
+        .await?;
+    ensure(
+        tools(&mut b, &code_b, 0).await?.is_empty(),
+        "B's page is closed",
+    )?;
+    ensure(
+        tools(&mut a, &code_a, TOOLS.len()).await?.len() == TOOLS.len(),
+        "A lost its tools",
+    )?;
     a.send(&json!({"op": "quit"})).await?;
     b.send(&json!({"op": "quit"})).await
 }
