@@ -59,8 +59,8 @@ impl McpClient {
     /// Sends one command.
     pub async fn send(&mut self, command: &Value) -> Result<(), String> {
         let mut command = command.clone();
-        if self.legacy {
-            command["mode"] = "legacy".into();
+        if let (true, Some(fields)) = (self.legacy, command.as_object_mut()) {
+            fields.insert("mode".into(), "legacy".into());
         }
         let line = format!("{command}\n");
         self.stdin

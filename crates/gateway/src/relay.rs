@@ -324,8 +324,8 @@ fn pairing_code(digest: &[u8; 32]) -> String {
         if i > 0 && i % 4 == 0 {
             code.push('-');
         }
-        let index = (bits >> (59 - 5 * i)) & 31;
-        code.push(char::from(ALPHABET[usize::try_from(index).unwrap_or(0)]));
+        let index = usize::try_from((bits >> (59 - 5 * i)) & 31).unwrap_or(0);
+        code.push(char::from(ALPHABET.get(index).copied().unwrap_or(b'0')));
     }
     code
 }
@@ -349,7 +349,8 @@ pub fn normalize_code(text: &str) -> Option<String> {
     if plain.len() != 12 {
         return None;
     }
-    Some(format!("{}-{}-{}", &plain[..4], &plain[4..8], &plain[8..]))
+    let group = |range: std::ops::Range<usize>| plain.get(range).unwrap_or_default();
+    Some(format!("{}-{}-{}", group(0..4), group(4..8), group(8..12)))
 }
 
 fn check_tools(tools: &[PageTool]) -> Result<(), RelayError> {
