@@ -323,3 +323,39 @@ fn a_handoff_is_the_persons_and_is_not_withdrawn() {
     assert_eq!(code(&settled), "OK");
     assert_eq!(w.terminal(view.call).len(), 1);
 }
+
+#[test]
+fn an_outside_agent_is_told_its_write_is_asked() {
+    let w = world();
+    let tool = |caller: Caller, name: &str| {
+        w.exec
+            .projection_for(caller)
+            .unwrap()
+            .into_iter()
+            .find(|t| t.name == name)
+            .unwrap()
+    };
+    // The page's assistant is told `note` runs unasked, as it does for it...
+    let own = tool(Caller::Assistant, "note");
+    assert_eq!(own.annotations.approval, countersign::ApprovalPolicy::None);
+    assert!(
+        own.description.ends_with("Runs without asking."),
+        "{}",
+        own.description
+    );
+    // ...an agent outside the page is told what happens to it: it is asked.
+    for caller in [Caller::WebMcp, Caller::Mcp] {
+        let theirs = tool(caller, "note");
+        assert_eq!(
+            theirs.annotations.approval,
+            countersign::ApprovalPolicy::Ask
+        );
+        assert!(
+            theirs.description.contains("asked to approve"),
+            "{}",
+            theirs.description
+        );
+        let read = tool(caller, "look");
+        assert_eq!(read.annotations.approval, countersign::ApprovalPolicy::None);
+    }
+}

@@ -263,7 +263,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

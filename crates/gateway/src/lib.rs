@@ -9,7 +9,7 @@
 //!
 //! | route | what |
 //! | --- | --- |
-//! | `GET /v1/health` | `{"ok":true,"model":bool}`; no auth |
+//! | `GET /v1/health` | `{"ok":true,"model":bool,"mcp":bool}`; no auth |
 //! | `GET /v1/models` | the configured model, or 503 `not_configured` |
 //! | `POST /v1/chat/completions` | forwarded upstream (streaming or not), key added here |
 //! | `POST /v1/audit` | a JSON array of audit records, appended durably, idempotent by id |
@@ -19,8 +19,7 @@
 //! | `POST /v1/countersign/challenge` | a passkey challenge derived from a call's binding (presence-required mints) |
 //! | `GET /v1/passkeys/status/{user}`, `POST /v1/passkeys/register[/finish]` | is a passkey set up; register one (with an enrollment code issued outside the page) |
 //! | `GET /.well-known/jwks.json` | the public key that checks countersignatures; no auth |
-//! | `GET /v1/relay?key=…` | the page's relay stream for MCP (`--mcp-token-file` only): its pairing code, then calls and cancels |
-//! | `POST /v1/relay/{tools,result,bye}` | the page's tools for MCP clients, a relayed call's result, its goodbye |
+//! | `GET /v1/relay` | the page's WebSocket for MCP (`--mcp-token-file` only): its pairing code, tools, calls, cancels and results |
 //! | `POST/GET/DELETE /mcp` | MCP (Streamable HTTP) for clients with the MCP token, paired with one page by `Countersign-Page` |
 //! | `POST /v1/demo/{action}` | the tutorial's backend (`--demo-backend` only): needs a valid countersignature |
 //! | anything else under `/v1` | 404 `unknown_route` |
@@ -163,9 +162,6 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/audit", post(append_audit).get(export_audit))
         .route("/v1/policy", get(policy::policy))
         .route("/v1/relay", get(routes::relay::connect))
-        .route("/v1/relay/tools", post(routes::relay::tools))
-        .route("/v1/relay/result", post(routes::relay::result))
-        .route("/v1/relay/bye", post(routes::relay::bye))
         .merge(model);
     if config.demo_backend {
         api = api.route("/v1/demo/{action}", post(demo::perform));
@@ -217,6 +213,7 @@ fn mcp_routes(state: &AppState) -> Router<AppState> {
         move || {
             Ok(mcp::McpServer {
                 relay: Arc::clone(&relay),
+                listening: Arc::default(),
             })
         },
         Arc::new(LocalSessionManager::default()),

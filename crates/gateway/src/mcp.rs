@@ -35,11 +35,18 @@ use crate::AppState;
 pub(crate) const PAGE_HEADER: &str = "countersign-page";
 /// How often a client waiting on a person hears that the call still waits.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+/// The longest a relayed call waits for the page (its cards time out well before: five
+/// minutes by default); then it is withdrawn and the client told.
+const CALL_DEADLINE: Duration = Duration::from_secs(15 * 60);
+/// How often a legacy session's change listener checks that its client is still there.
+const SESSION_CHECK: Duration = Duration::from_secs(5);
 
 /// The MCP server of one request (or one legacy session): the relay is shared.
 #[derive(Clone, Debug)]
 pub(crate) struct McpServer {
     pub(crate) relay: Arc<Relay>,
+    /// A legacy session's change listener is running (one per session).
+    pub(crate) listening: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The pairing code the request names, if it names one well formed.
@@ -127,6 +134,8 @@ impl ServerHandler for McpServer {
         let progress = context.meta.get_progress_token();
         let mut ticks = tokio::time::interval(PROGRESS_EVERY);
         let mut sent = 0u32;
+        let deadline = tokio::time::sleep(CALL_DEADLINE);
+        tokio::pin!(deadline);
         loop {
             tokio::select! {
                 settled = &mut answer => {
@@ -140,7 +149,17 @@ impl ServerHandler for McpServer {
                 }
                 () = context.ct.cancelled() => {
                     self.relay.cancel(&code, &id);
-                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                    return Err(ErrorData::internal_error(
+                        "cancelled: a card still waiting in the page is withdrawn; a run already under way, or a handoff the person started, finishes there (see the page's audit trail)",
+                        None,
+                    ));
+                }
+                () = &mut deadline => {
+                    self.relay.cancel(&code, &id);
+                    return Ok(refused(
+                        "TIMEOUT",
+                        "the page did not answer within 15 minutes; a card still waiting was withdrawn",
+                    ));
                 }
                 _ = ticks.tick() => {
                     let Some(token) = progress.clone() else { continue };
@@ -183,13 +202,30 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // A legacy (session) client hears of changes on its session's stream.
+        // A legacy (session) client hears of changes on its session's stream: one
+        // listener per session, however often it says `initialized`, gone with it.
+        if self
+            .listening
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
         let code = paired(&context.extensions);
         let mut changes = self.relay.changes();
         let peer = context.peer;
         tokio::spawn(async move {
+            let mut check = tokio::time::interval(SESSION_CHECK);
             loop {
-                let ours = match changes.recv().await {
+                let changed = tokio::select! {
+                    changed = changes.recv() => changed,
+                    _ = check.tick() => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                        continue;
+                    }
+                };
+                let ours = match changed {
                     Ok(changed) => Some(changed) == code,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,

@@ -1,19 +1,26 @@
 //! The page relay: how an MCP client's tool calls reach the page that will ask the
-//! person. A page opens `GET /v1/relay` (server-sent events) with a random key it keeps
-//! in memory; the gateway answers with the page's **pairing code**, derived from that
-//! key, which the dock shows. An MCP client names the page it acts in by sending that
-//! code (`Countersign-Page`) on every request: the gateway never picks a page for it.
+//! person. A page opens a WebSocket to `GET /v1/relay` and says hello with a random key
+//! it keeps in memory; the gateway answers with the page's **pairing code**, derived from
+//! that key with a secret made at each start, which the dock shows. An MCP client names
+//! the page it acts in by sending that code (`Countersign-Page`) on every request: the
+//! gateway never picks a page for it.
 //!
-//! The page posts the tools it projects for MCP callers and, for each relayed call, the
+//! The page sends the tools it projects for MCP callers and, for each relayed call, the
 //! same JSON the in-page model gets. Nothing here approves anything: the call goes through
 //! the page's executor and its dock like any other.
+//!
+//! A page whose connection drops keeps its code, tools and waiting calls for
+//! [`GRACE`]: reconnecting with the same key, it is told which calls still wait (it
+//! withdraws any other of its MCP calls) and is sent them again. A page that closes its
+//! connection itself is gone at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use hmac::{Hmac, Mac as _};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// The most pages connected at once.
@@ -24,19 +31,24 @@ pub const MAX_CALLS_PER_PAGE: usize = 16;
 pub const MAX_TOOLS: usize = 256;
 /// How many events may queue for a page before a new call is refused as busy.
 const EVENT_QUEUE: usize = 64;
+/// How long a page whose connection dropped keeps its code and waiting calls.
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A message to a page, sent as one server-sent event (`data:` its JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum PageEvent {
-    /// The first event: the code the dock shows.
+    /// The first event: the code the dock shows, and the relayed calls that still wait
+    /// (sent again right after; the page withdraws any other MCP call it has live).
     Paired {
         /// The pairing code.
         code: String,
+        /// The ids of the calls that still wait for the page's answer.
+        waiting: Vec<String>,
     },
     /// An MCP client's tool call, for the page's executor.
     Call {
-        /// The call's id (the executor's `tool_call_id`); unique per gateway start.
+        /// The call's id (the executor's `tool_call_id`): random, never reused.
         id: String,
         /// The tool (action) name, as the client sent it.
         name: String,
@@ -95,32 +107,46 @@ pub enum RelayError {
     /// The page has as many calls waiting as allowed, or its event queue is full.
     #[error("the page has too many calls waiting; let them finish first")]
     Busy,
-    /// A tool the page posted is not valid.
-    #[error("{0}")]
-    BadTool(String),
     /// No such call is waiting (it ended, or was cancelled).
     #[error("no such call is waiting")]
     NoCall,
 }
 
 /// The relay's state, shared by the page routes and the MCP endpoint.
-#[derive(Debug)]
 pub struct Relay {
     pages: Mutex<HashMap<String, Page>>,
     /// The pairing code of a page whose tools changed (or that came or went).
     changes: broadcast::Sender<String>,
-    /// Random per gateway start, so call ids never repeat across restarts.
-    boot: String,
-    next_id: AtomicU64,
+    /// Random per gateway start: codes cannot be searched for offline.
+    secret: [u8; 32],
+    /// Connections of every page, numbered once: a late end of an old one never ends
+    /// a newer one.
+    next_connection: AtomicU64,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay").finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
 struct Page {
     key: [u8; 32],
     connection: u64,
+    /// The connection dropped: the page is gone unless it is back by then.
+    detached: bool,
     events: mpsc::Sender<PageEvent>,
     tools: Arc<Vec<PageTool>>,
-    calls: HashMap<String, oneshot::Sender<String>>,
+    calls: HashMap<String, Waiting>,
+}
+
+/// A relayed call the page has not answered yet.
+#[derive(Debug)]
+struct Waiting {
+    name: String,
+    arguments: String,
+    answer: oneshot::Sender<String>,
 }
 
 /// One page's open event stream: its events, and who it is for the disconnect.
@@ -143,13 +169,13 @@ impl Default for Relay {
 impl Relay {
     /// An empty relay.
     pub fn new() -> Self {
-        let mut boot = [0u8; 6];
-        let _ = getrandom::fill(&mut boot);
+        let mut secret = [0u8; 32];
+        let _ = getrandom::fill(&mut secret);
         Self {
             pages: Mutex::default(),
             changes: broadcast::channel(64).0,
-            boot: boot.iter().map(|b| format!("{b:02x}")).collect(),
-            next_id: AtomicU64::new(0),
+            secret,
+            next_connection: AtomicU64::new(0),
         }
     }
 
@@ -158,37 +184,53 @@ impl Relay {
     }
 
     /// A page connects (or reconnects) with `key`. A reconnect keeps its code, tools and
-    /// waiting calls and replaces the stream before.
+    /// waiting calls (sent again after `Paired`) and replaces the connection before.
     pub fn connect(&self, key: &str) -> Result<Connection, RelayError> {
-        let digest = key_digest(key)?;
+        let digest = self.key_digest(key)?;
         let code = pairing_code(&digest);
         let (sender, events) = mpsc::channel(EVENT_QUEUE);
-        let _ = sender.try_send(PageEvent::Paired { code: code.clone() });
+        let serial = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let mut pages = self.pages();
         let count = pages.len();
-        let serial = match pages.get_mut(&code) {
+        match pages.get_mut(&code) {
             Some(page) if page.key == digest => {
-                page.connection += 1;
+                let waiting: Vec<String> = page.calls.keys().cloned().collect();
+                let _ = sender.try_send(PageEvent::Paired {
+                    code: code.clone(),
+                    waiting,
+                });
+                for (id, call) in &page.calls {
+                    let _ = sender.try_send(PageEvent::Call {
+                        id: id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    });
+                }
+                page.connection = serial;
+                page.detached = false;
                 page.events = sender;
-                page.connection
             }
             // Another key with the same code (2^-60 by chance): the first keeps it.
             Some(_) => return Err(RelayError::Full),
             None if count >= MAX_PAGES => return Err(RelayError::Full),
             None => {
+                let _ = sender.try_send(PageEvent::Paired {
+                    code: code.clone(),
+                    waiting: Vec::new(),
+                });
                 pages.insert(
                     code.clone(),
                     Page {
                         key: digest,
-                        connection: 0,
+                        connection: serial,
+                        detached: false,
                         events: sender,
                         tools: Arc::default(),
                         calls: HashMap::new(),
                     },
                 );
-                0
             }
-        };
+        }
         Ok(Connection {
             code,
             serial,
@@ -196,8 +238,31 @@ impl Relay {
         })
     }
 
-    /// The page's stream `serial` ended: unless a reconnect replaced it, the page is
-    /// gone, and so are its tools; its waiting calls end with "the page went away".
+    /// The page's connection `serial` dropped: its calls wait for a reconnect until
+    /// [`Relay::expire`] (after [`GRACE`]).
+    pub fn detach(&self, code: &str, serial: u64) {
+        if let Some(page) = self.pages().get_mut(code) {
+            if page.connection == serial {
+                page.detached = true;
+            }
+        }
+    }
+
+    /// The grace after connection `serial` dropped is over: unless the page came back,
+    /// it is gone, and so are its tools; its waiting calls end with "the page went away".
+    pub fn expire(&self, code: &str, serial: u64) {
+        let mut pages = self.pages();
+        if pages
+            .get(code)
+            .is_some_and(|p| p.connection == serial && p.detached)
+        {
+            pages.remove(code);
+            drop(pages);
+            let _ = self.changes.send(code.to_owned());
+        }
+    }
+
+    /// The page closed connection `serial` itself (it is going away): gone at once.
     pub fn disconnect(&self, code: &str, serial: u64) {
         let mut pages = self.pages();
         if pages.get(code).is_some_and(|p| p.connection == serial) {
@@ -207,35 +272,26 @@ impl Relay {
         }
     }
 
-    /// The page says it is going (`pagehide`).
-    pub fn bye(&self, key: &str) -> Result<(), RelayError> {
-        let code = self.code_of(key)?;
-        self.pages().remove(&code);
-        let _ = self.changes.send(code);
-        Ok(())
-    }
-
     /// The page's tools are now `tools`.
-    pub fn set_tools(&self, key: &str, tools: Vec<PageTool>) -> Result<(), RelayError> {
-        check_tools(&tools)?;
-        let code = self.code_of(key)?;
+    pub fn set_tools(&self, code: &str, tools: Vec<PageTool>) -> Result<(), RelayError> {
+        let tools = fit_tools(tools);
         let mut pages = self.pages();
-        let page = pages.get_mut(&code).ok_or(RelayError::NoPage)?;
+        let page = pages.get_mut(code).ok_or(RelayError::NoPage)?;
         if *page.tools != tools {
             page.tools = Arc::new(tools);
             drop(pages);
-            let _ = self.changes.send(code);
+            let _ = self.changes.send(code.to_owned());
         }
         Ok(())
     }
 
-    /// The page answers call `id` with `content` (the JSON the in-page model would get).
-    pub fn settle(&self, key: &str, id: &str, content: String) -> Result<(), RelayError> {
-        let code = self.code_of(key)?;
+    /// The page paired as `code` answers call `id` with `content` (the JSON the in-page
+    /// model would get).
+    pub fn settle(&self, code: &str, id: &str, content: String) -> Result<(), RelayError> {
         let mut pages = self.pages();
-        let page = pages.get_mut(&code).ok_or(RelayError::NoPage)?;
+        let page = pages.get_mut(code).ok_or(RelayError::NoPage)?;
         let waiting = page.calls.remove(id).ok_or(RelayError::NoCall)?;
-        waiting.send(content).map_err(|_| RelayError::NoCall)
+        waiting.answer.send(content).map_err(|_| RelayError::NoCall)
     }
 
     /// The tools of the page paired by `code`; none when no such page is connected.
@@ -259,16 +315,26 @@ impl Relay {
         if page.calls.len() >= MAX_CALLS_PER_PAGE {
             return Err(RelayError::Busy);
         }
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = format!("mcp-{}-{n}", self.boot);
+        let mut random = [0u8; 16];
+        let _ = getrandom::fill(&mut random);
+        let id = format!("mcp-{}", crate::audit_store::hex(&random));
         let event = PageEvent::Call {
             id: id.clone(),
             name: name.to_owned(),
-            arguments,
+            arguments: arguments.clone(),
         };
-        page.events.try_send(event).map_err(|_| RelayError::Busy)?;
-        let (sender, receiver) = oneshot::channel();
-        page.calls.insert(id.clone(), sender);
+        match page.events.try_send(event) {
+            // A page between connections gets it when it is back.
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => return Err(RelayError::Busy),
+        }
+        let (answer, receiver) = oneshot::channel();
+        let waiting = Waiting {
+            name: name.to_owned(),
+            arguments,
+            answer,
+        };
+        page.calls.insert(id.clone(), waiting);
         Ok((id, receiver))
     }
 
@@ -289,28 +355,26 @@ impl Relay {
         self.changes.subscribe()
     }
 
-    fn code_of(&self, key: &str) -> Result<String, RelayError> {
-        let digest = key_digest(key)?;
-        let code = pairing_code(&digest);
-        match self.pages().get(&code) {
-            Some(page) if page.key == digest => Ok(code),
-            _ => Err(RelayError::NoPage),
+    /// The key's keyed digest: the page's identity here, and its code's source.
+    fn key_digest(&self, key: &str) -> Result<[u8; 32], RelayError> {
+        let ok = (32..=128).contains(&key.len())
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !ok {
+            return Err(RelayError::BadKey);
         }
+        let mut mac =
+            <Hmac<Sha256>>::new_from_slice(&self.secret).map_err(|_| RelayError::BadKey)?;
+        mac.update(b"countersign/relay/v1\0");
+        mac.update(key.as_bytes());
+        Ok(mac.finalize().into_bytes().into())
     }
-}
 
-fn key_digest(key: &str) -> Result<[u8; 32], RelayError> {
-    let ok = (32..=128).contains(&key.len())
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !ok {
-        return Err(RelayError::BadKey);
+    /// How many change listeners there are (MCP subscriptions and sessions).
+    pub fn listeners(&self) -> usize {
+        self.changes.receiver_count()
     }
-    let mut hash = Sha256::new();
-    hash.update(b"countersign/relay/v1\0");
-    hash.update(key.as_bytes());
-    Ok(hash.finalize().into())
 }
 
 /// 60 bits of the key's digest in Crockford's base32, as `XXXX-XXXX-XXXX`.
@@ -353,38 +417,25 @@ pub fn normalize_code(text: &str) -> Option<String> {
     Some(format!("{}-{}-{}", group(0..4), group(4..8), group(8..12)))
 }
 
-fn check_tools(tools: &[PageTool]) -> Result<(), RelayError> {
-    if tools.len() > MAX_TOOLS {
-        return Err(RelayError::BadTool(format!(
-            "a page may offer at most {MAX_TOOLS} tools"
-        )));
-    }
+/// The tools an MCP client may see: well named, described within bounds, each once, at
+/// most [`MAX_TOOLS`]. One that is not is left out (and the rest still offered).
+fn fit_tools(tools: Vec<PageTool>) -> Vec<PageTool> {
     let mut names = std::collections::HashSet::new();
-    for tool in tools {
-        let name_ok = (1..=64).contains(&tool.name.len())
-            && tool
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !name_ok {
-            return Err(RelayError::BadTool(
-                "a tool name is 1 to 64 characters of A-Z, a-z, 0-9, `_` or `-`".into(),
-            ));
-        }
-        if !names.insert(tool.name.as_str()) {
-            return Err(RelayError::BadTool(format!(
-                "the tool `{}` is there twice",
-                tool.name
-            )));
-        }
-        if tool.description.chars().count() > 4096 || tool.annotations.title.chars().count() > 200 {
-            return Err(RelayError::BadTool(format!(
-                "the tool `{}` has a description over 4096 or a title over 200 characters",
-                tool.name
-            )));
-        }
-    }
-    Ok(())
+    let mut fit: Vec<PageTool> = tools
+        .into_iter()
+        .filter(|tool| {
+            (1..=64).contains(&tool.name.len())
+                && tool
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                && tool.description.chars().count() <= 4096
+                && tool.annotations.title.chars().count() <= 200
+        })
+        .filter(|tool| names.insert(tool.name.clone()))
+        .collect();
+    fit.truncate(MAX_TOOLS);
+    fit
 }
 
 #[cfg(test)]
@@ -392,16 +443,47 @@ mod tests {
     use super::*;
 
     const KEY: &str = "0123456789abcdef0123456789abcdef";
+    const OTHER: &str = "fedcba9876543210fedcba9876543210";
+
+    fn connect(relay: &Relay, key: &str) -> Connection {
+        relay.connect(key).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn call(relay: &Relay, code: &str) -> (String, oneshot::Receiver<String>) {
+        relay
+            .start_call(code, "save", "{}".into())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn tool(name: &str, description: &str) -> PageTool {
+        PageTool {
+            name: name.into(),
+            description: description.into(),
+            parameters: serde_json::Map::new(),
+            annotations: PageToolAnnotations {
+                title: name.into(),
+                read_only_hint: false,
+                destructive_hint: false,
+                approval: serde_json::Value::Null,
+                handoff: false,
+            },
+        }
+    }
 
     #[test]
-    fn codes_are_stable_typeable_and_normalised() {
-        let code = pairing_code(&key_digest(KEY).unwrap_or_default());
+    fn codes_are_stable_typeable_normalised_and_secret_per_start() {
+        let relay = Relay::new();
+        let code = pairing_code(&relay.key_digest(KEY).unwrap_or_default());
         assert_eq!(code.len(), 14);
-        assert_eq!(code, pairing_code(&key_digest(KEY).unwrap_or_default()));
         assert_eq!(
-            normalize_code(&code.to_lowercase().replace('-', " ")),
-            Some(code.clone())
+            code,
+            pairing_code(&relay.key_digest(KEY).unwrap_or_default())
         );
+        // Another gateway start, another code: none can be searched for offline.
+        let elsewhere = pairing_code(&Relay::new().key_digest(KEY).unwrap_or_default());
+        assert_ne!(code, elsewhere);
+        let typed = code.to_lowercase().replace('-', " ");
+        assert_eq!(normalize_code(&typed), Some(code.clone()));
         assert_eq!(
             normalize_code("oooo-iiii-llll").as_deref(),
             Some("0000-1111-1111")
@@ -419,79 +501,152 @@ mod tests {
 
     #[test]
     fn keys_must_be_long_and_plain() {
-        for bad in [
-            "",
-            "short",
-            &"a".repeat(129),
-            &format!("{}\n", &KEY[1..]),
-            &format!("{KEY}é"),
-        ] {
-            assert_eq!(key_digest(bad).err(), Some(RelayError::BadKey), "{bad:?}");
+        let relay = Relay::new();
+        let long = "a".repeat(129);
+        let newline = format!("{}\n", &KEY[1..]);
+        let accented = format!("{KEY}é");
+        for bad in ["", "short", &long, &newline, &accented] {
+            assert_eq!(
+                relay.key_digest(bad).err(),
+                Some(RelayError::BadKey),
+                "{bad:?}"
+            );
         }
     }
 
     #[tokio::test]
     async fn a_call_reaches_its_page_and_only_its_page() {
         let relay = Relay::new();
-        let mut a = relay.connect(KEY).unwrap_or_else(|e| panic!("{e}"));
-        let other = "fedcba9876543210fedcba9876543210";
-        let b = relay.connect(other).unwrap_or_else(|e| panic!("{e}"));
+        let mut a = connect(&relay, KEY);
+        let b = connect(&relay, OTHER);
         assert_ne!(a.code, b.code);
-        assert_eq!(
-            a.events.recv().await,
-            Some(PageEvent::Paired {
-                code: a.code.clone()
-            })
-        );
-        let (id, answer) = relay
-            .start_call(&a.code, "save", "{}".into())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let paired = PageEvent::Paired {
+            code: a.code.clone(),
+            waiting: vec![],
+        };
+        assert_eq!(a.events.recv().await, Some(paired));
+        let (id, answer) = call(&relay, &a.code);
         assert!(matches!(a.events.recv().await, Some(PageEvent::Call { id: i, .. }) if i == id));
-        // The other page's key cannot answer it.
+        // The other page cannot answer it.
         assert_eq!(
-            relay.settle(other, &id, "{}".into()),
+            relay.settle(&b.code, &id, "{}".into()),
             Err(RelayError::NoCall)
         );
         relay
-            .settle(KEY, &id, "{\"ok\":true}".into())
+            .settle(&a.code, &id, "{\"ok\":true}".into())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(answer.await.ok().as_deref(), Some("{\"ok\":true}"));
-        assert_eq!(relay.settle(KEY, &id, "{}".into()), Err(RelayError::NoCall));
+        assert_eq!(
+            relay.settle(&a.code, &id, "{}".into()),
+            Err(RelayError::NoCall)
+        );
+    }
+
+    #[test]
+    fn call_ids_are_random() {
+        let relay = Relay::new();
+        let page = connect(&relay, KEY);
+        let (first, _a) = call(&relay, &page.code);
+        let (second, _b) = call(&relay, &page.code);
+        assert_ne!(first, second);
+        assert_eq!(first.len(), "mcp-".len() + 32);
+        assert_ne!(
+            first.get(..20),
+            second.get(..20),
+            "no shared prefix to count on"
+        );
     }
 
     #[tokio::test]
-    async fn a_page_that_goes_ends_its_calls_and_a_reconnect_keeps_them() {
+    async fn a_reconnect_is_told_what_waits_and_gets_it_again() {
         let relay = Relay::new();
-        let first = relay.connect(KEY).unwrap_or_else(|e| panic!("{e}"));
-        let (id, answer) = relay
-            .start_call(&first.code, "save", "{}".into())
+        let first = connect(&relay, KEY);
+        let (id, answer) = call(&relay, &first.code);
+        // The connection drops (the call event may never have reached the page).
+        relay.detach(&first.code, first.serial);
+        drop(first);
+        let mut second = connect(&relay, KEY);
+        let paired = PageEvent::Paired {
+            code: second.code.clone(),
+            waiting: vec![id.clone()],
+        };
+        assert_eq!(second.events.recv().await, Some(paired));
+        assert!(
+            matches!(second.events.recv().await, Some(PageEvent::Call { id: i, .. }) if i == id)
+        );
+        // The first connection's grace ending does not end the page.
+        relay.expire(&second.code, 0);
+        relay
+            .settle(&second.code, &id, "{}".into())
             .unwrap_or_else(|e| panic!("{e}"));
-        let second = relay.connect(KEY).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(first.code, second.code);
-        // The replaced stream ending does not take the page away.
-        relay.disconnect(&first.code, first.serial);
-        assert!(relay.settle(KEY, &id, "{}".into()).is_ok());
         assert!(answer.await.is_ok());
-        let (_, answer) = relay
-            .start_call(&second.code, "save", "{}".into())
-            .unwrap_or_else(|e| panic!("{e}"));
-        relay.disconnect(&second.code, second.serial);
+    }
+
+    #[tokio::test]
+    async fn a_page_gone_past_its_grace_ends_its_calls() {
+        let relay = Relay::new();
+        let page = connect(&relay, KEY);
+        let (_, answer) = call(&relay, &page.code);
+        relay.detach(&page.code, page.serial);
+        // Within the grace its calls wait (and new ones queue for the reconnect).
+        assert!(relay.start_call(&page.code, "save", "{}".into()).is_ok());
+        relay.expire(&page.code, page.serial);
         assert!(answer.await.is_err(), "the page went away");
         assert_eq!(
-            relay.start_call(&second.code, "save", "{}".into()).err(),
+            relay.start_call(&page.code, "save", "{}".into()).err(),
             Some(RelayError::NoPage)
         );
-        assert!(relay.tools(&second.code).is_empty());
+        assert!(relay.tools(&page.code).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_late_end_of_an_old_connection_never_ends_a_newer_one() {
+        let relay = Relay::new();
+        let old = connect(&relay, KEY);
+        relay.disconnect(&old.code, old.serial);
+        let new = connect(&relay, KEY);
+        relay.disconnect(&old.code, old.serial);
+        relay.detach(&old.code, old.serial);
+        relay.expire(&old.code, old.serial);
+        assert!(relay.start_call(&new.code, "save", "{}".into()).is_ok());
+    }
+
+    #[test]
+    fn tools_that_do_not_fit_are_left_out_and_the_rest_offered() {
+        let relay = Relay::new();
+        let page = connect(&relay, KEY);
+        let tools = vec![
+            tool("save", "Saves."),
+            tool("save", "Again."),
+            tool("bad\u{202e}name", "Reversed."),
+            tool("long", &"x".repeat(4097)),
+            tool("archive", "Archives."),
+        ];
+        relay
+            .set_tools(&page.code, tools)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = relay
+            .tools(&page.code)
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        assert_eq!(names, ["save", "archive"]);
+        let many = (0..MAX_TOOLS + 10)
+            .map(|n| tool(&format!("t{n}"), ""))
+            .collect();
+        relay
+            .set_tools(&page.code, many)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(relay.tools(&page.code).len(), MAX_TOOLS);
     }
 
     #[tokio::test]
     async fn waiting_calls_and_pages_are_capped() {
         let relay = Relay::new();
-        let page = relay.connect(KEY).unwrap_or_else(|e| panic!("{e}"));
-        let mut kept = Vec::new();
-        for _ in 0..MAX_CALLS_PER_PAGE {
-            kept.push(relay.start_call(&page.code, "x", "{}".into()));
-        }
+        let page = connect(&relay, KEY);
+        let kept: Vec<_> = (0..MAX_CALLS_PER_PAGE)
+            .map(|_| relay.start_call(&page.code, "x", "{}".into()))
+            .collect();
         assert!(kept.iter().all(Result::is_ok));
         assert_eq!(
             relay.start_call(&page.code, "x", "{}".into()).err(),

@@ -119,7 +119,7 @@ async fn mcp_needs_its_token_and_takes_no_browser_requests() {
 }
 
 #[tokio::test]
-async fn without_an_mcp_token_there_is_no_mcp_and_no_relay() {
+async fn without_an_mcp_token_there_is_no_mcp() {
     let (app, _dir) = gateway(false);
     let (status, body) = send(&app, mcp(Some(TOKEN), None)).await;
     assert_eq!(
@@ -137,117 +137,187 @@ async fn without_an_mcp_token_there_is_no_mcp_and_no_relay() {
     );
 }
 
-#[tokio::test]
-async fn relay_messages_are_checked_strictly() {
-    let (app, _dir) = gateway(true);
-    let tool = json!({
+/// Opens the page's relay WebSocket as a browser on `origin` would.
+async fn relay_socket(
+    base: &str,
+    origin: Option<&str>,
+) -> Result<Socket, tokio_tungstenite::tungstenite::Error> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = format!("{}/v1/relay", base.replace("http://", "ws://"))
+        .into_client_request()
+        .unwrap();
+    if let Some(origin) = origin {
+        request
+            .headers_mut()
+            .insert("origin", origin.parse().unwrap());
+    }
+    tokio_tungstenite::connect_async(request)
+        .await
+        .map(|(s, _)| s)
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn say(socket: &mut Socket, message: Value) {
+    socket
+        .send(tokio_tungstenite::tungstenite::Message::Text(
+            message.to_string().into(),
+        ))
+        .await
+        .unwrap();
+}
+
+/// The next text message, as JSON; `None` when the socket ends first.
+async fn heard(socket: &mut Socket) -> Option<Value> {
+    loop {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(5), socket.next())
+            .await
+            .expect("an answer within 5 s")?;
+        match message.ok()? {
+            tokio_tungstenite::tungstenite::Message::Text(text) => {
+                return serde_json::from_str(&text).ok()
+            }
+            tokio_tungstenite::tungstenite::Message::Close(_) => return None,
+            _ => {}
+        }
+    }
+}
+
+const PAGE: &str = "http://127.0.0.1:8787";
+
+fn tool() -> Value {
+    json!({
         "name": "save", "description": "Saves.", "parameters": {"type": "object"},
         "annotations": {"title": "Save", "readOnlyHint": false, "destructiveHint": false,
                         "approval": "ask", "handoff": false}
-    });
-    for (uri, body, want) in [
-        // No page is connected with this key.
-        (
-            "/v1/relay/tools",
-            json!({"key": KEY, "tools": [tool]}),
-            "relay_gone",
-        ),
-        (
-            "/v1/relay/result",
-            json!({"key": KEY, "id": "mcp-1", "content": "{}"}),
-            "relay_gone",
-        ),
-        ("/v1/relay/bye", json!({"key": KEY}), "relay_gone"),
-        // Malformed: short key, unknown fields, wrong types, a bad tool name.
-        (
-            "/v1/relay/tools",
-            json!({"key": "short", "tools": []}),
-            "invalid_request",
-        ),
-        (
-            "/v1/relay/tools",
-            json!({"key": KEY, "tools": [], "approve": true}),
-            "invalid_request",
-        ),
-        (
-            "/v1/relay/result",
-            json!({"key": KEY, "id": 7, "content": "{}"}),
-            "invalid_request",
-        ),
-        ("/v1/relay/bye", json!({}), "invalid_request"),
-    ] {
-        let (status, json) = send(&app, page(uri, body.clone())).await;
-        assert_eq!(code(&json), want, "{uri} {body} → {status} {json}");
+    })
+}
+
+async fn served(mcp: bool) -> (String, countersign_gateway::AppState, tempfile::TempDir) {
+    let mut config = config(None);
+    if mcp {
+        config.mcp_token = Some(Secret::new(TOKEN));
     }
-    let mut bad = tool.clone();
-    bad["name"] = json!("save\u{202e}");
-    let (_, json) = send(
-        &app,
-        page("/v1/relay/tools", json!({"key": KEY, "tools": [bad]})),
-    )
-    .await;
-    assert_eq!(code(&json), "invalid_request");
-    let mut extra = tool;
-    extra["annotations"]["approved"] = json!(true);
-    let (_, json) = send(
-        &app,
-        page("/v1/relay/tools", json!({"key": KEY, "tools": [extra]})),
-    )
-    .await;
-    assert_eq!(code(&json), "invalid_request");
+    let (state, dir) = state(config);
+    (common::serve(state.clone()).await, state, dir)
 }
 
 #[tokio::test]
-async fn only_the_page_may_open_the_relay() {
-    let (app, _dir) = gateway(true);
-    // Not from the page (no Origin, no Sec-Fetch-Site), or from another origin.
-    for origin in [None, Some("https://attacker.example")] {
-        let mut request = Request::builder().uri(format!("/v1/relay?key={KEY}"));
-        if let Some(origin) = origin {
-            request = request.header("origin", origin);
-        }
-        let (status, _) = send(&app, request.body(Body::empty()).unwrap()).await;
-        assert!(status.is_client_error(), "{origin:?}: {status}");
-    }
-    let request = Request::builder()
-        .uri("/v1/relay?key=short")
-        .header("sec-fetch-site", "same-origin")
-        .body(Body::empty())
-        .unwrap();
-    let (status, body) = send(&app, request).await;
+async fn only_the_page_may_open_the_relay_and_only_with_mcp_on() {
+    use tokio_tungstenite::tungstenite::Error;
+    let status = |r: Result<Socket, Error>| match r {
+        Err(Error::Http(response)) => response.status().as_u16(),
+        Err(e) => panic!("{e}"),
+        Ok(_) => 101,
+    };
+    let (base, _state, _dir) = served(true).await;
+    // Another site (cross-site WebSocket hijacking), or not a browser page at all.
     assert_eq!(
-        (status, code(&body)),
-        (StatusCode::BAD_REQUEST, "invalid_request")
+        status(relay_socket(&base, Some("https://attacker.example")).await),
+        403
+    );
+    assert_eq!(status(relay_socket(&base, None).await), 401);
+    assert_eq!(status(relay_socket(&base, Some(PAGE)).await), 101);
+    let (off, _state, _dir) = served(false).await;
+    assert_eq!(status(relay_socket(&off, Some(PAGE)).await), 404);
+}
+
+#[tokio::test]
+async fn the_relay_takes_nothing_before_hello_and_refuses_bad_messages() {
+    let (base, state, _dir) = served(true).await;
+    // Tools before hello: refused, and the socket ends.
+    let mut socket = relay_socket(&base, Some(PAGE)).await.unwrap();
+    say(&mut socket, json!({"type": "tools", "tools": [tool()]})).await;
+    let answer = heard(&mut socket).await.unwrap();
+    assert_eq!(answer["type"], "error", "{answer}");
+    assert!(heard(&mut socket).await.is_none());
+    // A short key, an unknown field in hello.
+    for hello in [
+        json!({"type": "hello", "key": "short"}),
+        json!({"type": "hello", "key": KEY, "approved": true}),
+    ] {
+        let mut socket = relay_socket(&base, Some(PAGE)).await.unwrap();
+        say(&mut socket, hello.clone()).await;
+        assert_eq!(
+            heard(&mut socket).await.unwrap()["type"],
+            "error",
+            "{hello}"
+        );
+    }
+    let mut socket = relay_socket(&base, Some(PAGE)).await.unwrap();
+    say(&mut socket, json!({"type": "hello", "key": KEY})).await;
+    let paired = heard(&mut socket).await.unwrap();
+    assert_eq!(paired["type"], "paired");
+    assert_eq!(paired["waiting"], json!([]));
+    let code = paired["code"].as_str().unwrap().to_owned();
+    // Each bad message gets an error and changes nothing.
+    let mut extra = tool();
+    extra["annotations"]["approved"] = json!(true);
+    for bad in [
+        json!({"type": "tools", "tools": [extra]}),
+        json!({"type": "tools", "tools": [tool()], "approve": true}),
+        json!({"type": "result", "id": "mcp-00", "content": "{\"ok\":true}"}),
+        json!({"type": "result", "id": 7, "content": "{}"}),
+        json!({"type": "approve", "id": "mcp-00"}),
+    ] {
+        say(&mut socket, bad.clone()).await;
+        assert_eq!(heard(&mut socket).await.unwrap()["type"], "error", "{bad}");
+    }
+    assert!(state.relay.tools(&code).is_empty());
+    say(&mut socket, json!({"type": "tools", "tools": [tool()]})).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while state.relay.tools(&code).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(state.relay.tools(&code)[0].name, "save");
+}
+
+#[tokio::test]
+async fn a_relayed_call_reaches_the_page_and_its_answer_the_caller() {
+    let (base, state, _dir) = served(true).await;
+    let mut socket = relay_socket(&base, Some(PAGE)).await.unwrap();
+    say(&mut socket, json!({"type": "hello", "key": KEY})).await;
+    let code = heard(&mut socket).await.unwrap()["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (id, answer) = state
+        .relay
+        .start_call(&code, "save", "{\"name\":\"Apollo\"}".into())
+        .unwrap();
+    let call = heard(&mut socket).await.unwrap();
+    assert_eq!(
+        call,
+        json!({"type": "call", "id": id, "name": "save", "arguments": "{\"name\":\"Apollo\"}"})
+    );
+    say(
+        &mut socket,
+        json!({"type": "result", "id": id, "content": "{\"ok\":true}"}),
+    )
+    .await;
+    assert_eq!(answer.await.unwrap(), "{\"ok\":true}");
+    // Cancelled by its client: the page is told.
+    let (id, _answer) = state.relay.start_call(&code, "save", "{}".into()).unwrap();
+    let _ = heard(&mut socket).await;
+    state.relay.cancel(&code, &id);
+    assert_eq!(
+        heard(&mut socket).await.unwrap(),
+        json!({"type": "cancel", "id": id})
     );
 }
 
 #[tokio::test]
-async fn a_page_gets_its_pairing_code_first_and_loses_it_when_it_goes() {
-    let (app, _dir) = gateway(true);
-    let request = Request::builder()
-        .uri(format!("/v1/relay?key={KEY}"))
-        .header("sec-fetch-site", "same-origin")
-        .body(Body::empty())
-        .unwrap();
-    let mut request = request;
-    request
-        .extensions_mut()
-        .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
-    let response = app.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let mut body = response.into_body().into_data_stream();
-    let first = body.next().await.unwrap().unwrap();
-    let text = String::from_utf8_lossy(&first).to_string();
-    assert!(
-        text.starts_with("data: {\"type\":\"paired\",\"code\":\""),
-        "{text}"
-    );
-    // Connected: tools are taken.
-    let tools = json!({"key": KEY, "tools": []});
-    let (status, _) = send(&app, page("/v1/relay/tools", tools.clone())).await;
-    assert_eq!(status, StatusCode::NO_CONTENT);
-    // The stream dropped: the page is gone.
-    drop(body);
-    let (_, json) = send(&app, page("/v1/relay/tools", tools)).await;
-    assert_eq!(code(&json), "relay_gone");
+async fn a_page_that_closes_its_relay_is_gone_at_once() {
+    let (base, state, _dir) = served(true).await;
+    let mut socket = relay_socket(&base, Some(PAGE)).await.unwrap();
+    say(&mut socket, json!({"type": "hello", "key": KEY})).await;
+    let code = heard(&mut socket).await.unwrap()["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, answer) = state.relay.start_call(&code, "save", "{}".into()).unwrap();
+    socket.close(None).await.unwrap();
+    assert!(answer.await.is_err(), "the waiting call ends with the page");
+    assert!(state.relay.start_call(&code, "save", "{}".into()).is_err());
 }

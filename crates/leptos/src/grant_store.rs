@@ -5,11 +5,12 @@
 //! and the approved call's arguments), under a key per role. On restore the executor
 //! derives the rule again with the action's own `remember` hook; a matcher or a
 //! description in storage is never taken on trust, and one role's grants never reach
-//! another role on a shared browser.
+//! another role on a shared browser. An MCP client's grants are not saved: its pairing
+//! lasts one page load, and a client that pairs with a later one starts with none.
 
 use std::time::Duration;
 
-use countersign::GrantBasis;
+use countersign::{Caller, GrantBasis};
 use serde::{Deserialize, Serialize};
 
 use countersign::Executor;
@@ -85,7 +86,8 @@ pub(crate) fn sync(slot: &GrantStoreSlot, executor: &Executor) {
         .filter(|g| g.expires_at_ms > wall)
         .collect();
     let mut restored_expiry = Vec::new();
-    for grant in ready {
+    // An MCP client's pairing lasts one page load: its grants are never brought back.
+    for grant in ready.into_iter().filter(|g| g.basis.caller != Caller::Mcp) {
         // Refused where a fresh grant could not be made: such an entry is dropped.
         if executor.restore_grant(&grant.basis, now()).is_ok() {
             restored_expiry.push(grant);
@@ -114,6 +116,8 @@ pub(crate) fn sync(slot: &GrantStoreSlot, executor: &Executor) {
     }
     let current: Vec<StoredGrant> = live
         .into_iter()
+        // Nor saved: a client that pairs with a later load must not find them.
+        .filter(|g| g.basis.caller != Caller::Mcp)
         .map(|g| {
             let known = store
                 .saved

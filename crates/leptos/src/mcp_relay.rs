@@ -1,14 +1,19 @@
-//! The page's side of the gateway's MCP relay. The page opens an event stream to the
-//! gateway (`GET /v1/relay?key=…`, an `EventSource`) with a random key held only in
-//! memory; the gateway answers with a pairing code, which the dock shows. An MCP client
-//! that sends that code gets the tools this page projects for MCP callers; its calls
-//! arrive here and go through the same executor and dock as any call, named `mcp`, and
-//! the answer (the same JSON the in-page model gets) is posted back.
+//! The page's side of the gateway's MCP relay. When the gateway's `/v1/health` says MCP
+//! is on, the page opens a WebSocket to `/v1/relay` and says hello with a random key held
+//! only in memory; the gateway answers with a pairing code, which the dock shows. An MCP
+//! client that sends that code gets the tools this page projects for MCP callers; its
+//! calls arrive here and go through the same executor and dock as any call, named `mcp`,
+//! and the answer (the same JSON the in-page model gets) goes back on the socket.
 //!
-//! A reload is a new page with a new code: a pairing never moves to another tab. Where
-//! no gateway relays (`trunk serve`, MCP off) the stream fails once and the relay stops.
+//! A WebSocket rather than an event stream: it does not hold one of the six HTTP/1.1
+//! connections a browser allows per host (six open tabs would stall every request), and
+//! the key never appears in a URL. A dropped connection is opened again with the same key
+//! (the same code); the gateway then says which relayed calls still wait, the page
+//! withdraws any other it has live, and answers that could not be sent are sent. A
+//! reload is a new page with a new code: a pairing never moves to another tab.
 
 use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 
 use countersign::{Call, Caller};
@@ -17,31 +22,36 @@ use serde::Deserialize;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsCast;
 
-use crate::countersign::Countersign;
+use crate::countersign::{Countersign, Shared};
 
 /// How often availability is read again while paired (ms).
 const POLL_MS: u32 = 500;
+/// The longest wait before opening a dropped connection again (ms).
+const MAX_BACKOFF_MS: u32 = 30_000;
 
 /// The relay of one page load.
 pub(crate) struct McpRelay {
-    /// `/v1/relay` at the page's origin (or where the options say).
+    /// The relay's path or URL (`/v1/relay` at the page's origin by default).
     base: String,
     /// Random per page load; the gateway derives the pairing code from it.
     key: String,
-    source: RefCell<Option<web_sys::EventSource>>,
-    /// The tools last posted, as posted (a change posts them again).
-    posted: RefCell<Option<String>>,
-    /// A post of the tools is on its way.
-    posting: Cell<bool>,
+    socket: RefCell<Option<web_sys::WebSocket>>,
+    /// Kept alive while the socket is.
+    handlers: RefCell<Vec<Closure<dyn FnMut(web_sys::Event)>>>,
+    /// The handlers of the socket before (one may be running as it is dropped): freed
+    /// at the next open.
+    retired: RefCell<Vec<Closure<dyn FnMut(web_sys::Event)>>>,
+    /// The tools last sent, as sent (a change sends them again).
+    sent_tools: RefCell<Option<String>>,
+    /// Relayed calls submitted in this load and not answered yet.
+    live: RefCell<BTreeSet<String>>,
+    /// Answers the socket was not open to take, by call id.
+    unsent: RefCell<BTreeMap<String, String>>,
     poll: RefCell<Option<gloo_timers::callback::Interval>>,
-    /// Kept alive while the stream is open.
-    #[allow(clippy::type_complexity)]
-    handlers: RefCell<
-        Option<(
-            Closure<dyn FnMut(web_sys::MessageEvent)>,
-            Closure<dyn FnMut()>,
-        )>,
-    >,
+    retry: RefCell<Option<gloo_timers::callback::Timeout>>,
+    backoff_ms: Cell<u32>,
+    /// The page is going (or gone to the back/forward cache): no reconnecting.
+    closing: Cell<bool>,
 }
 
 pub(crate) type McpRelaySlot = RefCell<Option<Rc<McpRelay>>>;
@@ -52,6 +62,7 @@ pub(crate) type McpRelaySlot = RefCell<Option<Rc<McpRelay>>>;
 enum Event {
     Paired {
         code: String,
+        waiting: Vec<String>,
     },
     Call {
         id: String,
@@ -61,21 +72,43 @@ enum Event {
     Cancel {
         id: String,
     },
+    Error {
+        message: String,
+    },
 }
 
-/// Starts the relay for `cs`, against `base`.
+/// Starts the relay for `cs` against `base`, if the gateway there has MCP on.
 pub(crate) fn start(cs: &Countersign, base: String) {
+    let health = match base.strip_suffix("/relay") {
+        Some(api) => format!("{api}/health"),
+        None => return,
+    };
     let relay = Rc::new(McpRelay {
         base,
         key: key(),
-        source: RefCell::default(),
-        posted: RefCell::default(),
-        posting: Cell::new(false),
-        poll: RefCell::default(),
+        socket: RefCell::default(),
         handlers: RefCell::default(),
+        retired: RefCell::default(),
+        sent_tools: RefCell::default(),
+        live: RefCell::default(),
+        unsent: RefCell::default(),
+        poll: RefCell::default(),
+        retry: RefCell::default(),
+        backoff_ms: Cell::new(1_000),
+        closing: Cell::new(false),
     });
     *cs.0.mcp_relay.borrow_mut() = Some(relay);
-    reopen(cs);
+    let weak = Rc::downgrade(&cs.0);
+    wasm_bindgen_futures::spawn_local(async move {
+        let on = match crate::http::fetch("GET", &health, None, 10_000).await {
+            Ok((200, body)) => serde_json::from_str::<serde_json::Value>(&body)
+                .is_ok_and(|v| v["mcp"] == serde_json::Value::Bool(true)),
+            _ => false,
+        };
+        if let (true, Some(shared)) = (on, weak.upgrade()) {
+            open(&Countersign(shared));
+        }
+    });
 }
 
 /// 256 random bits, as hex.
@@ -84,91 +117,113 @@ fn key() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Opens the stream (at start, and back from the back/forward cache).
-pub(crate) fn reopen(cs: &Countersign) {
-    let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
-        return;
-    };
-    if relay.source.borrow().is_some() {
-        return;
+/// `base` as a `ws:` / `wss:` URL at the page's origin.
+fn socket_url(base: &str) -> Option<String> {
+    if base.starts_with("ws://") || base.starts_with("wss://") {
+        return Some(base.to_owned());
     }
-    let url = format!("{}?key={}", relay.base, relay.key);
-    let Ok(source) = web_sys::EventSource::new(&url) else {
-        return;
+    let location = web_sys::window()?.location();
+    let scheme = if location.protocol().ok()? == "https:" {
+        "wss"
+    } else {
+        "ws"
     };
-    let weak = Rc::downgrade(&cs.0);
-    let on_message =
-        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
-            let Some(shared) = weak.upgrade() else {
-                return;
-            };
-            let Some(text) = event.data().as_string() else {
-                return;
-            };
-            if let Ok(event) = serde_json::from_str::<Event>(&text) {
-                received(&Countersign(shared), event);
-            }
-        });
-    let weak = Rc::downgrade(&cs.0);
-    let on_error = Closure::<dyn FnMut()>::new(move || {
+    Some(format!("{scheme}://{}{base}", location.host().ok()?))
+}
+
+fn handler(
+    shared: &Rc<Shared>,
+    on: impl Fn(&Countersign, &Rc<McpRelay>, web_sys::Event) + 'static,
+) -> Closure<dyn FnMut(web_sys::Event)> {
+    let weak: Weak<Shared> = Rc::downgrade(shared);
+    Closure::new(move |event: web_sys::Event| {
         let Some(shared) = weak.upgrade() else {
             return;
         };
         let cs = Countersign(shared);
-        let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
-            return;
-        };
-        // The browser reconnects by itself (same key, same code) unless the gateway
-        // refused: then there is nothing to pair with.
-        let closed = relay
-            .source
-            .borrow()
-            .as_ref()
-            .is_some_and(|s| s.ready_state() == web_sys::EventSource::CLOSED);
-        cs.0.dock.pairing.set(None);
-        *relay.posted.borrow_mut() = None;
-        if closed {
-            stop(&relay);
+        let relay = cs.0.mcp_relay.borrow().clone();
+        if let Some(relay) = relay {
+            on(&cs, &relay, event);
+        }
+    })
+}
+
+/// Opens the socket (at start, after a drop, and back from the back/forward cache).
+fn open(cs: &Countersign) {
+    let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
+        return;
+    };
+    if relay.closing.get() || relay.socket.borrow().is_some() {
+        return;
+    }
+    let Some(url) = socket_url(&relay.base) else {
+        return;
+    };
+    let Ok(socket) = web_sys::WebSocket::new(&url) else {
+        return;
+    };
+    relay.retired.borrow_mut().clear();
+    let on_open = handler(&cs.0, |_, relay, _| {
+        let hello = serde_json::json!({ "type": "hello", "key": relay.key });
+        relay.send(&hello.to_string());
+    });
+    let on_message = handler(&cs.0, |cs, _, event| {
+        let text = event
+            .dyn_ref::<web_sys::MessageEvent>()
+            .and_then(|e| e.data().as_string());
+        if let Some(Ok(event)) = text.map(|t| serde_json::from_str::<Event>(&t)) {
+            received(cs, event);
         }
     });
-    source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-    source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-    *relay.source.borrow_mut() = Some(source);
-    *relay.handlers.borrow_mut() = Some((on_message, on_error));
+    let on_close = handler(&cs.0, |cs, relay, _| dropped(cs, relay));
+    socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+    socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    *relay.socket.borrow_mut() = Some(socket);
+    *relay.handlers.borrow_mut() = vec![on_open, on_message, on_close];
 }
 
-fn stop(relay: &McpRelay) {
-    if let Some(source) = relay.source.borrow_mut().take() {
-        source.set_onmessage(None);
-        source.set_onerror(None);
-        source.close();
+/// The socket closed: no code on screen, and unless the page is going, open it again
+/// after a growing pause.
+fn dropped(cs: &Countersign, relay: &Rc<McpRelay>) {
+    relay.forget_socket();
+    cs.0.dock.pairing.set(None);
+    if relay.closing.get() {
+        return;
     }
-    *relay.poll.borrow_mut() = None;
-    *relay.posted.borrow_mut() = None;
+    let wait = relay.backoff_ms.get();
+    relay.backoff_ms.set((wait * 2).min(MAX_BACKOFF_MS));
+    let weak = Rc::downgrade(&cs.0);
+    *relay.retry.borrow_mut() = Some(gloo_timers::callback::Timeout::new(wait, move || {
+        if let Some(shared) = weak.upgrade() {
+            open(&Countersign(shared));
+        }
+    }));
 }
 
-/// The page is going: close the stream and tell the gateway at once, so an MCP client's
-/// next call gets "no page" rather than waiting on a page that is gone.
+/// The page is going: close the socket, which tells the gateway at once, so an MCP
+/// client's next call gets "no page" rather than waiting on a page that is gone.
 pub(crate) fn close(cs: &Countersign) {
     let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
         return;
     };
-    if relay.source.borrow().is_none() {
-        return;
+    relay.closing.set(true);
+    *relay.retry.borrow_mut() = None;
+    if let Some(socket) = relay.socket.borrow().as_ref() {
+        let _ = socket.close_with_code(1000);
     }
-    stop(&relay);
+    relay.forget_socket();
     cs.0.dock.pairing.set(None);
-    let body = serde_json::json!({ "key": relay.key }).to_string();
-    let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(&body));
-    let options = web_sys::BlobPropertyBag::new();
-    options.set_type("application/json");
-    if let (Some(window), Ok(blob)) = (
-        web_sys::window(),
-        web_sys::Blob::new_with_str_sequence_and_options(&parts, &options),
-    ) {
-        let _ = window
-            .navigator()
-            .send_beacon_with_opt_blob(&format!("{}/bye", relay.base), Some(&blob));
+}
+
+/// Back from the back/forward cache: open the relay again.
+pub(crate) fn reopen(cs: &Countersign) {
+    let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
+        return;
+    };
+    if relay.closing.replace(false) {
+        relay.backoff_ms.set(1_000);
+        open(cs);
     }
 }
 
@@ -177,9 +232,22 @@ fn received(cs: &Countersign, event: Event) {
         return;
     };
     match event {
-        Event::Paired { code } => {
+        Event::Paired { code, waiting } => {
+            relay.backoff_ms.set(1_000);
+            // What the gateway no longer waits for (cancelled, or given up while the
+            // connection was down) is withdrawn here too.
+            let waiting: BTreeSet<String> = waiting.into_iter().collect();
+            let forgotten: Vec<String> =
+                relay.live.borrow().difference(&waiting).cloned().collect();
+            for id in forgotten {
+                cs.withdraw(Caller::Mcp, &id);
+            }
+            let unsent = std::mem::take(&mut *relay.unsent.borrow_mut());
+            for (id, content) in unsent.into_iter().filter(|(id, _)| waiting.contains(id)) {
+                relay.answer(&id, content);
+            }
             cs.0.dock.pairing.set(Some(code));
-            *relay.posted.borrow_mut() = None;
+            *relay.sent_tools.borrow_mut() = None;
             let weak = Rc::downgrade(&cs.0);
             *relay.poll.borrow_mut() =
                 Some(gloo_timers::callback::Interval::new(POLL_MS, move || {
@@ -194,26 +262,34 @@ fn received(cs: &Countersign, event: Event) {
             name,
             arguments,
         } => {
+            // Sent again after a reconnect: it is already here.
+            if !relay.live.borrow_mut().insert(id.clone()) {
+                return;
+            }
             let call = Call::new(id.clone(), name, arguments).by(Caller::Mcp);
             let settled = cs.call(call);
-            let url = format!("{}/result", relay.base);
-            let key = relay.key.clone();
+            let weak = Rc::downgrade(&relay);
             wasm_bindgen_futures::spawn_local(async move {
                 let content = settled.await.to_model_content();
-                let body = serde_json::json!({ "key": key, "id": id, "content": content });
-                let _ = crate::http::fetch("POST", &url, Some(&body.to_string()), 15_000).await;
+                if let Some(relay) = weak.upgrade() {
+                    relay.live.borrow_mut().remove(&id);
+                    relay.answer(&id, content);
+                }
             });
         }
         Event::Cancel { id } => cs.withdraw(Caller::Mcp, &id),
+        Event::Error { message } => {
+            web_sys::console::warn_1(&format!("countersign: the MCP relay: {message}").into());
+        }
     }
 }
 
-/// Posts the tools the projection shows MCP callers, when they changed.
+/// Sends the tools the projection shows MCP callers, when they changed.
 pub(crate) fn sync(cs: &Countersign) {
     let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
         return;
     };
-    if cs.0.dock.pairing.get_untracked().is_none() || relay.posting.get() {
+    if cs.0.dock.pairing.get_untracked().is_none() {
         return;
     }
     // From inside an action's hook the executor is busy: the next step syncs.
@@ -223,25 +299,41 @@ pub(crate) fn sync(cs: &Countersign) {
     let Ok(text) = serde_json::to_string(&tools) else {
         return;
     };
-    if relay.posted.borrow().as_deref() == Some(text.as_str()) {
+    if relay.sent_tools.borrow().as_deref() == Some(text.as_str()) {
         return;
     }
-    relay.posting.set(true);
-    let body = format!(
-        r#"{{"key":{},"tools":{text}}}"#,
-        serde_json::json!(relay.key)
-    );
-    let url = format!("{}/tools", relay.base);
-    let weak: Weak<McpRelay> = Rc::downgrade(&relay);
-    wasm_bindgen_futures::spawn_local(async move {
-        let answer = crate::http::fetch("POST", &url, Some(&body), 15_000).await;
-        if let Some(relay) = weak.upgrade() {
-            relay.posting.set(false);
-            if matches!(answer, Ok((204, _))) {
-                *relay.posted.borrow_mut() = Some(text);
-            }
+    if relay.send(&format!(r#"{{"type":"tools","tools":{text}}}"#)) {
+        *relay.sent_tools.borrow_mut() = Some(text);
+    }
+}
+
+impl McpRelay {
+    /// Sends `text` if the socket is open.
+    fn send(&self, text: &str) -> bool {
+        self.socket.borrow().as_ref().is_some_and(|s| {
+            s.ready_state() == web_sys::WebSocket::OPEN && s.send_with_str(text).is_ok()
+        })
+    }
+
+    /// Sends call `id`'s answer, or keeps it for when the socket is back.
+    fn answer(&self, id: &str, content: String) {
+        let message = serde_json::json!({ "type": "result", "id": id, "content": content });
+        if !self.send(&message.to_string()) {
+            self.unsent.borrow_mut().insert(id.to_owned(), content);
         }
-    });
+    }
+
+    fn forget_socket(&self) {
+        if let Some(socket) = self.socket.borrow_mut().take() {
+            socket.set_onopen(None);
+            socket.set_onmessage(None);
+            socket.set_onclose(None);
+        }
+        let old = std::mem::take(&mut *self.handlers.borrow_mut());
+        self.retired.borrow_mut().extend(old);
+        *self.poll.borrow_mut() = None;
+        *self.sent_tools.borrow_mut() = None;
+    }
 }
 
 impl std::fmt::Debug for McpRelay {

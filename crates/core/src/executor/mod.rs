@@ -278,7 +278,15 @@ impl Executor {
                 })
                 .map(|e| {
                     let meta = e.action.meta();
-                    let policy = state.level(meta).policy;
+                    let mut policy = state.level(meta).policy;
+                    // Said as decided: a countersigned action, and anything but a read an
+                    // agent outside the page asks for, is never below `Ask`.
+                    let outside_write = !caller.is_assistant() && meta.kind != crate::Kind::Read;
+                    if policy == crate::ApprovalPolicy::None
+                        && (meta.countersigned || outside_write)
+                    {
+                        policy = crate::ApprovalPolicy::Ask;
+                    }
                     ToolSpec {
                         name: meta.id.clone(),
                         description: describe(

@@ -1,150 +1,144 @@
-//! The page's side of the MCP relay (see `relay.rs`): `GET /v1/relay?key=…` opens the
-//! event stream (pairing code first, then calls and cancels); the page posts its tools,
-//! each call's result, and its goodbye. All behind the API guard (same-origin pages, or
-//! the page token), and 404 `unknown_route` while MCP is off.
+//! The page's side of the MCP relay (see `relay.rs`): a WebSocket at `GET /v1/relay`,
+//! behind the API guard (same-origin pages, or the page token; a browser's handshake
+//! carries its `Origin`, checked against the allow-list), 404 `unknown_route` while MCP
+//! is off. A WebSocket, not an event stream: it does not take one of the six HTTP/1.1
+//! connections a browser keeps per host (six tabs would otherwise stall every request),
+//! and the page's key goes in its first message, never in a URL.
+//!
+//! The page says `{"type":"hello","key":…}` first (within 10 s); the gateway answers
+//! `paired` (the code, and the calls that still wait), then sends `call` and `cancel`.
+//! The page sends `tools` (what it projects for MCP callers) and `result` (a call's
+//! answer). A bad message is answered `{"type":"error","message":…}` and changes nothing.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
-use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::IntoResponse;
-use futures_util::Stream;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::Response;
 use serde::Deserialize;
 
 use crate::error::{ApiError, ErrorCode};
-use crate::extract::JsonBody;
-use crate::relay::{PageTool, Relay, RelayError};
+use crate::relay::{PageTool, Relay, GRACE};
 use crate::AppState;
 
-/// How often an idle stream is pinged: a page that vanished without its goodbye is
-/// noticed within about this long.
-const KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// How often the gateway pings the page.
+const PING: Duration = Duration::from_secs(15);
+/// How long the page has to say hello.
+const HELLO: Duration = Duration::from_secs(10);
 
+/// What the page sends.
 #[derive(Debug, Deserialize)]
-pub(crate) struct ConnectQuery {
-    key: String,
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum PageMessage {
+    Hello { key: String },
+    Tools { tools: Vec<PageTool> },
+    Result { id: String, content: String },
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToolsBody {
-    key: String,
-    tools: Vec<PageTool>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResultBody {
-    key: String,
-    id: String,
-    /// The JSON the in-page model would get, as text.
-    content: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ByeBody {
-    key: String,
-}
-
-fn relay(state: &AppState) -> Result<&Arc<Relay>, ApiError> {
+/// `GET /v1/relay`: the page's WebSocket.
+pub(crate) async fn connect(
+    State(state): State<AppState>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
     if state.config.mcp_token.is_none() {
         return Err(ApiError::new(
             ErrorCode::UnknownRoute,
             "MCP is off on this gateway (start it with --mcp-token-file)",
         ));
     }
-    Ok(&state.relay)
+    let relay = Arc::clone(&state.relay);
+    let max = state.config.max_body_bytes;
+    Ok(upgrade
+        .max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| serve_page(relay, socket)))
 }
 
-fn refused(e: RelayError) -> ApiError {
-    let code = match e {
-        RelayError::BadKey | RelayError::BadTool(_) => ErrorCode::InvalidRequest,
-        RelayError::NoPage | RelayError::NoCall => ErrorCode::RelayGone,
-        RelayError::Full | RelayError::Busy => ErrorCode::RelayBusy,
-    };
-    ApiError::new(code, e.to_string())
+fn text(value: &serde_json::Value) -> Message {
+    Message::Text(value.to_string().into())
 }
 
-fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            ErrorCode::InvalidRequest,
-            format!("the body is not a relay message ({e})"),
-        )
-    })
+fn error(message: impl std::fmt::Display) -> Message {
+    text(&serde_json::json!({ "type": "error", "message": message.to_string() }))
 }
 
-/// Ends the page's connection when its stream is dropped (the page went away).
-struct Disconnect {
-    relay: Arc<Relay>,
-    code: String,
-    serial: u64,
+fn parse(message: &str) -> Result<PageMessage, String> {
+    serde_json::from_str(message).map_err(|e| format!("not a relay message ({e})"))
 }
 
-impl Drop for Disconnect {
-    fn drop(&mut self) {
-        self.relay.disconnect(&self.code, self.serial);
-    }
-}
-
-/// `GET /v1/relay?key=…`: the page's event stream.
-pub(crate) async fn connect(
-    State(state): State<AppState>,
-    Query(query): Query<ConnectQuery>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let relay = Arc::clone(relay(&state)?);
-    let connection = relay.connect(&query.key).map_err(refused)?;
-    let guard = Disconnect {
-        relay,
-        code: connection.code,
-        serial: connection.serial,
-    };
-    let stream = futures_util::stream::unfold(
-        (connection.events, guard),
-        |(mut events, guard)| async move {
-            let event = events.recv().await?;
-            let data = serde_json::to_string(&event).unwrap_or_default();
-            Some((Ok(Event::default().data(data)), (events, guard)))
+async fn serve_page(relay: Arc<Relay>, mut socket: WebSocket) {
+    let key = match tokio::time::timeout(HELLO, socket.recv()).await {
+        Ok(Some(Ok(Message::Text(first)))) => match parse(&first) {
+            Ok(PageMessage::Hello { key }) => key,
+            Ok(_) => {
+                let _ = socket.send(error("say hello first")).await;
+                return;
+            }
+            Err(e) => {
+                let _ = socket.send(error(e)).await;
+                return;
+            }
         },
-    );
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
-}
-
-/// `POST /v1/relay/tools`: what the page projects for MCP callers now.
-pub(crate) async fn tools(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody,
-) -> Result<impl IntoResponse, ApiError> {
-    let relay = relay(&state)?;
-    let body: ToolsBody = parse(&body)?;
-    relay.set_tools(&body.key, body.tools).map_err(refused)?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// `POST /v1/relay/result`: the page's answer to one relayed call.
-pub(crate) async fn result(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody,
-) -> Result<impl IntoResponse, ApiError> {
-    let relay = relay(&state)?;
-    let body: ResultBody = parse(&body)?;
-    relay
-        .settle(&body.key, &body.id, body.content)
-        .map_err(refused)?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// `POST /v1/relay/bye`: the page is going (sent with `sendBeacon` on `pagehide`).
-pub(crate) async fn bye(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody,
-) -> Result<impl IntoResponse, ApiError> {
-    let relay = relay(&state)?;
-    let body: ByeBody = parse(&body)?;
-    relay.bye(&body.key).map_err(refused)?;
-    Ok(StatusCode::NO_CONTENT)
+        _ => return,
+    };
+    let mut connection = match relay.connect(&key) {
+        Ok(connection) => connection,
+        Err(e) => {
+            let _ = socket.send(error(e)).await;
+            return;
+        }
+    };
+    let (code, serial) = (connection.code.clone(), connection.serial);
+    let mut ping = tokio::time::interval(PING);
+    ping.tick().await;
+    let closed_by_page = loop {
+        tokio::select! {
+            event = connection.events.recv() => {
+                // `None`: a reconnect of the same page took over.
+                let Some(event) = event else { break false };
+                let Ok(value) = serde_json::to_value(&event) else { continue };
+                if socket.send(text(&value)).await.is_err() {
+                    break false;
+                }
+            }
+            message = socket.recv() => match message {
+                Some(Ok(Message::Text(message))) => {
+                    let done = match parse(&message) {
+                        Ok(PageMessage::Tools { tools }) => relay.set_tools(&code, tools),
+                        Ok(PageMessage::Result { id, content }) => relay.settle(&code, &id, content),
+                        Ok(PageMessage::Hello { .. }) => Ok(()),
+                        Err(e) => {
+                            let _ = socket.send(error(e)).await;
+                            Ok(())
+                        }
+                    };
+                    if let Err(e) = done {
+                        let _ = socket.send(error(e)).await;
+                    }
+                }
+                Some(Ok(Message::Close(_))) => break true,
+                Some(Ok(Message::Binary(_))) => {
+                    let _ = socket.send(error("send text messages")).await;
+                }
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => break false,
+            },
+            _ = ping.tick() => {
+                if socket.send(Message::Ping(Default::default())).await.is_err() {
+                    break false;
+                }
+            }
+        }
+    };
+    if closed_by_page {
+        // The page closed it (it is going away): its calls end now.
+        relay.disconnect(&code, serial);
+    } else {
+        relay.detach(&code, serial);
+        tokio::spawn(async move {
+            tokio::time::sleep(GRACE).await;
+            relay.expire(&code, serial);
+        });
+    }
 }

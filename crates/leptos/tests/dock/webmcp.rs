@@ -689,3 +689,32 @@ async fn a_scripts_pagehide_settles_nothing() {
         "a script's pagehide closed the export"
     );
 }
+
+#[wasm_bindgen_test]
+async fn an_mcp_clients_grant_lasts_one_page_load() {
+    let stored_key = "cs-test-mcp-grants:admin";
+    let storage = web_sys::window().unwrap().local_storage().unwrap().unwrap();
+    storage.remove_item(stored_key).unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let page = mount(Setup::default());
+    page.cs.persist_grants("cs-test-mcp-grants", hour);
+    let mcp = |id: &str, name: &str| {
+        page.cs.call(
+            countersign::Call::new(id, "save", format!(r#"{{"name":"{name}"}}"#))
+                .by(countersign::Caller::Mcp),
+        )
+    };
+    let first = mcp("mcp-1", "A");
+    tick().await;
+    looked().await;
+    page.click(".cs-allow-session");
+    assert_eq!(code(&first.await), "OK");
+    // The grant holds in this page load...
+    assert_eq!(code(&mcp("mcp-2", "B").await), "OK");
+    assert_eq!(page.cs.executor().grants().len(), 1);
+    tick().await;
+    // ...but is not saved: a client that pairs with the next load starts with none.
+    let stored = storage.get_item(stored_key).unwrap().unwrap_or_default();
+    assert!(!stored.contains("\"save\""), "saved: {stored}");
+    assert_eq!(page.runs(), ["save:A", "save:B"]);
+}
