@@ -28,6 +28,7 @@ pub struct Gateway {
     config: GatewayConfig,
     passkeys: std::sync::Arc<countersign_gateway::passkeys::Passkeys>,
     stop: Option<oneshot::Sender<()>>,
+    relay: Option<std::sync::Arc<countersign_gateway::relay::Relay>>,
 }
 
 impl Gateway {
@@ -66,15 +67,20 @@ impl Gateway {
             config,
             passkeys: std::sync::Arc::new(passkeys),
             stop: None,
+            relay: None,
         };
         gateway.run(listener)?;
         Ok(gateway)
     }
 
     fn run(&mut self, listener: tokio::net::TcpListener) -> Result<(), String> {
+        // A kept signing seed, as `serve` keeps one in its file: countersignatures and
+        // pages' pairing codes stay valid across a restart.
         let state = AppState::new(self.config.clone(), self.audit.clone())
             .map_err(|e| e.to_string())?
+            .with_signing_seed(&[0x2c; 32])
             .with_passkeys(std::sync::Arc::clone(&self.passkeys));
+        self.relay = Some(std::sync::Arc::clone(&state.relay));
         let (tx, rx) = oneshot::channel::<()>();
         let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(async move {
@@ -112,6 +118,10 @@ impl Gateway {
 
     /// Stops serving (the page stays loaded in the browser).
     pub async fn stop(&mut self) {
+        // As `serve` does on Ctrl-C: pages' relays close, and the pages reconnect.
+        if let Some(relay) = self.relay.take() {
+            relay.stop();
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

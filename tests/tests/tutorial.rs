@@ -165,6 +165,10 @@ async fn main() -> ExitCode {
             mcp::two_mcp_clients_with_two_pages_never_cross(ui, &gateway).await,
         ),
         (
+            "gateway/a_gateway_restart_withdraws_the_mcp_call_it_forgot",
+            mcp::a_gateway_restart_withdraws_the_call_it_forgot(ui, &mut gateway).await,
+        ),
+        (
             "gateway/an_archived_workspace_takes_its_webmcp_tools_away",
             webmcp::an_archived_workspace_takes_its_tools_away(ui).await,
         ),

@@ -138,6 +138,13 @@ impl AppState {
                 .trust(signer.verifying_key()),
         );
         self.signer = Arc::new(signer);
+        // Pairing codes from the kept seed: a page keeps its code across a restart.
+        if let Ok(mut mac) = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(seed) {
+            hmac::Mac::update(&mut mac, b"countersign/relay-secret/v1");
+            self.relay = Arc::new(relay::Relay::with_secret(
+                hmac::Mac::finalize(mac).into_bytes().into(),
+            ));
+        }
         self
     }
 }

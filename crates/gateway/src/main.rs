@@ -448,9 +448,12 @@ async fn serve(args: ServeArgs) -> ExitCode {
             args.listen
         );
     }
+    let relay = std::sync::Arc::clone(&state.relay);
     let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
-    let shutdown = async {
+    let shutdown = async move {
         let _ = tokio::signal::ctrl_c().await;
+        // Pages' relays are upgraded connections a graceful shutdown would not end.
+        relay.stop();
     };
     match axum::serve(listener, service)
         .with_graceful_shutdown(shutdown)

@@ -122,6 +122,9 @@ pub struct Relay {
     /// Connections of every page, numbered once: a late end of an old one never ends
     /// a newer one.
     next_connection: AtomicU64,
+    /// Set when the gateway stops: every page's connection is closed, so the pages
+    /// reconnect (to the next process) at once.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -171,12 +174,29 @@ impl Relay {
     pub fn new() -> Self {
         let mut secret = [0u8; 32];
         let _ = getrandom::fill(&mut secret);
+        Self::with_secret(secret)
+    }
+
+    /// An empty relay whose codes derive from `secret` (a page reconnecting to the next
+    /// start of the gateway keeps its code when the secret is kept).
+    pub fn with_secret(secret: [u8; 32]) -> Self {
         Self {
             pages: Mutex::default(),
             changes: broadcast::channel(64).0,
             secret,
             next_connection: AtomicU64::new(0),
+            stopping: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// The gateway is stopping: every page's connection closes (pages reconnect).
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Changes to `true` when the gateway stops.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     fn pages(&self) -> MutexGuard<'_, HashMap<String, Page>> {

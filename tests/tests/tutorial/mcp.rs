@@ -361,3 +361,49 @@ pub(crate) async fn two_mcp_clients_with_two_pages_never_cross(
     a.send(&json!({"op": "quit"})).await?;
     b.send(&json!({"op": "quit"})).await
 }
+
+/// The gateway restarts while a card waits: the page reconnects with the same code, the
+/// gateway no longer waits for the call, so the page withdraws it; the client hears the
+/// page went away, and the same code works with the new process.
+pub(crate) async fn a_gateway_restart_withdraws_the_call_it_forgot(
+    ui: &Ui<'_>,
+    gateway: &mut Gateway,
+) -> Outcome {
+    ui.open("en").await?;
+    let code = pairing_code(ui).await?;
+    let mut mcp = McpClient::start(&gateway.mcp_url(), MCP_TOKEN).await?;
+    ensure(
+        tools(&mut mcp, &code, TOOLS.len()).await?.len() == TOOLS.len(),
+        "tools",
+    )?;
+    call(
+        &mut mcp,
+        &code,
+        "lost",
+        "save_workspace_name",
+        json!({"name": "Lost"}),
+    )
+    .await?;
+    ui.wait_for(".cs-card").await?;
+    gateway.stop().await;
+    gateway.restart().await?;
+    ui.wait_gone(".cs-card").await?;
+    ensure(
+        ui.text("#current-name").await? == "Atlas",
+        "a forgotten call ran",
+    )?;
+    ensure(
+        pairing_code(ui).await? == code,
+        "the code changed across the restart",
+    )?;
+    let (error, lost) = answer(&mut mcp, "lost").await?;
+    ensure(
+        error && code_of(&lost) == "PAGE_GONE",
+        format!("lost call: {lost}"),
+    )?;
+    ensure(
+        tools(&mut mcp, &code, TOOLS.len()).await?.len() == TOOLS.len(),
+        "the same code after the restart",
+    )?;
+    mcp.send(&json!({"op": "quit"})).await
+}

@@ -92,8 +92,18 @@ async fn serve_page(relay: Arc<Relay>, mut socket: WebSocket) {
     let (code, serial) = (connection.code.clone(), connection.serial);
     let mut ping = tokio::time::interval(PING);
     ping.tick().await;
+    let mut stopping = relay.stopping();
     let closed_by_page = loop {
         tokio::select! {
+            _ = stopping.changed() => {
+                if !*stopping.borrow_and_update() {
+                    continue;
+                }
+                // 1012: the service restarts; the page reconnects.
+                let close = axum::extract::ws::CloseFrame { code: 1012, reason: "the gateway is stopping".into() };
+                let _ = socket.send(Message::Close(Some(close))).await;
+                break false;
+            }
             event = connection.events.recv() => {
                 // `None`: a reconnect of the same page took over.
                 let Some(event) = event else { break false };
