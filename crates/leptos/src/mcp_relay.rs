@@ -28,6 +28,9 @@ use crate::countersign::{Countersign, Shared};
 const POLL_MS: u32 = 500;
 /// The longest wait before opening a dropped connection again (ms).
 const MAX_BACKOFF_MS: u32 = 30_000;
+/// How many answered call ids are kept to recognise a replay (the gateway has at most
+/// 16 calls waiting per page).
+const ANSWERED_KEPT: usize = 256;
 
 /// The relay of one page load.
 pub(crate) struct McpRelay {
@@ -47,6 +50,9 @@ pub(crate) struct McpRelay {
     live: RefCell<BTreeSet<String>>,
     /// Answers the socket was not open to take, by call id.
     unsent: RefCell<BTreeMap<String, String>>,
+    /// The latest calls answered (a replay of one, sent before its answer arrived, is
+    /// not a new call).
+    answered: RefCell<std::collections::VecDeque<String>>,
     poll: RefCell<Option<gloo_timers::callback::Interval>>,
     retry: RefCell<Option<gloo_timers::callback::Timeout>>,
     backoff_ms: Cell<u32>,
@@ -77,11 +83,14 @@ enum Event {
     },
 }
 
-/// Starts the relay for `cs` against `base`, if the gateway there has MCP on.
+/// Starts the relay for `cs` against `base`: a path at the page's origin if the
+/// gateway's health (its sibling `/health`) says MCP is on; a `ws:`/`wss:` URL at once.
 pub(crate) fn start(cs: &Countersign, base: String) {
+    let explicit = base.starts_with("ws://") || base.starts_with("wss://");
     let health = match base.strip_suffix("/relay") {
-        Some(api) => format!("{api}/health"),
-        None => return,
+        Some(api) if !explicit => Some(format!("{api}/health")),
+        _ if explicit => None,
+        _ => return,
     };
     let relay = Rc::new(McpRelay {
         base,
@@ -92,12 +101,17 @@ pub(crate) fn start(cs: &Countersign, base: String) {
         sent_tools: RefCell::default(),
         live: RefCell::default(),
         unsent: RefCell::default(),
+        answered: RefCell::default(),
         poll: RefCell::default(),
         retry: RefCell::default(),
         backoff_ms: Cell::new(1_000),
         closing: Cell::new(false),
     });
     *cs.0.mcp_relay.borrow_mut() = Some(relay);
+    let Some(health) = health else {
+        open(cs);
+        return;
+    };
     let weak = Rc::downgrade(&cs.0);
     wasm_bindgen_futures::spawn_local(async move {
         let on = match crate::http::fetch("GET", &health, None, 10_000).await {
@@ -262,8 +276,10 @@ fn received(cs: &Countersign, event: Event) {
             name,
             arguments,
         } => {
-            // Sent again after a reconnect: it is already here.
-            if !relay.live.borrow_mut().insert(id.clone()) {
+            // Sent again after a reconnect: it is already here, or already answered.
+            let known =
+                relay.unsent.borrow().contains_key(&id) || relay.answered.borrow().contains(&id);
+            if known || !relay.live.borrow_mut().insert(id.clone()) {
                 return;
             }
             let call = Call::new(id.clone(), name, arguments).by(Caller::Mcp);
@@ -273,6 +289,12 @@ fn received(cs: &Countersign, event: Event) {
                 let content = settled.await.to_model_content();
                 if let Some(relay) = weak.upgrade() {
                     relay.live.borrow_mut().remove(&id);
+                    let mut answered = relay.answered.borrow_mut();
+                    if answered.len() == ANSWERED_KEPT {
+                        answered.pop_front();
+                    }
+                    answered.push_back(id.clone());
+                    drop(answered);
                     relay.answer(&id, content);
                 }
             });

@@ -57,7 +57,8 @@ pub struct CountersignOptions {
     /// [`countersign::Config::agents_need_passkey`]).
     pub agents_need_passkey: bool,
     /// Where the page opens its relay for MCP clients: the gateway's `/v1/relay` at the
-    /// page's origin by default. The gateway (started with `--mcp-token-file`) gives the
+    /// page's origin by default, opened when its `/v1/health` says MCP is on (a `ws:` or
+    /// `wss:` URL is opened as it is). The gateway (started with `--mcp-token-file`) gives the
     /// page a pairing code, shown in the dock; an MCP client that sends it calls this
     /// page's actions, through the same gate and dock (its cards say an MCP client
     /// asked). `None`, or a gateway without MCP: no relay. To keep one action from MCP

@@ -148,6 +148,8 @@ struct Setup {
     keep_pending: Option<String>,
     /// Script clicks count as a person's (these tests click with `element.click()`).
     trust_script_clicks: bool,
+    /// The MCP relay's URL (a stand-in WebSocket answers it), if any.
+    mcp_relay: Option<String>,
 }
 
 impl Default for Setup {
@@ -159,6 +161,7 @@ impl Default for Setup {
             approval_timeout: None,
             keep_pending: None,
             trust_script_clicks: true,
+            mcp_relay: None,
         }
     }
 }
@@ -277,7 +280,7 @@ fn mount(setup: Setup) -> Page {
         countersign_endpoint: None,
         webmcp: true,
         agents_need_passkey: false,
-        mcp_relay: None,
+        mcp_relay: setup.mcp_relay.clone(),
     };
     let resume = setup.keep_pending.is_some();
     let mounted = countersign_testing::mount(options, move || {
@@ -2598,6 +2601,9 @@ async fn a_script_cannot_write_the_person_s_deny_reason() {
 
 #[path = "dock/webmcp.rs"]
 mod webmcp;
+
+#[path = "dock/mcp_relay.rs"]
+mod mcp_relay;
 
 #[wasm_bindgen_test]
 async fn the_log_keeps_only_its_latest_entries() {
