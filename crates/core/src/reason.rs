@@ -176,6 +176,9 @@ pub enum RestoreMiss {
     /// behind another call of its batch, or running (whether a run took effect is
     /// unknown).
     NotWaiting,
+    /// An MCP client asked for it through the page before the reload: that pairing
+    /// ended with the page (the client was told), so nobody waits for its answer.
+    CallerGone,
 }
 
 impl RestoreMiss {
@@ -188,6 +191,9 @@ impl RestoreMiss {
             RestoreMiss::ElsewhereOrDone => "another tab of the page has it",
             RestoreMiss::NotWaiting => {
                 "it was not waiting for a person (still arriving, queued or running: whether it took effect is unknown)"
+            }
+            RestoreMiss::CallerGone => {
+                "the MCP client that asked was paired with the page before it reloaded"
             }
         }
     }

@@ -779,6 +779,7 @@ fn drop_pending_never_runs() {
         RestoreMiss::Unavailable,
         RestoreMiss::ElsewhereOrDone,
         RestoreMiss::NotWaiting,
+        RestoreMiss::CallerGone,
     ] {
         let settled = w
             .exec

@@ -111,6 +111,7 @@ impl AppState {
         // Without randomness the key is unusable: zero seed would be guessable, so the
         // gateway refuses to start in `main`, which always sets a kept seed.
         let _ = getrandom::fill(&mut seed);
+        let max_body_bytes = config.max_body_bytes;
         let state = Self {
             config: Arc::new(config),
             http,
@@ -119,7 +120,7 @@ impl AppState {
             verifier: Arc::new(countersign_verify::Verifier::new("")),
             demo: Arc::default(),
             passkeys: None,
-            relay: Arc::default(),
+            relay: Arc::new(relay::Relay::new().with_max_bytes(max_body_bytes)),
         };
         Ok(state.with_signing_seed(&seed))
     }
@@ -141,9 +142,10 @@ impl AppState {
         // Pairing codes from the kept seed: a page keeps its code across a restart.
         if let Ok(mut mac) = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(seed) {
             hmac::Mac::update(&mut mac, b"countersign/relay-secret/v1");
-            self.relay = Arc::new(relay::Relay::with_secret(
-                hmac::Mac::finalize(mac).into_bytes().into(),
-            ));
+            self.relay = Arc::new(
+                relay::Relay::with_secret(hmac::Mac::finalize(mac).into_bytes().into())
+                    .with_max_bytes(self.relay.max_bytes()),
+            );
         }
         self
     }

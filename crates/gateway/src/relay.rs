@@ -34,7 +34,7 @@ const EVENT_QUEUE: usize = 64;
 /// How long a page whose connection dropped keeps its code and waiting calls.
 pub const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// A message to a page, sent as one server-sent event (`data:` its JSON).
+/// A message to a page, sent as one WebSocket text message (its JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum PageEvent {
@@ -45,6 +45,8 @@ pub enum PageEvent {
         code: String,
         /// The ids of the calls that still wait for the page's answer.
         waiting: Vec<String>,
+        /// The largest message the page may send (a bigger one ends the connection).
+        max_bytes: usize,
     },
     /// An MCP client's tool call, for the page's executor.
     Call {
@@ -117,8 +119,11 @@ pub struct Relay {
     pages: Mutex<HashMap<String, Page>>,
     /// The pairing code of a page whose tools changed (or that came or went).
     changes: broadcast::Sender<String>,
-    /// Random per gateway start: codes cannot be searched for offline.
+    /// Secret (random, or derived from the kept signing seed): codes cannot be searched
+    /// for offline.
     secret: [u8; 32],
+    /// The largest message a page may send.
+    max_bytes: usize,
     /// Connections of every page, numbered once: a late end of an old one never ends
     /// a newer one.
     next_connection: AtomicU64,
@@ -184,9 +189,21 @@ impl Relay {
             pages: Mutex::default(),
             changes: broadcast::channel(64).0,
             secret,
+            max_bytes: 1024 * 1024,
             next_connection: AtomicU64::new(0),
             stopping: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// Pages may send messages up to `max_bytes` (they are told when they pair).
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// The largest message a page may send.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 
     /// The gateway is stopping: every page's connection closes (pages reconnect).
@@ -218,6 +235,7 @@ impl Relay {
                 let _ = sender.try_send(PageEvent::Paired {
                     code: code.clone(),
                     waiting,
+                    max_bytes: self.max_bytes,
                 });
                 for (id, call) in &page.calls {
                     let _ = sender.try_send(PageEvent::Call {
@@ -237,6 +255,7 @@ impl Relay {
                 let _ = sender.try_send(PageEvent::Paired {
                     code: code.clone(),
                     waiting: Vec::new(),
+                    max_bytes: self.max_bytes,
                 });
                 pages.insert(
                     code.clone(),
@@ -332,7 +351,12 @@ impl Relay {
     ) -> Result<(String, oneshot::Receiver<String>), RelayError> {
         let mut pages = self.pages();
         let page = pages.get_mut(code).ok_or(RelayError::NoPage)?;
-        if page.calls.len() >= MAX_CALLS_PER_PAGE {
+        // Room is kept for a cancel of every waiting call: a cancel is never lost to a
+        // full queue (a page that reads slowly gets no new calls instead).
+        let room = page.events.capacity();
+        if page.calls.len() >= MAX_CALLS_PER_PAGE
+            || (!page.events.is_closed() && room < page.calls.len() + 2)
+        {
             return Err(RelayError::Busy);
         }
         let mut random = [0u8; 16];
@@ -543,6 +567,7 @@ mod tests {
         let paired = PageEvent::Paired {
             code: a.code.clone(),
             waiting: vec![],
+            max_bytes: 1024 * 1024,
         };
         assert_eq!(a.events.recv().await, Some(paired));
         let (id, answer) = call(&relay, &a.code);
@@ -589,6 +614,7 @@ mod tests {
         let paired = PageEvent::Paired {
             code: second.code.clone(),
             waiting: vec![id.clone()],
+            max_bytes: 1024 * 1024,
         };
         assert_eq!(second.events.recv().await, Some(paired));
         assert!(
@@ -658,6 +684,26 @@ mod tests {
             .set_tools(&page.code, many)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(relay.tools(&page.code).len(), MAX_TOOLS);
+    }
+
+    #[tokio::test]
+    async fn a_cancel_is_never_lost_to_a_full_queue() {
+        let relay = Relay::new();
+        let mut page = connect(&relay, KEY);
+        let (first, _answer) = call(&relay, &page.code);
+        // A page that does not read: calls and cancels pile up until new calls are busy.
+        let mut started = 0;
+        while let Ok((id, _)) = relay.start_call(&page.code, "x", "{}".into()) {
+            relay.cancel(&page.code, &id);
+            started += 1;
+            assert!(started < 1000, "never busy");
+        }
+        relay.cancel(&page.code, &first);
+        let mut cancelled = false;
+        while let Ok(event) = page.events.try_recv() {
+            cancelled |= event == PageEvent::Cancel { id: first.clone() };
+        }
+        assert!(cancelled, "the cancel was dropped");
     }
 
     #[tokio::test]

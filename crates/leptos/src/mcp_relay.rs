@@ -28,9 +28,15 @@ use crate::countersign::{Countersign, Shared};
 const POLL_MS: u32 = 500;
 /// The longest wait before opening a dropped connection again (ms).
 const MAX_BACKOFF_MS: u32 = 30_000;
-/// How many answered call ids are kept to recognise a replay (the gateway has at most
+/// How long a relayed call's id is remembered: the gateway gives up on a call after 15
+/// minutes, so no replay of it can come later.
+const SEEN_MS: f64 = 16.0 * 60_000.0;
+/// How many answers are kept to send again after a reconnect (the gateway has at most
 /// 16 calls waiting per page).
-const ANSWERED_KEPT: usize = 256;
+const ANSWERS_KEPT: usize = 64;
+/// A page whose connection dropped and is not back within this long withdraws its MCP
+/// calls (the gateway gives up on them after 10 s).
+const ORPHAN_MS: u32 = 9_000;
 
 /// The relay of one page load.
 pub(crate) struct McpRelay {
@@ -50,9 +56,16 @@ pub(crate) struct McpRelay {
     live: RefCell<BTreeSet<String>>,
     /// Answers the socket was not open to take, by call id.
     unsent: RefCell<BTreeMap<String, String>>,
-    /// The latest calls answered (a replay of one, sent before its answer arrived, is
-    /// not a new call).
-    answered: RefCell<std::collections::VecDeque<String>>,
+    /// Every relayed call id of the last [`SEEN_MS`], with when it came: a replay of a
+    /// call already here or answered is never a new call.
+    seen: RefCell<BTreeMap<String, f64>>,
+    /// The latest answers, to send again if the gateway still waits for one after a
+    /// reconnect (the first sending was lost with the connection).
+    answered: RefCell<std::collections::VecDeque<(String, String)>>,
+    /// The largest message the gateway takes (it says when the page pairs).
+    max_bytes: Cell<usize>,
+    /// Withdraws the live calls if the connection is not back in time.
+    orphan: RefCell<Option<gloo_timers::callback::Timeout>>,
     poll: RefCell<Option<gloo_timers::callback::Interval>>,
     retry: RefCell<Option<gloo_timers::callback::Timeout>>,
     backoff_ms: Cell<u32>,
@@ -69,6 +82,7 @@ enum Event {
     Paired {
         code: String,
         waiting: Vec<String>,
+        max_bytes: usize,
     },
     Call {
         id: String,
@@ -92,16 +106,23 @@ pub(crate) fn start(cs: &Countersign, base: String) {
         _ if explicit => None,
         _ => return,
     };
+    // Without randomness every page would have the same key, and the same code.
+    let Some(key) = key() else {
+        return;
+    };
     let relay = Rc::new(McpRelay {
         base,
-        key: key(),
+        key,
         socket: RefCell::default(),
         handlers: RefCell::default(),
         retired: RefCell::default(),
         sent_tools: RefCell::default(),
         live: RefCell::default(),
         unsent: RefCell::default(),
+        seen: RefCell::default(),
         answered: RefCell::default(),
+        max_bytes: Cell::new(1024 * 1024),
+        orphan: RefCell::default(),
         poll: RefCell::default(),
         retry: RefCell::default(),
         backoff_ms: Cell::new(1_000),
@@ -126,9 +147,9 @@ pub(crate) fn start(cs: &Countersign, base: String) {
 }
 
 /// 256 random bits, as hex.
-fn key() -> String {
-    let bytes = crate::clock::random_secret().unwrap_or_default();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+fn key() -> Option<String> {
+    let bytes = crate::clock::random_secret()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// `base` as a `ws:` / `wss:` URL at the page's origin.
@@ -189,7 +210,12 @@ fn open(cs: &Countersign) {
             received(cs, event);
         }
     });
-    let on_close = handler(&cs.0, |cs, relay, _| dropped(cs, relay));
+    let on_close = handler(&cs.0, |cs, relay, event| {
+        let code = event
+            .dyn_ref::<web_sys::CloseEvent>()
+            .map(web_sys::CloseEvent::code);
+        dropped(cs, relay, code);
+    });
     socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
     socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
@@ -198,12 +224,30 @@ fn open(cs: &Countersign) {
 }
 
 /// The socket closed: no code on screen, and unless the page is going, open it again
-/// after a growing pause.
-fn dropped(cs: &Countersign, relay: &Rc<McpRelay>) {
+/// after a growing pause. The gateway stopping (1012) forgets every relayed call, so they
+/// are withdrawn at once; after any other drop, if the connection is not back before the
+/// gateway gives up on them. Nothing its client was told failed stays up to approve.
+fn dropped(cs: &Countersign, relay: &Rc<McpRelay>, code: Option<u16>) {
     relay.forget_socket();
     cs.0.dock.pairing.set(None);
     if relay.closing.get() {
         return;
+    }
+    if code == Some(1012) {
+        withdraw_live(cs, relay);
+    } else if relay.orphan.borrow().is_none() {
+        let weak = Rc::downgrade(&cs.0);
+        *relay.orphan.borrow_mut() =
+            Some(gloo_timers::callback::Timeout::new(ORPHAN_MS, move || {
+                if let Some(shared) = weak.upgrade() {
+                    let cs = Countersign(shared);
+                    let relay = cs.0.mcp_relay.borrow().clone();
+                    if let Some(relay) = relay {
+                        relay.orphan.borrow_mut().take();
+                        withdraw_live(&cs, &relay);
+                    }
+                }
+            }));
     }
     let wait = relay.backoff_ms.get();
     relay.backoff_ms.set((wait * 2).min(MAX_BACKOFF_MS));
@@ -223,6 +267,7 @@ pub(crate) fn close(cs: &Countersign) {
     };
     relay.closing.set(true);
     *relay.retry.borrow_mut() = None;
+    relay.orphan.borrow_mut().take();
     if let Some(socket) = relay.socket.borrow().as_ref() {
         let _ = socket.close_with_code(1000);
     }
@@ -241,13 +286,27 @@ pub(crate) fn reopen(cs: &Countersign) {
     }
 }
 
+/// Withdraws every relayed call still live here (waiting cards and questions).
+fn withdraw_live(cs: &Countersign, relay: &McpRelay) {
+    let live: Vec<String> = relay.live.borrow().iter().cloned().collect();
+    for id in live {
+        cs.withdraw(Caller::Mcp, &id);
+    }
+}
+
 fn received(cs: &Countersign, event: Event) {
     let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
         return;
     };
     match event {
-        Event::Paired { code, waiting } => {
+        Event::Paired {
+            code,
+            waiting,
+            max_bytes,
+        } => {
             relay.backoff_ms.set(1_000);
+            relay.max_bytes.set(max_bytes);
+            relay.orphan.borrow_mut().take();
             // What the gateway no longer waits for (cancelled, or given up while the
             // connection was down) is withdrawn here too.
             let waiting: BTreeSet<String> = waiting.into_iter().collect();
@@ -256,9 +315,25 @@ fn received(cs: &Countersign, event: Event) {
             for id in forgotten {
                 cs.withdraw(Caller::Mcp, &id);
             }
+            // What it still waits for and was answered here: the answer again (its
+            // first sending may have been lost with the connection).
             let unsent = std::mem::take(&mut *relay.unsent.borrow_mut());
-            for (id, content) in unsent.into_iter().filter(|(id, _)| waiting.contains(id)) {
-                relay.answer(&id, content);
+            for id in waiting
+                .iter()
+                .filter(|id| !relay.live.borrow().contains(*id))
+            {
+                let kept = unsent.get(id).cloned().or_else(|| {
+                    let answered = relay.answered.borrow();
+                    answered
+                        .iter()
+                        .find(|(a, _)| a == id)
+                        .map(|(_, c)| c.clone())
+                });
+                if let Some(content) = kept {
+                    relay.answer(id, content);
+                } else if relay.seen.borrow().contains_key(id) {
+                    relay.answer(id, lost());
+                }
             }
             cs.0.dock.pairing.set(Some(code));
             *relay.sent_tools.borrow_mut() = None;
@@ -277,11 +352,14 @@ fn received(cs: &Countersign, event: Event) {
             arguments,
         } => {
             // Sent again after a reconnect: it is already here, or already answered.
-            let known =
-                relay.unsent.borrow().contains_key(&id) || relay.answered.borrow().contains(&id);
-            if known || !relay.live.borrow_mut().insert(id.clone()) {
+            let wall = js_sys::Date::now();
+            let mut seen = relay.seen.borrow_mut();
+            seen.retain(|_, at| wall - *at < SEEN_MS);
+            if seen.insert(id.clone(), wall).is_some() {
                 return;
             }
+            drop(seen);
+            relay.live.borrow_mut().insert(id.clone());
             let call = Call::new(id.clone(), name, arguments).by(Caller::Mcp);
             let settled = cs.call(call);
             let weak = Rc::downgrade(&relay);
@@ -289,11 +367,12 @@ fn received(cs: &Countersign, event: Event) {
                 let content = settled.await.to_model_content();
                 if let Some(relay) = weak.upgrade() {
                     relay.live.borrow_mut().remove(&id);
+                    let content = relay.fitting(content);
                     let mut answered = relay.answered.borrow_mut();
-                    if answered.len() == ANSWERED_KEPT {
+                    if answered.len() == ANSWERS_KEPT {
                         answered.pop_front();
                     }
-                    answered.push_back(id.clone());
+                    answered.push_back((id.clone(), content.clone()));
                     drop(answered);
                     relay.answer(&id, content);
                 }
@@ -324,9 +403,33 @@ pub(crate) fn sync(cs: &Countersign) {
     if relay.sent_tools.borrow().as_deref() == Some(text.as_str()) {
         return;
     }
-    if relay.send(&format!(r#"{{"type":"tools","tools":{text}}}"#)) {
+    let message = format!(r#"{{"type":"tools","tools":{text}}}"#);
+    // Over the gateway's limit the message would end the connection (and again after
+    // every reconnect): MCP clients keep the tools they had, and the console says why.
+    if message.len() > relay.max_bytes.get() {
+        web_sys::console::warn_1(
+            &"countersign: the page's tools are too large for the MCP relay; MCP clients keep the list they had".into(),
+        );
+        *relay.sent_tools.borrow_mut() = Some(text);
+        return;
+    }
+    if relay.send(&message) {
         *relay.sent_tools.borrow_mut() = Some(text);
     }
+}
+
+/// The answer for a call answered here whose answer was lost on the way.
+fn lost() -> String {
+    serde_json::json!({
+        "ok": false,
+        "error": {
+            "code": "RESULT_LOST",
+            "reason": "result_lost",
+            "message": "the page answered this call, but the answer was lost with the connection; what happened is in the page's audit trail",
+            "retry": false,
+        }
+    })
+    .to_string()
 }
 
 impl McpRelay {
@@ -335,6 +438,25 @@ impl McpRelay {
         self.socket.borrow().as_ref().is_some_and(|s| {
             s.ready_state() == web_sys::WebSocket::OPEN && s.send_with_str(text).is_ok()
         })
+    }
+
+    /// `content`, or in its place a refusal that says so when it is too large to relay
+    /// (a message over the gateway's limit would end the connection).
+    fn fitting(&self, content: String) -> String {
+        // The content goes inside a JSON string: escaping can double it.
+        if content.len() * 2 + 200 <= self.max_bytes.get() {
+            return content;
+        }
+        serde_json::json!({
+            "ok": false,
+            "error": {
+                "code": "RESULT_TOO_LARGE",
+                "reason": "result_too_large",
+                "message": "the call went through the page, but its result is too large to relay; what happened is in the page's audit trail",
+                "retry": false,
+            }
+        })
+        .to_string()
     }
 
     /// Sends call `id`'s answer, or keeps it for when the socket is back.

@@ -72,10 +72,16 @@ impl Countersign {
             let pending = item.pending(wall);
             let batch_key = item.batch.clone();
             let exec = &self.0.executor;
-            let item_outcome = if taken {
-                exec.drop_pending(pending, RestoreMiss::ElsewhereOrDone, now())
-                    .ok()
-                    .map(Err)
+            // An MCP client's pairing ended with the page it asked (it was told): its
+            // call is not brought back for a person to approve for nobody.
+            let gone = item.caller == countersign::Caller::Mcp;
+            let item_outcome = if taken || gone {
+                let why = if gone {
+                    RestoreMiss::CallerGone
+                } else {
+                    RestoreMiss::ElsewhereOrDone
+                };
+                exec.drop_pending(pending, why, now()).ok().map(Err)
             } else {
                 match exec.restore_pending(pending, now()) {
                     Ok(Step::Settled(settled)) => Some(Err(settled)),

@@ -1,12 +1,14 @@
 //! The page's side of the MCP relay (see `relay.rs`): a WebSocket at `GET /v1/relay`,
-//! behind the API guard (same-origin pages, or the page token; a browser's handshake
-//! carries its `Origin`, checked against the allow-list), 404 `unknown_route` while MCP
-//! is off. A WebSocket, not an event stream: it does not take one of the six HTTP/1.1
+//! behind the API guard (a browser's handshake carries its `Origin`, checked against the
+//! allow-list; a browser cannot send a token on a WebSocket, so with a page token
+//! configured the relay needs a proxy that adds it), 404 `unknown_route` while MCP is
+//! off. A WebSocket, not an event stream: it does not take one of the six HTTP/1.1
 //! connections a browser keeps per host (six tabs would otherwise stall every request),
 //! and the page's key goes in its first message, never in a URL.
 //!
 //! The page says `{"type":"hello","key":…}` first (within 10 s); the gateway answers
-//! `paired` (the code, and the calls that still wait), then sends `call` and `cancel`.
+//! `paired` (the code, the calls that still wait, the largest message it may send), then
+//! sends `call` and `cancel`.
 //! The page sends `tools` (what it projects for MCP callers) and `result` (a call's
 //! answer). A bad message is answered `{"type":"error","message":…}` and changes nothing.
 
@@ -48,7 +50,7 @@ pub(crate) async fn connect(
         ));
     }
     let relay = Arc::clone(&state.relay);
-    let max = state.config.max_body_bytes;
+    let max = relay.max_bytes();
     Ok(upgrade
         .max_message_size(max)
         .max_frame_size(max)

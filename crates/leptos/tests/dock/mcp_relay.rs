@@ -105,6 +105,11 @@ async fn looked() {
 
 /// A page with the relay, paired as `CODE` on socket 0.
 async fn paired(stand_in: &StandIn) -> Page {
+    paired_with_limit(stand_in, 1024 * 1024).await
+}
+
+/// [`paired`], the gateway taking messages up to `max_bytes`.
+async fn paired_with_limit(stand_in: &StandIn, max_bytes: usize) -> Page {
     let page = mount(Setup {
         mcp_relay: Some(URL.into()),
         ..Setup::default()
@@ -114,12 +119,13 @@ async fn paired(stand_in: &StandIn) -> Page {
     let hello = &stand_in.sent(0)[0];
     assert_eq!(hello["type"], "hello");
     assert_eq!(hello["key"].as_str().unwrap().len(), 64);
-    stand_in.deliver(
-        0,
-        serde_json::json!({"type": "paired", "code": "K7QM-4T2P-9XHD", "waiting": []}),
-    );
+    stand_in.deliver(0, pairing(&[], max_bytes));
     tick().await;
     page
+}
+
+fn pairing(waiting: &[&str], max_bytes: usize) -> serde_json::Value {
+    serde_json::json!({"type": "paired", "code": "K7QM-4T2P-9XHD", "waiting": waiting, "max_bytes": max_bytes})
 }
 
 fn relayed(id: &str, name: &str) -> serde_json::Value {
@@ -212,10 +218,7 @@ async fn after_a_drop_nothing_runs_twice_and_nothing_forgotten_stays_up() {
     // answer was not delivered) and sends it again, but has given up on the archive.
     TimeoutFuture::new(1_200).await;
     assert_eq!(stand_in.opened(), 2, "no reconnect");
-    stand_in.deliver(
-        1,
-        serde_json::json!({"type": "paired", "code": "K7QM-4T2P-9XHD", "waiting": ["mcp-done"]}),
-    );
+    stand_in.deliver(1, pairing(&["mcp-done"], 1024 * 1024));
     stand_in.deliver(1, relayed("mcp-done", "save"));
     tick().await;
     // The rename's answer is delivered once, it ran once, and no second card came up.
@@ -237,4 +240,77 @@ async fn after_a_drop_nothing_runs_twice_and_nothing_forgotten_stays_up() {
         "a forgotten call is still on screen"
     );
     assert!(page.cs.executor().approvals().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn an_answer_lost_with_the_connection_is_sent_again() {
+    let stand_in = StandIn::install();
+    let page = paired(&stand_in).await;
+    stand_in.deliver(0, relayed("mcp-x", "save"));
+    tick().await;
+    looked().await;
+    page.click(".cs-allow-once");
+    tick().await;
+    // Sent on the old connection, but lost with it: the gateway still waits.
+    assert_eq!(stand_in.results(0).len(), 1);
+    stand_in.drop_socket(0);
+    TimeoutFuture::new(1_200).await;
+    stand_in.deliver(1, pairing(&["mcp-x"], 1024 * 1024));
+    stand_in.deliver(1, relayed("mcp-x", "save"));
+    tick().await;
+    let again = stand_in.results(1);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].0, "mcp-x");
+    assert_eq!(again[0].1["ok"], true);
+    assert_eq!(page.runs(), ["save:Relayed"], "run once");
+}
+
+#[wasm_bindgen_test]
+async fn a_connection_not_back_in_time_withdraws_what_waits() {
+    let stand_in = StandIn::install();
+    let page = paired(&stand_in).await;
+    stand_in.deliver(0, relayed("mcp-y", "save"));
+    tick().await;
+    assert!(page.q(".cs-card").is_some());
+    stand_in.drop_socket(0);
+    // The gateway gives up on the call after 10 s; the page withdraws it before that.
+    TimeoutFuture::new(9_500).await;
+    tick().await;
+    assert!(
+        page.q(".cs-card").is_none(),
+        "a call its client was told failed is still up"
+    );
+    assert!(page.cs.executor().approvals().is_empty());
+    assert!(page.runs().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn a_gateway_that_stops_takes_its_calls_with_it_at_once() {
+    let stand_in = StandIn::install();
+    let page = paired(&stand_in).await;
+    stand_in.deliver(0, relayed("mcp-z", "save"));
+    tick().await;
+    run("const s = window.__sockets[0]; s.readyState = 3; \
+         s.onclose(new CloseEvent('close', { code: 1012, reason: 'the gateway is stopping' }));");
+    tick().await;
+    assert!(
+        page.q(".cs-card").is_none(),
+        "a call the stopped gateway forgot is up"
+    );
+    assert!(page.runs().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn what_is_too_large_to_relay_is_said_not_sent() {
+    let stand_in = StandIn::install();
+    let page = paired_with_limit(&stand_in, 300).await;
+    // The tools do not fit: not sent (sending would end the connection).
+    assert!(stand_in.sent(0).iter().all(|m| m["type"] != "tools"));
+    stand_in.deliver(0, relayed("mcp-big", "read_page_state"));
+    tick().await;
+    let results = stand_in.results(0);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].1["error"]["code"], "RESULT_TOO_LARGE");
+    assert!(stand_in.sent(0).iter().all(|m| m.to_string().len() <= 300));
+    drop(page);
 }

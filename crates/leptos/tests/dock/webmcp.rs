@@ -718,3 +718,37 @@ async fn an_mcp_clients_grant_lasts_one_page_load() {
     assert!(!stored.contains("\"save\""), "saved: {stored}");
     assert_eq!(page.runs(), ["save:A", "save:B"]);
 }
+
+#[wasm_bindgen_test]
+async fn an_mcp_clients_call_does_not_come_back_after_a_reload() {
+    let key = "mcp-reload";
+    let page = mount(kept(key));
+    tick().await;
+    let _pending = page.cs.call(
+        countersign::Call::new("mcp-kept", "save", r#"{"name":"Kept"}"#)
+            .by(countersign::Caller::Mcp),
+    );
+    tick().await;
+    assert!(page.q(".cs-card").is_some());
+    reload(page);
+    let page = mount(kept(key));
+    restored().await;
+    tick().await;
+    // Its pairing ended with the page (the client was told): nobody waits for it.
+    assert!(
+        page.cs.executor().approvals().is_empty(),
+        "an MCP call came back"
+    );
+    assert!(page.q(".cs-card").is_none());
+    let records = page.cs.audit().records();
+    assert!(
+        records.iter().any(|r| r.reason
+            == countersign::Reason::NotRestored {
+                handoff: false,
+                why: countersign::RestoreMiss::CallerGone
+            }),
+        "{records:?}"
+    );
+    assert!(page.runs().is_empty());
+    session_storage().clear().unwrap();
+}
