@@ -160,6 +160,7 @@ type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn say(socket: &mut Socket, message: Value) {
+    use futures_util::SinkExt;
     socket
         .send(tokio_tungstenite::tungstenite::Message::Text(
             message.to_string().into(),

@@ -46,10 +46,10 @@ pub(crate) struct McpRelay {
     key: String,
     socket: RefCell<Option<web_sys::WebSocket>>,
     /// Kept alive while the socket is.
-    handlers: RefCell<Vec<Closure<dyn FnMut(web_sys::Event)>>>,
+    handlers: RefCell<Vec<Handler>>,
     /// The handlers of the socket before (one may be running as it is dropped): freed
     /// at the next open.
-    retired: RefCell<Vec<Closure<dyn FnMut(web_sys::Event)>>>,
+    retired: RefCell<Vec<Handler>>,
     /// The tools last sent, as sent (a change sends them again).
     sent_tools: RefCell<Option<String>>,
     /// Relayed calls submitted in this load and not answered yet.
@@ -74,6 +74,9 @@ pub(crate) struct McpRelay {
 }
 
 pub(crate) type McpRelaySlot = RefCell<Option<Rc<McpRelay>>>;
+
+/// A socket event handler.
+type Handler = Closure<dyn FnMut(web_sys::Event)>;
 
 /// A message from the gateway.
 #[derive(Debug, Deserialize)]
@@ -137,7 +140,7 @@ pub(crate) fn start(cs: &Countersign, base: String) {
     wasm_bindgen_futures::spawn_local(async move {
         let on = match crate::http::fetch("GET", &health, None, 10_000).await {
             Ok((200, body)) => serde_json::from_str::<serde_json::Value>(&body)
-                .is_ok_and(|v| v["mcp"] == serde_json::Value::Bool(true)),
+                .is_ok_and(|v| v.get("mcp") == Some(&serde_json::Value::Bool(true))),
             _ => false,
         };
         if let (true, Some(shared)) = (on, weak.upgrade()) {
@@ -169,7 +172,7 @@ fn socket_url(base: &str) -> Option<String> {
 fn handler(
     shared: &Rc<Shared>,
     on: impl Fn(&Countersign, &Rc<McpRelay>, web_sys::Event) + 'static,
-) -> Closure<dyn FnMut(web_sys::Event)> {
+) -> Handler {
     let weak: Weak<Shared> = Rc::downgrade(shared);
     Closure::new(move |event: web_sys::Event| {
         let Some(shared) = weak.upgrade() else {
