@@ -18,7 +18,6 @@ use std::rc::{Rc, Weak};
 
 use countersign::{Call, Caller};
 use leptos::prelude::{GetUntracked, Set};
-use serde::Deserialize;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsCast;
 
@@ -61,7 +60,7 @@ pub(crate) struct McpRelay {
     seen: RefCell<BTreeMap<String, f64>>,
     /// The latest answers, to send again if the gateway still waits for one after a
     /// reconnect (the first sending was lost with the connection).
-    answered: RefCell<std::collections::VecDeque<(String, String)>>,
+    answered: RefCell<Vec<(String, String)>>,
     /// The largest message the gateway takes (it says when the page pairs).
     max_bytes: Cell<usize>,
     /// Withdraws the live calls if the connection is not back in time.
@@ -79,8 +78,7 @@ pub(crate) type McpRelaySlot = RefCell<Option<Rc<McpRelay>>>;
 type Handler = Closure<dyn FnMut(web_sys::Event)>;
 
 /// A message from the gateway.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug)]
 enum Event {
     Paired {
         code: String,
@@ -98,6 +96,38 @@ enum Event {
     Error {
         message: String,
     },
+}
+
+impl Event {
+    /// The message in `text`, if it is one (read through `serde_json::Value`, which the
+    /// page has anyway: a derived, internally tagged enum would add its own machinery to
+    /// the bundle).
+    fn parse(text: &str) -> Option<Self> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let text = |key: &str| value.get(key)?.as_str().map(str::to_owned);
+        Some(match value.get("type")?.as_str()? {
+            "paired" => Event::Paired {
+                code: text("code")?,
+                waiting: value
+                    .get("waiting")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|id| id.as_str().map(str::to_owned))
+                    .collect(),
+                max_bytes: usize::try_from(value.get("max_bytes")?.as_u64()?).ok()?,
+            },
+            "call" => Event::Call {
+                id: text("id")?,
+                name: text("name")?,
+                arguments: text("arguments")?,
+            },
+            "cancel" => Event::Cancel { id: text("id")? },
+            "error" => Event::Error {
+                message: text("message")?,
+            },
+            _ => return None,
+        })
+    }
 }
 
 /// Starts the relay for `cs` against `base`: a path at the page's origin if the
@@ -202,14 +232,16 @@ fn open(cs: &Countersign) {
     };
     relay.retired.borrow_mut().clear();
     let on_open = handler(&cs.0, |_, relay, _| {
-        let hello = serde_json::json!({ "type": "hello", "key": relay.key });
-        relay.send(&hello.to_string());
+        relay.send(&format!(
+            r#"{{"type":"hello","key":{}}}"#,
+            quoted(&relay.key)
+        ));
     });
     let on_message = handler(&cs.0, |cs, _, event| {
         let text = event
             .dyn_ref::<web_sys::MessageEvent>()
             .and_then(|e| e.data().as_string());
-        if let Some(Ok(event)) = text.map(|t| serde_json::from_str::<Event>(&t)) {
+        if let Some(event) = text.as_deref().and_then(Event::parse) {
             received(cs, event);
         }
     });
@@ -335,7 +367,7 @@ fn received(cs: &Countersign, event: Event) {
                 if let Some(content) = kept {
                     relay.answer(id, content);
                 } else if relay.seen.borrow().contains_key(id) {
-                    relay.answer(id, lost());
+                    relay.answer(id, LOST.to_owned());
                 }
             }
             cs.0.dock.pairing.set(Some(code));
@@ -373,9 +405,9 @@ fn received(cs: &Countersign, event: Event) {
                     let content = relay.fitting(content);
                     let mut answered = relay.answered.borrow_mut();
                     if answered.len() == ANSWERS_KEPT {
-                        answered.pop_front();
+                        answered.remove(0);
                     }
-                    answered.push_back((id.clone(), content.clone()));
+                    answered.push((id.clone(), content.clone()));
                     drop(answered);
                     relay.answer(&id, content);
                 }
@@ -422,17 +454,14 @@ pub(crate) fn sync(cs: &Countersign) {
 }
 
 /// The answer for a call answered here whose answer was lost on the way.
-fn lost() -> String {
-    serde_json::json!({
-        "ok": false,
-        "error": {
-            "code": "RESULT_LOST",
-            "reason": "result_lost",
-            "message": "the page answered this call, but the answer was lost with the connection; what happened is in the page's audit trail",
-            "retry": false,
-        }
-    })
-    .to_string()
+const LOST: &str = r#"{"ok":false,"error":{"code":"RESULT_LOST","reason":"result_lost","message":"the page answered this call, but the answer was lost with the connection; what happened is in the page's audit trail","retry":false}}"#;
+
+/// The answer in place of one too large to relay.
+const TOO_LARGE: &str = r#"{"ok":false,"error":{"code":"RESULT_TOO_LARGE","reason":"result_too_large","message":"the call went through the page, but its result is too large to relay; what happened is in the page's audit trail","retry":false}}"#;
+
+/// `text` as a JSON string.
+fn quoted(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
 }
 
 impl McpRelay {
@@ -450,22 +479,17 @@ impl McpRelay {
         if content.len() * 2 + 200 <= self.max_bytes.get() {
             return content;
         }
-        serde_json::json!({
-            "ok": false,
-            "error": {
-                "code": "RESULT_TOO_LARGE",
-                "reason": "result_too_large",
-                "message": "the call went through the page, but its result is too large to relay; what happened is in the page's audit trail",
-                "retry": false,
-            }
-        })
-        .to_string()
+        TOO_LARGE.to_owned()
     }
 
     /// Sends call `id`'s answer, or keeps it for when the socket is back.
     fn answer(&self, id: &str, content: String) {
-        let message = serde_json::json!({ "type": "result", "id": id, "content": content });
-        if !self.send(&message.to_string()) {
+        let message = format!(
+            r#"{{"type":"result","id":{},"content":{}}}"#,
+            quoted(id),
+            quoted(&content)
+        );
+        if !self.send(&message) {
             self.unsent.borrow_mut().insert(id.to_owned(), content);
         }
     }
