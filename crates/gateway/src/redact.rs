@@ -145,7 +145,13 @@ pub fn redact_answer(secret: &str, body: &[u8]) -> Result<Bytes, Leak> {
     if secret.is_empty() {
         return Ok(Bytes::copy_from_slice(body));
     }
-    let mut value: Value = serde_json::from_slice(body).map_err(|_| Leak)?;
+    let value: Value = serde_json::from_slice(body).map_err(|_| Leak)?;
+    redact_parsed(secret, value)
+}
+
+/// [`redact_answer`] for an answer already parsed (the proxy parses it once, to check
+/// it, and redacts that same value).
+pub fn redact_parsed(secret: &str, mut value: Value) -> Result<Bytes, Leak> {
     drop_logprobs(&mut value);
     redact_value(&mut value, secret)?;
     if joined_leak(&value, secret) {
@@ -155,36 +161,41 @@ pub fn redact_answer(secret: &str, body: &[u8]) -> Result<Bytes, Leak> {
 }
 
 /// Whether a list's parts, joined as a client joins them, spell the key: its strings in
-/// order, or one field's strings across its objects (content parts' `text`).
+/// order, or one field's strings across its objects (content parts' `text`). One pass
+/// over each list (every field's strings joined together as they come), so the scan is
+/// linear in the answer's size whatever the objects' keys.
 fn joined_leak(value: &Value, secret: &str) -> bool {
     match value {
         Value::Array(items) => {
-            let strings: String = items.iter().filter_map(Value::as_str).collect();
+            let mut strings = String::new();
             // Content parts as clients join them: a string as itself, an object by its
             // `text` (mixed lists included).
-            let parts: String = items
-                .iter()
-                .filter_map(|item| {
-                    item.as_str()
-                        .or_else(|| item.get("text").and_then(Value::as_str))
-                })
-                .collect();
-            if strings.contains(secret) || parts.contains(secret) {
-                return true;
-            }
-            let keys: std::collections::BTreeSet<&String> = items
-                .iter()
-                .filter_map(Value::as_object)
-                .flat_map(|o| o.keys())
-                .collect();
-            for key in keys {
-                let joined: String = items
-                    .iter()
-                    .filter_map(|item| item.get(key.as_str()).and_then(Value::as_str))
-                    .collect();
-                if joined.contains(secret) {
-                    return true;
+            let mut parts = String::new();
+            let mut fields: BTreeMap<&str, String> = BTreeMap::new();
+            for item in items {
+                match item {
+                    Value::String(text) => {
+                        strings.push_str(text);
+                        parts.push_str(text);
+                    }
+                    Value::Object(map) => {
+                        for (key, field) in map {
+                            if let Value::String(text) = field {
+                                fields.entry(key.as_str()).or_default().push_str(text);
+                                if key == "text" {
+                                    parts.push_str(text);
+                                }
+                            }
+                        }
+                    }
+                    _ => {}
                 }
+            }
+            if strings.contains(secret)
+                || parts.contains(secret)
+                || fields.values().any(|joined| joined.contains(secret))
+            {
+                return true;
             }
             items.iter().any(|item| joined_leak(item, secret))
         }

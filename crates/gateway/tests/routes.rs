@@ -72,7 +72,17 @@ async fn health_answers_without_auth() {
     )
     .await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(json, json!({"ok": true, "model": false}));
+    assert_eq!(json, json!({"ok": true, "model": false, "mcp": false}));
+    // The page opens its MCP relay only where the gateway says MCP is on.
+    let mut with_mcp = config(None);
+    with_mcp.mcp_token = Some(Secret::new("mcp-token-0123456789abcdef0123456789ab"));
+    let (s, _dir) = state(with_mcp);
+    let (_, json, _) = send(
+        &app(s),
+        Request::get("/v1/health").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(json["mcp"], json!(true));
 }
 
 #[tokio::test]

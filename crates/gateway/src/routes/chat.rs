@@ -9,11 +9,11 @@ use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::JsonBody;
-use crate::redact::{redact_answer, StreamRedactor};
+use crate::redact::{redact_parsed, StreamRedactor};
 use crate::AppState;
 
 /// Upstream error codes (OpenAI's and common compatible servers') the gateway names.
@@ -46,23 +46,7 @@ pub(crate) async fn chat_completions(
         .upstream
         .clone()
         .ok_or_else(ApiError::not_configured)?;
-    let mut request: Value = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::new(
-            ErrorCode::InvalidJson,
-            format!("the body is not valid JSON ({e})"),
-        )
-    })?;
-    let object = request.as_object_mut().ok_or_else(|| {
-        ApiError::new(ErrorCode::InvalidRequest, "the body must be a JSON object")
-    })?;
-    if !object.get("messages").is_some_and(Value::is_array) {
-        return Err(ApiError::new(
-            ErrorCode::InvalidRequest,
-            "`messages` must be a list",
-        ));
-    }
-    object.insert("model".into(), json!(upstream.model));
-    let streaming = object.get("stream").and_then(Value::as_bool) == Some(true);
+    let (request, streaming) = with_model(&body, &upstream.model)?;
 
     let mut call = state
         .http
@@ -71,7 +55,7 @@ pub(crate) async fn chat_completions(
             upstream.base_url.trim_end_matches('/')
         ))
         .header(header::CONTENT_TYPE, "application/json")
-        .body(request.to_string());
+        .body(request);
     if let Some(key) = &upstream.key {
         call = call.bearer_auth(key.expose());
     }
@@ -117,6 +101,7 @@ pub(crate) async fn chat_completions(
         ));
     }
     let body = read_limited(response, state.config.upstream_timeout).await?;
+    // Parsed once: checked here, redacted as the same value.
     let parsed: Value = serde_json::from_slice(&body).map_err(|_| {
         ApiError::new(
             ErrorCode::UpstreamMalformed,
@@ -129,7 +114,12 @@ pub(crate) async fn chat_completions(
             "the model upstream's answer has no `choices`",
         ));
     }
-    let redacted = redact_answer(&secret, &body).map_err(|_| {
+    let redacted = if secret.is_empty() {
+        Ok(Bytes::from(body))
+    } else {
+        redact_parsed(&secret, parsed)
+    };
+    let redacted = redacted.map_err(|_| {
         ApiError::new(
             ErrorCode::UpstreamMalformed,
             "the model upstream's answer held the provider key in a form that cannot be redacted",
@@ -141,6 +131,90 @@ pub(crate) async fn chat_completions(
         HeaderValue::from_static("application/json"),
     );
     Ok(out)
+}
+
+/// The request with the gateway's model in place of the page's, and whether it asks for
+/// a stream. Its fields are read as raw JSON and written back as they came (no value tree
+/// is built for the conversation); a field given twice is sent once, the last, as a JSON
+/// parser reads it.
+fn with_model(body: &[u8], model: &str) -> Result<(String, bool), ApiError> {
+    use serde_json::value::RawValue;
+    let fields: Vec<(String, &RawValue)> = match serde_json::from_slice::<Fields<'_>>(body) {
+        Ok(fields) => fields.0,
+        Err(e) if e.is_data() => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "the body must be a JSON object",
+            ))
+        }
+        Err(e) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidJson,
+                format!("the body is not valid JSON ({e})"),
+            ))
+        }
+    };
+    let last = |name: &str| {
+        fields
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.get())
+    };
+    if !last("messages").is_some_and(|v| v.starts_with('[')) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`messages` must be a list",
+        ));
+    }
+    let streaming = last("stream") == Some("true");
+    let mut out = String::with_capacity(body.len() + model.len() + 16);
+    out.push('{');
+    let mut written = std::collections::HashSet::new();
+    // Last one wins: walk from the end, keep each name once, then restore the order.
+    let mut kept: Vec<&(String, &RawValue)> = fields
+        .iter()
+        .rev()
+        .filter(|(k, _)| k != "model" && written.insert(k.as_str()))
+        .collect();
+    kept.reverse();
+    for (key, value) in kept {
+        out.push_str(&Value::from(key.as_str()).to_string());
+        out.push(':');
+        out.push_str(value.get());
+        out.push(',');
+    }
+    out.push_str("\"model\":");
+    out.push_str(&Value::from(model).to_string());
+    out.push('}');
+    Ok((out, streaming))
+}
+
+/// A JSON object's fields in order, values as raw JSON.
+struct Fields<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Fields<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Fields<'a>, M::Error> {
+                let mut fields = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: &'de serde_json::value::RawValue = map.next_value()?;
+                    fields.push((key, value));
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
+    }
 }
 
 fn timed_out() -> ApiError {
