@@ -121,14 +121,23 @@ async fn models_lists_the_configured_model() {
 async fn malformed_and_wrongly_typed_bodies_are_clear_400s() {
     let (s, _dir) = state(config(Some("http://127.0.0.1:9/v1".into())));
     let app = app(s);
+    let deep = format!(
+        "{{\"messages\":[],\"x\":{}{}}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
     for (body, expected) in [
         ("{", "invalid_json"),
         ("", "invalid_json"),
         ("[1,2]", "invalid_request"),
+        ("[1,", "invalid_json"),
         ("{\"messages\":\"hi\"}", "invalid_request"),
         ("{}", "invalid_request"),
+        // Nested deeper than a JSON parser's usual limit: refused here, not sent on.
+        (deep.as_str(), "invalid_json"),
     ] {
-        let (status, json, _) = send(&app, page("POST", "/v1/chat/completions", body)).await;
+        let (status, json, _) =
+            send(&app, page("POST", "/v1/chat/completions", body.to_owned())).await;
         assert_eq!(
             (status, code(&json)),
             (StatusCode::BAD_REQUEST, expected),

@@ -136,12 +136,15 @@ pub(crate) async fn chat_completions(
 /// The request with the gateway's model in place of the page's, and whether it asks for
 /// a stream. Its fields are read as raw JSON and written back as they came (no value tree
 /// is built for the conversation); a field given twice is sent once, the last, as a JSON
-/// parser reads it.
+/// parser reads it. The raw values are checked for syntax and nesting (at most 128
+/// levels), not parsed: a number out of `f64`'s range or a lone surrogate escape inside
+/// them is the upstream's to refuse, and the page then sees its error.
 fn with_model(body: &[u8], model: &str) -> Result<(String, bool), ApiError> {
     use serde_json::value::RawValue;
     let fields: Vec<(String, &RawValue)> = match serde_json::from_slice::<Fields<'_>>(body) {
         Ok(fields) => fields.0,
-        Err(e) if e.is_data() => {
+        // JSON, but not an object (a syntax error after a leading `[` is still one).
+        Err(e) if e.is_data() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() => {
             return Err(ApiError::new(
                 ErrorCode::InvalidRequest,
                 "the body must be a JSON object",
@@ -154,6 +157,14 @@ fn with_model(body: &[u8], model: &str) -> Result<(String, bool), ApiError> {
             ))
         }
     };
+    // The raw values are scanned, not parsed: their nesting is bounded here as a parser
+    // would bound it, so an upstream is never sent what the gateway would not parse.
+    if nests_deeper_than(body, MAX_DEPTH) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidJson,
+            format!("the body nests deeper than {MAX_DEPTH} levels"),
+        ));
+    }
     let last = |name: &str| {
         fields
             .iter()
@@ -188,6 +199,37 @@ fn with_model(body: &[u8], model: &str) -> Result<(String, bool), ApiError> {
     out.push_str(&Value::from(model).to_string());
     out.push('}');
     Ok((out, streaming))
+}
+
+/// The deepest nesting a request may have (`serde_json`'s own limit when it parses).
+const MAX_DEPTH: usize = 128;
+
+/// Whether the JSON in `body` (already checked to be JSON) nests deeper than `max`.
+fn nests_deeper_than(body: &[u8], max: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in body {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A JSON object's fields in order, values as raw JSON.
