@@ -80,12 +80,7 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     }
     match &access.token {
         Some(token) => {
-            let given = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or("");
-            if constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
+            if bears(headers, token) {
                 Ok(())
             } else {
                 Err(ApiError::new(
@@ -109,7 +104,17 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether the request's `Authorization: Bearer …` is `token` (compared in constant time).
+pub(crate) fn bears(headers: &HeaderMap, token: &crate::Secret) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    constant_time_eq(given.as_bytes(), token.expose().as_bytes())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -186,14 +186,8 @@ impl ServerHandler for McpServer {
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
-                changed = changes.recv() => {
-                    let ours = match changed {
-                        Ok(changed) => Some(changed) == code,
-                        // Missed some: say it changed, the client lists again.
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
-                    };
-                    if ours && context.sink().notify_tool_list_changed().await.is_err() {
+                changed = next_change(&mut changes, code.as_deref()) => {
+                    if changed.is_none() || context.sink().notify_tool_list_changed().await.is_err() {
                         return Ok(());
                     }
                 }
@@ -216,25 +210,37 @@ impl ServerHandler for McpServer {
         tokio::spawn(async move {
             let mut check = tokio::time::interval(SESSION_CHECK);
             loop {
-                let changed = tokio::select! {
-                    changed = changes.recv() => changed,
+                tokio::select! {
+                    changed = next_change(&mut changes, code.as_deref()) => {
+                        if changed.is_none() || peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
                     _ = check.tick() => {
                         if peer.is_transport_closed() {
                             return;
                         }
-                        continue;
                     }
-                };
-                let ours = match changed {
-                    Ok(changed) => Some(changed) == code,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                };
-                if ours && peer.notify_tool_list_changed().await.is_err() {
-                    return;
                 }
             }
         });
+    }
+}
+
+/// Waits for a change of the tools of the page paired as `code` (`None` when the relay
+/// is gone). Having missed some changes counts as one: the client lists again.
+async fn next_change(
+    changes: &mut tokio::sync::broadcast::Receiver<String>,
+    code: Option<&str>,
+) -> Option<()> {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match changes.recv().await {
+            Ok(changed) if Some(changed.as_str()) == code => return Some(()),
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => return Some(()),
+            Err(RecvError::Closed) => return None,
+        }
     }
 }
 
@@ -277,12 +283,7 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
             "MCP is off on this gateway",
         ));
     };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if crate::guard::constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
+    if crate::guard::bears(headers, token) {
         Ok(())
     } else {
         Err(ApiError::new(

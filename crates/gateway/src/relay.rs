@@ -14,6 +14,7 @@
 //! withdraws any other of its MCP calls) and is sent them again. A page that closes its
 //! connection itself is gone at once.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -229,47 +230,39 @@ impl Relay {
         let serial = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let mut pages = self.pages();
         let count = pages.len();
-        match pages.get_mut(&code) {
-            Some(page) if page.key == digest => {
-                let waiting: Vec<String> = page.calls.keys().cloned().collect();
-                let _ = sender.try_send(PageEvent::Paired {
-                    code: code.clone(),
-                    waiting,
-                    max_bytes: self.max_bytes,
-                });
-                for (id, call) in &page.calls {
-                    let _ = sender.try_send(PageEvent::Call {
-                        id: id.clone(),
-                        name: call.name.clone(),
-                        arguments: call.arguments.clone(),
-                    });
-                }
-                page.connection = serial;
-                page.detached = false;
-                page.events = sender;
+        let page = match pages.entry(code.clone()) {
+            Entry::Occupied(taken) if taken.get().key != digest => {
+                // Another key with the same code (2^-60 by chance): the first keeps it.
+                return Err(RelayError::Full);
             }
-            // Another key with the same code (2^-60 by chance): the first keeps it.
-            Some(_) => return Err(RelayError::Full),
-            None if count >= MAX_PAGES => return Err(RelayError::Full),
-            None => {
-                let _ = sender.try_send(PageEvent::Paired {
-                    code: code.clone(),
-                    waiting: Vec::new(),
-                    max_bytes: self.max_bytes,
-                });
-                pages.insert(
-                    code.clone(),
-                    Page {
-                        key: digest,
-                        connection: serial,
-                        detached: false,
-                        events: sender,
-                        tools: Arc::default(),
-                        calls: HashMap::new(),
-                    },
-                );
-            }
+            Entry::Occupied(page) => page.into_mut(),
+            Entry::Vacant(_) if count >= MAX_PAGES => return Err(RelayError::Full),
+            Entry::Vacant(free) => free.insert(Page {
+                key: digest,
+                connection: serial,
+                detached: false,
+                events: sender.clone(),
+                tools: Arc::default(),
+                calls: HashMap::new(),
+            }),
+        };
+        // A reconnect is told what still waits, and sent it again.
+        let _ = sender.try_send(PageEvent::Paired {
+            code: code.clone(),
+            waiting: page.calls.keys().cloned().collect(),
+            max_bytes: self.max_bytes,
+        });
+        for (id, call) in &page.calls {
+            let _ = sender.try_send(PageEvent::Call {
+                id: id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
         }
+        page.connection = serial;
+        page.detached = false;
+        page.events = sender;
+        drop(pages);
         Ok(Connection {
             code,
             serial,
@@ -290,21 +283,18 @@ impl Relay {
     /// The grace after connection `serial` dropped is over: unless the page came back,
     /// it is gone, and so are its tools; its waiting calls end with "the page went away".
     pub fn expire(&self, code: &str, serial: u64) {
-        let mut pages = self.pages();
-        if pages
-            .get(code)
-            .is_some_and(|p| p.connection == serial && p.detached)
-        {
-            pages.remove(code);
-            drop(pages);
-            let _ = self.changes.send(code.to_owned());
-        }
+        self.remove(code, |page| page.connection == serial && page.detached);
     }
 
     /// The page closed connection `serial` itself (it is going away): gone at once.
     pub fn disconnect(&self, code: &str, serial: u64) {
+        self.remove(code, |page| page.connection == serial);
+    }
+
+    /// Removes the page paired as `code` if `ends` says so, and announces the change.
+    fn remove(&self, code: &str, ends: impl FnOnce(&Page) -> bool) {
         let mut pages = self.pages();
-        if pages.get(code).is_some_and(|p| p.connection == serial) {
+        if pages.get(code).is_some_and(ends) {
             pages.remove(code);
             drop(pages);
             let _ = self.changes.send(code.to_owned());

@@ -2,6 +2,7 @@
 //! with the key added here, never echoed, and redacted from the answer at the level a
 //! client decodes it (see [`crate::redact`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -136,13 +137,14 @@ pub(crate) async fn chat_completions(
 /// The request with the gateway's model in place of the page's, and whether it asks for
 /// a stream. Its fields are read as raw JSON and written back as they came (no value tree
 /// is built for the conversation); a field given twice is sent once, the last, as a JSON
-/// parser reads it. The raw values are checked for syntax and nesting (at most 128
+/// parser reads it, and the fields go in name order, as the value tree wrote them. The raw values are checked for syntax and nesting (at most 128
 /// levels), not parsed: a number out of `f64`'s range or a lone surrogate escape inside
 /// them is the upstream's to refuse, and the page then sees its error.
 fn with_model(body: &[u8], model: &str) -> Result<(String, bool), ApiError> {
     use serde_json::value::RawValue;
-    let fields: Vec<(String, &RawValue)> = match serde_json::from_slice::<Fields<'_>>(body) {
-        Ok(fields) => fields.0,
+    // A map keeps the last of a field given twice, as a JSON parser reads it.
+    let mut fields = match serde_json::from_slice::<BTreeMap<String, &RawValue>>(body) {
+        Ok(fields) => fields,
         // JSON, but not an object (a syntax error after a leading `[` is still one).
         Err(e) if e.is_data() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() => {
             return Err(ApiError::new(
@@ -165,32 +167,21 @@ fn with_model(body: &[u8], model: &str) -> Result<(String, bool), ApiError> {
             format!("the body nests deeper than {MAX_DEPTH} levels"),
         ));
     }
-    let last = |name: &str| {
-        fields
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.get())
-    };
-    if !last("messages").is_some_and(|v| v.starts_with('[')) {
+    if !fields
+        .get("messages")
+        .is_some_and(|v| v.get().starts_with('['))
+    {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
             "`messages` must be a list",
         ));
     }
-    let streaming = last("stream") == Some("true");
+    let streaming = fields.get("stream").map(|v| v.get()) == Some("true");
+    fields.remove("model");
     let mut out = String::with_capacity(body.len() + model.len() + 16);
     out.push('{');
-    let mut written = std::collections::HashSet::new();
-    // Last one wins: walk from the end, keep each name once, then restore the order.
-    let mut kept: Vec<&(String, &RawValue)> = fields
-        .iter()
-        .rev()
-        .filter(|(k, _)| k != "model" && written.insert(k.as_str()))
-        .collect();
-    kept.reverse();
-    for (key, value) in kept {
-        out.push_str(&Value::from(key.as_str()).to_string());
+    for (key, value) in fields {
+        out.push_str(&Value::from(key).to_string());
         out.push(':');
         out.push_str(value.get());
         out.push(',');
@@ -230,33 +221,6 @@ fn nests_deeper_than(body: &[u8], max: usize) -> bool {
         }
     }
     false
-}
-
-/// A JSON object's fields in order, values as raw JSON.
-struct Fields<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
-
-impl<'de: 'a, 'a> serde::Deserialize<'de> for Fields<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
-            type Value = Fields<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: serde::de::MapAccess<'de>>(
-                self,
-                mut map: M,
-            ) -> Result<Fields<'a>, M::Error> {
-                let mut fields = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    let value: &'de serde_json::value::RawValue = map.next_value()?;
-                    fields.push((key, value));
-                }
-                Ok(Fields(fields))
-            }
-        }
-        deserializer.deserialize_map(Visit(std::marker::PhantomData))
-    }
 }
 
 fn timed_out() -> ApiError {
