@@ -16,7 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 
-use countersign::{Call, Caller};
+use countersign::{Call, Caller, ToolSpec};
 use leptos::prelude::{GetUntracked, Set};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsCast;
@@ -50,7 +50,7 @@ pub(crate) struct McpRelay {
     /// at the next open.
     retired: RefCell<Vec<Handler>>,
     /// The tools last sent, as sent (a change sends them again).
-    sent_tools: RefCell<Option<String>>,
+    sent_tools: RefCell<Option<Vec<ToolSpec>>>,
     /// Relayed calls submitted in this load and not answered yet.
     live: RefCell<BTreeSet<String>>,
     /// Answers the socket was not open to take, by call id.
@@ -199,20 +199,35 @@ fn socket_url(base: &str) -> Option<String> {
     Some(format!("{scheme}://{}{base}", location.host().ok()?))
 }
 
+/// Runs `f` with the page's Countersign and relay, if both are still there (for socket
+/// handlers and timers, which hold the page weakly).
+fn with_relay(weak: &Weak<Shared>, f: impl FnOnce(&Countersign, &Rc<McpRelay>)) {
+    let Some(shared) = weak.upgrade() else {
+        return;
+    };
+    let cs = Countersign(shared);
+    let relay = cs.0.mcp_relay.borrow().clone();
+    if let Some(relay) = relay {
+        f(&cs, &relay);
+    }
+}
+
+/// A callback for a timer: `f` with the page's Countersign and relay.
+fn later(
+    shared: &Rc<Shared>,
+    f: impl Fn(&Countersign, &Rc<McpRelay>) + 'static,
+) -> impl FnMut() + 'static {
+    let weak = Rc::downgrade(shared);
+    move || with_relay(&weak, &f)
+}
+
 fn handler(
     shared: &Rc<Shared>,
     on: impl Fn(&Countersign, &Rc<McpRelay>, web_sys::Event) + 'static,
 ) -> Handler {
     let weak: Weak<Shared> = Rc::downgrade(shared);
     Closure::new(move |event: web_sys::Event| {
-        let Some(shared) = weak.upgrade() else {
-            return;
-        };
-        let cs = Countersign(shared);
-        let relay = cs.0.mcp_relay.borrow().clone();
-        if let Some(relay) = relay {
-            on(&cs, &relay, event);
-        }
+        with_relay(&weak, |cs, relay| on(cs, relay, event));
     })
 }
 
@@ -271,27 +286,16 @@ fn dropped(cs: &Countersign, relay: &Rc<McpRelay>, code: Option<u16>) {
     if code == Some(1012) {
         withdraw_live(cs, relay);
     } else if relay.orphan.borrow().is_none() {
-        let weak = Rc::downgrade(&cs.0);
-        *relay.orphan.borrow_mut() =
-            Some(gloo_timers::callback::Timeout::new(ORPHAN_MS, move || {
-                if let Some(shared) = weak.upgrade() {
-                    let cs = Countersign(shared);
-                    let relay = cs.0.mcp_relay.borrow().clone();
-                    if let Some(relay) = relay {
-                        relay.orphan.borrow_mut().take();
-                        withdraw_live(&cs, &relay);
-                    }
-                }
-            }));
+        let orphaned = later(&cs.0, |cs, relay| {
+            relay.orphan.borrow_mut().take();
+            withdraw_live(cs, relay);
+        });
+        *relay.orphan.borrow_mut() = Some(gloo_timers::callback::Timeout::new(ORPHAN_MS, orphaned));
     }
     let wait = relay.backoff_ms.get();
     relay.backoff_ms.set((wait * 2).min(MAX_BACKOFF_MS));
-    let weak = Rc::downgrade(&cs.0);
-    *relay.retry.borrow_mut() = Some(gloo_timers::callback::Timeout::new(wait, move || {
-        if let Some(shared) = weak.upgrade() {
-            open(&Countersign(shared));
-        }
-    }));
+    let reopen = later(&cs.0, |cs, _| open(cs));
+    *relay.retry.borrow_mut() = Some(gloo_timers::callback::Timeout::new(wait, reopen));
 }
 
 /// The page is going: close the socket, which tells the gateway at once, so an MCP
@@ -372,13 +376,8 @@ fn received(cs: &Countersign, event: Event) {
             }
             cs.0.dock.pairing.set(Some(code));
             *relay.sent_tools.borrow_mut() = None;
-            let weak = Rc::downgrade(&cs.0);
-            *relay.poll.borrow_mut() =
-                Some(gloo_timers::callback::Interval::new(POLL_MS, move || {
-                    if let Some(shared) = weak.upgrade() {
-                        sync(&Countersign(shared));
-                    }
-                }));
+            let poll = later(&cs.0, |cs, _| sync(cs));
+            *relay.poll.borrow_mut() = Some(gloo_timers::callback::Interval::new(POLL_MS, poll));
             sync(cs);
         }
         Event::Call {
@@ -432,12 +431,13 @@ pub(crate) fn sync(cs: &Countersign) {
     let Ok(tools) = cs.0.executor.projection_for(Caller::Mcp) else {
         return;
     };
+    // Compared as specs: serialised only when they changed, not at every executor step.
+    if relay.sent_tools.borrow().as_ref() == Some(&tools) {
+        return;
+    }
     let Ok(text) = serde_json::to_string(&tools) else {
         return;
     };
-    if relay.sent_tools.borrow().as_deref() == Some(text.as_str()) {
-        return;
-    }
     let message = format!(r#"{{"type":"tools","tools":{text}}}"#);
     // Over the gateway's limit the message would end the connection (and again after
     // every reconnect): MCP clients keep the tools they had, and the console says why.
@@ -445,11 +445,11 @@ pub(crate) fn sync(cs: &Countersign) {
         web_sys::console::warn_1(
             &"countersign: the page's tools are too large for the MCP relay; MCP clients keep the list they had".into(),
         );
-        *relay.sent_tools.borrow_mut() = Some(text);
+        *relay.sent_tools.borrow_mut() = Some(tools);
         return;
     }
     if relay.send(&message) {
-        *relay.sent_tools.borrow_mut() = Some(text);
+        *relay.sent_tools.borrow_mut() = Some(tools);
     }
 }
 
