@@ -96,23 +96,12 @@ impl McpClient {
 
     /// The result (or error) of the call tagged `tag`.
     pub async fn outcome(&mut self, tag: &str) -> Result<Value, String> {
-        self.wait(|e| {
-            e["tag"] == tag
-                && (e.get("result").is_some()
-                    || e.get("error").is_some()
-                    || e.get("cancelled").is_some())
-        })
-        .await
+        self.wait(|e| ends(e, tag)).await
     }
 
     /// Whether the call tagged `tag` has ended, among the events read so far.
     pub fn ended(&self, tag: &str) -> bool {
-        self.seen.iter().any(|e| {
-            e["tag"] == tag
-                && (e.get("result").is_some()
-                    || e.get("error").is_some()
-                    || e.get("cancelled").is_some())
-        })
+        self.seen.iter().any(|e| ends(e, tag))
     }
 
     /// Reads what has come within `for_ms` without waiting for anything in particular.
@@ -126,4 +115,12 @@ impl McpClient {
             }
         }
     }
+}
+
+/// Whether `event` ends the call tagged `tag`: its result, its error, or its cancel.
+fn ends(event: &Value, tag: &str) -> bool {
+    event["tag"] == tag
+        && ["result", "error", "cancelled"]
+            .iter()
+            .any(|k| event.get(k).is_some())
 }

@@ -187,6 +187,15 @@ async fn heard(socket: &mut Socket) -> Option<Value> {
 
 const PAGE: &str = "http://127.0.0.1:8787";
 
+/// A page's relay, paired: its socket and its code.
+async fn paired_page(base: &str) -> (Socket, String) {
+    let mut socket = relay_socket(base, Some(PAGE)).await.unwrap();
+    say(&mut socket, json!({"type": "hello", "key": KEY})).await;
+    let paired = heard(&mut socket).await.unwrap();
+    assert_eq!(paired["type"], "paired");
+    (socket, paired["code"].as_str().unwrap().to_owned())
+}
+
 fn tool() -> Value {
     json!({
         "name": "save", "description": "Saves.", "parameters": {"type": "object"},
@@ -277,12 +286,7 @@ async fn the_relay_takes_nothing_before_hello_and_refuses_bad_messages() {
 #[tokio::test]
 async fn a_relayed_call_reaches_the_page_and_its_answer_the_caller() {
     let (base, state, _dir) = served(true).await;
-    let mut socket = relay_socket(&base, Some(PAGE)).await.unwrap();
-    say(&mut socket, json!({"type": "hello", "key": KEY})).await;
-    let code = heard(&mut socket).await.unwrap()["code"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (mut socket, code) = paired_page(&base).await;
     let (id, answer) = state
         .relay
         .start_call(&code, "save", "{\"name\":\"Apollo\"}".into())
@@ -311,12 +315,7 @@ async fn a_relayed_call_reaches_the_page_and_its_answer_the_caller() {
 #[tokio::test]
 async fn a_page_that_closes_its_relay_is_gone_at_once() {
     let (base, state, _dir) = served(true).await;
-    let mut socket = relay_socket(&base, Some(PAGE)).await.unwrap();
-    say(&mut socket, json!({"type": "hello", "key": KEY})).await;
-    let code = heard(&mut socket).await.unwrap()["code"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (mut socket, code) = paired_page(&base).await;
     let (_, answer) = state.relay.start_call(&code, "save", "{}".into()).unwrap();
     socket.close(None).await.unwrap();
     assert!(answer.await.is_err(), "the waiting call ends with the page");

@@ -5,7 +5,8 @@
 use countersign_e2e::{ensure, Gateway, McpClient, Outcome, Ui, MCP_TOKEN};
 use serde_json::{json, Value};
 
-const TOOLS: [&str; 6] = [
+/// The tutorial's actions, as agents outside the page see them (WebMCP and MCP).
+pub(crate) const TOOLS: [&str; 6] = [
     "read_page_state",
     "save_workspace_name",
     "save_description",

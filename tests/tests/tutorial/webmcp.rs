@@ -102,14 +102,7 @@ pub(crate) async fn a_browser_agent_sees_the_pages_actions_as_webmcp_tools(ui: &
     ui.open("en").await?;
     let listed = tools(ui).await?;
     let named = |name: &str| listed.iter().find(|t| t["name"] == json!(name)).cloned();
-    for name in [
-        "read_page_state",
-        "save_workspace_name",
-        "save_description",
-        "archive_workspace",
-        "reset_workspace",
-        "publish_changes",
-    ] {
+    for name in super::mcp::TOOLS {
         ensure(
             named(name).is_some(),
             format!("{name} is not a tool: {listed:?}"),
