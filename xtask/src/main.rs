@@ -158,6 +158,14 @@ fn setup() -> Result {
         apt_install(&missing)?;
     }
 
+    // The PostgreSQL server for the gateway's replica tests and audit benchmark: each
+    // creates its own throw-away cluster with initdb/pg_ctl.
+    if postgres_server().is_some() {
+        println!("ok: PostgreSQL server (initdb, pg_ctl)");
+    } else {
+        apt_install(&["postgresql"])?;
+    }
+
     match version_of("wasm-opt") {
         Some(v)
             if v.contains(&format!(
@@ -255,6 +263,21 @@ fn setup() -> Result {
     }
     println!("==> setup: done");
     Ok(())
+}
+
+/// The newest Debian PostgreSQL server's `bin` folder, if one is installed.
+fn postgres_server() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
 }
 
 fn apt_install(packages: &[&str]) -> Result {

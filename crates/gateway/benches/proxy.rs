@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::{chat_body, config, serve, state, upstream, Behaviour};
 use countersign::AuditRecord;
-use countersign_gateway::{AuditStore, Secret};
+use countersign_gateway::{FileStore, Secret};
 
 struct Load {
     rps: f64,
@@ -137,7 +137,7 @@ fn main() {
     println!("\n## Audit appends with fdatasync before acknowledging\n");
     println!("| batch size | records | seconds | records/s |\n| --- | --- | --- | --- |");
     let dir = tempfile::tempdir().unwrap();
-    let store = AuditStore::open(
+    let store = FileStore::open(
         dir.path().join("bench.jsonl"),
         countersign_gateway::ChainKey::new([1; 32]),
     )

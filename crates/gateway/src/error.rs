@@ -25,7 +25,8 @@ pub enum ErrorCode {
     BatchTooLarge,
     /// An audit record in the batch is invalid; nothing was written (400).
     InvalidAuditRecord,
-    /// The audit store could not record or read (500).
+    /// The audit store could not record or read (503: nothing was acknowledged; send it
+    /// again).
     AuditUnavailable,
     /// The gateway has no policy file (404).
     NoPolicy,
@@ -139,7 +140,7 @@ impl ErrorCode {
             | ErrorCode::InvalidAuditRecord => StatusCode::BAD_REQUEST,
             ErrorCode::PayloadTooLarge | ErrorCode::BatchTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ErrorCode::AuditUnavailable => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::NoPolicy | ErrorCode::UnknownRoute => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::HostNotAllowed => StatusCode::MISDIRECTED_REQUEST,

@@ -54,7 +54,8 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use audit_store::{
-    head_path, verify_bytes, verify_file, AuditStore, ChainKey, Head, StoreError, Verified,
+    head_path, verify_bytes, verify_file, verify_postgres, AuditStore, ChainKey, ChainedLine,
+    FileStore, Head, PgStore, StoreError, Verified,
 };
 pub use config::{loopback_hosts, Access, GatewayConfig, Secret, Upstream, DEFAULT_ISSUER};
 pub use error::{ApiError, ErrorCode};
@@ -67,6 +68,11 @@ use routes::{chat, countersign, demo, health, models, policy};
 /// format), created with a random seed and mode 0600 on first start. Never served.
 pub fn load_or_create_signing_seed(path: &std::path::Path) -> Result<[u8; 32], StoreError> {
     ChainKey::load_or_create(path).map(|key| key.0)
+}
+
+/// The countersignature signing seed from `path`, which must exist (replicas share one).
+pub fn load_signing_seed(path: &std::path::Path) -> Result<[u8; 32], StoreError> {
+    ChainKey::load(path).map(|key| key.0)
 }
 
 /// Shared state of the routes.
@@ -102,7 +108,10 @@ pub struct DemoState {
 impl AppState {
     /// State for `config`, writing audit records to `audit`, minting countersignatures
     /// with a fresh random key (see [`AppState::with_signing_seed`] for a kept one).
-    pub fn new(config: GatewayConfig, audit: AuditStore) -> Result<Self, reqwest::Error> {
+    pub fn new(
+        config: GatewayConfig,
+        audit: impl Into<AuditStore>,
+    ) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(30))
@@ -115,7 +124,7 @@ impl AppState {
         let state = Self {
             config: Arc::new(config),
             http,
-            audit,
+            audit: audit.into(),
             signer: Arc::new(countersign_verify::Signer::from_seed(&seed)),
             verifier: Arc::new(countersign_verify::Verifier::new("")),
             demo: Arc::default(),

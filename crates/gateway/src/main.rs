@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use countersign_gateway::{
-    app, loopback_hosts, verify_file, Access, AppState, AuditStore, ChainKey, GatewayConfig,
-    Secret, StoreError, Upstream,
+    app, loopback_hosts, verify_file, verify_postgres, Access, AppState, AuditStore, ChainKey,
+    GatewayConfig, Secret, StoreError, Upstream,
 };
 
 #[derive(Parser, Debug)]
@@ -33,8 +33,9 @@ struct Cli {
 enum Command {
     /// Run the gateway.
     Serve(Box<ServeArgs>),
-    /// Check an audit file: with the key, every mac and the head (a cut tail, a
-    /// rewritten and re-chained file, a wrong key); without it, the structure only.
+    /// Check an audit trail (a file, or a database with `--audit-url`): with the key,
+    /// every mac and the head (a cut tail, a rewritten and re-chained trail, a wrong
+    /// key); without it, the structure only.
     Verify {
         /// The audit file.
         #[arg(
@@ -43,6 +44,9 @@ enum Command {
             default_value = "countersign-audit.jsonl"
         )]
         audit_file: PathBuf,
+        /// The PostgreSQL trail to check instead of a file (read only).
+        #[arg(long, env = "COUNTERSIGN_AUDIT_URL", conflicts_with = "audit_file")]
+        audit_url: Option<String>,
         /// The audit key file (64 hex digits). Without it (and without
         /// `COUNTERSIGN_AUDIT_KEY`) only the structure is checked.
         #[arg(long)]
@@ -76,6 +80,12 @@ struct ServeArgs {
         default_value = "countersign-audit.jsonl"
     )]
     audit_file: PathBuf,
+    /// Keep the trail in PostgreSQL instead of the file (`postgres://user:pw@host/db`):
+    /// replicas behind a load balancer share it. Migrations run on start. The audit key
+    /// and the signing key must then exist already (replicas share them): they are not
+    /// created.
+    #[arg(long, env = "COUNTERSIGN_AUDIT_URL", conflicts_with = "audit_file")]
+    audit_url: Option<String>,
     /// The audit key file (64 hex digits), created with a random key if missing.
     /// Default: `<audit-file>.key`. Keep it apart from the trail in a real deployment;
     /// `COUNTERSIGN_AUDIT_KEY` (hex) takes precedence.
@@ -164,8 +174,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Verify {
             audit_file,
+            audit_url,
             key_file,
-        } => verify(&audit_file, key_file.as_deref()),
+        } => verify(&audit_file, audit_url.as_deref(), key_file.as_deref()),
         Command::Serve(mut args) => {
             args.token = std::env::var("COUNTERSIGN_TOKEN")
                 .ok()
@@ -225,7 +236,7 @@ fn mcp_token(file: Option<&Path>) -> Result<Option<Secret>, String> {
     Ok(Some(Secret::new(token)))
 }
 
-fn verify(audit_file: &Path, key_file: Option<&Path>) -> ExitCode {
+fn verify(audit_file: &Path, audit_url: Option<&str>, key_file: Option<&Path>) -> ExitCode {
     let key = match audit_key(key_file, false) {
         Ok(key) => key,
         Err(e) => {
@@ -233,7 +244,17 @@ fn verify(audit_file: &Path, key_file: Option<&Path>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match verify_file(audit_file, key.as_ref()) {
+    let verified = match audit_url {
+        None => verify_file(audit_file, key.as_ref()),
+        Some(url) => match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt.block_on(verify_postgres(url, key.as_ref())),
+            Err(e) => {
+                eprintln!("countersign-gateway: cannot start the runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    match verified {
         Ok(v) if v.keyed => {
             println!(
                 "ok: {} records, every mac and the head check out under the key",
@@ -252,13 +273,25 @@ fn verify(audit_file: &Path, key_file: Option<&Path>) -> ExitCode {
                 "structure only: {} records, lines parse, seq runs on and each links to the previous line's mac",
                 v.lines
             );
-            println!("without the audit key (--key-file or COUNTERSIGN_AUDIT_KEY) a rewritten and re-chained file, or a cut tail, cannot be detected");
+            println!("without the audit key (--key-file or COUNTERSIGN_AUDIT_KEY) a rewritten and re-chained trail, or a cut tail, cannot be detected");
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("broken: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The database URL to print: the password (and the query, which may hold one) left out.
+fn without_password(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.to_string()
+        }
+        Err(_) => "a database (its URL does not parse)".into(),
     }
 }
 
@@ -355,25 +388,41 @@ async fn serve(args: ServeArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let seed = match countersign_gateway::load_or_create_signing_seed(&signing_key_file) {
+    // Replicas on one database share the keys: one made here would differ from theirs.
+    let shared = args.audit_url.is_some();
+    let seed = if shared {
+        countersign_gateway::load_signing_seed(&signing_key_file)
+    } else {
+        countersign_gateway::load_or_create_signing_seed(&signing_key_file)
+    };
+    let hint = if shared {
+        " (replicas on one database share it: create it once, give every replica the same)"
+    } else {
+        ""
+    };
+    let seed = match seed {
         Ok(seed) => seed,
         Err(e) => {
-            eprintln!("countersign-gateway: the countersignature signing key: {e}");
+            eprintln!("countersign-gateway: the countersignature signing key{hint}: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let key = match audit_key(Some(&key_file), true) {
+    let key = match audit_key(Some(&key_file), !shared) {
         Ok(Some(key)) => key,
         Ok(None) => {
             eprintln!("countersign-gateway: no audit key");
             return ExitCode::FAILURE;
         }
         Err(e) => {
-            eprintln!("countersign-gateway: {e}");
+            eprintln!("countersign-gateway: the audit key{hint}: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let audit = match AuditStore::open(&args.audit_file, key) {
+    let audit = match &args.audit_url {
+        None => AuditStore::open(&args.audit_file, key),
+        Some(url) => AuditStore::connect(url, key).await,
+    };
+    let audit = match audit {
         Ok(store) => store,
         Err(e) => {
             eprintln!("countersign-gateway: {e}");
@@ -433,10 +482,13 @@ async fn serve(args: ServeArgs) -> ExitCode {
     } else {
         "none (offline assistant)"
     };
+    let trail = match &args.audit_url {
+        Some(url) => without_password(url),
+        None => args.audit_file.display().to_string(),
+    };
     println!(
-        "countersign-gateway: http://{} (model: {model}; audit: {})",
-        args.listen,
-        args.audit_file.display()
+        "countersign-gateway: http://{} (model: {model}; audit: {trail})",
+        args.listen
     );
     if state.config.mcp_token.is_some() {
         let token = args

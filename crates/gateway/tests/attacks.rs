@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{config, serve, state, test_key, Behaviour, KEY};
-use countersign_gateway::{head_path, verify_file, AuditStore, StoreError};
+use countersign_gateway::{head_path, verify_file, FileStore, StoreError};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -471,10 +471,10 @@ fn suffixed(path: &Path, suffix: &str) -> PathBuf {
 fn a_second_writer_through_another_name_for_the_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let first = AuditStore::open(&path, test_key()).unwrap();
+    let first = FileStore::open(&path, test_key()).unwrap();
     let alias = dir.path().join("alias.jsonl");
     std::os::unix::fs::symlink(&path, &alias).unwrap();
-    match AuditStore::open(&alias, test_key()) {
+    match FileStore::open(&alias, test_key()) {
         Err(StoreError::Locked { .. }) => {}
         Err(other) => panic!("refused, but not as locked: {other}"),
         Ok(second) => {
@@ -500,7 +500,7 @@ fn a_second_writer_through_another_name_for_the_file_is_refused() {
 fn a_failed_head_write_then_a_retry_keeps_the_trail_whole() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let store = AuditStore::open(&path, test_key()).unwrap();
+    let store = FileStore::open(&path, test_key()).unwrap();
     store.append_blocking(common::records(1, "r", 0)).unwrap();
     // Something makes the head's temporary file unwritable (here: a directory in its
     // place; on a real disk: ENOSPC, EIO, a permission change).
@@ -517,7 +517,7 @@ fn a_failed_head_write_then_a_retry_keeps_the_trail_whole() {
         "after a failed head write and a retry the gateway's own trail is broken: {verdict:?}\n{}",
         lines(&path).join("\n")
     );
-    assert!(AuditStore::open(&path, test_key()).is_ok());
+    assert!(FileStore::open(&path, test_key()).is_ok());
 }
 
 /// The lock file (and the head's temporary file) are opened following symlinks and
@@ -537,7 +537,7 @@ fn a_symlinked_lock_or_temp_file_does_not_clobber_its_target() {
             suffixed(&head_path(&path), ".tmp")
         };
         std::os::unix::fs::symlink(&victim, &link).unwrap();
-        let _ = AuditStore::open(&path, test_key());
+        let _ = FileStore::open(&path, test_key());
         let now = std::fs::read_to_string(&victim).unwrap();
         if now != "precious\n" {
             clobbered.push(format!(
@@ -557,7 +557,7 @@ fn the_trail_tamperings_in_the_brief_are_detected() {
     let fresh = || {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let store = AuditStore::open(&path, key.clone()).unwrap();
+        let store = FileStore::open(&path, key.clone()).unwrap();
         store.append_blocking(common::records(3, "t", 0)).unwrap();
         drop(store);
         (dir, path)
@@ -645,7 +645,7 @@ fn the_trail_tamperings_in_the_brief_are_detected() {
             "{name}: verify --key-file did not notice"
         );
         assert!(
-            AuditStore::open(&path, key.clone()).is_err(),
+            FileStore::open(&path, key.clone()).is_err(),
             "{name}: the store extends a tampered file"
         );
     }
@@ -654,13 +654,13 @@ fn the_trail_tamperings_in_the_brief_are_detected() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.extend_from_slice(b"{\"seq\":4,\"prev\":\"ab");
     std::fs::write(&path, bytes).unwrap();
-    let store = AuditStore::open(&path, key.clone()).unwrap();
+    let store = FileStore::open(&path, key.clone()).unwrap();
     assert_eq!(store.len(), 3);
     drop(store);
     assert_eq!(verify_file(&path, Some(&key)).unwrap().lines, 3);
     // Duplicated ids are stored once, within a batch and across batches.
     let (_dir, path) = fresh();
-    let store = AuditStore::open(&path, key.clone()).unwrap();
+    let store = FileStore::open(&path, key.clone()).unwrap();
     let mut batch = common::records(2, "t", 2);
     batch.push(batch[0].clone());
     let appended = store.append_blocking(batch).unwrap();

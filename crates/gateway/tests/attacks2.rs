@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::{test_key, Behaviour, KEY};
 use countersign_gateway::redact::StreamRedactor;
-use countersign_gateway::{head_path, verify_file, AuditStore};
+use countersign_gateway::{head_path, verify_file, FileStore};
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------------
@@ -491,7 +491,7 @@ fn an_old_head_restored_after_cutting_acknowledged_records_is_detected() {
     for keep in [3usize, 4, 5] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let store = AuditStore::open(&path, key.clone()).unwrap();
+        let store = FileStore::open(&path, key.clone()).unwrap();
         store.append_blocking(common::records(2, "r", 0)).unwrap();
         let old_head = std::fs::read(head_path(&path)).unwrap();
         let done = store.append_blocking(common::records(4, "r", 2)).unwrap();
@@ -507,7 +507,7 @@ fn an_old_head_restored_after_cutting_acknowledged_records_is_detected() {
         if let Ok(v) = &verdict {
             passed.push(format!(
                 "6 acknowledged, cut to {keep}: verify --key-file says OK ({v:?}); open: {}",
-                AuditStore::open(&path, key.clone()).is_ok()
+                FileStore::open(&path, key.clone()).is_ok()
             ));
         }
     }
@@ -521,7 +521,7 @@ fn bytes_added_after_a_lines_mac_are_detected() {
     let key = test_key();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let store = AuditStore::open(&path, key.clone()).unwrap();
+    let store = FileStore::open(&path, key.clone()).unwrap();
     store.append_blocking(common::records(3, "r", 0)).unwrap();
     drop(store);
     let l = file_lines(&path);
@@ -542,18 +542,18 @@ fn a_missing_final_newline_and_racing_appends_hold() {
     let key = test_key();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let store = AuditStore::open(&path, key.clone()).unwrap();
+    let store = FileStore::open(&path, key.clone()).unwrap();
     store.append_blocking(common::records(3, "r", 0)).unwrap();
     drop(store);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.pop();
     std::fs::write(&path, &bytes).unwrap();
     assert!(verify_file(&path, Some(&key)).is_err());
-    assert!(AuditStore::open(&path, key.clone()).is_err());
+    assert!(FileStore::open(&path, key.clone()).is_err());
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let store = AuditStore::open(&path, key.clone()).unwrap();
+    let store = FileStore::open(&path, key.clone()).unwrap();
     let threads: Vec<_> = (0..8)
         .map(|t| {
             let store = store.clone();

@@ -193,7 +193,7 @@ fn verify_reports_the_first_broken_link() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("audit.jsonl");
     let key = dir.path().join("audit.key");
-    let store = countersign_gateway::AuditStore::open(
+    let store = countersign_gateway::FileStore::open(
         &file,
         countersign_gateway::ChainKey::load_or_create(&key).unwrap(),
     )
@@ -236,7 +236,7 @@ fn verify_reports_the_first_broken_link() {
     assert!(stdout.contains("cannot be detected"), "{stdout}");
     // And the gateway refuses to extend a broken file.
     assert!(matches!(
-        countersign_gateway::AuditStore::open(
+        countersign_gateway::FileStore::open(
             &file,
             countersign_gateway::ChainKey::load(&key).unwrap()
         ),

@@ -14,13 +14,13 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use countersign_gateway::{head_path, verify_file, AuditStore, ChainKey, StoreError};
+use countersign_gateway::{head_path, verify_file, ChainKey, FileStore, StoreError};
 
 const BIN: &str = env!("CARGO_BIN_EXE_countersign-gateway");
 
 fn trail(dir: &Path, key: &ChainKey, n: usize) -> std::path::PathBuf {
     let file = dir.join("audit.jsonl");
-    let store = AuditStore::open(&file, key.clone()).unwrap();
+    let store = FileStore::open(&file, key.clone()).unwrap();
     store.append_blocking(common::records(n, "t", 0)).unwrap();
     file
 }
@@ -47,7 +47,7 @@ fn a_cut_tail_is_detected() {
     assert!(!verify_file(&file, None).unwrap().keyed);
     // The gateway refuses to extend it.
     assert!(matches!(
-        AuditStore::open(&file, key),
+        FileStore::open(&file, key),
         Err(StoreError::Unanchored(_))
     ));
 }
@@ -115,8 +115,8 @@ fn verify_with_the_key_file_checks_everything_and_without_it_says_structure_only
 fn a_second_writer_on_the_same_file_is_refused_naming_the_holder() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("audit.jsonl");
-    let first = AuditStore::open(&file, ChainKey::new([3; 32])).unwrap();
-    let e = AuditStore::open(&file, ChainKey::new([3; 32])).unwrap_err();
+    let first = FileStore::open(&file, ChainKey::new([3; 32])).unwrap();
+    let e = FileStore::open(&file, ChainKey::new([3; 32])).unwrap_err();
     assert!(matches!(e, StoreError::Locked { .. }), "{e}");
     assert!(
         e.to_string()
@@ -125,14 +125,14 @@ fn a_second_writer_on_the_same_file_is_refused_naming_the_holder() {
     );
     assert!(e.to_string().contains("audit.jsonl"), "{e}");
     drop(first);
-    AuditStore::open(&file, ChainKey::new([3; 32])).unwrap();
+    FileStore::open(&file, ChainKey::new([3; 32])).unwrap();
 }
 
 #[test]
 fn a_second_gateway_process_on_a_locked_file_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("audit.jsonl");
-    let _held = AuditStore::open(
+    let _held = FileStore::open(
         &file,
         ChainKey::load_or_create(&dir.path().join("audit.jsonl.key")).unwrap(),
     )

@@ -1,0 +1,337 @@
+//! The PostgreSQL backend: the same chained lines as the file, one row each, for several
+//! gateway replicas on one database.
+//!
+//! **Appends are serialised.** A batch runs in one transaction that first locks the head
+//! row (`SELECT … FOR UPDATE`), so the replicas extend one chain in turn: each batch
+//! reads the head the previous one left, skips the ids already stored, inserts its lines
+//! and moves the head, all or nothing. One chain, not one per page, so `verify` checks
+//! the whole trail as one sequence, exactly as it checks a file. The cost is one commit
+//! at a time across the deployment; a batch of 100 records is one commit, and the pages
+//! send batches.
+//!
+//! **Durable before the acknowledgement.** Every connection sets
+//! `synchronous_commit = on`, whatever the server's default: the commit returns after the
+//! write-ahead log is flushed, and only then does the gateway answer. A replica killed
+//! mid-append leaves an open transaction the server rolls back; a commit whose answer is
+//! lost is found stored when the page sends the batch again (the ids are skipped, and
+//! `record_id` is unique besides).
+//!
+//! **Anchored.** The head row holds the last seq and mac, keyed like the file's head:
+//! without the key nobody can cut the tail or re-chain the rows unseen. Each append
+//! checks the head's mac before extending it; `connect` checks that the last row is the
+//! one the head names.
+
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use countersign::AuditRecord;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::Connection as _;
+
+use super::{
+    anchor, seal, verify_bytes, Appended, ChainKey, ChainedLine, Head, StoreError, Verified,
+    GENESIS,
+};
+
+/// How long one append may take, the wait for the head's lock included, before it is
+/// refused (and rolled back): a database that went away answers 503 in bounded time.
+const APPEND_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Connections per replica. Appends take turns at the head's lock anyway; more would
+/// only queue at the database.
+const CONNECTIONS: u32 = 8;
+
+/// The PostgreSQL audit store. Cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    key: ChainKey,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgStore(..)")
+    }
+}
+
+/// A database error, said without the connection URL (it may hold a password).
+fn db(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+    move |e| {
+        let cause = match e {
+            sqlx::Error::Configuration(_) => "the connection settings are invalid".to_owned(),
+            sqlx::Error::PoolTimedOut => "no connection within the deadline".to_owned(),
+            other => other.to_string(),
+        };
+        StoreError::Database(format!("{context}: {cause}"))
+    }
+}
+
+/// The connection options for `url`, with durable commits whatever the server's default.
+fn options(url: &str) -> Result<PgConnectOptions, StoreError> {
+    let not_postgres = || {
+        StoreError::Database(
+            "the audit URL is not a PostgreSQL URL (postgres://user:password@host:port/database)"
+                .into(),
+        )
+    };
+    let parsed = url::Url::parse(url).map_err(|_| not_postgres())?;
+    if !matches!(parsed.scheme(), "postgres" | "postgresql") {
+        return Err(not_postgres());
+    }
+    let options = PgConnectOptions::from_str(url).map_err(|_| not_postgres())?;
+    Ok(options
+        .application_name("countersign-gateway")
+        .options([("synchronous_commit", "on")]))
+}
+
+/// The head row as stored.
+type HeadRow = (i64, String, i64, String);
+
+fn head_of(row: HeadRow) -> Result<Head, StoreError> {
+    let (seq, last, pending, mac) = row;
+    let count = |n: i64| {
+        u64::try_from(n).map_err(|_| StoreError::Unanchored("the head's seq is negative".into()))
+    };
+    Ok(Head {
+        seq: count(seq)?,
+        last,
+        pending: count(pending)?,
+        mac,
+    })
+}
+
+/// The head row, its mac checked under `key`.
+fn checked(row: Option<HeadRow>, key: &ChainKey) -> Result<Head, StoreError> {
+    let head = head_of(row.ok_or_else(|| {
+        StoreError::Unanchored("the head row is missing: the trail's end cannot be checked".into())
+    })?)?;
+    if !head.holds(key) {
+        return Err(StoreError::Unanchored(
+            "the head's mac does not match: it was changed, or the key is wrong".into(),
+        ));
+    }
+    Ok(head)
+}
+
+fn seq_value(seq: u64) -> Result<i64, StoreError> {
+    i64::try_from(seq).map_err(|_| StoreError::Database("the trail is full".into()))
+}
+
+impl PgStore {
+    /// Connects to the database at `url`, runs the migrations (safe while other replicas
+    /// start: they take turns), creates the head under `key` if the trail is new, and
+    /// checks it: a head sealed under another key, or a trail whose last row is not the
+    /// one its head names, is refused. Checking every row is `verify --audit-url`'s job,
+    /// so a replica starts in constant time.
+    pub async fn connect(url: &str, key: ChainKey) -> Result<Self, StoreError> {
+        let options = options(url)?;
+        // One connection first, so a refusal is told as itself, not as a pool timeout.
+        sqlx::PgConnection::connect_with(&options)
+            .await
+            .map_err(db("cannot connect"))?
+            .close()
+            .await
+            .map_err(db("cannot connect"))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await
+            .map_err(db("cannot connect"))?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Database(format!("the migrations failed: {e}")))?;
+        let genesis = Head::sealed(&key, 0, GENESIS, 0);
+        sqlx::query(
+            "INSERT INTO countersign_audit_head (one, seq, last, pending, mac) \
+             VALUES (TRUE, 0, $1, 0, $2) ON CONFLICT (one) DO NOTHING",
+        )
+        .bind(GENESIS)
+        .bind(&genesis.mac)
+        .execute(&pool)
+        .await
+        .map_err(db("cannot create the head"))?;
+        let store = Self { pool, key };
+        store.check_anchor().await?;
+        Ok(store)
+    }
+
+    /// The head is genuine under this key, the row at its seq carries its mac, and no
+    /// row lies beyond it.
+    async fn check_anchor(&self) -> Result<(), StoreError> {
+        let row: Option<HeadRow> =
+            sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head")
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db("cannot read the head"))?;
+        let head = checked(row, &self.key)?;
+        let (at_head, beyond): (Option<String>, i64) = sqlx::query_as(
+            "SELECT (SELECT line FROM countersign_audit WHERE seq = $1), \
+                    (SELECT count(*) FROM countersign_audit WHERE seq > $1)",
+        )
+        .bind(seq_value(head.seq)?)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db("cannot read the trail"))?;
+        let named = at_head
+            .and_then(|line| serde_json::from_str::<ChainedLine>(&line).ok())
+            .map(|line| (line.seq, line.mac));
+        if head.seq > 0 && named != Some((head.seq, head.last.clone())) {
+            return Err(StoreError::Unanchored(format!(
+                "row {} is not the row the head acknowledged: rows were cut or rewritten",
+                head.seq
+            )));
+        }
+        if beyond > 0 {
+            return Err(StoreError::Unanchored(format!(
+                "{beyond} rows lie beyond the head: the head was put back from earlier"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Appends the records not stored yet, in order, chained, in one transaction that
+    /// holds the head's lock; returns once the commit is durable. Refused after
+    /// [`APPEND_DEADLINE`], rolled back.
+    pub async fn append(&self, records: Vec<AuditRecord>) -> Result<Appended, StoreError> {
+        tokio::time::timeout(APPEND_DEADLINE, self.append_now(records))
+            .await
+            .map_err(|_| StoreError::Database("the append did not finish in time".into()))?
+    }
+
+    async fn append_now(&self, records: Vec<AuditRecord>) -> Result<Appended, StoreError> {
+        let mut fresh = std::collections::HashSet::new();
+        let mut duplicates = 0;
+        let mut batch = Vec::with_capacity(records.len());
+        for record in records {
+            if fresh.insert(record.id.clone()) {
+                batch.push(record);
+            } else {
+                duplicates += 1;
+            }
+        }
+        let mut tx = self.pool.begin().await.map_err(db("cannot begin"))?;
+        let row: Option<HeadRow> =
+            sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head FOR UPDATE")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db("cannot lock the head"))?;
+        let head = checked(row, &self.key)?;
+        let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
+        let stored: Vec<String> =
+            sqlx::query_scalar("SELECT record_id FROM countersign_audit WHERE record_id = ANY($1)")
+                .bind(&ids)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db("cannot look up the ids"))?;
+        let stored: std::collections::HashSet<String> = stored.into_iter().collect();
+        let (mut seq, mut last) = (head.seq, head.last);
+        let (mut seqs, mut record_ids, mut lines) = (Vec::new(), Vec::new(), Vec::new());
+        for record in &batch {
+            if stored.contains(&record.id) {
+                duplicates += 1;
+                continue;
+            }
+            seq += 1;
+            let (line, mac) = seal(&self.key, seq, &last, record)?;
+            last = mac;
+            seqs.push(seq_value(seq)?);
+            record_ids.push(record.id.clone());
+            lines.push(String::from_utf8(line).map_err(|_| StoreError::Broken {
+                line: seq,
+                reason: "a sealed line is not UTF-8".into(),
+            })?);
+        }
+        let appended = lines.len();
+        if appended > 0 {
+            sqlx::query(
+                "INSERT INTO countersign_audit (seq, record_id, line) \
+                 SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[])",
+            )
+            .bind(&seqs)
+            .bind(&record_ids)
+            .bind(&lines)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("cannot insert"))?;
+            let moved = Head::sealed(&self.key, seq, &last, seq);
+            sqlx::query(
+                "UPDATE countersign_audit_head SET seq = $1, last = $2, pending = $1, mac = $3",
+            )
+            .bind(seq_value(seq)?)
+            .bind(&moved.last)
+            .bind(&moved.mac)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("cannot move the head"))?;
+        }
+        // INVARIANT: acknowledged only after the commit returned (synchronous_commit = on).
+        tx.commit().await.map_err(db("the commit failed"))?;
+        Ok(Appended {
+            appended,
+            duplicates,
+            last_seq: seq,
+        })
+    }
+
+    /// The whole trail as JSON Lines, read in one snapshot.
+    pub async fn export(&self) -> Result<Vec<u8>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(db("cannot begin"))?;
+        let (bytes, _) = read_trail(&mut tx).await?;
+        tx.commit().await.map_err(db("cannot end the read"))?;
+        Ok(bytes)
+    }
+
+    /// How many records are stored (the head's seq).
+    pub async fn count(&self) -> Result<u64, StoreError> {
+        let row: Option<HeadRow> =
+            sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head")
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db("cannot read the head"))?;
+        Ok(checked(row, &self.key)?.seq)
+    }
+}
+
+/// Every row in seq order as JSON Lines, and the head row, from one snapshot.
+async fn read_trail(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+) -> Result<(Vec<u8>, Option<Head>), StoreError> {
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut **tx)
+        .await
+        .map_err(db("cannot take a snapshot"))?;
+    let row: Option<HeadRow> =
+        sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head")
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db("cannot read the head"))?;
+    let lines: Vec<String> = sqlx::query_scalar("SELECT line FROM countersign_audit ORDER BY seq")
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db("cannot read the trail"))?;
+    let mut bytes = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for line in lines {
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+    }
+    Ok((bytes, row.map(head_of).transpose()?))
+}
+
+/// Verifies the trail in the database at `url`, read-only (no migration, no head is
+/// created): with the key, every mac and the head, exactly as [`super::verify_file`]
+/// checks a file; without it, the structure only.
+pub async fn verify_postgres(url: &str, key: Option<&ChainKey>) -> Result<Verified, StoreError> {
+    let mut connection = sqlx::PgConnection::connect_with(&options(url)?)
+        .await
+        .map_err(db("cannot connect"))?;
+    let mut tx = connection.begin().await.map_err(db("cannot begin"))?;
+    let (bytes, head) = read_trail(&mut tx).await?;
+    tx.commit().await.map_err(db("cannot end the read"))?;
+    let (mut verified, _) = verify_bytes(&bytes, key)?;
+    if let Some(key) = key {
+        anchor(&mut verified, &bytes, head.as_ref(), key)?;
+    }
+    Ok(verified)
+}
