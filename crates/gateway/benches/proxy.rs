@@ -1,9 +1,11 @@
 //! Gateway benchmarks, side by side in one run:
 //! - proxy overhead: `wrk` against the test upstream directly, then through the gateway
 //!   (same request, same connections); throughput ratio and added p50/p99 latency;
-//! - audit appends with a durable flush (`fdatasync` per batch), batch sizes 1 and 100.
+//! - audit appends durable before the acknowledgement, batch sizes 1 and 100: the file
+//!   (`fdatasync` per batch) and PostgreSQL (a throw-away cluster, synchronous commit).
 //!
-//! Run with `cargo xtask bench` (it installs Debian's `wrk` if missing).
+//! Run with `cargo xtask bench` (it installs Debian's `wrk` if missing; `cargo xtask
+//! setup` installs PostgreSQL).
 #![allow(
     missing_docs,
     clippy::unwrap_used,
@@ -15,13 +17,15 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "../tests/support/postgres.rs"]
+mod postgres;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{chat_body, config, serve, state, upstream, Behaviour};
 use countersign::AuditRecord;
-use countersign_gateway::{FileStore, Secret};
+use countersign_gateway::{FileStore, PgStore, Secret};
 
 struct Load {
     rps: f64,
@@ -134,31 +138,46 @@ fn main() {
         );
     }
 
-    println!("\n## Audit appends with fdatasync before acknowledging\n");
-    println!("| batch size | records | seconds | records/s |\n| --- | --- | --- | --- |");
+    println!("\n## Audit appends, durable before acknowledging: the file (fdatasync) and PostgreSQL (synchronous commit)\n");
+    println!(
+        "| store | batch size | records | seconds | records/s |\n| --- | --- | --- | --- | --- |"
+    );
     let dir = tempfile::tempdir().unwrap();
-    let store = FileStore::open(
-        dir.path().join("bench.jsonl"),
-        countersign_gateway::ChainKey::new([1; 32]),
-    )
-    .unwrap();
+    let key = countersign_gateway::ChainKey::new([1; 32]);
+    let file = FileStore::open(dir.path().join("bench.jsonl"), key.clone()).unwrap();
+    let cluster = postgres::Cluster::start();
+    let database = rt.block_on(PgStore::connect(&cluster.url(), key)).unwrap();
     let mut offset = 0;
+    let mut at_100 = Vec::new();
     for (batch, batches) in [(1usize, 300usize), (100, 200)] {
-        let prepared: Vec<Vec<AuditRecord>> = (0..batches)
-            .map(|b| records(batch, offset + b * batch))
-            .collect();
-        offset += batch * batches;
-        let started = Instant::now();
-        for records in prepared {
-            store.append_blocking(records).unwrap();
+        for store in ["file", "PostgreSQL"] {
+            let prepared: Vec<Vec<AuditRecord>> = (0..batches)
+                .map(|b| records(batch, offset + b * batch))
+                .collect();
+            offset += batch * batches;
+            let started = Instant::now();
+            for records in prepared {
+                if store == "file" {
+                    file.append_blocking(records).unwrap();
+                } else {
+                    rt.block_on(database.append(records)).unwrap();
+                }
+            }
+            let elapsed = started.elapsed().max(Duration::from_micros(1));
+            let total = batch * batches;
+            let rate = total as f64 / elapsed.as_secs_f64();
+            if batch == 100 {
+                at_100.push(rate);
+            }
+            println!(
+                "| {store} | {batch} | {total} | {:.3} | {rate:.0} |",
+                elapsed.as_secs_f64(),
+            );
         }
-        let elapsed = started.elapsed().max(Duration::from_micros(1));
-        let total = batch * batches;
-        println!(
-            "| {batch} | {total} | {:.3} | {:.0} |",
-            elapsed.as_secs_f64(),
-            total as f64 / elapsed.as_secs_f64()
-        );
     }
+    if let [file, database] = at_100[..] {
+        println!("\nPostgreSQL / file at batch 100: {:.2}", database / file);
+    }
+    drop(cluster);
     println!("\ntarget: >= 20,000 records/s at batch 100");
 }

@@ -2,7 +2,7 @@
 //! `initdb` into a temporary folder, `pg_ctl` on a free loopback port, owned by an
 //! unprivileged user (`postgres` when run as root, since the server refuses root), and
 //! removed afterwards. `cargo xtask setup` installs the `postgresql` package.
-#![allow(unreachable_pub, clippy::panic)]
+#![allow(unreachable_pub, dead_code, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
