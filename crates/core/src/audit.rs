@@ -130,6 +130,9 @@ pub struct AuditRecord {
     /// The id (`jti`) of the countersignature minted, on `countersigned` records only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub countersignature: Option<String>,
+    /// The W3C `traceparent` the call came with ([`crate::Call::trace`]), if traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl AuditRecord {

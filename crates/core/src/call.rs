@@ -20,6 +20,34 @@ pub struct Call {
     /// audit record name it; a grant covers only the caller it was made for.
     #[serde(default, skip_serializing_if = "Caller::is_assistant")]
     pub caller: Caller,
+    /// The W3C `traceparent` of the model request this call came from, if the page
+    /// traced it: every audit record of the call carries it, so a tracing backend
+    /// follows one call from the page through the gateway to the model. Set with
+    /// [`Call::traced`]; only a well-formed value is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+}
+
+/// Whether `value` is a well-formed W3C `traceparent` of version `00`:
+/// `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`, lowercase, ids not all zero.
+pub fn is_traceparent(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let hex = |range: std::ops::Range<usize>| {
+        bytes.get(range).is_some_and(|part| {
+            part.iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+                && part.iter().any(|b| *b != b'0')
+        })
+    };
+    bytes.len() == 55
+        && value.starts_with("00-")
+        && bytes.get(35) == Some(&b'-')
+        && bytes.get(52) == Some(&b'-')
+        && hex(3..35)
+        && hex(36..52)
+        && bytes.get(53..55).is_some_and(|f| {
+            f.iter().all(u8::is_ascii_hexdigit) && !f.iter().any(u8::is_ascii_uppercase)
+        })
 }
 
 impl Call {
@@ -34,7 +62,15 @@ impl Call {
             action: action.into(),
             arguments: arguments.into(),
             caller: Caller::Assistant,
+            trace: None,
         }
+    }
+
+    /// The same call, traced under `traceparent` (ignored unless [`is_traceparent`]).
+    #[must_use]
+    pub fn traced(mut self, traceparent: &str) -> Self {
+        self.trace = is_traceparent(traceparent).then(|| traceparent.to_owned());
+        self
     }
 
     /// The same call, asked by `caller`.

@@ -40,6 +40,7 @@ pub mod passkeys;
 pub mod redact;
 pub mod relay;
 mod routes;
+pub mod telemetry;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +95,8 @@ pub struct AppState {
     pub passkeys: Option<Arc<passkeys::Passkeys>>,
     /// The pages connected for MCP, and the calls relayed to them.
     pub relay: Arc<relay::Relay>,
+    /// Traces over OTLP, when an endpoint is configured.
+    pub traces: Option<telemetry::Traces>,
 }
 
 /// What the tutorial's backend has done (it keeps no more than this).
@@ -130,6 +133,7 @@ impl AppState {
             demo: Arc::default(),
             passkeys: None,
             relay: Arc::new(relay::Relay::new().with_max_bytes(max_body_bytes)),
+            traces: None,
         };
         Ok(state.with_signing_seed(&seed))
     }
@@ -137,6 +141,12 @@ impl AppState {
     /// Turns passkey presence on, with these passkeys.
     pub fn with_passkeys(mut self, passkeys: impl Into<Arc<passkeys::Passkeys>>) -> Self {
         self.passkeys = Some(passkeys.into());
+        self
+    }
+
+    /// Exports traces of model requests and audit batches with `traces`.
+    pub fn with_traces(mut self, traces: telemetry::Traces) -> Self {
+        self.traces = Some(traces);
         self
     }
 

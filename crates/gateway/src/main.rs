@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use countersign_gateway::{
-    app, loopback_hosts, verify_file, verify_postgres, Access, AppState, AuditStore, ChainKey,
-    GatewayConfig, Secret, StoreError, Upstream,
+    app, loopback_hosts, telemetry::Traces, verify_file, verify_postgres, Access, AppState,
+    AuditStore, ChainKey, GatewayConfig, Secret, StoreError, Upstream,
 };
 
 #[derive(Parser, Debug)]
@@ -161,6 +161,15 @@ struct ServeArgs {
     /// without either.
     #[arg(long, env = "COUNTERSIGN_MCP_TOKEN_FILE")]
     mcp_token_file: Option<PathBuf>,
+    /// Export traces over OTLP/HTTP (protobuf) to this collector (its base URL:
+    /// `/v1/traces` is added): a span per model request and per audit batch, under the
+    /// page's `traceparent`. Off without it. `OTEL_EXPORTER_OTLP_HEADERS` adds headers
+    /// (a collector's key).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+    /// The service name the traces carry.
+    #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "countersign-gateway")]
+    service_name: String,
 }
 
 fn main() -> ExitCode {
@@ -463,13 +472,30 @@ async fn serve(args: ServeArgs) -> ExitCode {
             }
         }
     }
-    let state = match AppState::new(config, audit) {
+    let mut state = match AppState::new(config, audit) {
         Ok(state) => state.with_signing_seed(&seed).with_passkeys(passkeys),
         Err(e) => {
             eprintln!("countersign-gateway: cannot build the HTTP client: {e}");
             return ExitCode::FAILURE;
         }
     };
+    if let Some(endpoint) = args.otlp_endpoint.clone().filter(|e| !e.is_empty()) {
+        let service = args.service_name.clone();
+        // The exporter's blocking client is built off the async threads.
+        let traces = tokio::task::spawn_blocking(move || Traces::otlp(&endpoint, &service)).await;
+        match traces {
+            Ok(Ok(traces)) => state = state.with_traces(traces),
+            Ok(Err(e)) => {
+                eprintln!("countersign-gateway: {e}");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("countersign-gateway: the OTLP exporter: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let traces = state.traces.clone();
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -507,10 +533,14 @@ async fn serve(args: ServeArgs) -> ExitCode {
         // Pages' relays are upgraded connections a graceful shutdown would not end.
         relay.stop();
     };
-    match axum::serve(listener, service)
+    let served = axum::serve(listener, service)
         .with_graceful_shutdown(shutdown)
-        .await
-    {
+        .await;
+    if let Some(traces) = traces {
+        // The spans of the last requests go out before the process ends.
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+    }
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("countersign-gateway: {e}");

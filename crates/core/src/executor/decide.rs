@@ -310,6 +310,7 @@ impl ExecutorState {
         Live {
             tool_call_id: trace.tool_call_id.to_owned(),
             caller: trace.caller,
+            trace: trace.trace.map(str::to_owned),
             level: self.level(decided.action.meta()).policy,
             action: decided.action,
             generation: decided.generation,

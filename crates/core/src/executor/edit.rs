@@ -33,6 +33,7 @@ impl ExecutorState {
             action: live.action.meta().id.clone(),
             arguments: arguments.to_owned(),
             caller: live.caller,
+            trace: live.trace.clone(),
         };
         // Checked before anything changes: an edit that does not validate leaves the
         // original card waiting, and the form says why.

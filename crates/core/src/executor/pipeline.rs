@@ -167,6 +167,7 @@ impl ExecutorState {
                 action: rewrite.action,
                 arguments: rewrite.arguments.to_string(),
                 caller: call.caller,
+                trace: call.trace.clone(),
             };
             let origin = Origin {
                 edited: trace.edited.take(),

@@ -17,6 +17,8 @@ pub(crate) struct Trace<'a> {
     pub(crate) call: CallId,
     pub(crate) tool_call_id: &'a str,
     pub(crate) caller: crate::Caller,
+    /// The call's `traceparent`, if traced.
+    pub(crate) trace: Option<&'a str>,
     pub(crate) action_id: &'a str,
     pub(crate) started: Timestamp,
     pub(crate) declared: Option<(Kind, Confirm)>,
@@ -41,6 +43,7 @@ impl<'a> Trace<'a> {
             call,
             tool_call_id: &raw.tool_call_id,
             caller: raw.caller,
+            trace: raw.trace.as_deref(),
             action_id: &raw.action,
             started,
             declared: None,
@@ -85,6 +88,7 @@ impl<'a> Trace<'a> {
             call,
             tool_call_id: &live.tool_call_id,
             caller: live.caller,
+            trace: live.trace.as_deref(),
             action_id: &meta.id,
             started: live.started,
             declared: Some((meta.kind, meta.confirm)),
@@ -229,6 +233,7 @@ impl ExecutorState {
             args_digest: trace.audit_digest.to_hex(),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             countersignature: None,
+            trace: trace.trace.map(str::to_owned),
         });
     }
 

@@ -36,6 +36,8 @@ pub(crate) struct Live {
     pub(crate) tool_call_id: String,
     /// Who asked.
     pub(crate) caller: crate::Caller,
+    /// The call's `traceparent`, if traced.
+    pub(crate) trace: Option<String>,
     pub(crate) action: Rc<dyn ErasedAction>,
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,

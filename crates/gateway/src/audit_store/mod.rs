@@ -470,6 +470,14 @@ impl AuditStore {
         }
     }
 
+    /// `file` or `postgres`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::File(_) => "file",
+            Self::Postgres(_) => "postgres",
+        }
+    }
+
     /// How many records are stored.
     pub async fn count(&self) -> Result<u64, StoreError> {
         match self {

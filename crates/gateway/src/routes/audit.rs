@@ -2,7 +2,7 @@
 //! trail out (JSON Lines).
 
 use axum::extract::State;
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use axum::Json;
 use countersign::AuditRecord;
@@ -13,12 +13,34 @@ use crate::extract::JsonBody;
 use crate::AppState;
 
 /// `POST /v1/audit`: a JSON array of audit records. The whole batch is validated first;
-/// one bad record refuses the batch and nothing is written.
+/// one bad record refuses the batch and nothing is written. Traced when traces are on.
 pub(crate) async fn append_audit(
     State(state): State<AppState>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
-    let values: Vec<Value> = serde_json::from_slice(&body).map_err(|e| {
+    let Some(traces) = &state.traces else {
+        return append(&state, &body).await.map(|(_, answer)| answer);
+    };
+    let span = traces.audit_batch(&headers, state.audit.kind());
+    match append(&state, &body).await {
+        Ok((records, answer)) => {
+            span.end(&records, "ok", 200);
+            Ok(answer)
+        }
+        Err(e) => {
+            span.end(&[], e.code.as_str(), e.status.as_u16());
+            Err(e)
+        }
+    }
+}
+
+/// Validates and appends a batch; the records as stored, and the answer.
+async fn append(
+    state: &AppState,
+    body: &[u8],
+) -> Result<(Vec<AuditRecord>, Json<Value>), ApiError> {
+    let values: Vec<Value> = serde_json::from_slice(body).map_err(|e| {
         ApiError::new(
             ErrorCode::InvalidJson,
             format!("the body must be a JSON array of audit records ({e})"),
@@ -66,15 +88,28 @@ pub(crate) async fn append_audit(
             format!("record {i} has no usable id"),
         ));
     }
-    let appended = state.audit.append(records).await.map_err(|e| {
+    if let Some((i, _)) = records.iter().enumerate().find(|(_, r)| {
+        r.trace
+            .as_deref()
+            .is_some_and(|t| !countersign::is_traceparent(t))
+    }) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidAuditRecord,
+            format!("record {i} has a trace that is not a W3C traceparent"),
+        ));
+    }
+    let appended = state.audit.append(records.clone()).await.map_err(|e| {
         tracing::error!(error = %e, "audit append failed");
         ApiError::new(
             ErrorCode::AuditUnavailable,
             "the audit store could not record the batch; nothing was acknowledged",
         )
     })?;
-    Ok(Json(
-        json!({ "appended": appended.appended, "duplicates": appended.duplicates, "last_seq": appended.last_seq }),
+    Ok((
+        records,
+        Json(
+            json!({ "appended": appended.appended, "duplicates": appended.duplicates, "last_seq": appended.last_seq }),
+        ),
     ))
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::Value;
@@ -37,9 +37,11 @@ const KNOWN_UPSTREAM_CODES: [&str; 12] = [
 const MAX_UPSTREAM_BODY: usize = 8 * 1024 * 1024;
 
 /// `POST /v1/chat/completions`: forwarded as is, but for the model, which the gateway
-/// sets. Streaming answers pass through chunk by chunk.
+/// sets. Streaming answers pass through chunk by chunk. Traced when traces are on: a
+/// span under the page's `traceparent`, passed on to the upstream.
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let upstream = state
@@ -47,7 +49,37 @@ pub(crate) async fn chat_completions(
         .upstream
         .clone()
         .ok_or_else(ApiError::not_configured)?;
-    let (request, streaming) = with_model(&body, &upstream.model)?;
+    let Some(traces) = &state.traces else {
+        // Not recorded here, but passed on: the page's trace still reaches the upstream.
+        let traceparent = headers
+            .get("traceparent")
+            .filter(|v| v.to_str().is_ok_and(countersign::is_traceparent))
+            .cloned();
+        return forward(&state, &upstream, &body, traceparent).await;
+    };
+    let span = traces.model_request(&headers, &upstream.model);
+    let answered = forward(&state, &upstream, &body, span.traceparent()).await;
+    match &answered {
+        Ok(response) => {
+            let streamed = response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+            span.end(response.status().as_u16(), "ok", streamed);
+        }
+        Err(e) => span.end(e.status.as_u16(), e.code.as_str(), false),
+    }
+    answered
+}
+
+/// The request, with the gateway's model and key, to the upstream; its answer redacted.
+async fn forward(
+    state: &AppState,
+    upstream: &crate::Upstream,
+    body: &Bytes,
+    traceparent: Option<HeaderValue>,
+) -> Result<Response, ApiError> {
+    let (request, streaming) = with_model(body, &upstream.model)?;
 
     let mut call = state
         .http
@@ -57,6 +89,9 @@ pub(crate) async fn chat_completions(
         ))
         .header(header::CONTENT_TYPE, "application/json")
         .body(request);
+    if let Some(traceparent) = traceparent {
+        call = call.header("traceparent", traceparent);
+    }
     if let Some(key) = &upstream.key {
         call = call.bearer_auth(key.expose());
     }

@@ -301,5 +301,6 @@ fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
         args_digest: claims.args_sha256.clone(),
         duration_ms: 0,
         countersignature: Some(claims.jti.clone()),
+        trace: None,
     })
 }
