@@ -58,7 +58,11 @@ async fn complete(body: Bytes) -> Result<axum::response::Response, (StatusCode, 
         .map(|tools| tools.iter().filter_map(tool_from_wire).collect())
         .unwrap_or_default();
     let planner = workspace_settings::offline_assistant(Locale::En);
-    let turn = planner.plan(&ModelRequest { messages, tools });
+    let turn = planner.plan(&ModelRequest {
+        messages,
+        tools,
+        trace: None,
+    });
     let (message, finish) = match turn {
         ModelTurn::Text(text) => (json!({ "role": "assistant", "content": text }), "stop"),
         ModelTurn::ToolCalls { text, calls } => {

@@ -359,3 +359,60 @@ fn an_outside_agent_is_told_its_write_is_asked() {
         assert_eq!(read.annotations.approval, countersign::ApprovalPolicy::None);
     }
 }
+
+const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[test]
+fn only_a_well_formed_traceparent_is_kept() {
+    assert!(countersign::is_traceparent(TRACE));
+    for bad in [
+        "",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 ",
+        "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
+        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0G",
+    ] {
+        assert!(!countersign::is_traceparent(bad), "{bad:?} passed");
+        assert_eq!(Call::new("c", "a", "{}").traced(bad).trace, None);
+    }
+    assert_eq!(
+        Call::new("c", "a", "{}").traced(TRACE).trace.as_deref(),
+        Some(TRACE)
+    );
+}
+
+#[test]
+fn every_record_of_a_traced_call_carries_its_trace_and_no_other_does() {
+    let w = world();
+    let call = Call::new("t-1", "rename", r#"{"name":"A"}"#).traced(TRACE);
+    let Step::Approval(card) = w.exec.submit(call, at(0)).unwrap() else {
+        panic!("rename is asked");
+    };
+    assert_eq!(code(&w.allow(&card, Gesture::AllowOnce, 5).unwrap()), "OK");
+    let records = w.audit.for_call(card.call);
+    assert!(records.len() >= 3, "{records:?}");
+    assert!(records.iter().all(|r| r.trace.as_deref() == Some(TRACE)));
+    let line = serde_json::to_string(&records[0]).unwrap();
+    assert!(line.contains(&format!(r#""trace":"{TRACE}""#)), "{line}");
+    // A refusal before the action resolves carries it too; an untraced call has none.
+    let refused = w
+        .exec
+        .submit(Call::new("t-2", "nope", "{}").traced(TRACE), at(10))
+        .unwrap();
+    let settled = drive(&w.exec, refused, 10).unwrap();
+    assert_eq!(code(&settled), "UNKNOWN_ACTION");
+    assert!(w
+        .audit
+        .records()
+        .iter()
+        .filter(|r| r.tool_call_id == "t-2")
+        .all(|r| r.trace.as_deref() == Some(TRACE)));
+    let plain = asked(&w, Caller::Assistant, "t-3", "rename", r#"{"name":"B"}"#, 20);
+    let line = serde_json::to_string(&w.audit.for_call(plain.call)[0]).unwrap();
+    assert!(!line.contains("trace"), "{line}");
+}

@@ -27,3 +27,16 @@ pub(crate) fn random_secret() -> Option<[u8; 32]> {
     crypto.get_random_values_with_u8_array(&mut bytes).ok()?;
     Some(bytes)
 }
+
+/// A fresh W3C `traceparent` (random trace and span ids, sampled) for one model request;
+/// `None` without Web Crypto.
+pub(crate) fn new_traceparent() -> Option<String> {
+    let bytes = random_secret()?;
+    let hex = |part: &[u8]| part.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let traceparent = format!(
+        "00-{}-{}-01",
+        hex(bytes.get(..16)?),
+        hex(bytes.get(16..24)?)
+    );
+    countersign::is_traceparent(&traceparent).then_some(traceparent)
+}

@@ -11,7 +11,7 @@ pub(crate) async fn fetch(
     body: Option<&str>,
     timeout_ms: u32,
 ) -> Result<(u16, String), String> {
-    fetch_full(method, url, body, timeout_ms)
+    fetch_full(method, url, body, None, timeout_ms)
         .await
         .map(|r| (r.status, r.body))
 }
@@ -23,14 +23,16 @@ pub(crate) struct Answer {
     pub(crate) retry_after_s: Option<u32>,
 }
 
-/// [`fetch`], keeping the `Retry-After` header (seconds; an HTTP date counts as absent).
+/// [`fetch`] with one more request `header`, keeping the `Retry-After` header (seconds;
+/// an HTTP date counts as absent).
 pub(crate) async fn fetch_full(
     method: &str,
     url: &str,
     body: Option<&str>,
+    header: Option<(&str, &str)>,
     timeout_ms: u32,
 ) -> Result<Answer, String> {
-    let (response, timer) = send(method, url, body, None, timeout_ms).await?;
+    let (response, timer) = send(method, url, body, header, timeout_ms).await?;
     let answer = whole(response).await;
     drop(timer);
     answer
@@ -126,10 +128,11 @@ pub(crate) enum Streamed {
 pub(crate) async fn fetch_streaming(
     url: &str,
     body: &str,
+    header: Option<(&str, &str)>,
     timeout_ms: u32,
     mut on_text: impl FnMut(&str),
 ) -> Result<Streamed, String> {
-    let (response, timer) = send("POST", url, Some(body), None, timeout_ms).await?;
+    let (response, timer) = send("POST", url, Some(body), header, timeout_ms).await?;
     let status = response.status();
     let event_stream = response
         .headers()

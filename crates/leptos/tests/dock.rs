@@ -1766,8 +1766,9 @@ impl FakeFetch {
                if (url.endsWith('/v1/audit')) {
                  return Promise.resolve(new Response('{}', { status: 200 }));
                }
+               const headers = input instanceof Request ? input.headers : new Headers(init && init.headers);
                return body.then(text => {
-                 window.__requests.push({ url, body: text || '' });
+                 window.__requests.push({ url, body: text || '', traceparent: headers.get('traceparent') || '' });
                  const next = window.__answers.length > 1 ? window.__answers.shift() : window.__answers[0];
                  if (next === 'network') return Promise.reject(new TypeError('Failed to fetch'));
                  if (next.stream) {
@@ -1808,6 +1809,21 @@ impl FakeFetch {
                         .unwrap_or_default()
                 };
                 (get("url"), get("body"))
+            })
+            .collect()
+    }
+
+    /// The `traceparent` header of each request, in order (empty when none).
+    fn traceparents() -> Vec<String> {
+        let window = web_sys::window().unwrap();
+        let list = js_sys::Reflect::get(&window, &"__requests".into()).unwrap();
+        js_sys::Array::from(&list)
+            .iter()
+            .map(|r| {
+                js_sys::Reflect::get(&r, &"traceparent".into())
+                    .unwrap()
+                    .as_string()
+                    .unwrap_or_default()
             })
             .collect()
     }
@@ -1922,6 +1938,41 @@ async fn a_refused_oversized_argument_never_travels_back_in_the_history() {
         "a placeholder names the size"
     );
     assert!(page.text(".cs-log").contains("It was refused."));
+    assert!(page.runs().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn each_model_request_is_traced_and_its_calls_records_carry_the_trace() {
+    let answers = serde_json::json!([
+        [200, completion_call("no_such_action", "{}")],
+        [200, completion_text("That does not exist.")]
+    ]);
+    let _fetch = FakeFetch::install(&answers.to_string());
+    let page = mount_online(None);
+    say(&page, "do the thing").await;
+    idle(&page).await;
+    let traces = FakeFetch::traceparents();
+    assert_eq!(traces.len(), 2, "{traces:?}");
+    for trace in &traces {
+        assert!(countersign::is_traceparent(trace), "{trace}");
+    }
+    assert_ne!(traces[0], traces[1], "one trace per request");
+    // The call came from the first request's answer: each of its records carries that
+    // request's traceparent, and nothing else does.
+    let records: Vec<_> = page
+        .cs
+        .audit()
+        .records()
+        .into_iter()
+        .filter(|r| r.tool_call_id == "c1")
+        .collect();
+    assert!(!records.is_empty());
+    assert!(
+        records
+            .iter()
+            .all(|r| r.trace.as_deref() == Some(traces[0].as_str())),
+        "{records:?}"
+    );
     assert!(page.runs().is_empty());
 }
 

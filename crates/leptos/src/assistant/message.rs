@@ -71,6 +71,11 @@ pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
     /// The projection: what the model may call now.
     pub tools: Vec<countersign::ToolSpec>,
+    /// The W3C `traceparent` of this request, fresh per request: a client sends it as
+    /// the `traceparent` header, and the calls the answer holds carry it into their
+    /// audit records, so a tracing backend follows each call from here through the
+    /// gateway to the model. `None` sends none.
+    pub trace: Option<String>,
 }
 
 /// What a model client answers.

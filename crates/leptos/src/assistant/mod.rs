@@ -272,7 +272,12 @@ impl Assistant {
             self.fit(cs, &tools);
             let mut messages = vec![system_message(cs)];
             messages.extend(self.0.history.borrow().iter().cloned());
-            let request = ModelRequest { messages, tools };
+            let trace = crate::clock::new_traceparent();
+            let request = ModelRequest {
+                messages,
+                tools,
+                trace: trace.clone(),
+            };
             match self.ask(cs, request).await? {
                 ModelTurn::Text(answer) => {
                     self.0
@@ -304,7 +309,13 @@ impl Assistant {
                     let batch = calls
                         .iter()
                         .take(MAX_CALLS_PER_TURN)
-                        .map(|c| Call::new(c.id.clone(), c.name.clone(), c.arguments.clone()))
+                        .map(|c| {
+                            let call = Call::new(c.id.clone(), c.name.clone(), c.arguments.clone());
+                            match &trace {
+                                Some(traceparent) => call.traced(traceparent),
+                                None => call,
+                            }
+                        })
                         .collect();
                     let results = cs.call_batch(batch).await;
                     {

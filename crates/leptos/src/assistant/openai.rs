@@ -265,11 +265,13 @@ impl ModelClient for OpenAiCompatible {
         let url = format!("{}/chat/completions", self.base);
         let body = self.body(&request).to_string();
         let timeout = self.timeout_ms;
+        let trace = request.trace;
         Box::pin(async move {
+            let header = trace.as_deref().map(|t| ("traceparent", t));
             let mut decoder = super::stream::SseDecoder::default();
             let mut acc = super::stream::Accumulator::default();
             let mut failed = None;
-            let streamed = fetch_streaming(&url, &body, timeout, |text| {
+            let streamed = fetch_streaming(&url, &body, header, timeout, |text| {
                 if failed.is_some() {
                     return;
                 }
@@ -304,8 +306,10 @@ impl ModelClient for OpenAiCompatible {
         let url = format!("{}/chat/completions", self.base);
         let body = self.body(&request).to_string();
         let timeout = self.timeout_ms;
+        let trace = request.trace;
         Box::pin(async move {
-            let answer = fetch_full("POST", &url, Some(&body), timeout)
+            let header = trace.as_deref().map(|t| ("traceparent", t));
+            let answer = fetch_full("POST", &url, Some(&body), header, timeout)
                 .await
                 .map_err(ModelError::Unavailable)?;
             if (200..300).contains(&answer.status) {
@@ -421,6 +425,7 @@ mod tests {
                 ChatMessage::tool("c1", r#"{"ok":true}"#),
             ],
             tools: Vec::new(),
+            trace: None,
         };
         let body = client.body(&request);
         assert_eq!(body["model"], "m");

@@ -375,6 +375,7 @@ mod tests {
                 tool("archive_workspace", "Archive workspace"),
                 tool("read_page_state", "Read page state"),
             ],
+            trace: None,
         }
     }
 
