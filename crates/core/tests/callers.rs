@@ -412,7 +412,14 @@ fn every_record_of_a_traced_call_carries_its_trace_and_no_other_does() {
         .iter()
         .filter(|r| r.tool_call_id == "t-2")
         .all(|r| r.trace.as_deref() == Some(TRACE)));
-    let plain = asked(&w, Caller::Assistant, "t-3", "rename", r#"{"name":"B"}"#, 20);
+    let plain = asked(
+        &w,
+        Caller::Assistant,
+        "t-3",
+        "rename",
+        r#"{"name":"B"}"#,
+        20,
+    );
     let line = serde_json::to_string(&w.audit.for_call(plain.call)[0]).unwrap();
     assert!(!line.contains("trace"), "{line}");
 }

@@ -73,6 +73,33 @@ fn records(n: usize, offset: usize) -> Vec<AuditRecord> {
     common::records(n, "bench", offset)
 }
 
+/// The least any proxy does, for scale: the body forwarded as bytes to `upstream` over
+/// the same kind of pooled client, the answer returned as bytes. No auth, no model
+/// rewrite, no checks, no redaction: what the gateway costs beyond this is its own.
+async fn bare_proxy(upstream: String) -> String {
+    use axum::body::Bytes;
+    let client = reqwest::Client::new();
+    let handler = move |body: Bytes| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            let answer = client
+                .post(upstream)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let bytes = answer.bytes().await.unwrap();
+            ([("content-type", "application/json")], bytes)
+        }
+    };
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1/chat/completions")
+}
+
 fn main() {
     let seconds: u32 = std::env::var("BENCH_SECONDS")
         .ok()
@@ -92,9 +119,11 @@ fn main() {
             let (s, dir) = state(cfg);
             std::mem::forget(dir);
             let base = serve(s).await;
+            let bare = bare_proxy(format!("{up}/chat/completions")).await;
             (
                 format!("{up}/chat/completions"),
                 format!("{base}/v1/chat/completions"),
+                bare,
             )
         })
     };
@@ -114,12 +143,14 @@ fn main() {
             Behaviour::Slow(Duration::from_millis(20)),
         ),
     ] {
-        let (direct, gateway) = pair(behaviour);
-        // Warm both paths, then measure them back to back in this one run.
+        let (direct, gateway, bare) = pair(behaviour);
+        // Warm the paths, then measure them back to back in this one run.
         let _ = wrk(&direct, &script, 1);
         let _ = wrk(&gateway, &script, 1);
+        let _ = wrk(&bare, &script, 1);
         let d = wrk(&direct, &script, seconds);
         let g = wrk(&gateway, &script, seconds);
+        let b = wrk(&bare, &script, seconds);
         println!("\n## Proxy overhead, {label} (wrk -t2 -c16 -d{seconds}s, POST /v1/chat/completions, 1.3 KB completion)\n");
         println!("| path | requests/s | p50 | p99 |\n| --- | --- | --- | --- |");
         println!(
@@ -131,10 +162,20 @@ fn main() {
             g.rps, g.p50_ms, g.p99_ms
         );
         println!(
+            "| through a bare forwarding proxy (the floor: bytes in, bytes out, no checks) | {:.0} | {:.3} ms | {:.3} ms |",
+            b.rps, b.p50_ms, b.p99_ms
+        );
+        println!(
             "\nthroughput ratio {:.2} (target >= 0.5 instant, >= 0.95 at 20 ms); added p50 {:.3} ms (target <= 0.3 ms), added p99 {:.3} ms",
             g.rps / d.rps,
             g.p50_ms - d.p50_ms,
             g.p99_ms - d.p99_ms
+        );
+        println!(
+            "bare proxy / direct {:.2} (any proxy in this process: the ceiling); gateway / bare proxy {:.2}; added p50 over the bare proxy {:.3} ms",
+            b.rps / d.rps,
+            g.rps / b.rps,
+            g.p50_ms - b.p50_ms
         );
     }
 

@@ -2,7 +2,8 @@
 //!
 //! The Countersign gateway: one process on loopback that serves the built page, proxies
 //! the page's model requests to an OpenAI-compatible upstream with a key the page
-//! never sees, and keeps the audit trail in a keyed, anchored file. Each route is a file
+//! never sees, and keeps the audit trail keyed and anchored, in a file or (for replicas)
+//! in PostgreSQL; traces go out over OTLP when an endpoint is set. Each route is a file
 //! in `routes/`; `app()` composes them with the layers below.
 //!
 //! Routes:
@@ -13,7 +14,7 @@
 //! | `GET /v1/models` | the configured model, or 503 `not_configured` |
 //! | `POST /v1/chat/completions` | forwarded upstream (streaming or not), key added here |
 //! | `POST /v1/audit` | a JSON array of audit records, appended durably, idempotent by id |
-//! | `GET /v1/audit` | the audit file (JSON Lines) |
+//! | `GET /v1/audit` | the audit trail (JSON Lines) |
 //! | `GET /v1/policy` | the deployment's policy file, or 404 `no_policy` |
 //! | `POST /v1/countersign` | mint a countersignature for one approved call (its audit record first) |
 //! | `POST /v1/countersign/challenge` | a passkey challenge derived from a call's binding (presence-required mints) |
