@@ -28,6 +28,9 @@ pub enum ErrorCode {
     /// The audit store could not record or read (503: nothing was acknowledged; send it
     /// again).
     AuditUnavailable,
+    /// A record with the same id is stored with other contents; nothing of the batch was
+    /// written (409).
+    AuditConflict,
     /// The gateway has no policy file (404).
     NoPolicy,
     /// No such route (404).
@@ -68,7 +71,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 27] = [
         ErrorCode::NotConfigured,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidRequest,
@@ -78,6 +81,7 @@ impl ErrorCode {
         ErrorCode::BatchTooLarge,
         ErrorCode::InvalidAuditRecord,
         ErrorCode::AuditUnavailable,
+        ErrorCode::AuditConflict,
         ErrorCode::NoPolicy,
         ErrorCode::UnknownRoute,
         ErrorCode::MethodNotAllowed,
@@ -109,6 +113,7 @@ impl ErrorCode {
             ErrorCode::BatchTooLarge => "batch_too_large",
             ErrorCode::InvalidAuditRecord => "invalid_audit_record",
             ErrorCode::AuditUnavailable => "audit_unavailable",
+            ErrorCode::AuditConflict => "audit_conflict",
             ErrorCode::NoPolicy => "no_policy",
             ErrorCode::UnknownRoute => "unknown_route",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -151,7 +156,9 @@ impl ErrorCode {
             | ErrorCode::UpstreamMalformed
             | ErrorCode::UpstreamUnavailable => StatusCode::BAD_GATEWAY,
             ErrorCode::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            ErrorCode::NoPasskey | ErrorCode::PasskeyExists => StatusCode::CONFLICT,
+            ErrorCode::NoPasskey | ErrorCode::PasskeyExists | ErrorCode::AuditConflict => {
+                StatusCode::CONFLICT
+            }
             ErrorCode::PasskeyRejected => StatusCode::FORBIDDEN,
             ErrorCode::PasskeyUnavailable | ErrorCode::RelayBusy => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::RelayGone => StatusCode::NOT_FOUND,

@@ -45,7 +45,12 @@ enum Command {
         )]
         audit_file: PathBuf,
         /// The PostgreSQL trail to check instead of a file (read only).
-        #[arg(long, env = "COUNTERSIGN_AUDIT_URL", conflicts_with = "audit_file")]
+        #[arg(
+            long,
+            env = "COUNTERSIGN_AUDIT_URL",
+            hide_env_values = true,
+            conflicts_with = "audit_file"
+        )]
         audit_url: Option<String>,
         /// The audit key file (64 hex digits). Without it (and without
         /// `COUNTERSIGN_AUDIT_KEY`) only the structure is checked.
@@ -84,7 +89,12 @@ struct ServeArgs {
     /// replicas behind a load balancer share it. Migrations run on start. The audit key
     /// and the signing key must then exist already (replicas share them): they are not
     /// created.
-    #[arg(long, env = "COUNTERSIGN_AUDIT_URL", conflicts_with = "audit_file")]
+    #[arg(
+        long,
+        env = "COUNTERSIGN_AUDIT_URL",
+        hide_env_values = true,
+        conflicts_with = "audit_file"
+    )]
     audit_url: Option<String>,
     /// The audit key file (64 hex digits), created with a random key if missing.
     /// Default: `<audit-file>.key`. Keep it apart from the trail in a real deployment;

@@ -10,7 +10,10 @@
 //!   its end sit in the trace of the model request it came from; the batch is linked.
 //!
 //! What a span never holds: argument values (a record has only their keyed digest, which
-//! is left out too), message text, keys, tokens, pairing codes.
+//! is left out too), message text, keys, tokens, pairing codes. Strings copied from
+//! records are cut to 128 characters. A streamed answer's span ends when its headers
+//! are sent: how the stream ended is not in it. The gateway samples every span itself,
+//! whatever the page's `traceparent` flags say.
 
 use axum::http::{HeaderMap, HeaderValue};
 use countersign::AuditRecord;
@@ -37,6 +40,14 @@ impl std::fmt::Debug for Traces {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Traces(..)")
     }
+}
+
+/// The longest text a span attribute copies from a record: the page sends the records,
+/// so their strings are bounded here whatever the page's own limits were.
+const MAX_ATTRIBUTE_CHARS: usize = 128;
+
+fn bounded(text: &str) -> String {
+    text.chars().take(MAX_ATTRIBUTE_CHARS).collect()
 }
 
 /// The parent a request names in its `traceparent` header (none if absent or malformed).
@@ -70,6 +81,8 @@ impl Traces {
             .map_err(|e| format!("the OTLP exporter: {e}"))?;
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
+            // The gateway records its own spans whatever the page's sampled flag says.
+            .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
             .with_resource(
                 Resource::builder()
                     .with_service_name(service.to_owned())
@@ -167,7 +180,13 @@ pub(crate) struct BatchSpan {
 impl BatchSpan {
     /// Ends the batch's span: one child span per record the store took (`appended`
     /// true) or refused with the batch, and the outcome (`ok` or the error code).
-    pub(crate) fn end(self, records: &[AuditRecord], outcome: &str, status: u16) {
+    pub(crate) fn end(
+        self,
+        records: &[AuditRecord],
+        outcome: &str,
+        status: u16,
+        last_seq: Option<u64>,
+    ) {
         let batch = self.cx.span().span_context().clone();
         for record in records {
             self.record_span(record, &batch, outcome);
@@ -182,6 +201,14 @@ impl BatchSpan {
             i64::from(status),
         ));
         span.set_attribute(KeyValue::new("countersign.outcome", outcome.to_owned()));
+        if let Some(seq) = last_seq {
+            // The trail's length after the batch, kept outside the trail: a tail cut
+            // later (with an old head put back) disagrees with it.
+            span.set_attribute(KeyValue::new(
+                "countersign.audit.last_seq",
+                i64::try_from(seq).unwrap_or(i64::MAX),
+            ));
+        }
         if outcome != "ok" {
             span.set_status(Status::error(outcome.to_owned()));
         }
@@ -195,21 +222,21 @@ impl BatchSpan {
             .unwrap_or_default();
         let caller = record.caller.as_str();
         let mut attributes = vec![
-            KeyValue::new("countersign.record_id", record.id.clone()),
-            KeyValue::new("countersign.session", record.session.clone()),
+            KeyValue::new("countersign.record_id", bounded(&record.id)),
+            KeyValue::new("countersign.session", bounded(&record.session)),
             KeyValue::new(
                 "countersign.call",
                 i64::try_from(record.call).unwrap_or(i64::MAX),
             ),
-            KeyValue::new("countersign.call_id", record.tool_call_id.clone()),
+            KeyValue::new("countersign.call_id", bounded(&record.tool_call_id)),
             KeyValue::new("countersign.caller", caller),
-            KeyValue::new("countersign.action", record.action.clone()),
+            KeyValue::new("countersign.action", bounded(&record.action)),
             KeyValue::new("countersign.event", event.clone()),
             KeyValue::new("countersign.reason", record.reason.rule()),
             KeyValue::new("countersign.stored", stored.to_owned()),
         ];
         if let Some(outcome) = &record.outcome {
-            attributes.push(KeyValue::new("countersign.outcome", outcome.clone()));
+            attributes.push(KeyValue::new("countersign.outcome", bounded(outcome)));
         }
         // The call's own trace when the page traced it; else the batch's.
         let own = record.trace.as_deref().and_then(context_of);

@@ -328,6 +328,21 @@ async fn sql(url: &str, statement: &str) {
 async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     let pg = Cluster::start();
     let url = pg.url();
+    // Another sqlx application already migrates this database: the trail keeps its
+    // tables and its migrations' bookkeeping in its own schema, and neither disturbs
+    // the other.
+    sql(
+        &url,
+        "CREATE TABLE public._sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+         installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, checksum BYTEA NOT NULL, \
+         execution_time BIGINT NOT NULL)",
+    )
+    .await;
+    sql(
+        &url,
+        "INSERT INTO public._sqlx_migrations VALUES (1, 'theirs', now(), TRUE, '\\x00', 1)",
+    )
+    .await;
     let store = PgStore::connect(&url, key()).await.unwrap();
     let first = store.append(common::records(5, "v", 0)).await.unwrap();
     assert_eq!(
@@ -346,6 +361,48 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
 
     let ok = verify_postgres(&url, Some(&key())).await.unwrap();
     assert_eq!((ok.lines, ok.keyed), (7, true));
+    // The same id with other contents is a conflict, never a silent duplicate.
+    let mut changed = common::records(1, "v", 4);
+    changed[0].summary.push_str(" (changed)");
+    assert!(matches!(
+        store.append(changed).await,
+        Err(StoreError::Conflict(id)) if id == "v-4"
+    ));
+    assert_eq!(
+        store.count().await.unwrap(),
+        7,
+        "nothing of the batch was written"
+    );
+    // The record_id column is outside the mac: a row whose column was changed (to
+    // swallow a later record as a "duplicate") is caught by verify and by the append.
+    sql(
+        &url,
+        "UPDATE countersign.countersign_audit SET record_id = 'v-99' WHERE seq = 2",
+    )
+    .await;
+    let got = verify_postgres(&url, Some(&key())).await;
+    assert!(
+        matches!(got, Err(StoreError::Broken { line: 2, .. })),
+        "{got:?}"
+    );
+    assert!(matches!(
+        store.append(common::records(1, "v", 99)).await,
+        Err(StoreError::Broken { .. })
+    ));
+    sql(
+        &url,
+        "UPDATE countersign.countersign_audit SET record_id = 'v-1' WHERE seq = 2",
+    )
+    .await;
+    assert_eq!(verify_postgres(&url, Some(&key())).await.unwrap().lines, 7);
+    // The last row rewritten with its mac field kept: a replica refuses to start on it.
+    sql(&url, "UPDATE countersign.countersign_audit SET line = replace(line, '\"v-6\"', '\"v-y\"') WHERE seq = 7").await;
+    assert!(matches!(
+        PgStore::connect(&url, key()).await,
+        Err(StoreError::Unanchored(_))
+    ));
+    sql(&url, "UPDATE countersign.countersign_audit SET line = replace(line, '\"v-y\"', '\"v-6\"') WHERE seq = 7").await;
+    PgStore::connect(&url, key()).await.unwrap();
     let structure = verify_postgres(&url, None).await.unwrap();
     assert_eq!((structure.lines, structure.keyed), (7, false));
     let other = ChainKey::new([9; 32]);
@@ -362,7 +419,7 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     // A row changed in place: its mac no longer matches.
     sql(
         &url,
-        "UPDATE countersign_audit SET line = replace(line, '\"v-2\"', '\"v-x\"') WHERE seq = 3",
+        "UPDATE countersign.countersign_audit SET line = replace(line, '\"summary\":\"', '\"summary\":\"X') WHERE seq = 3",
     )
     .await;
     match verify_postgres(&url, Some(&key())).await {
@@ -371,14 +428,18 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     }
     sql(
         &url,
-        "UPDATE countersign_audit SET line = replace(line, '\"v-x\"', '\"v-2\"') WHERE seq = 3",
+        "UPDATE countersign.countersign_audit SET line = replace(line, '\"summary\":\"X', '\"summary\":\"') WHERE seq = 3",
     )
     .await;
     assert_eq!(verify_postgres(&url, Some(&key())).await.unwrap().lines, 7);
 
     // The tail cut off: the head names a row that is gone. Without the key only the
     // structure is checked, and a cut tail cannot be seen, exactly as with a file.
-    sql(&url, "DELETE FROM countersign_audit WHERE seq = 7").await;
+    sql(
+        &url,
+        "DELETE FROM countersign.countersign_audit WHERE seq = 7",
+    )
+    .await;
     assert!(matches!(
         verify_postgres(&url, Some(&key())).await,
         Err(StoreError::Unanchored(_))
@@ -393,7 +454,7 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     // The head forged to the cut end, without the key: refused too.
     sql(
         &url,
-        "UPDATE countersign_audit_head SET seq = 6, pending = 6",
+        "UPDATE countersign.countersign_audit_head SET seq = 6, pending = 6",
     )
     .await;
     assert!(matches!(

@@ -331,6 +331,22 @@ async fn an_audit_batch_with_a_broken_record_is_refused_whole() {
         let (status, _, _) = send(&app, page("POST", "/v1/audit", bad)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
     }
+    // An id no store can keep as it is (a control character: PostgreSQL refuses NUL in
+    // text) is the page's error, not the store's: 400, never a 503 retried forever.
+    for id in ["a\u{0}b", "line\nbreak", "tab\there"] {
+        let mut bad = records(1);
+        bad[0].id = id.to_owned();
+        let (status, json, _) = send(
+            &app,
+            page("POST", "/v1/audit", serde_json::to_string(&bad).unwrap()),
+        )
+        .await;
+        assert_eq!(
+            (status, code(&json)),
+            (StatusCode::BAD_REQUEST, "invalid_audit_record"),
+            "{id:?}"
+        );
+    }
     assert_eq!(
         verify_file(&dir.path().join("audit.jsonl"), Some(&test_key()))
             .unwrap()

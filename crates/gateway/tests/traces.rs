@@ -192,8 +192,10 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
     .await
     .unwrap();
     assert_eq!(answer.status(), 200);
-    let records = records();
+    let mut records = records();
     assert_eq!(records.len(), 3);
+    // The page sends the records: a string longer than the page's own limits is cut.
+    records[2].tool_call_id = "x".repeat(1000);
     let stored = page_post(
         &client,
         format!("{base}/v1/audit"),
@@ -256,6 +258,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
     );
     assert_eq!(batch.attributes["countersign.audit.records"], "3");
     assert_eq!(batch.attributes["countersign.audit.store"], "file");
+    assert_eq!(batch.attributes["countersign.audit.last_seq"], "3");
     let refused = batches
         .iter()
         .find(|s| s.attributes["countersign.outcome"] != "ok")
@@ -278,7 +281,8 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
             .iter()
             .find(|s| s.attributes["countersign.record_id"] == record.id)
             .unwrap();
-        assert_eq!(span.attributes["countersign.call_id"], record.tool_call_id);
+        let call_id: String = record.tool_call_id.chars().take(128).collect();
+        assert_eq!(span.attributes["countersign.call_id"], call_id);
         assert_eq!(span.attributes["countersign.action"], record.action);
         assert_eq!(
             span.attributes["countersign.outcome"],
@@ -318,7 +322,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_failure_is_a_failed_span_and_off_means_the_trace_only_passes() {
+async fn an_upstream_failure_is_a_failed_span_even_unsampled_and_off_means_the_trace_only_passes() {
     let (collector, got) = collector().await;
     let (base, traces, _seen, _dir) =
         traced_gateway(&collector, Behaviour::Status(500, "{}".into())).await;
@@ -328,6 +332,8 @@ async fn an_upstream_failure_is_a_failed_span_and_off_means_the_trace_only_passe
         format!("{base}/v1/chat/completions"),
         chat_body(true),
     )
+    // Sent with the page's "not sampled" flag: the gateway records its span anyway.
+    .header("traceparent", format!("00-{PAGE_TRACE}-{PAGE_SPAN}-00"))
     .send()
     .await
     .unwrap();
@@ -337,7 +343,10 @@ async fn an_upstream_failure_is_a_failed_span_and_off_means_the_trace_only_passe
     assert_eq!(spans.len(), 1, "{spans:#?}");
     assert_eq!(spans[0].attributes["countersign.outcome"], "upstream_error");
     assert_eq!(spans[0].attributes["http.response.status_code"], "502");
-    assert_eq!(spans[0].parent, "", "no traceparent: a root span");
+    assert_eq!(
+        (spans[0].trace.as_str(), spans[0].parent.as_str()),
+        (PAGE_TRACE, PAGE_SPAN)
+    );
 
     // Without an endpoint nothing is exported; the page's traceparent still reaches the
     // upstream unchanged, and a malformed one is dropped, never passed on.

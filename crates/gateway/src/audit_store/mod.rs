@@ -210,6 +210,9 @@ pub enum StoreError {
     /// password: it never includes the connection URL.
     #[error("audit database: {0}")]
     Database(String),
+    /// A record with this id is stored, and differs from the one sent under it.
+    #[error("record `{0}` is stored already with other contents")]
+    Conflict(String),
     /// A writer panicked while holding the store.
     #[error("the audit store is unusable after an earlier failure")]
     Poisoned,

@@ -29,8 +29,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::Connection as _;
 
 use super::{
-    anchor, seal, verify_bytes, Appended, ChainKey, ChainedLine, Head, StoreError, Verified,
-    GENESIS,
+    anchor, constant_time_eq, seal, sealed_part, verify_bytes, Appended, ChainKey, ChainedLine,
+    Head, StoreError, Verified, GENESIS,
 };
 
 /// How long one append may take, the wait for the head's lock included, before it is
@@ -66,8 +66,27 @@ fn db(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
     }
 }
 
-/// The connection options for `url`, with durable commits whatever the server's default.
+/// The schema the trail's tables (and their migrations' bookkeeping) live in, apart from
+/// whatever else shares the database.
+const SCHEMA: &str = "countersign";
+
+/// The connection options for `url`: durable commits whatever the server's default (each
+/// append also pins read-committed isolation and the commit mode itself), the trail's
+/// own schema, and server-side limits so a
+/// replica that vanishes mid-append (no FIN ever reaches the server) cannot hold the
+/// head's lock for longer than moments.
 fn options(url: &str) -> Result<PgConnectOptions, StoreError> {
+    Ok(reading(url)?.options([
+        ("search_path", SCHEMA),
+        ("synchronous_commit", "on"),
+        ("idle_in_transaction_session_timeout", "15s"),
+        ("lock_timeout", "10s"),
+        ("statement_timeout", "10s"),
+    ]))
+}
+
+/// The options for reading the trail (`verify`): its schema, no statement limit.
+fn reading(url: &str) -> Result<PgConnectOptions, StoreError> {
     let not_postgres = || {
         StoreError::Database(
             "the audit URL is not a PostgreSQL URL (postgres://user:password@host:port/database)"
@@ -81,7 +100,23 @@ fn options(url: &str) -> Result<PgConnectOptions, StoreError> {
     let options = PgConnectOptions::from_str(url).map_err(|_| not_postgres())?;
     Ok(options
         .application_name("countersign-gateway")
-        .options([("synchronous_commit", "on")]))
+        .options([("search_path", SCHEMA)]))
+}
+
+/// Creates the trail's schema if it is missing, one replica at a time (two concurrent
+/// `CREATE SCHEMA IF NOT EXISTS` can collide).
+async fn create_schema(connection: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    // The lock's number: "countersign" in ASCII, as a 64-bit key.
+    sqlx::query("SELECT pg_advisory_lock(7219851234567001)")
+        .execute(&mut *connection)
+        .await?;
+    let created = sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
+        .execute(&mut *connection)
+        .await;
+    sqlx::query("SELECT pg_advisory_unlock(7219851234567001)")
+        .execute(&mut *connection)
+        .await?;
+    created.map(|_| ())
 }
 
 /// The head row as stored.
@@ -113,6 +148,34 @@ fn checked(row: Option<HeadRow>, key: &ChainKey) -> Result<Head, StoreError> {
     Ok(head)
 }
 
+/// The ids of the batch already stored. A row whose `record_id` is not its line's record
+/// id was changed (the column is outside the mac): refused, never taken as "stored". A
+/// stored record that differs from the one sent under its id is a conflict: the page's
+/// record is not dropped as a duplicate.
+fn already_stored(
+    rows: Vec<(String, String)>,
+    batch: &[AuditRecord],
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    let mut stored = std::collections::HashSet::new();
+    for (id, line) in rows {
+        let line: ChainedLine = serde_json::from_str(&line).map_err(|e| StoreError::Broken {
+            line: 0,
+            reason: format!("the row of record `{id}` is not a chained line ({e})"),
+        })?;
+        if line.record.id != id {
+            return Err(StoreError::Broken {
+                line: line.seq,
+                reason: "its record_id column is not its record's id: the row was changed".into(),
+            });
+        }
+        if batch.iter().any(|r| r.id == id && *r != line.record) {
+            return Err(StoreError::Conflict(id));
+        }
+        stored.insert(id);
+    }
+    Ok(stored)
+}
+
 fn seq_value(seq: u64) -> Result<i64, StoreError> {
     i64::try_from(seq).map_err(|_| StoreError::Database("the trail is full".into()))
 }
@@ -126,12 +189,13 @@ impl PgStore {
     pub async fn connect(url: &str, key: ChainKey) -> Result<Self, StoreError> {
         let options = options(url)?;
         // One connection first, so a refusal is told as itself, not as a pool timeout.
-        sqlx::PgConnection::connect_with(&options)
-            .await
-            .map_err(db("cannot connect"))?
-            .close()
+        let mut first = sqlx::PgConnection::connect_with(&options)
             .await
             .map_err(db("cannot connect"))?;
+        create_schema(&mut first)
+            .await
+            .map_err(db("cannot create the schema `countersign`"))?;
+        first.close().await.map_err(db("cannot connect"))?;
         let pool = PgPoolOptions::new()
             .max_connections(CONNECTIONS)
             .acquire_timeout(Duration::from_secs(5))
@@ -160,24 +224,41 @@ impl PgStore {
     /// The head is genuine under this key, the row at its seq carries its mac, and no
     /// row lies beyond it.
     async fn check_anchor(&self) -> Result<(), StoreError> {
-        let row: Option<HeadRow> =
-            sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head")
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db("cannot read the head"))?;
-        let head = checked(row, &self.key)?;
-        let (at_head, beyond): (Option<String>, i64) = sqlx::query_as(
-            "SELECT (SELECT line FROM countersign_audit WHERE seq = $1), \
-                    (SELECT count(*) FROM countersign_audit WHERE seq > $1)",
+        // One statement, one snapshot: appends by other replicas cannot fall between.
+        let row: Option<(i64, String, i64, String, Option<String>, i64)> = sqlx::query_as(
+            "SELECT h.seq, h.last, h.pending, h.mac, \
+                    (SELECT line FROM countersign_audit WHERE seq = h.seq), \
+                    (SELECT count(*) FROM countersign_audit WHERE seq > h.seq) \
+             FROM countersign_audit_head h",
         )
-        .bind(seq_value(head.seq)?)
-        .fetch_one(&self.pool)
+        .fetch_optional(&self.pool)
         .await
-        .map_err(db("cannot read the trail"))?;
-        let named = at_head
-            .and_then(|line| serde_json::from_str::<ChainedLine>(&line).ok())
-            .map(|line| (line.seq, line.mac));
-        if head.seq > 0 && named != Some((head.seq, head.last.clone())) {
+        .map_err(db("cannot read the head"))?;
+        let (head_row, at_head, beyond) = match row {
+            Some((seq, last, pending, mac, at_head, beyond)) => {
+                (Some((seq, last, pending, mac)), at_head, beyond)
+            }
+            None => (None, None, 0),
+        };
+        let head = checked(head_row, &self.key)?;
+        // The row the head names, its own mac checked: a rewritten last row is caught
+        // before anything is chained onto it.
+        let genuine = at_head.as_deref().is_some_and(|line| {
+            let sealed: Option<Vec<u8>> = sealed_part(line.as_bytes());
+            let parsed = serde_json::from_str::<ChainedLine>(line).ok();
+            match (sealed, parsed) {
+                (Some(sealed), Some(parsed)) => {
+                    parsed.seq == head.seq
+                        && parsed.mac == head.last
+                        && constant_time_eq(
+                            self.key.mac(&[&sealed]).as_bytes(),
+                            parsed.mac.as_bytes(),
+                        )
+                }
+                _ => false,
+            }
+        });
+        if head.seq > 0 && !genuine {
             return Err(StoreError::Unanchored(format!(
                 "row {} is not the row the head acknowledged: rows were cut or rewritten",
                 head.seq
@@ -212,6 +293,16 @@ impl PgStore {
             }
         }
         let mut tx = self.pool.begin().await.map_err(db("cannot begin"))?;
+        // Pinned here too, whatever a connection pooler in between did to the options.
+        for setting in [
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "SET LOCAL synchronous_commit = on",
+        ] {
+            sqlx::query(setting)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("cannot begin"))?;
+        }
         let row: Option<HeadRow> =
             sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head FOR UPDATE")
                 .fetch_optional(&mut *tx)
@@ -219,13 +310,14 @@ impl PgStore {
                 .map_err(db("cannot lock the head"))?;
         let head = checked(row, &self.key)?;
         let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
-        let stored: Vec<String> =
-            sqlx::query_scalar("SELECT record_id FROM countersign_audit WHERE record_id = ANY($1)")
-                .bind(&ids)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db("cannot look up the ids"))?;
-        let stored: std::collections::HashSet<String> = stored.into_iter().collect();
+        let stored: Vec<(String, String)> = sqlx::query_as(
+            "SELECT record_id, line FROM countersign_audit WHERE record_id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db("cannot look up the ids"))?;
+        let stored = already_stored(stored, &batch)?;
         let (mut seq, mut last) = (head.seq, head.last);
         let (mut seqs, mut record_ids, mut lines) = (Vec::new(), Vec::new(), Vec::new());
         for record in &batch {
@@ -298,21 +390,36 @@ impl PgStore {
 async fn read_trail(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
 ) -> Result<(Vec<u8>, Option<Head>), StoreError> {
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut **tx)
-        .await
-        .map_err(db("cannot take a snapshot"))?;
+    for setting in [
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+        "SET LOCAL statement_timeout = 0",
+    ] {
+        sqlx::query(setting)
+            .execute(&mut **tx)
+            .await
+            .map_err(db("cannot take a snapshot"))?;
+    }
     let row: Option<HeadRow> =
         sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head")
             .fetch_optional(&mut **tx)
             .await
             .map_err(db("cannot read the head"))?;
-    let lines: Vec<String> = sqlx::query_scalar("SELECT line FROM countersign_audit ORDER BY seq")
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(db("cannot read the trail"))?;
-    let mut bytes = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-    for line in lines {
+    let rows: Vec<(i64, String, String)> =
+        sqlx::query_as("SELECT seq, record_id, line FROM countersign_audit ORDER BY seq")
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(db("cannot read the trail"))?;
+    let mut bytes = Vec::with_capacity(rows.iter().map(|r| r.2.len() + 1).sum());
+    for (seq, id, line) in rows {
+        // The columns outside the mac must say what the sealed line says.
+        if let Ok(parsed) = serde_json::from_str::<ChainedLine>(&line) {
+            if i64::try_from(parsed.seq).ok() != Some(seq) || parsed.record.id != id {
+                return Err(StoreError::Broken {
+                    line: parsed.seq,
+                    reason: "its seq or record_id column differs from its sealed line: the row was changed".into(),
+                });
+            }
+        }
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
     }
@@ -323,7 +430,7 @@ async fn read_trail(
 /// created): with the key, every mac and the head, exactly as [`super::verify_file`]
 /// checks a file; without it, the structure only.
 pub async fn verify_postgres(url: &str, key: Option<&ChainKey>) -> Result<Verified, StoreError> {
-    let mut connection = sqlx::PgConnection::connect_with(&options(url)?)
+    let mut connection = sqlx::PgConnection::connect_with(&reading(url)?)
         .await
         .map_err(db("cannot connect"))?;
     let mut tx = connection.begin().await.map_err(db("cannot begin"))?;

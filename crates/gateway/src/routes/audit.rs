@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::JsonBody;
-use crate::AppState;
+use crate::{AppState, StoreError};
 
 /// `POST /v1/audit`: a JSON array of audit records. The whole batch is validated first;
 /// one bad record refuses the batch and nothing is written. Traced when traces are on.
@@ -25,11 +25,16 @@ pub(crate) async fn append_audit(
     let span = traces.audit_batch(&headers, state.audit.kind());
     match append(&state, &body).await {
         Ok((records, answer)) => {
-            span.end(&records, "ok", 200);
+            span.end(
+                &records,
+                "ok",
+                200,
+                answer.get("last_seq").and_then(Value::as_u64),
+            );
             Ok(answer)
         }
         Err(e) => {
-            span.end(&[], e.code.as_str(), e.status.as_u16());
+            span.end(&[], e.code.as_str(), e.status.as_u16(), None);
             Err(e)
         }
     }
@@ -81,7 +86,7 @@ async fn append(
     if let Some((i, _)) = records
         .iter()
         .enumerate()
-        .find(|(_, r)| r.id.is_empty() || r.id.len() > 200)
+        .find(|(_, r)| r.id.is_empty() || r.id.len() > 200 || r.id.chars().any(char::is_control))
     {
         return Err(ApiError::new(
             ErrorCode::InvalidAuditRecord,
@@ -98,13 +103,23 @@ async fn append(
             format!("record {i} has a trace that is not a W3C traceparent"),
         ));
     }
-    let appended = state.audit.append(records.clone()).await.map_err(|e| {
-        tracing::error!(error = %e, "audit append failed");
-        ApiError::new(
-            ErrorCode::AuditUnavailable,
-            "the audit store could not record the batch; nothing was acknowledged",
-        )
-    })?;
+    let appended = state
+        .audit
+        .append(records.clone())
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(id) => ApiError::new(
+                ErrorCode::AuditConflict,
+                format!("record `{}` is stored already with other contents; nothing of the batch was written", id.chars().take(200).collect::<String>()),
+            ),
+            e => {
+                tracing::error!(error = %e, "audit append failed");
+                ApiError::new(
+                    ErrorCode::AuditUnavailable,
+                    "the audit store could not record the batch; nothing was acknowledged",
+                )
+            }
+        })?;
     Ok((
         records,
         Json(
