@@ -1766,9 +1766,9 @@ impl FakeFetch {
                if (url.endsWith('/v1/audit')) {
                  return Promise.resolve(new Response('{}', { status: 200 }));
                }
-               const headers = input instanceof Request ? input.headers : new Headers(init && init.headers);
+               const sent = input instanceof Request ? input.headers : new Headers(init && init.headers);
                return body.then(text => {
-                 window.__requests.push({ url, body: text || '', traceparent: headers.get('traceparent') || '' });
+                 window.__requests.push({ url, body: text || '', traceparent: sent.get('traceparent') || '' });
                  const next = window.__answers.length > 1 ? window.__answers.shift() : window.__answers[0];
                  if (next === 'network') return Promise.reject(new TypeError('Failed to fetch'));
                  if (next.stream) {
