@@ -410,20 +410,20 @@ async fn gateway_away_then_back(ui: &Ui<'_>, gateway: &mut Gateway) -> Outcome {
     ui.open("en").await?;
     ui.check_badge("Offline assistant").await?;
     ui.wait_for(".cs-dock").await?;
-    let before = gateway.audit.len();
+    let before = gateway.audit.count().await.map_err(|e| e.to_string())?;
     gateway.stop().await;
     ui.say("archive it").await?;
     ui.wait_for(".cs-card").await?;
     ui.click(".cs-deny").await?;
     ui.answer_contains("Not done").await?;
     ensure(
-        gateway.audit.len() == before,
+        gateway.audit.count().await.map_err(|e| e.to_string())? == before,
         "records arrived while the gateway was down",
     )?;
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await; // let a retry fail
     gateway.restart().await?;
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(40);
-    while gateway.audit.len() == before {
+    while gateway.audit.count().await.map_err(|e| e.to_string())? == before {
         if tokio::time::Instant::now() > deadline {
             return Err("the held records never arrived after the gateway came back".into());
         }

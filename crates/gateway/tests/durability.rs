@@ -141,15 +141,7 @@ async fn acknowledged_records_survive_sigkill_and_the_chain_holds() {
     // Restart on the same file: every acknowledged record is there, and appends go on.
     let mut child = start(port, &file);
     wait_healthy(&client, &base).await;
-    let export = client
-        .get(format!("{base}/v1/audit"))
-        .bearer_auth("tok")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let export = common::exported(&client, &base).await;
     let stored: HashSet<String> = export
         .lines()
         .map(|l| {

@@ -281,15 +281,7 @@ async fn three_replicas_keep_one_trail_through_a_kill_and_an_outage() {
     );
 
     // The trail, as a live replica exports it: every acknowledged record, each once.
-    let trail = client
-        .get(format!("{}/v1/audit", bases[2]))
-        .bearer_auth("tok")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let trail = common::exported(&client, &bases[2]).await;
     let lines: Vec<ChainedLine> = trail
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -367,6 +359,13 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     assert!(matches!(
         store.append(changed).await,
         Err(StoreError::Conflict(id)) if id == "v-4"
+    ));
+    let mut inside = common::records(2, "w", 0);
+    inside.push(inside[1].clone());
+    inside[2].summary.push_str(" (changed)");
+    assert!(matches!(
+        store.append(inside).await,
+        Err(StoreError::Conflict(id)) if id == "w-1"
     ));
     assert_eq!(
         store.count().await.unwrap(),

@@ -298,6 +298,28 @@ async fn an_audit_batch_is_appended_durably_and_idempotently() {
     // The page retries the same batch after a lost answer: nothing is duplicated.
     let (_, json, _) = send(&app, page("POST", "/v1/audit", batch)).await;
     assert_eq!(json, json!({"appended": 0, "duplicates": 5, "last_seq": 5}));
+    // Another record under a stored id, or twice in one batch with other contents, is
+    // a conflict: 409, nothing of the batch written, never dropped as a "duplicate".
+    let mut other = records(6);
+    other[2].summary.push_str(" (other)");
+    let mut twice = records(7);
+    twice[5] = twice[6].clone();
+    twice[5].summary.push_str(" (other)");
+    twice[6].id = "fresh-one".into();
+    twice.push(twice[5].clone());
+    twice[7].summary.push_str(" again");
+    for batch in [other, twice] {
+        let (status, json, _) = send(
+            &app,
+            page("POST", "/v1/audit", serde_json::to_string(&batch).unwrap()),
+        )
+        .await;
+        assert_eq!(
+            (status, code(&json)),
+            (StatusCode::CONFLICT, "audit_conflict"),
+            "{json}"
+        );
+    }
     let (status, _, text) = send(&app, page("GET", "/v1/audit", Body::empty())).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(text.lines().count(), 5);

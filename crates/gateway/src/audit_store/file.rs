@@ -3,7 +3,6 @@
 //! at a time (an exclusive lock on the file). A torn last line (a crash mid-write, never
 //! acknowledged) is cut off when the store opens.
 
-use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -23,7 +22,7 @@ struct Inner {
     len: u64,
     seq: u64,
     head: String,
-    ids: HashSet<String>,
+    ids: super::StoredIds,
     /// The lines moved past the head, which could not be written: written again next.
     head_dirty: bool,
 }
@@ -202,13 +201,21 @@ impl FileStore {
         let mut inner = self.0.lock().map_err(|_| StoreError::Poisoned)?;
         let mut out = Vec::new();
         let (mut seq, mut head) = (inner.seq, inner.head.clone());
-        let mut fresh = HashSet::new();
+        let mut fresh = super::StoredIds::new();
         let mut duplicates = 0;
         for record in records {
-            if inner.ids.contains(&record.id) || !fresh.insert(record.id.clone()) {
-                duplicates += 1;
-                continue;
+            let digest = super::record_digest(&record);
+            // Sent again under its id: a duplicate if it is the same record, a conflict
+            // (the whole batch refused, nothing written) if it is not.
+            match inner.ids.get(&record.id).or_else(|| fresh.get(&record.id)) {
+                Some(stored) if *stored == digest => {
+                    duplicates += 1;
+                    continue;
+                }
+                Some(_) => return Err(StoreError::Conflict(record.id)),
+                None => {}
             }
+            fresh.insert(record.id.clone(), digest);
             seq += 1;
             let (line, mac) = seal(&inner.key, seq, &head, &record)?;
             head = mac;

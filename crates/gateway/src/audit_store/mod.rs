@@ -15,7 +15,7 @@
 mod file;
 mod postgres;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -304,6 +304,19 @@ fn sealed_part(line: &[u8]) -> Option<Vec<u8>> {
     Some(body)
 }
 
+/// What a record holds, as a digest: a record sent again under a stored id is a
+/// duplicate only if its digest is the stored one's.
+pub type RecordDigest = [u8; 32];
+
+/// The [`RecordDigest`] of `record`: SHA-256 of its JSON.
+pub fn record_digest(record: &AuditRecord) -> RecordDigest {
+    use sha2::Digest as _;
+    Sha256::digest(serde_json::to_vec(record).unwrap_or_default()).into()
+}
+
+/// Stored ids and what each record holds.
+pub type StoredIds = HashMap<String, RecordDigest>;
+
 /// Checks a whole body. Without a key: structure only (each line parses, seq runs on,
 /// `prev` links to the previous line's mac, ids are unique). With the key: every mac
 /// too. A final line without its newline is reported as a torn tail: it was never
@@ -311,9 +324,9 @@ fn sealed_part(line: &[u8]) -> Option<Vec<u8>> {
 pub fn verify_bytes(
     bytes: &[u8],
     key: Option<&ChainKey>,
-) -> Result<(Verified, HashSet<String>), StoreError> {
+) -> Result<(Verified, StoredIds), StoreError> {
     let mut prev = GENESIS.to_owned();
-    let mut ids = HashSet::new();
+    let mut ids = HashMap::new();
     let mut lines = 0u64;
     let mut rest = bytes;
     let mut torn = 0;
@@ -350,7 +363,10 @@ pub fn verify_bytes(
                 ));
             }
         }
-        if !ids.insert(parsed.record.id.clone()) {
+        if ids
+            .insert(parsed.record.id.clone(), record_digest(&parsed.record))
+            .is_some()
+        {
             return Err(broken(format!(
                 "record id `{}` appears twice",
                 parsed.record.id

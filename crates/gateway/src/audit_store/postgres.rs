@@ -282,14 +282,18 @@ impl PgStore {
     }
 
     async fn append_now(&self, records: Vec<AuditRecord>) -> Result<Appended, StoreError> {
-        let mut fresh = std::collections::HashSet::new();
+        let mut fresh = super::StoredIds::new();
         let mut duplicates = 0;
         let mut batch = Vec::with_capacity(records.len());
         for record in records {
-            if fresh.insert(record.id.clone()) {
-                batch.push(record);
-            } else {
-                duplicates += 1;
+            let digest = super::record_digest(&record);
+            match fresh.get(&record.id) {
+                Some(seen) if *seen == digest => duplicates += 1,
+                Some(_) => return Err(StoreError::Conflict(record.id)),
+                None => {
+                    fresh.insert(record.id.clone(), digest);
+                    batch.push(record);
+                }
             }
         }
         let mut tx = self.pool.begin().await.map_err(db("cannot begin"))?;

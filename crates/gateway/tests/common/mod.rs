@@ -276,3 +276,16 @@ pub fn decoded(body: &str) -> String {
     }
     out
 }
+
+/// The trail as a gateway exports it (`GET /v1/audit` with the test token `tok`).
+pub async fn exported(client: &reqwest::Client, base: &str) -> String {
+    client
+        .get(format!("{base}/v1/audit"))
+        .bearer_auth("tok")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
