@@ -15,6 +15,10 @@
     clippy::indexing_slicing
 )]
 
+/// The allocator the gateway's binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "../tests/support/postgres.rs"]
