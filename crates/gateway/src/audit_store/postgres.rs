@@ -274,7 +274,7 @@ impl PgStore {
 
     /// Appends the records not stored yet, in order, chained, in one transaction that
     /// holds the head's lock; returns once the commit is durable. Refused after
-    /// [`APPEND_DEADLINE`], rolled back.
+    /// ten seconds (the wait for the lock included), rolled back.
     pub async fn append(&self, records: Vec<AuditRecord>) -> Result<Appended, StoreError> {
         tokio::time::timeout(APPEND_DEADLINE, self.append_now(records))
             .await
