@@ -1,5 +1,8 @@
 //! Shipping the page's audit records to the gateway: in batches, in order, retried with
 //! backoff while the gateway is away, never duplicated (the gateway keeps each id once).
+//! A record the gateway refuses as a conflict (another record is stored under its id:
+//! 409 `audit_conflict`) is counted and passed over, so one record never holds back
+//! every later one; the records before it in its batch are sent on their own first.
 //! A leaf: it knows the audit trail and an endpoint, nothing of the rest of the page.
 
 use std::cell::RefCell;
@@ -29,6 +32,10 @@ struct Shipper {
     in_flight: bool,
     failures: u32,
     retry: Option<gloo_timers::callback::Timeout>,
+    /// The next batch holds at most this many records (the ones before a conflict).
+    cap: Option<usize>,
+    /// Records passed over as conflicts.
+    conflicts: usize,
 }
 
 /// What shipping has done so far.
@@ -38,6 +45,9 @@ pub struct ShippingStatus {
     pub acknowledged: usize,
     /// Failed attempts in a row (0 when the last one succeeded).
     pub failures: u32,
+    /// Records the gateway refused because another record is stored under their id
+    /// (409 `audit_conflict`), passed over so the rest is shipped.
+    pub conflicts: usize,
 }
 
 type Slot = Rc<RefCell<Option<Shipper>>>;
@@ -75,6 +85,7 @@ impl Shipping {
         self.slot.borrow().as_ref().map(|s| ShippingStatus {
             acknowledged: s.acknowledged,
             failures: s.failures,
+            conflicts: s.conflicts,
         })
     }
 
@@ -115,7 +126,7 @@ impl std::fmt::Debug for Shipping {
 }
 
 fn ship(slot: &Slot, audit: &MemoryAudit) {
-    let (endpoint, from) = {
+    let (endpoint, from, size) = {
         let mut guard = slot.borrow_mut();
         let Some(shipper) = guard.as_mut() else {
             return;
@@ -124,15 +135,28 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
             return;
         }
         shipper.in_flight = true;
-        (shipper.endpoint.clone(), shipper.acknowledged)
+        let size = shipper
+            .cap
+            .take()
+            .unwrap_or(AUDIT_BATCH)
+            .clamp(1, AUDIT_BATCH);
+        (shipper.endpoint.clone(), shipper.acknowledged, size)
     };
-    let batch = audit.slice(from, AUDIT_BATCH);
+    let batch = audit.slice(from, size);
     let count = batch.len();
     let body = serde_json::to_string(&batch).unwrap_or_else(|_| "[]".into());
     let weak: Weak<RefCell<Option<Shipper>>> = Rc::downgrade(slot);
     let audit = audit.clone();
     leptos::task::spawn_local(async move {
-        let ok = matches!(fetch("POST", &endpoint, Some(&body), 15_000).await, Ok((status, _)) if (200..300).contains(&status));
+        let answer = fetch("POST", &endpoint, Some(&body), 15_000).await;
+        let ok = matches!(answer, Ok((status, _)) if (200..300).contains(&status));
+        // A conflict names the record: its place in this batch.
+        let conflict = match &answer {
+            Ok((409, text)) if text.contains("audit_conflict") => batch
+                .iter()
+                .position(|r| text.contains(&format!("`{}`", r.id))),
+            _ => None,
+        };
         let Some(slot) = weak.upgrade() else { return };
         let retry_in = {
             let mut guard = slot.borrow_mut();
@@ -144,6 +168,20 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
                 // INVARIANT: only acknowledged records advance the mark; a failed batch is
                 // sent again, whole, and the gateway drops ids it already has.
                 shipper.acknowledged = from + count;
+                shipper.failures = 0;
+                None
+            } else if let Some(at) = conflict {
+                // Nothing of the batch was written. The records before the conflict go
+                // on their own; the conflicting one, first in its batch, is passed over.
+                if at == 0 {
+                    shipper.acknowledged = from + 1;
+                    shipper.conflicts += 1;
+                    web_sys::console::warn_1(
+                        &format!("countersign: the gateway holds another record under id `{}`; this one is not in its trail", batch.first().map(|r| r.id.as_str()).unwrap_or_default()).into(),
+                    );
+                } else {
+                    shipper.cap = Some(at);
+                }
                 shipper.failures = 0;
                 None
             } else {

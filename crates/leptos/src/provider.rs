@@ -140,9 +140,13 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
             .unwrap_or_default();
         Locale::from_query(&query)
     });
+    // 128 random bits of its own, not a part of the secret: record ids are
+    // `{session}-{seq}` on a trail many pages share, so sessions must not collide, and
+    // the id is written everywhere the secret must never be.
     let session_id = {
         let mut id = String::from("page-");
-        for byte in secret.iter().take(6) {
+        let fresh = random_secret().ok_or(ProvideError::NoRandomness)?;
+        for byte in fresh.iter().take(16) {
             id.push_str(&format!("{byte:02x}"));
         }
         id

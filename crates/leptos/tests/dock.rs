@@ -2668,3 +2668,107 @@ async fn the_log_keeps_only_its_latest_entries() {
     assert_eq!(log.len(), 300, "the log grew past its window");
     assert_eq!(page.runs().len(), 320);
 }
+
+/// A stand-in gateway audit route at `/test-audit` that stores records by id and
+/// answers 409 `audit_conflict` (naming the id) for a batch holding `conflict`.
+fn conflicting_audit_route(conflict: &str) {
+    let install = js_sys::Function::new_with_args(
+        "conflict",
+        "window.__stored = []; window.__posts = 0;
+         const original = window.fetch;
+         window.fetch = (input, init) => {
+           const url = typeof input === 'string' ? input : input.url;
+           if (!url.endsWith('/test-audit')) return original(input, init);
+           const body = input instanceof Request ? input.clone().text() : Promise.resolve(init.body);
+           return body.then(text => {
+             window.__posts += 1;
+             const batch = JSON.parse(text);
+             if (batch.some(r => r.id === conflict)) {
+               const error = { error: { code: 'audit_conflict', message: 'record `' + conflict + '` is stored already with other contents; nothing of the batch was written', type: 'countersign_gateway' } };
+               return new Response(JSON.stringify(error), { status: 409 });
+             }
+             for (const r of batch) window.__stored.push(r.id);
+             return new Response(JSON.stringify({ appended: batch.length, duplicates: 0 }), { status: 200 });
+           });
+         };",
+    );
+    install
+        .call1(&wasm_bindgen::JsValue::NULL, &conflict.into())
+        .unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_conflicting_record_is_passed_over_and_every_other_one_shipped() {
+    let page = mount(Setup::default());
+    for i in 0..5 {
+        let _ = page
+            .cs
+            .call(countersign::Call::new(
+                format!("c{i}"),
+                "no_such_action",
+                "{}",
+            ))
+            .await;
+    }
+    let ids: Vec<String> = page
+        .cs
+        .audit()
+        .records()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(ids.len() >= 4, "{ids:?}");
+    // The third record is held by the gateway under another record: a 409.
+    let conflict = ids[2].clone();
+    conflicting_audit_route(&conflict);
+    page.cs.ship_audit("/test-audit");
+    let mut waited = 0;
+    while page
+        .cs
+        .shipping_status()
+        .is_none_or(|s| s.acknowledged < ids.len())
+    {
+        assert!(
+            waited < 200,
+            "shipping stalled: {:?}",
+            page.cs.shipping_status()
+        );
+        TimeoutFuture::new(25).await;
+        waited += 1;
+    }
+    let status = page.cs.shipping_status().unwrap();
+    assert_eq!((status.conflicts, status.failures), (1, 0));
+    let window = web_sys::window().unwrap();
+    let stored: Vec<String> =
+        js_sys::Array::from(&js_sys::Reflect::get(&window, &"__stored".into()).unwrap())
+            .iter()
+            .map(|v| v.as_string().unwrap())
+            .collect();
+    let expected: Vec<String> = ids.iter().filter(|id| **id != conflict).cloned().collect();
+    assert_eq!(stored, expected, "every other record, in order, once");
+    // Refused whole, then the two before it, then the conflict alone, then the rest.
+    let posts = js_sys::Reflect::get(&window, &"__posts".into())
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    assert_eq!(posts, 4.0);
+}
+
+#[wasm_bindgen_test]
+async fn a_session_id_is_128_random_bits_of_its_own() {
+    let page = mount(Setup::default());
+    let _ = page
+        .cs
+        .call(countersign::Call::new("c0", "no_such_action", "{}"))
+        .await;
+    let session = page.cs.audit().records()[0].session.clone();
+    let hex = session.strip_prefix("page-").unwrap();
+    assert_eq!(hex.len(), 32, "{session}");
+    assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    let other = mount(Setup::default());
+    let _ = other
+        .cs
+        .call(countersign::Call::new("c0", "no_such_action", "{}"))
+        .await;
+    assert_ne!(other.cs.audit().records()[0].session, session);
+}

@@ -103,17 +103,31 @@ fn reading(url: &str) -> Result<PgConnectOptions, StoreError> {
         .options([("search_path", SCHEMA)]))
 }
 
+/// The advisory lock replicas take turns under while creating the schema: an arbitrary
+/// key of this crate's own.
+const SCHEMA_LOCK: i64 = 7_219_851_234_567_001;
+
 /// Creates the trail's schema if it is missing, one replica at a time (two concurrent
-/// `CREATE SCHEMA IF NOT EXISTS` can collide).
+/// `CREATE SCHEMA IF NOT EXISTS` can collide). A schema made beforehand by a database
+/// administrator is used as it is: the role then needs no right to create schemas.
 async fn create_schema(connection: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
-    // The lock's number: "countersign" in ASCII, as a 64-bit key.
-    sqlx::query("SELECT pg_advisory_lock(7219851234567001)")
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .bind(SCHEMA)
+            .fetch_one(&mut *connection)
+            .await?;
+    if exists {
+        return Ok(());
+    }
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(SCHEMA_LOCK)
         .execute(&mut *connection)
         .await?;
     let created = sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
         .execute(&mut *connection)
         .await;
-    sqlx::query("SELECT pg_advisory_unlock(7219851234567001)")
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(SCHEMA_LOCK)
         .execute(&mut *connection)
         .await?;
     created.map(|_| ())
@@ -188,13 +202,19 @@ impl PgStore {
     /// so a replica starts in constant time.
     pub async fn connect(url: &str, key: ChainKey) -> Result<Self, StoreError> {
         let options = options(url)?;
-        // One connection first, so a refusal is told as itself, not as a pool timeout.
-        let mut first = sqlx::PgConnection::connect_with(&options)
+        // One connection first, so a refusal is told as itself, not as a pool timeout;
+        // the schema and the migrations on it, without the appends' time limits (a
+        // migration on a large trail, or a wait for another replica's, takes longer).
+        let mut first = sqlx::PgConnection::connect_with(&reading(url)?)
             .await
             .map_err(db("cannot connect"))?;
         create_schema(&mut first)
             .await
             .map_err(db("cannot create the schema `countersign`"))?;
+        sqlx::migrate!("./migrations")
+            .run(&mut first)
+            .await
+            .map_err(|e| StoreError::Database(format!("the migrations failed: {e}")))?;
         first.close().await.map_err(db("cannot connect"))?;
         let pool = PgPoolOptions::new()
             .max_connections(CONNECTIONS)
@@ -202,10 +222,16 @@ impl PgStore {
             .connect_with(options)
             .await
             .map_err(db("cannot connect"))?;
-        sqlx::migrate!("./migrations")
-            .run(&pool)
+        // A pooler that drops startup options would put the trail elsewhere: refused.
+        let schema: Option<String> = sqlx::query_scalar("SELECT current_schema()")
+            .fetch_one(&pool)
             .await
-            .map_err(|e| StoreError::Database(format!("the migrations failed: {e}")))?;
+            .map_err(db("cannot read the schema"))?;
+        if schema.as_deref() != Some(SCHEMA) {
+            return Err(StoreError::Database(format!(
+                "the connection's schema is {schema:?}, not `{SCHEMA}`: something between the gateway and the database drops its startup options"
+            )));
+        }
         let genesis = Head::sealed(&key, 0, GENESIS, 0);
         sqlx::query(
             "INSERT INTO countersign_audit_head (one, seq, last, pending, mac) \
@@ -397,6 +423,7 @@ async fn read_trail(
     for setting in [
         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
         "SET LOCAL statement_timeout = 0",
+        "SET LOCAL idle_in_transaction_session_timeout = 0",
     ] {
         sqlx::query(setting)
             .execute(&mut **tx)

@@ -108,10 +108,14 @@ async fn append(
         .append(records.clone())
         .await
         .map_err(|e| match e {
-            StoreError::Conflict(id) => ApiError::new(
-                ErrorCode::AuditConflict,
-                format!("record `{}` is stored already with other contents; nothing of the batch was written", id.chars().take(200).collect::<String>()),
-            ),
+            StoreError::Conflict(id) => {
+                let id: String = id.chars().take(128).collect();
+                tracing::warn!(%id, "audit batch refused: another record is stored under this id");
+                ApiError::new(
+                    ErrorCode::AuditConflict,
+                    format!("record `{id}` is stored already with other contents; nothing of the batch was written"),
+                )
+            }
             e => {
                 tracing::error!(error = %e, "audit append failed");
                 ApiError::new(
