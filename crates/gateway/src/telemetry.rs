@@ -107,41 +107,69 @@ impl Traces {
         }
     }
 
-    /// Starts the span of one proxied model request, under the page's `traceparent`.
-    pub(crate) fn model_request(&self, headers: &HeaderMap, model: &str) -> ModelSpan {
+    /// A server span for a `POST` to `route`, under the page's `traceparent`.
+    fn server_span(
+        &self,
+        headers: &HeaderMap,
+        name: &'static str,
+        route: &'static str,
+        more: impl IntoIterator<Item = KeyValue>,
+    ) -> Context {
         let parent = parent_of(headers);
+        let mut attributes = vec![
+            KeyValue::new("http.request.method", "POST"),
+            KeyValue::new("http.route", route),
+        ];
+        attributes.extend(more);
         let span = self
             .tracer
-            .span_builder("chat.completions")
+            .span_builder(name)
             .with_kind(SpanKind::Server)
-            .with_attributes([
-                KeyValue::new("http.request.method", "POST"),
-                KeyValue::new("http.route", "/v1/chat/completions"),
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &parent);
+        parent.with_span(span)
+    }
+
+    /// Starts the span of one proxied model request, under the page's `traceparent`.
+    pub(crate) fn model_request(&self, headers: &HeaderMap, model: &str) -> ModelSpan {
+        ModelSpan(self.server_span(
+            headers,
+            "chat.completions",
+            "/v1/chat/completions",
+            [
                 KeyValue::new("gen_ai.operation.name", "chat"),
                 KeyValue::new("gen_ai.request.model", model.to_owned()),
-            ])
-            .start_with_context(&self.tracer, &parent);
-        ModelSpan(parent.with_span(span))
+            ],
+        ))
     }
 
     /// Starts the span of one audit batch, under the page's `traceparent`.
     pub(crate) fn audit_batch(&self, headers: &HeaderMap, store: &'static str) -> BatchSpan {
-        let parent = parent_of(headers);
-        let span = self
-            .tracer
-            .span_builder("audit.append")
-            .with_kind(SpanKind::Server)
-            .with_attributes([
-                KeyValue::new("http.request.method", "POST"),
-                KeyValue::new("http.route", "/v1/audit"),
-                KeyValue::new("countersign.audit.store", store),
-            ])
-            .start_with_context(&self.tracer, &parent);
         BatchSpan {
-            cx: parent.with_span(span),
+            cx: self.server_span(
+                headers,
+                "audit.append",
+                "/v1/audit",
+                [KeyValue::new("countersign.audit.store", store)],
+            ),
             tracer: self.tracer.clone(),
         }
     }
+}
+
+/// Ends a server span with the answer's status and outcome (`ok` or the error code); an
+/// outcome other than `ok` is the span's error status.
+fn finish(cx: &Context, status: u16, outcome: &str) {
+    let span = cx.span();
+    span.set_attribute(KeyValue::new(
+        "http.response.status_code",
+        i64::from(status),
+    ));
+    span.set_attribute(KeyValue::new("countersign.outcome", outcome.to_owned()));
+    if outcome != "ok" {
+        span.set_status(Status::error(outcome.to_owned()));
+    }
+    span.end();
 }
 
 /// The span of a model request in flight.
@@ -157,17 +185,10 @@ impl ModelSpan {
 
     /// Ends the span with the answer's status and outcome (`ok` or the error code).
     pub(crate) fn end(self, status: u16, outcome: &str, streamed: bool) {
-        let span = self.0.span();
-        span.set_attribute(KeyValue::new(
-            "http.response.status_code",
-            i64::from(status),
-        ));
-        span.set_attribute(KeyValue::new("countersign.outcome", outcome.to_owned()));
-        span.set_attribute(KeyValue::new("countersign.streamed", streamed));
-        if outcome != "ok" {
-            span.set_status(Status::error(outcome.to_owned()));
-        }
-        span.end();
+        self.0
+            .span()
+            .set_attribute(KeyValue::new("countersign.streamed", streamed));
+        finish(&self.0, status, outcome);
     }
 }
 
@@ -196,11 +217,6 @@ impl BatchSpan {
             "countersign.audit.records",
             i64::try_from(records.len()).unwrap_or(i64::MAX),
         ));
-        span.set_attribute(KeyValue::new(
-            "http.response.status_code",
-            i64::from(status),
-        ));
-        span.set_attribute(KeyValue::new("countersign.outcome", outcome.to_owned()));
         if let Some(seq) = last_seq {
             // The trail's length after the batch, kept outside the trail: a tail cut
             // later (with an old head put back) disagrees with it.
@@ -209,10 +225,7 @@ impl BatchSpan {
                 i64::try_from(seq).unwrap_or(i64::MAX),
             ));
         }
-        if outcome != "ok" {
-            span.set_status(Status::error(outcome.to_owned()));
-        }
-        span.end();
+        finish(&self.cx, status, outcome);
     }
 
     fn record_span(&self, record: &AuditRecord, batch: &SpanContext, stored: &str) {

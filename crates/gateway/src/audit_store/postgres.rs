@@ -133,6 +133,11 @@ async fn create_schema(connection: &mut sqlx::PgConnection) -> Result<(), sqlx::
     created.map(|_| ())
 }
 
+/// Reads the head row.
+const SELECT_HEAD: &str = "SELECT seq, last, pending, mac FROM countersign_audit_head";
+/// Reads the head row and holds its lock to the end of the transaction.
+const LOCK_HEAD: &str = "SELECT seq, last, pending, mac FROM countersign_audit_head FOR UPDATE";
+
 /// The head row as stored.
 type HeadRow = (i64, String, i64, String);
 
@@ -168,7 +173,7 @@ fn checked(row: Option<HeadRow>, key: &ChainKey) -> Result<Head, StoreError> {
 /// record is not dropped as a duplicate.
 fn already_stored(
     rows: Vec<(String, String)>,
-    batch: &[AuditRecord],
+    batch: &super::StoredIds,
 ) -> Result<std::collections::HashSet<String>, StoreError> {
     let mut stored = std::collections::HashSet::new();
     for (id, line) in rows {
@@ -182,7 +187,10 @@ fn already_stored(
                 reason: "its record_id column is not its record's id: the row was changed".into(),
             });
         }
-        if batch.iter().any(|r| r.id == id && *r != line.record) {
+        if batch
+            .get(&id)
+            .is_some_and(|sent| *sent != super::record_digest(&line.record))
+        {
             return Err(StoreError::Conflict(id));
         }
         stored.insert(id);
@@ -333,11 +341,10 @@ impl PgStore {
                 .await
                 .map_err(db("cannot begin"))?;
         }
-        let row: Option<HeadRow> =
-            sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head FOR UPDATE")
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db("cannot lock the head"))?;
+        let row: Option<HeadRow> = sqlx::query_as(LOCK_HEAD)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db("cannot lock the head"))?;
         let head = checked(row, &self.key)?;
         let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
         let stored: Vec<(String, String)> = sqlx::query_as(
@@ -347,7 +354,7 @@ impl PgStore {
         .fetch_all(&mut *tx)
         .await
         .map_err(db("cannot look up the ids"))?;
-        let stored = already_stored(stored, &batch)?;
+        let stored = already_stored(stored, &fresh)?;
         let (mut seq, mut last) = (head.seq, head.last);
         let (mut seqs, mut record_ids, mut lines) = (Vec::new(), Vec::new(), Vec::new());
         for record in &batch {
@@ -407,11 +414,10 @@ impl PgStore {
 
     /// How many records are stored (the head's seq).
     pub async fn count(&self) -> Result<u64, StoreError> {
-        let row: Option<HeadRow> =
-            sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head")
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db("cannot read the head"))?;
+        let row: Option<HeadRow> = sqlx::query_as(SELECT_HEAD)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("cannot read the head"))?;
         Ok(checked(row, &self.key)?.seq)
     }
 }
@@ -430,11 +436,10 @@ async fn read_trail(
             .await
             .map_err(db("cannot take a snapshot"))?;
     }
-    let row: Option<HeadRow> =
-        sqlx::query_as("SELECT seq, last, pending, mac FROM countersign_audit_head")
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db("cannot read the head"))?;
+    let row: Option<HeadRow> = sqlx::query_as(SELECT_HEAD)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db("cannot read the head"))?;
     let rows: Vec<(i64, String, String)> =
         sqlx::query_as("SELECT seq, record_id, line FROM countersign_audit ORDER BY seq")
             .fetch_all(&mut **tx)

@@ -40,7 +40,8 @@ pub(crate) async fn append_audit(
     }
 }
 
-/// Validates and appends a batch; the records as stored, and the answer.
+/// Validates and appends a batch; the records as stored (when traces are on), and the
+/// answer.
 async fn append(
     state: &AppState,
     body: &[u8],
@@ -103,9 +104,15 @@ async fn append(
             format!("record {i} has a trace that is not a W3C traceparent"),
         ));
     }
+    // Kept for the batch's spans only when traces are on: no copy otherwise.
+    let traced = if state.traces.is_some() {
+        records.clone()
+    } else {
+        Vec::new()
+    };
     let appended = state
         .audit
-        .append(records.clone())
+        .append(records)
         .await
         .map_err(|e| match e {
             StoreError::Conflict(id) => {
@@ -125,7 +132,7 @@ async fn append(
             }
         })?;
     Ok((
-        records,
+        traced,
         Json(
             json!({ "appended": appended.appended, "duplicates": appended.duplicates, "last_seq": appended.last_seq }),
         ),
