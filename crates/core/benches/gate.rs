@@ -5,85 +5,31 @@
 //! - `resolve_and_project`: one call and one projection with 10, 100 and 10,000
 //!   registered actions (lookup should stay flat; projection is linear by nature).
 //!
+//! The workload is `gate_workload`, which the browser benchmark runs in wasm32 too.
 //! Run with `cargo xtask bench` (or `cargo bench -p countersign --bench gate`).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::cell::Cell;
+mod gate_workload;
+
 use std::hint::black_box;
-use std::rc::Rc;
 
-use countersign::{
-    Action, AuditRecord, Call, Config, Executor, Kind, Registration, Session, Step, Timestamp,
-};
+use countersign::Call;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{json, Value};
-
-#[derive(Clone, Deserialize, JsonSchema)]
-struct Lookup {
-    /// The key to read.
-    key: String,
-}
-
-async fn handler(p: Lookup) -> Result<Value, String> {
-    Ok(json!({ "key": p.key, "value": 42 }))
-}
-
-fn executor(n: usize) -> (Executor, Vec<Registration>, Rc<Cell<u64>>) {
-    let records = Rc::new(Cell::new(0u64));
-    let count = Rc::clone(&records);
-    // The audit sink counts records: the gate's cost of building each one is measured.
-    let sink = move |r: AuditRecord| {
-        black_box(&r);
-        count.set(count.get() + 1);
-    };
-    let exec = Executor::new(
-        Config::new("bench", Session::new("admin", ["s"]), [5; 32]),
-        sink,
-    );
-    let regs = (0..n)
-        .map(|i| {
-            exec.register(
-                Action::<Lookup>::new(format!("read_{i}"), "Read a value.")
-                    .kind(Kind::Read)
-                    .run(handler),
-            )
-            .unwrap()
-        })
-        .collect();
-    (exec, regs, records)
-}
-
-fn through_gate(exec: &Executor, call: Call) -> Value {
-    let now = Timestamp::from_millis(0);
-    let Step::Perform(job) = exec.submit(call, now).unwrap() else {
-        panic!("a Read action runs without asking")
-    };
-    let settled = exec.complete(pollster::block_on(job.run()), now).unwrap();
-    exec.drain_settled();
-    match settled.outcome {
-        countersign::Outcome::Done(r) => r.result,
-        countersign::Outcome::Refused(r) => panic!("{}", r.message),
-    }
-}
+use gate_workload::{direct_from_json, executor, handler, ready, through_gate, Lookup, RAW};
 
 fn gate_per_call(c: &mut Criterion) {
     let (exec, _regs, _records) = executor(1);
-    let raw = r#"{"key":"workspace.name"}"#;
+    let raw = RAW;
     let mut group = c.benchmark_group("gate_per_call");
     group.bench_function("direct_handler_typed", |b| {
         b.iter(|| {
-            pollster::block_on(handler(black_box(Lookup {
+            ready(handler(black_box(Lookup {
                 key: "workspace.name".into(),
             })))
         })
     });
     group.bench_function("direct_handler_from_json", |b| {
-        b.iter(|| {
-            let p: Lookup = serde_json::from_str(black_box(raw)).unwrap();
-            pollster::block_on(handler(p))
-        })
+        b.iter(|| direct_from_json(black_box(raw)))
     });
     group.bench_function("through_gate", |b| {
         b.iter(|| through_gate(&exec, black_box(Call::new("tc_1", "read_0", raw))))

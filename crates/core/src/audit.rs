@@ -154,60 +154,152 @@ impl<F: FnMut(AuditRecord)> AuditSink for F {
     }
 }
 
-/// An in-memory sink; clones share one trail. For tests and for the dock's view.
-#[derive(Clone, Debug, Default)]
-pub struct MemoryAudit(Rc<RefCell<Vec<AuditRecord>>>);
+/// The most records a [`MemoryAudit`] holds unless told otherwise
+/// ([`MemoryAudit::with_capacity`]).
+pub const DEFAULT_MEMORY_AUDIT_CAPACITY: usize = 4_096;
+
+/// An in-memory sink; clones share one trail. For tests and for the dock's view, and
+/// the page's buffer of records not yet shipped to a gateway.
+///
+/// Bounded: it holds at most its capacity. Positions are absolute (the first record
+/// ever taken is position 0, whatever was let go since), so a reader that remembers a
+/// position is never confused by what went before it. Two ways records leave:
+/// - [`MemoryAudit::forget_before`]: the owner says they are kept elsewhere (a gateway
+///   acknowledged them). Not a loss.
+/// - A record taken while full pushes out the oldest one. That *is* a loss, and it is
+///   counted: [`MemoryAudit::dropped`] says how many and which `seq`s, so the gap is
+///   on record (and visible in any shipped trail as a jump in `seq`).
+#[derive(Clone, Debug)]
+pub struct MemoryAudit(Rc<RefCell<Trail>>);
+
+#[derive(Debug)]
+struct Trail {
+    held: std::collections::VecDeque<AuditRecord>,
+    /// The absolute position of `held[0]`.
+    first: usize,
+    capacity: usize,
+    dropped: Dropped,
+}
+
+/// What a full [`MemoryAudit`] let go of without anyone keeping it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// How many records.
+    pub count: usize,
+    /// The `seq` of the first one dropped (0 when none).
+    pub first_seq: u64,
+    /// The `seq` of the last one dropped (0 when none).
+    pub last_seq: u64,
+}
+
+impl Default for MemoryAudit {
+    fn default() -> Self {
+        Self::with_capacity(DEFAULT_MEMORY_AUDIT_CAPACITY)
+    }
+}
 
 impl MemoryAudit {
-    /// An empty trail.
+    /// An empty trail holding at most [`DEFAULT_MEMORY_AUDIT_CAPACITY`] records.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// A copy of every record so far.
-    pub fn records(&self) -> Vec<AuditRecord> {
-        self.0.borrow().clone()
+    /// An empty trail holding at most `capacity` records (at least one).
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self(Rc::new(RefCell::new(Trail {
+            held: std::collections::VecDeque::new(),
+            first: 0,
+            capacity: capacity.max(1),
+            dropped: Dropped::default(),
+        })))
     }
 
-    /// The records of one call, in order.
+    /// A copy of every record held.
+    pub fn records(&self) -> Vec<AuditRecord> {
+        self.0.borrow().held.iter().cloned().collect()
+    }
+
+    /// The held records of one call, in order.
     pub fn for_call(&self, call: crate::CallId) -> Vec<AuditRecord> {
         self.0
             .borrow()
+            .held
             .iter()
             .filter(|r| r.call == call.get())
             .cloned()
             .collect()
     }
 
-    /// Up to `max` records starting at position `from` (for shipping in batches).
+    /// Up to `max` held records from absolute position `from` on (for shipping in
+    /// batches). Records before the first one held are skipped.
     pub fn slice(&self, from: usize, max: usize) -> Vec<AuditRecord> {
-        self.0
-            .borrow()
+        let trail = self.0.borrow();
+        trail
+            .held
             .iter()
-            .skip(from)
+            .skip(from.saturating_sub(trail.first))
             .take(max)
             .cloned()
             .collect()
     }
 
-    /// How many records there are.
+    /// The absolute position of the first record held (how many were let go before it).
+    pub fn first(&self) -> usize {
+        self.0.borrow().first
+    }
+
+    /// How many records were ever taken: the absolute position the next one gets.
     pub fn len(&self) -> usize {
-        self.0.borrow().len()
+        let trail = self.0.borrow();
+        trail.first + trail.held.len()
     }
 
-    /// Whether there are none.
+    /// Whether no record was ever taken.
     pub fn is_empty(&self) -> bool {
-        self.0.borrow().is_empty()
+        self.len() == 0
     }
 
-    /// Removes and returns every record (e.g. to send a batch to the gateway).
+    /// How many records are held now.
+    pub fn held(&self) -> usize {
+        self.0.borrow().held.len()
+    }
+
+    /// Lets go of the records before absolute position `position`: they are kept
+    /// elsewhere. Not counted as dropped.
+    pub fn forget_before(&self, position: usize) {
+        let mut trail = self.0.borrow_mut();
+        let n = position.saturating_sub(trail.first).min(trail.held.len());
+        trail.held.drain(..n);
+        trail.first += n;
+    }
+
+    /// What was pushed out because the trail was full.
+    pub fn dropped(&self) -> Dropped {
+        self.0.borrow().dropped
+    }
+
+    /// Removes and returns every record held (e.g. to send a batch to the gateway).
     pub fn take(&self) -> Vec<AuditRecord> {
-        std::mem::take(&mut *self.0.borrow_mut())
+        let mut trail = self.0.borrow_mut();
+        trail.first += trail.held.len();
+        trail.held.drain(..).collect()
     }
 }
 
 impl AuditSink for MemoryAudit {
     fn record(&mut self, record: AuditRecord) {
-        self.0.borrow_mut().push(record);
+        let mut trail = self.0.borrow_mut();
+        if trail.held.len() >= trail.capacity {
+            if let Some(old) = trail.held.pop_front() {
+                trail.first += 1;
+                let dropped = &mut trail.dropped;
+                if dropped.count == 0 {
+                    dropped.first_seq = old.seq;
+                }
+                dropped.count += 1;
+                dropped.last_seq = old.seq;
+            }
+        }
+        trail.held.push_back(record);
     }
 }

@@ -26,7 +26,10 @@ mod time;
 
 pub use action::{Action, LocalBoxFuture, NoParams, Rewrite, Verdict};
 pub use arguments::DEFAULT_MAX_ARGUMENT_BYTES;
-pub use audit::{AuditEvent, AuditRecord, AuditSink, Decider, MemoryAudit};
+pub use audit::{
+    AuditEvent, AuditRecord, AuditSink, Decider, Dropped, MemoryAudit,
+    DEFAULT_MEMORY_AUDIT_CAPACITY,
+};
 pub use call::{is_traceparent, Call, CallId, Caller, Session};
 pub use countersignature::{ApprovedBy, Countersignature, Countersigner, MintRequest, Presence};
 pub use digest::{ArgsDigest, AuditKey, BadDigest};

@@ -3,6 +3,12 @@
 //! A record the gateway refuses as a conflict (another record is stored under its id:
 //! 409 `audit_conflict`) is counted and passed over, so one record never holds back
 //! every later one; the records before it in its batch are sent on their own first.
+//! Acknowledged records are let go of at once ([`MemoryAudit::forget_before`]), so a long
+//! session holds only what the gateway has not confirmed. While the gateway is away the
+//! page's trail holds at most its capacity ([`countersign::DEFAULT_MEMORY_AUDIT_CAPACITY`]);
+//! past it the oldest records are pushed out ([`countersign::Dropped`]); those never sent
+//! are counted in [`ShippingStatus::dropped`], warned of in the console, and visible in
+//! the gateway's trail as a jump in the session's `seq`.
 //! A leaf: it knows the audit trail and an endpoint, nothing of the rest of the page.
 
 use std::cell::RefCell;
@@ -36,6 +42,8 @@ struct Shipper {
     cap: Option<usize>,
     /// Records passed over as conflicts.
     conflicts: usize,
+    /// Records pushed out of the page's trail before they could be sent.
+    dropped: usize,
 }
 
 /// What shipping has done so far.
@@ -48,6 +56,10 @@ pub struct ShippingStatus {
     /// Records the gateway refused because another record is stored under their id
     /// (409 `audit_conflict`), passed over so the rest is shipped.
     pub conflicts: usize,
+    /// Records the page's trail pushed out before they could be shipped (the gateway was
+    /// away while more than the trail's capacity piled up): their `seq`s are missing
+    /// from the gateway's trail, and this says how many.
+    pub dropped: usize,
 }
 
 type Slot = Rc<RefCell<Option<Shipper>>>;
@@ -86,6 +98,7 @@ impl Shipping {
             acknowledged: s.acknowledged,
             failures: s.failures,
             conflicts: s.conflicts,
+            dropped: s.dropped,
         })
     }
 
@@ -95,7 +108,7 @@ impl Shipping {
     /// duplicated.
     pub(crate) fn flush_with_beacon(&self) {
         let (endpoint, mut from) = match self.slot.borrow().as_ref() {
-            Some(s) => (s.endpoint.clone(), s.acknowledged),
+            Some(s) => (s.endpoint.clone(), s.acknowledged.max(self.audit.first())),
             None => return,
         };
         let Some(navigator) = web_sys::window().map(|w| w.navigator()) else {
@@ -134,6 +147,22 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
         if shipper.in_flight || shipper.retry.is_some() || shipper.acknowledged >= audit.len() {
             return;
         }
+        // Records the trail pushed out while the gateway was away: they cannot be sent.
+        // (A record pushed out while its batch was in flight, and then acknowledged, is
+        // not among them: only what is skipped here never reached the gateway.)
+        let held_from = audit.first();
+        if shipper.acknowledged < held_from {
+            let skipped = held_from - shipper.acknowledged;
+            web_sys::console::warn_1(
+                &format!(
+                    "countersign: {skipped} audit records (positions {}–{held_from} of the page's trail) were pushed out before the gateway could take them",
+                    shipper.acknowledged + 1
+                )
+                .into(),
+            );
+            shipper.dropped += skipped;
+            shipper.acknowledged = held_from;
+        }
         shipper.in_flight = true;
         let size = shipper
             .cap
@@ -169,12 +198,14 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
                 // sent again, whole, and the gateway drops ids it already has.
                 shipper.acknowledged = from + count;
                 shipper.failures = 0;
+                audit.forget_before(shipper.acknowledged);
                 None
             } else if let Some(at) = conflict {
                 // Nothing of the batch was written. The records before the conflict go
                 // on their own; the conflicting one, first in its batch, is passed over.
                 if at == 0 {
                     shipper.acknowledged = from + 1;
+                    audit.forget_before(shipper.acknowledged);
                     shipper.conflicts += 1;
                     web_sys::console::warn_1(
                         &format!("countersign: the gateway holds another record under id `{}`; this one is not in its trail", batch.first().map(|r| r.id.as_str()).unwrap_or_default()).into(),

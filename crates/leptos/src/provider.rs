@@ -64,6 +64,12 @@ pub struct CountersignOptions {
     /// asked). `None`, or a gateway without MCP: no relay. To keep one action from MCP
     /// clients, declare it with [`countersign::Action::only_for`].
     pub mcp_relay: Option<String>,
+    /// The most audit records the page holds before a gateway has acknowledged them
+    /// ([`countersign::DEFAULT_MEMORY_AUDIT_CAPACITY`] when `None`). Acknowledged records
+    /// are let go at once; while the gateway is away, records past this many push out
+    /// the oldest, counted in [`crate::ShippingStatus::dropped`] and visible in the
+    /// gateway's trail as a jump in `seq`. Bounds the page's memory over a long session.
+    pub audit_capacity: Option<usize>,
 }
 
 impl Default for CountersignOptions {
@@ -78,6 +84,7 @@ impl Default for CountersignOptions {
             webmcp: true,
             agents_need_passkey: false,
             mcp_relay: Some("/v1/relay".into()),
+            audit_capacity: None,
         }
     }
 }
@@ -158,7 +165,9 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         config.approval_timeout = timeout;
     }
     config.agents_need_passkey = options.agents_need_passkey;
-    let audit = MemoryAudit::new();
+    let audit = options
+        .audit_capacity
+        .map_or_else(MemoryAudit::new, MemoryAudit::with_capacity);
     let executor = Executor::new(config, audit.clone());
     if let Some(endpoint) = options.countersign_endpoint.clone() {
         let signer = crate::countersigner::GatewayCountersigner::new(endpoint);

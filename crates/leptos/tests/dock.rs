@@ -281,6 +281,7 @@ fn mount(setup: Setup) -> Page {
         webmcp: true,
         agents_need_passkey: false,
         mcp_relay: setup.mcp_relay.clone(),
+        audit_capacity: None,
     };
     let resume = setup.keep_pending.is_some();
     let mounted = countersign_testing::mount(options, move || {
@@ -1867,6 +1868,7 @@ fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
         webmcp: true,
         agents_need_passkey: false,
         mcp_relay: None,
+        audit_capacity: None,
     };
     let mounted = countersign_testing::mount(options, move || {
         let mut client = countersign_leptos::OpenAiCompatible::default();
@@ -2655,6 +2657,26 @@ mod webmcp;
 
 #[path = "dock/mcp_relay.rs"]
 mod mcp_relay;
+
+#[path = "dock/long_session.rs"]
+mod long_session;
+
+#[wasm_bindgen_test]
+async fn a_long_session_stays_bounded_and_every_record_is_shipped_or_counted() {
+    let [start, at_500, at_2000] = long_session::long_session().await;
+    web_sys::console::log_1(&format!("long session: {start:?} → {at_500:?} → {at_2000:?}").into());
+    // Past 500 calls the dock's lists are at their caps: the DOM does not grow.
+    assert!(
+        at_2000.nodes <= at_500.nodes + 20,
+        "dock DOM grew: {at_500:?} → {at_2000:?}"
+    );
+    // Nor does memory, beyond the allocator's slack: 1,500 more calls would take
+    // megabytes if records, settled calls or the conversation were kept.
+    assert!(
+        at_2000.memory <= at_500.memory + 1024 * 1024,
+        "wasm memory grew: {at_500:?} → {at_2000:?}"
+    );
+}
 
 #[wasm_bindgen_test]
 async fn the_log_keeps_only_its_latest_entries() {

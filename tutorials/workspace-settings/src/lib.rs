@@ -48,6 +48,8 @@ pub fn App() -> impl IntoView {
         // An MCP client (a desktop assistant, an IDE agent) can call them too, through
         // the gateway, once paired with the code the dock shows.
         mcp_relay: Some("/v1/relay".into()),
+        // The default: at most 4,096 audit records wait for the gateway in the page.
+        audit_capacity: None,
     };
     let cs = match provide_countersign(options) {
         Ok(cs) => cs,

@@ -10,6 +10,8 @@ mod scripted;
 mod stream;
 #[cfg(test)]
 mod stream_attacks;
+#[cfg(test)]
+mod window_tests;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -237,10 +239,11 @@ impl Assistant {
         cs.set_working(true);
         cs.set_offline(self.is_offline());
         cs.push_log(LogEntry::User(text.to_owned()));
-        self.0
-            .history
-            .borrow_mut()
-            .push(ChatMessage::text(Role::User, text));
+        {
+            let mut history = self.0.history.borrow_mut();
+            window(&mut history);
+            history.push(ChatMessage::text(Role::User, text));
+        }
         cs.save_history(&self.0.history.borrow());
         let result = self.turn(cs).await;
         self.finish(cs, &result);
@@ -378,6 +381,26 @@ fn over_the_cap() -> String {
 
 /// The most a restored conversation may hold.
 const MAX_RESTORED_MESSAGES: usize = 400;
+
+/// The most messages kept from earlier turns when a new one begins: a long session's
+/// conversation (what is sent to the model each step, and stored for a reload) stays
+/// bounded. One turn adds at most `max_steps × (1 + MAX_CALLS_PER_TURN)` on top, so
+/// with the default steps a stored conversation stays under [`MAX_RESTORED_MESSAGES`].
+const MAX_HISTORY_MESSAGES: usize = 200;
+
+/// Lets go of the oldest turns so at most [`MAX_HISTORY_MESSAGES`] remain, cutting
+/// where a person's message begins: no tool result is kept without the call it answers.
+fn window(history: &mut Vec<ChatMessage>) {
+    let Some(earliest) = history.len().checked_sub(MAX_HISTORY_MESSAGES) else {
+        return;
+    };
+    let cut = history
+        .iter()
+        .skip(earliest)
+        .position(|m| m.role == Role::User)
+        .map_or(history.len(), |at| earliest + at);
+    history.drain(..cut);
+}
 
 /// Whether a stored conversation is one this assistant could have written: no system
 /// message (the page writes that fresh each turn), every tool result answering a call.

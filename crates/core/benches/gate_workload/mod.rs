@@ -1,0 +1,93 @@
+//! The gate benchmark's workload, shared by the native criterion bench (`gate.rs`) and
+//! the same measurement in Chromium in wasm32 (`countersign-leptos`'s `tests/perf.rs`),
+//! so the two compare the very same code: a `Read` action's handler called directly
+//! from the model's JSON, against the same call through the whole gate.
+#![allow(dead_code, clippy::unwrap_used, clippy::panic)]
+
+use std::cell::Cell;
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use countersign::{
+    Action, AuditRecord, Call, Config, Executor, Kind, Registration, Session, Step, Timestamp,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// The model's arguments, as raw JSON text.
+pub const RAW: &str = r#"{"key":"workspace.name"}"#;
+
+/// The action's params.
+#[derive(Clone, Deserialize, JsonSchema)]
+pub struct Lookup {
+    /// The key to read.
+    pub key: String,
+}
+
+/// The action's handler: what the page would run anyway.
+pub async fn handler(p: Lookup) -> Result<Value, String> {
+    Ok(json!({ "key": p.key, "value": 42 }))
+}
+
+/// Polls a future that is ready at once (the handler never waits), on every target.
+pub fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the handler waited"),
+    }
+}
+
+/// An executor with `n` `Read` actions (`read_0`…), its registrations, and a count of
+/// the audit records built (the sink keeps none: building them is what is measured).
+pub fn executor(n: usize) -> (Executor, Vec<Registration>, Rc<Cell<u64>>) {
+    let records = Rc::new(Cell::new(0u64));
+    let count = Rc::clone(&records);
+    let sink = move |r: AuditRecord| {
+        black_box(&r);
+        count.set(count.get() + 1);
+    };
+    let exec = Executor::new(
+        Config::new("bench", Session::new("admin", ["s"]), [5; 32]),
+        sink,
+    );
+    let regs = (0..n)
+        .map(|i| {
+            exec.register(
+                Action::<Lookup>::new(format!("read_{i}"), "Read a value.")
+                    .kind(Kind::Read)
+                    .run(handler),
+            )
+            .unwrap()
+        })
+        .collect();
+    (exec, regs, records)
+}
+
+/// The handler called directly, its params parsed from the model's JSON text.
+pub fn direct_from_json(raw: &str) -> Result<Value, String> {
+    let p: Lookup = serde_json::from_str(black_box(raw)).unwrap();
+    ready(handler(p))
+}
+
+/// One call through the whole gate: resolve, validate, scope, availability, decide,
+/// perform, verify, two audit records, settlement.
+pub fn through_gate(exec: &Executor, call: Call) -> Value {
+    let now = Timestamp::from_millis(0);
+    let Step::Perform(job) = exec.submit(call, now).unwrap() else {
+        panic!("a Read action runs without asking")
+    };
+    let settled = exec.complete(ready(job.run()), now).unwrap();
+    exec.drain_settled();
+    match settled.outcome {
+        countersign::Outcome::Done(r) => r.result,
+        countersign::Outcome::Refused(r) => panic!("{}", r.message),
+    }
+}

@@ -1,0 +1,304 @@
+//! A long session does not grow: 2,000 calls through the dock (approvals, denials,
+//! handoffs done and cancelled, timeouts, refusals, calls allowed without a card, and
+//! turns of the assistant), with the audit shipped to a gateway stand-in that is away
+//! for a stretch. The dock's DOM and the page's wasm memory stay bounded, the trail
+//! held in the page stays under its capacity, and every record is either in the
+//! gateway's trail or counted as dropped: none disappears unrecorded.
+//!
+//! Also compiled into the release benchmark (`tests/perf.rs`), which prints the memory
+//! and DOM figures at 0, 500 and 2,000 calls for BENCHMARKS.md.
+
+use std::time::Duration;
+
+use countersign::{Action, Call, Confirm, Expect, Handoff, Kind, NoParams, Session};
+use countersign_leptos::{
+    use_action, use_page_state, use_target, AgentDock, Assistant, CountersignOptions, Locale, Rule,
+    Scripted,
+};
+use countersign_testing::Mounted;
+use gloo_timers::future::TimeoutFuture;
+use leptos::prelude::*;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use wasm_bindgen::JsCast;
+
+/// The calls driven through the dock.
+const CALLS: usize = 2_000;
+/// The page holds at most this many unshipped audit records (small, so the gateway's
+/// absence pushes some out and the drop accounting is exercised).
+const CAPACITY: usize = 1_000;
+
+#[derive(Clone, Deserialize, JsonSchema)]
+struct Named {
+    /// A name.
+    name: String,
+}
+
+fn named(id: &str, kind: Kind, confirm: Confirm) -> Action<Named> {
+    Action::<Named>::new(id, format!("Test action {id}."))
+        .title(format!("Title {id}"))
+        .kind(kind)
+        .confirm(confirm)
+        .consequence(|p| format!("set the name to `{}`", p.name))
+        .run(|p: Named| async move { Ok::<_, String>(serde_json::json!({ "name": p.name })) })
+}
+
+#[component]
+fn LongPage(published: RwSignal<bool>) -> impl IntoView {
+    use_action(named("save", Kind::Write, Confirm::Ask));
+    use_action(named("read", Kind::Read, Confirm::Unset));
+    use_action(
+        Action::<NoParams>::new("publish", "Publish.")
+            .title("Publish changes")
+            .kind(Kind::Write)
+            .handoff(
+                Handoff::new(
+                    "Only you can press Publish.",
+                    Expect::new("the page shows published", move || {
+                        published.get_untracked()
+                    }),
+                )
+                .step("Press Publish", Some("long_publish")),
+            ),
+    );
+    use_page_state("published", move || published.get_untracked());
+    let button = use_target::<leptos::html::Button>("long_publish");
+    view! { <button id="long-publish" node_ref=button>"Publish"</button> }
+}
+
+/// A gateway stand-in at `/long-audit`: answers 503 while `window.__away` is true, else
+/// stores each record's id and `seq` (`window.__long`) and acknowledges.
+fn gateway_stand_in() {
+    js_sys::Function::new_no_args(
+        "window.__away = false; window.__long = [];
+         const original = window.fetch;
+         window.fetch = (input, init) => {
+           const url = typeof input === 'string' ? input : input.url;
+           if (!url.endsWith('/long-audit')) return original(input, init);
+           if (window.__away) return Promise.resolve(new Response('{}', { status: 503 }));
+           const body = input instanceof Request ? input.clone().text() : Promise.resolve(init.body);
+           return body.then(text => {
+             for (const r of JSON.parse(text)) window.__long.push([r.id, r.seq]);
+             return new Response('{\"appended\":1}', { status: 200 });
+           });
+         };",
+    )
+    .call0(&wasm_bindgen::JsValue::NULL)
+    .unwrap();
+}
+
+fn set_away(away: bool) {
+    let window = web_sys::window().unwrap();
+    js_sys::Reflect::set(&window, &"__away".into(), &away.into()).unwrap();
+}
+
+/// The `(id, seq)` pairs the stand-in stored, in order.
+fn stored() -> Vec<(String, u64)> {
+    let window = web_sys::window().unwrap();
+    js_sys::Array::from(&js_sys::Reflect::get(&window, &"__long".into()).unwrap())
+        .iter()
+        .map(|pair| {
+            let pair = js_sys::Array::from(&pair);
+            (
+                pair.get(0).as_string().unwrap(),
+                pair.get(1).as_f64().unwrap() as u64,
+            )
+        })
+        .collect()
+}
+
+/// What the page weighs: wasm linear memory in bytes, and element count under the root.
+#[derive(Clone, Copy, Debug)]
+pub struct Weight {
+    /// Bytes of wasm linear memory.
+    pub memory: u64,
+    /// Elements under the mounted root (the page and its dock).
+    pub nodes: u32,
+}
+
+fn weigh(page: &Mounted) -> Weight {
+    let memory: js_sys::WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+    let buffer: js_sys::ArrayBuffer = memory.buffer().unchecked_into();
+    Weight {
+        memory: buffer.byte_length() as u64,
+        nodes: page.root.query_selector_all("*").unwrap().length(),
+    }
+}
+
+/// Waits until `selector` matches (yielding to the page), up to about two seconds.
+async fn appears(page: &Mounted, selector: &str) -> bool {
+    for _ in 0..400 {
+        if page.q(selector).is_some() {
+            return true;
+        }
+        TimeoutFuture::new(5).await;
+    }
+    false
+}
+
+/// Waits until nothing matches `selector`.
+async fn gone(page: &Mounted, selector: &str) {
+    for _ in 0..400 {
+        if page.q(selector).is_none() {
+            return;
+        }
+        TimeoutFuture::new(5).await;
+    }
+    panic!("`{selector}` stayed on screen");
+}
+
+/// Drives `CALLS` calls and returns the weights at 0, 500 and 2,000 calls.
+pub async fn long_session() -> [Weight; 3] {
+    gateway_stand_in();
+    let published = RwSignal::new(false);
+    let options = CountersignOptions {
+        session: Session::new("admin", Vec::<String>::new()),
+        locale: Some(Locale::En),
+        approval_timeout: Some(Duration::from_millis(300)),
+        trust_script_clicks: true,
+        countersign_endpoint: None,
+        webmcp: false,
+        mcp_relay: None,
+        audit_capacity: Some(CAPACITY),
+        ..CountersignOptions::default()
+    };
+    let assistant = Assistant::new(Scripted::new(
+        Locale::En,
+        vec![Rule::new("save", serde_json::json!({"name": "{name}"})).phrase("rename to {name}")],
+    ));
+    let chat = assistant.clone();
+    let page = countersign_testing::mount(options, move || {
+        view! { <LongPage published=published /> <AgentDock assistant=chat /> }
+    });
+    page.cs.ship_audit("/long-audit");
+    let mut weights = vec![weigh(&page)];
+    for i in 0..CALLS {
+        // The gateway is away for a stretch long enough to fill the page's trail.
+        if i == 300 {
+            set_away(true);
+        }
+        if i == 900 {
+            set_away(false);
+        }
+        let name = format!("n{i}");
+        let args = format!(r#"{{"name":"{name}"}}"#);
+        match i % 10 {
+            // A turn of the assistant: its call waits for a card, allowed once.
+            0 => {
+                let cs = page.cs.clone();
+                let turn = assistant.clone();
+                let text = format!("rename to {name}");
+                let answer = std::rc::Rc::new(std::cell::RefCell::new(None));
+                let slot = std::rc::Rc::clone(&answer);
+                leptos::task::spawn_local(async move {
+                    let result = turn.send(&cs, &text).await;
+                    *slot.borrow_mut() = Some(result.is_ok());
+                });
+                assert!(appears(&page, ".cs-card .cs-allow-once").await, "turn {i}");
+                page.click(".cs-allow-once");
+                for _ in 0..400 {
+                    if answer.borrow().is_some() {
+                        break;
+                    }
+                    TimeoutFuture::new(5).await;
+                }
+                assert_eq!(*answer.borrow(), Some(true), "turn {i}");
+            }
+            // Approved, denied, and left to time out (every 100th).
+            1..=3 | 4 | 5 => {
+                // The call is submitted now; its future resolves when it settles.
+                let settled = page.cs.call(Call::new(format!("c{i}"), "save", &args));
+                assert!(appears(&page, ".cs-card .cs-allow-once").await, "call {i}");
+                match i % 10 {
+                    _ if i % 100 == 5 => {} // the card times out
+                    4 | 5 => page.click(".cs-deny"),
+                    _ => page.click(".cs-allow-once"),
+                }
+                let settled = settled.await;
+                let code = settled.outcome.code_str();
+                let want = match i % 10 {
+                    _ if i % 100 == 5 => "APPROVAL_TIMEOUT",
+                    4 | 5 => "PERMISSION_DENIED",
+                    _ => "OK",
+                };
+                assert_eq!(code, want, "call {i}");
+            }
+            // Allowed without a card.
+            6 => {
+                let settled = page
+                    .cs
+                    .call(Call::new(format!("c{i}"), "read", &args))
+                    .await;
+                assert_eq!(settled.outcome.code_str(), "OK");
+            }
+            // A handoff, done (the person pressed Publish) or cancelled.
+            7 | 8 => {
+                published.set(false);
+                let settled = page.cs.call(Call::new(format!("c{i}"), "publish", "{}"));
+                assert!(appears(&page, ".cs-handoff").await, "handoff {i}");
+                if i % 10 == 7 {
+                    published.set(true);
+                    page.click(".cs-handoff-done");
+                } else {
+                    page.click(".cs-handoff-cancel");
+                }
+                let settled = settled.await;
+                let want = if i % 10 == 7 {
+                    "OK"
+                } else {
+                    "HANDOFF_CANCELLED"
+                };
+                assert_eq!(settled.outcome.code_str(), want, "handoff {i}");
+            }
+            // Refused before any card: an action that does not exist.
+            _ => {
+                let settled = page.cs.call(Call::new(format!("c{i}"), "nope", "{}")).await;
+                assert_eq!(settled.outcome.code_str(), "UNKNOWN_ACTION");
+            }
+        }
+        gone(&page, ".cs-card").await;
+        gone(&page, ".cs-handoff").await;
+        if i + 1 == 500 || i + 1 == CALLS {
+            weights.push(weigh(&page));
+        }
+    }
+    // Shipping catches up (its retry waits at most 30 s after the gateway came back).
+    let audit = page.cs.audit().clone();
+    let mut waited = 0;
+    while page
+        .cs
+        .shipping_status()
+        .is_none_or(|s| s.acknowledged < audit.len())
+    {
+        assert!(
+            waited < 800,
+            "shipping stalled: {:?}",
+            page.cs.shipping_status()
+        );
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    let status = page.cs.shipping_status().unwrap();
+    let stored = stored();
+    // Every record is in the gateway's trail once, or counted as dropped.
+    assert!(status.dropped > 0, "the gateway's absence filled the trail");
+    assert!(audit.dropped().count >= status.dropped);
+    assert_eq!(stored.len() + status.dropped, audit.len());
+    let mut ids: Vec<&str> = stored.iter().map(|(id, _)| id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), stored.len(), "no record twice");
+    // The gateway's trail is in order, and its one gap is exactly the dropped records.
+    let seqs: Vec<u64> = stored.iter().map(|(_, seq)| *seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order");
+    let gaps: Vec<u64> = seqs
+        .windows(2)
+        .map(|w| w[1] - w[0] - 1)
+        .filter(|gap| *gap > 0)
+        .collect();
+    assert_eq!(gaps, [status.dropped as u64]);
+    assert_eq!((seqs[0], seqs[seqs.len() - 1]), (1, audit.len() as u64));
+    // Everything acknowledged was let go of.
+    assert_eq!(audit.held(), 0);
+    [weights[0], weights[1], weights[2]]
+}
