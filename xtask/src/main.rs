@@ -2,6 +2,8 @@
 //! lacks and runs everything, so the README's commands and CI do the same thing.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
+
 use std::env;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -38,7 +40,7 @@ fn main() -> ExitCode {
     let outcome = match task {
         "setup" => setup(),
         "test" => setup().and_then(|()| test()),
-        "bench" => bench(rest),
+        "bench" => bench::bench(rest),
         "serve" => setup().and_then(|()| serve()),
         "size" => setup().and_then(|()| size()),
         _ => {
@@ -449,8 +451,9 @@ fn forget_packaged_sources(crates: &[&str]) {
 }
 
 /// wasm-bindgen-test in headless Chromium (the runner reads each crate's webdriver.json).
-fn browser_tests() -> Result {
-    let chromedriver = ["/usr/bin/chromedriver"]
+/// Debian's ChromeDriver, or one on the `PATH`.
+fn chromedriver() -> Result<PathBuf> {
+    Ok(["/usr/bin/chromedriver"]
         .into_iter()
         .map(PathBuf::from)
         .find(|p| p.is_file())
@@ -459,7 +462,31 @@ fn browser_tests() -> Result {
                 .map(|d| d.join("chromedriver"))
                 .find(|p| p.is_file())
         })
-        .ok_or("chromedriver is not installed; run `cargo xtask setup`")?;
+        .ok_or("chromedriver is not installed; run `cargo xtask setup`")?)
+}
+
+/// `cargo test` of one browser suite (`--test test` of `package`) in headless Chromium.
+fn browser_suite(package: &str, test: &str) -> Result<Command> {
+    let mut c = cargo();
+    c.args([
+        "test",
+        "--target",
+        "wasm32-unknown-unknown",
+        "-p",
+        package,
+        "--test",
+        test,
+    ])
+    .env("CHROMEDRIVER", chromedriver()?)
+    .env(
+        "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
+        "wasm-bindgen-test-runner",
+    )
+    .env("WASM_BINDGEN_TEST_TIMEOUT", "400");
+    Ok(c)
+}
+
+fn browser_tests() -> Result {
     for (package, test, what) in [
         (
             "countersign-leptos",
@@ -477,23 +504,7 @@ fn browser_tests() -> Result {
             "browser tests: the minimal app (ask in the chat, approve on the card)",
         ),
     ] {
-        let mut c = cargo();
-        c.args([
-            "test",
-            "--target",
-            "wasm32-unknown-unknown",
-            "-p",
-            package,
-            "--test",
-            test,
-        ])
-        .env("CHROMEDRIVER", &chromedriver)
-        .env(
-            "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
-            "wasm-bindgen-test-runner",
-        )
-        .env("WASM_BINDGEN_TEST_TIMEOUT", "120");
-        run(what, c)?;
+        run(what, browser_suite(package, test)?)?;
     }
     Ok(())
 }
@@ -513,33 +524,6 @@ fn end_to_end() -> Result {
     c.args(["test", "-p", "countersign-e2e", "--test", "tutorial"])
         .env("COUNTERSIGN_DIST", &dist);
     run("end-to-end: the tutorial in headless Chromium", c)
-}
-
-fn bench(extra: &[String]) -> Result {
-    let mut c = cargo();
-    c.args(["bench", "-p", "countersign", "--bench", "gate", "--"])
-        .args(extra);
-    run("benchmark: gate overhead and lookup (criterion)", c)?;
-    let mut c = cargo();
-    c.args([
-        "bench",
-        "-p",
-        "countersign-verify",
-        "--bench",
-        "tokens",
-        "--",
-    ])
-    .args(extra);
-    run("benchmark: countersignature mint and verify (criterion)", c)?;
-    if !Path::new("/usr/bin/wrk").is_file() {
-        apt_install(&["wrk"])?;
-    }
-    let mut c = cargo();
-    c.args(["bench", "-p", "countersign-gateway", "--bench", "proxy"]);
-    run(
-        "benchmark: gateway proxy overhead (wrk) and durable audit appends",
-        c,
-    )
 }
 
 fn serve() -> Result {
@@ -598,7 +582,7 @@ fn serve() -> Result {
 fn size() -> Result {
     let dist = root().join("target").join("size").join("tutorial");
     release_build("trunk build --release (tutorial)", &dist, "index.html")?;
-    size_check(&dist)
+    size_check(&dist).map(|_| ())
 }
 
 /// `trunk build --release` of the page at `index` (from the workspace root) into `dist`.
@@ -616,7 +600,7 @@ const SIZE_BUDGET: &str = "xtask/size-budget.txt";
 /// Builds the bare Leptos counter, weighs it and the tutorial already built in
 /// `tutorial` (wasm + JS, gzip -9), prints both and the ratio, and fails when the
 /// tutorial is over the budget kept in [`SIZE_BUDGET`].
-fn size_check(tutorial: &Path) -> Result {
+fn size_check(tutorial: &Path) -> Result<Sizes> {
     let counter = root().join("target").join("size").join("counter");
     release_build(
         "trunk build --release (the bare Leptos counter, for the ratio)",
@@ -653,7 +637,16 @@ fn size_check(tutorial: &Path) -> Result {
             kb(tgz)
         ));
     }
-    Ok(())
+    Ok(Sizes {
+        counter_gz: cgz,
+        tutorial_gz: tgz,
+    })
+}
+
+/// What `size_check` weighed (gzip -9 bytes of wasm + JS).
+struct Sizes {
+    counter_gz: u64,
+    tutorial_gz: u64,
 }
 
 /// The wasm and JS of a trunk build: bytes, and bytes after `gzip -9`.
