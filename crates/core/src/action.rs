@@ -244,7 +244,7 @@ where
     where
         F: Fn(P) -> Fut + 'static,
         Fut: Future<Output = Result<T, E>> + 'static,
-        T: Serialize,
+        T: Serialize + 'static,
         E: Display,
     {
         self.run_signed = None;
@@ -264,7 +264,7 @@ where
     where
         F: Fn(P, crate::Countersignature) -> Fut + 'static,
         Fut: Future<Output = Result<T, E>> + 'static,
-        T: Serialize,
+        T: Serialize + 'static,
         E: Display,
     {
         self.run = None;
@@ -412,17 +412,26 @@ where
     }
 }
 
-/// A run's future with its output encoded as JSON.
+/// A run's future with its output encoded as JSON. An output that already is a JSON
+/// value (most handlers return `serde_json::json!(…)`) is taken as it is, not
+/// serialised into a copy of itself.
 fn encode_output<Fut, T, E>(fut: Fut) -> LocalBoxFuture<Result<Value, String>>
 where
     Fut: Future<Output = Result<T, E>> + 'static,
-    T: Serialize,
+    T: Serialize + 'static,
     E: Display,
 {
     Box::pin(async move {
         match fut.await {
-            Ok(output) => serde_json::to_value(output)
-                .map_err(|e| format!("its result could not be encoded ({e})")),
+            Ok(output) => {
+                let mut slot = Some(output);
+                let any: &mut dyn std::any::Any = &mut slot;
+                match any.downcast_mut::<Option<Value>>().and_then(Option::take) {
+                    Some(value) => Ok(value),
+                    None => serde_json::to_value(slot)
+                        .map_err(|e| format!("its result could not be encoded ({e})")),
+                }
+            }
             Err(e) => Err(e.to_string()),
         }
     })

@@ -46,6 +46,10 @@ pub enum AuditEvent {
     /// (written by the gateway, not the page: `countersignature` names the token, and
     /// `args_digest` is the plain SHA-256 the token binds).
     Countersigned,
+    /// Not a call's: records before this one were pushed out of the page's bounded
+    /// trail before the gateway acknowledged them; `reason` ([`crate::Reason::TrailGap`])
+    /// names their `seq`s. The page writes it when its shipping skips them.
+    TrailGap,
 }
 
 /// Who made the decision a record describes.
@@ -181,7 +185,10 @@ struct Trail {
     dropped: Dropped,
 }
 
-/// What a full [`MemoryAudit`] let go of without anyone keeping it.
+/// What a full [`MemoryAudit`] pushed out. The range spans from the first to the last
+/// record ever pushed out: over several episodes, or when some had already been sent,
+/// it can include records kept elsewhere (the page's shipping counts exactly what it
+/// skipped, in `ShippingStatus`, and writes a `trail_gap` record for each gap).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dropped {
     /// How many records.
@@ -199,7 +206,9 @@ impl Default for MemoryAudit {
 }
 
 impl MemoryAudit {
-    /// An empty trail holding at most [`DEFAULT_MEMORY_AUDIT_CAPACITY`] records.
+    /// An empty trail holding at most [`DEFAULT_MEMORY_AUDIT_CAPACITY`] records (past
+    /// that the oldest are pushed out and counted in [`MemoryAudit::dropped`]; a host
+    /// that must keep every record uses its own [`AuditSink`], or ships and forgets).
     pub fn new() -> Self {
         Self::default()
     }
@@ -259,6 +268,11 @@ impl MemoryAudit {
         self.len() == 0
     }
 
+    /// The most records it holds.
+    pub fn capacity(&self) -> usize {
+        self.0.borrow().capacity
+    }
+
     /// How many records are held now.
     pub fn held(&self) -> usize {
         self.0.borrow().held.len()
@@ -278,7 +292,9 @@ impl MemoryAudit {
         self.0.borrow().dropped
     }
 
-    /// Removes and returns every record held (e.g. to send a batch to the gateway).
+    /// Removes and returns every record held: they are the caller's to keep now. Not
+    /// for a trail the page ships ([`MemoryAudit::forget_before`] is how shipping lets
+    /// go); positions go on counting from where they were.
     pub fn take(&self) -> Vec<AuditRecord> {
         let mut trail = self.0.borrow_mut();
         trail.first += trail.held.len();

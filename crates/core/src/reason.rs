@@ -232,6 +232,19 @@ pub enum Reason {
     Unregistered,
     /// availability: the page closed before the call ended.
     PageClosed,
+    /// verify (of the trail itself, not a call): records were pushed out of the page's
+    /// bounded trail before the gateway acknowledged them. Written as its own record
+    /// (event [`crate::AuditEvent::TrailGap`]) so the loss is in the trail, not only a
+    /// jump in `seq`.
+    TrailGap {
+        /// The `seq` of the first record pushed out.
+        first_seq: u64,
+        /// The `seq` of the last record pushed out.
+        last_seq: u64,
+        /// How many of them had been sent without an answer (so they may be in the
+        /// gateway's trail after all); the rest were never sent.
+        unconfirmed: u64,
+    },
     /// decide: the level applies as it is: `None` runs, `Ask`/`AskAlways` asks.
     Level(Level),
     /// decide: the action's classifier asked for a person for these arguments.
@@ -418,7 +431,11 @@ impl Reason {
             | R::Interrupted
             | R::HandoffCancelled
             | R::HandoffTimeout => Stage::Perform,
-            R::VerifyFailed | R::Verified | R::HandoffCompleted | R::HandoffFailed => Stage::Verify,
+            R::VerifyFailed
+            | R::Verified
+            | R::HandoffCompleted
+            | R::HandoffFailed
+            | R::TrailGap { .. } => Stage::Verify,
             R::HookReentered { hook } => match hook {
                 Hook::Available => Stage::Availability,
                 Hook::Validate => Stage::Validate,
@@ -486,6 +503,7 @@ impl Reason {
             | R::OutsideCaller { .. }
             | R::SyntheticGesture { .. }
             | R::Verified
+            | R::TrailGap { .. }
             | R::HandoffCompleted => return None,
         })
     }
@@ -522,6 +540,7 @@ impl Reason {
             R::TooManyLive { .. } => "too_many_live",
             R::Unregistered => "unregistered",
             R::PageClosed => "page_closed",
+            R::TrailGap { .. } => "trail_gap",
             R::Level(_) => "level",
             R::ClassifierAsked => "classifier_asked",
             R::ClassifierDenied => "classifier_denied",
@@ -579,6 +598,13 @@ impl Reason {
             R::Unavailable => "the action's availability check said no".into(),
             R::Unregistered => "the action was removed from the page".into(),
             R::PageClosed => "the page closed".into(),
+            R::TrailGap {
+                first_seq,
+                last_seq,
+                unconfirmed,
+            } => format!(
+                "records {first_seq}–{last_seq} were pushed out of the page's trail before the gateway acknowledged them ({unconfirmed} of them had been sent without an answer)"
+            ),
             R::TooManyLive { caller } => {
                 format!("the agent ({caller}) already has its share of calls waiting")
             }

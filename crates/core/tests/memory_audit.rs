@@ -70,3 +70,33 @@ fn the_default_capacity_holds_a_long_session_within_bounds() {
     sink.record(audit.records().pop().unwrap());
     assert_eq!(audit.held(), countersign::DEFAULT_MEMORY_AUDIT_CAPACITY);
 }
+
+#[test]
+fn a_trail_gap_is_a_record_of_its_own_naming_the_lost_seqs() {
+    let audit = MemoryAudit::new();
+    let exec = Executor::new(
+        Config::new("gap", Session::new("admin", ["workspace.write"]), [7; 32]),
+        audit.clone(),
+    );
+    exec.record_trail_gap(1, 12, 2, countersign::Timestamp::from_millis(5))
+        .unwrap();
+    let gap = audit.records().pop().unwrap();
+    assert_eq!(gap.event, countersign::AuditEvent::TrailGap);
+    assert_eq!(
+        gap.reason,
+        countersign::Reason::TrailGap {
+            first_seq: 1,
+            last_seq: 12,
+            unconfirmed: 2
+        }
+    );
+    assert_eq!(
+        (gap.call, gap.action.as_str(), gap.outcome.as_deref()),
+        (0, "", None)
+    );
+    assert!(!gap.is_terminal());
+    assert!(gap.summary.contains("1–12"), "{}", gap.summary);
+    let json = serde_json::to_value(&gap).unwrap();
+    assert_eq!(json["event"], "trail_gap");
+    assert_eq!(json["reason"]["rule"], "trail_gap");
+}

@@ -63,6 +63,7 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::Interrupted, S::Perform, Some(C::ExecutionFailed), H::AskUser, "interrupted"),
         (Reason::VerifyFailed, S::Verify, Some(C::VerifyFailed), H::AskUser, "verify_failed"),
         (Reason::Verified, S::Verify, None, H::AskUser, "verified"),
+        (Reason::TrailGap { first_seq: 3, last_seq: 9, unconfirmed: 2 }, S::Verify, None, H::AskUser, "trail_gap"),
         (Reason::HandoffCancelled, S::Perform, Some(C::HandoffCancelled), H::AskUser, "handoff_cancelled"),
         (Reason::HandoffTimeout, S::Perform, Some(C::HandoffTimeout), H::AskUser, "handoff_timeout"),
         (Reason::HandoffCompleted, S::Verify, None, H::AskUser, "handoff_completed"),

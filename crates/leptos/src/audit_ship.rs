@@ -44,6 +44,104 @@ struct Shipper {
     conflicts: usize,
     /// Records pushed out of the page's trail before they could be sent.
     dropped: usize,
+    /// Records pushed out after they were sent, with no answer for them.
+    unconfirmed: usize,
+    /// The end of the furthest batch ever sent (a position).
+    sent_upto: usize,
+    /// Writes the record of a gap (the executor's `record_trail_gap`).
+    on_gap: Option<GapHook>,
+    /// Gaps whose record the gateway has not acknowledged yet.
+    gaps: Vec<PendingGap>,
+}
+
+/// A gap, and where its record sits in the trail once written.
+#[derive(Clone, Copy, Debug)]
+struct PendingGap {
+    gap: Gap,
+    /// The record's position; `None` until written, and again if it was pushed out
+    /// before the gateway took it (then it is written again).
+    recorded_at: Option<usize>,
+}
+
+/// Records skipped because the trail pushed them out: `seq`s and how many were sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Gap {
+    pub(crate) first_seq: u64,
+    pub(crate) last_seq: u64,
+    pub(crate) unconfirmed: u64,
+}
+
+type GapHook = Rc<dyn Fn(Gap)>;
+
+impl Shipper {
+    /// Moves past records the trail no longer holds: counts them, and keeps the gap
+    /// to be recorded (positions are `seq - 1`: the page's trail holds one executor's
+    /// records). A gap's record that was itself pushed out is written again.
+    fn skip_pushed_out(&mut self, audit: &MemoryAudit) {
+        let held_from = audit.first();
+        if self.acknowledged >= held_from {
+            return;
+        }
+        let sent = self.sent_upto.clamp(self.acknowledged, held_from);
+        let gap = Gap {
+            first_seq: self.acknowledged as u64 + 1,
+            last_seq: held_from as u64,
+            unconfirmed: (sent - self.acknowledged) as u64,
+        };
+        self.unconfirmed += sent - self.acknowledged;
+        self.dropped += held_from - sent;
+        self.acknowledged = held_from;
+        for pending in &mut self.gaps {
+            if pending.recorded_at.is_some_and(|at| at < held_from) {
+                pending.recorded_at = None;
+            }
+        }
+        self.gaps.push(PendingGap {
+            gap,
+            recorded_at: None,
+        });
+        web_sys::console::warn_1(
+            &format!(
+                "countersign: audit records seq {}–{} were pushed out of the page's trail before the gateway acknowledged them ({} of them had been sent without an answer); a trail_gap record will say so",
+                gap.first_seq, gap.last_seq, gap.unconfirmed
+            )
+            .into(),
+        );
+    }
+}
+
+/// Writes a record for each gap that has none in the trail (outside any borrow), and
+/// forgets the gaps whose record the gateway acknowledged.
+fn record_gaps(slot: &Slot, audit: &MemoryAudit) {
+    let (hook, todo) = {
+        let mut guard = slot.borrow_mut();
+        let Some(shipper) = guard.as_mut() else {
+            return;
+        };
+        let acknowledged = shipper.acknowledged;
+        shipper
+            .gaps
+            .retain(|p| p.recorded_at.is_none_or(|at| at >= acknowledged));
+        let todo: Vec<Gap> = shipper
+            .gaps
+            .iter()
+            .filter(|p| p.recorded_at.is_none())
+            .map(|p| p.gap)
+            .collect();
+        (shipper.on_gap.clone(), todo)
+    };
+    let Some(hook) = hook else { return };
+    for gap in todo {
+        let at = audit.len();
+        hook(gap);
+        if audit.len() == at + 1 {
+            if let Some(shipper) = slot.borrow_mut().as_mut() {
+                for pending in shipper.gaps.iter_mut().filter(|p| p.gap == gap) {
+                    pending.recorded_at = Some(at);
+                }
+            }
+        }
+    }
 }
 
 /// What shipping has done so far.
@@ -56,10 +154,14 @@ pub struct ShippingStatus {
     /// Records the gateway refused because another record is stored under their id
     /// (409 `audit_conflict`), passed over so the rest is shipped.
     pub conflicts: usize,
-    /// Records the page's trail pushed out before they could be shipped (the gateway was
-    /// away while more than the trail's capacity piled up): their `seq`s are missing
-    /// from the gateway's trail, and this says how many.
+    /// Records the page's trail pushed out before they could be sent (the gateway was
+    /// away while more than the trail's capacity piled up): missing from the gateway's
+    /// trail. A `trail_gap` record, shipped after them, names their `seq`s.
     pub dropped: usize,
+    /// Records pushed out after they were sent but before an answer came (a timeout, a
+    /// lost answer): they may be in the gateway's trail or not; the same `trail_gap`
+    /// record counts them.
+    pub unconfirmed: usize,
 }
 
 type Slot = Rc<RefCell<Option<Shipper>>>;
@@ -69,6 +171,7 @@ type Slot = Rc<RefCell<Option<Shipper>>>;
 pub(crate) struct Shipping {
     slot: Slot,
     audit: MemoryAudit,
+    on_gap: Rc<RefCell<Option<GapHook>>>,
 }
 
 impl Shipping {
@@ -76,15 +179,23 @@ impl Shipping {
         Self {
             slot: Rc::default(),
             audit,
+            on_gap: Rc::default(),
         }
+    }
+
+    /// Who writes the record of a gap (set once, before shipping starts).
+    pub(crate) fn on_gap(&self, hook: impl Fn(Gap) + 'static) {
+        *self.on_gap.borrow_mut() = Some(Rc::new(hook));
     }
 
     /// Starts (or re-points) shipping to `endpoint`, then sends what waits.
     pub(crate) fn start(&self, endpoint: String) {
-        self.slot
-            .borrow_mut()
-            .get_or_insert_with(Shipper::default)
-            .endpoint = endpoint;
+        {
+            let mut slot = self.slot.borrow_mut();
+            let shipper = slot.get_or_insert_with(Shipper::default);
+            shipper.endpoint = endpoint;
+            shipper.on_gap = self.on_gap.borrow().clone();
+        }
         ship(&self.slot, &self.audit);
     }
 
@@ -99,6 +210,7 @@ impl Shipping {
             failures: s.failures,
             conflicts: s.conflicts,
             dropped: s.dropped,
+            unconfirmed: s.unconfirmed,
         })
     }
 
@@ -107,8 +219,17 @@ impl Shipping {
     /// gateway keeps each id once, so records that also arrive by the normal path are not
     /// duplicated.
     pub(crate) fn flush_with_beacon(&self) {
-        let (endpoint, mut from) = match self.slot.borrow().as_ref() {
-            Some(s) => (s.endpoint.clone(), s.acknowledged.max(self.audit.first())),
+        let mut from = match self.slot.borrow_mut().as_mut() {
+            Some(s) => {
+                s.skip_pushed_out(&self.audit);
+                s.acknowledged
+            }
+            None => return,
+        };
+        // Gaps not yet on record are written first, so the beacon carries them too.
+        record_gaps(&self.slot, &self.audit);
+        let endpoint = match self.slot.borrow().as_ref() {
+            Some(s) => s.endpoint.clone(),
             None => return,
         };
         let Some(navigator) = web_sys::window().map(|w| w.navigator()) else {
@@ -147,21 +268,13 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
         if shipper.in_flight || shipper.retry.is_some() || shipper.acknowledged >= audit.len() {
             return;
         }
-        // Records the trail pushed out while the gateway was away: they cannot be sent.
+        // Records the trail pushed out while the gateway was away cannot be sent: they
+        // are skipped and counted, and the gap is recorded once the gateway answers.
         // (A record pushed out while its batch was in flight, and then acknowledged, is
-        // not among them: only what is skipped here never reached the gateway.)
-        let held_from = audit.first();
-        if shipper.acknowledged < held_from {
-            let skipped = held_from - shipper.acknowledged;
-            web_sys::console::warn_1(
-                &format!(
-                    "countersign: {skipped} audit records (positions {}–{held_from} of the page's trail) were pushed out before the gateway could take them",
-                    shipper.acknowledged + 1
-                )
-                .into(),
-            );
-            shipper.dropped += skipped;
-            shipper.acknowledged = held_from;
+        // not among them.)
+        shipper.skip_pushed_out(audit);
+        if shipper.acknowledged >= audit.len() {
+            return;
         }
         shipper.in_flight = true;
         let size = shipper
@@ -169,7 +282,9 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
             .take()
             .unwrap_or(AUDIT_BATCH)
             .clamp(1, AUDIT_BATCH);
-        (shipper.endpoint.clone(), shipper.acknowledged, size)
+        let from = shipper.acknowledged;
+        shipper.sent_upto = shipper.sent_upto.max(from + size.min(audit.len() - from));
+        (shipper.endpoint.clone(), from, size)
     };
     let batch = audit.slice(from, size);
     let count = batch.len();
@@ -221,7 +336,12 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
             }
         };
         match retry_in {
-            None => ship(&slot, &audit),
+            None => {
+                // The gateway answers: the gaps not yet on record are written now, and
+                // go with the next batch.
+                record_gaps(&slot, &audit);
+                ship(&slot, &audit)
+            }
             Some(wait) => {
                 let again = Rc::downgrade(&slot);
                 let timer = gloo_timers::callback::Timeout::new(wait, move || {

@@ -90,7 +90,11 @@ impl Countersign {
         &self.0.executor
     }
 
-    /// The audit trail so far.
+    /// The page's audit trail: the records it still holds. Once shipping is on
+    /// ([`Countersign::ship_audit`]) each record is let go as soon as the gateway
+    /// acknowledges it, and at most [`crate::CountersignOptions::audit_capacity`] are
+    /// held while it is away; positions ([`MemoryAudit::len`]) count every record ever
+    /// written, held or not.
     pub fn audit(&self) -> &MemoryAudit {
         &self.0.audit
     }

@@ -68,7 +68,8 @@ pub struct CountersignOptions {
     /// ([`countersign::DEFAULT_MEMORY_AUDIT_CAPACITY`] when `None`). Acknowledged records
     /// are let go at once; while the gateway is away, records past this many push out
     /// the oldest, counted in [`crate::ShippingStatus::dropped`] and visible in the
-    /// gateway's trail as a jump in `seq`. Bounds the page's memory over a long session.
+    /// gateway's trail as a jump in `seq` and named by a `trail_gap` record. Bounds the
+    /// page's memory over a long session. At least 64.
     pub audit_capacity: Option<usize>,
 }
 
@@ -88,6 +89,11 @@ impl Default for CountersignOptions {
         }
     }
 }
+
+/// The least [`CountersignOptions::audit_capacity`] taken: the dock reads each settled
+/// batch of records back from the trail (its activity list), so it must hold at least
+/// what one pump writes.
+const MIN_AUDIT_CAPACITY: usize = 64;
 
 /// The context value: a newtype so nothing else in context collides with it.
 #[derive(Clone)]
@@ -165,9 +171,9 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         config.approval_timeout = timeout;
     }
     config.agents_need_passkey = options.agents_need_passkey;
-    let audit = options
-        .audit_capacity
-        .map_or_else(MemoryAudit::new, MemoryAudit::with_capacity);
+    let audit = options.audit_capacity.map_or_else(MemoryAudit::new, |n| {
+        MemoryAudit::with_capacity(n.max(MIN_AUDIT_CAPACITY))
+    });
     let executor = Executor::new(config, audit.clone());
     if let Some(endpoint) = options.countersign_endpoint.clone() {
         let signer = crate::countersigner::GatewayCountersigner::new(endpoint);
@@ -201,6 +207,19 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         trust_script_clicks: options.trust_script_clicks,
         countersign_endpoint: options.countersign_endpoint,
     }));
+    // Records the bounded trail had to let go before the gateway took them are named in
+    // a record of their own, which is shipped like any other.
+    let weak = Rc::downgrade(&cs.0);
+    cs.0.shipping.on_gap(move |gap| {
+        if let Some(shared) = weak.upgrade() {
+            let _ = shared.executor.record_trail_gap(
+                gap.first_seq,
+                gap.last_seq,
+                gap.unconfirmed,
+                now(),
+            );
+        }
+    });
     cs.watch_visibility();
     crate::attention::remember_event_brand();
     if let Some(key) = options.keep_pending {

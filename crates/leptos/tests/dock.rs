@@ -2662,6 +2662,68 @@ mod mcp_relay;
 mod long_session;
 
 #[wasm_bindgen_test]
+async fn records_sent_without_an_answer_then_pushed_out_are_counted_apart_and_named() {
+    long_session::gateway_stand_in();
+    let options = CountersignOptions {
+        session: Session::new("admin", Vec::<String>::new()),
+        locale: Some(Locale::En),
+        trust_script_clicks: true,
+        countersign_endpoint: None,
+        webmcp: false,
+        mcp_relay: None,
+        // Below the least taken: the page holds 64.
+        audit_capacity: Some(8),
+        ..CountersignOptions::default()
+    };
+    let page = countersign_testing::mount(options, || view! { <AgentDock /> });
+    // The gateway writes the first batch and its answer is lost.
+    long_session::set_mode("lost");
+    page.cs.ship_audit("/long-audit");
+    let refuse = |i: usize| {
+        page.cs
+            .call(countersign::Call::new(format!("a{i}"), "nope", "{}"))
+    };
+    let _ = refuse(0).await;
+    let mut waited = 0;
+    while long_session::stored().is_empty() {
+        assert!(waited < 200, "nothing was sent");
+        TimeoutFuture::new(10).await;
+        waited += 1;
+    }
+    // Then it is away while the page's trail overflows.
+    long_session::set_mode("away");
+    for i in 1..200 {
+        let _ = refuse(i).await;
+    }
+    assert_eq!(page.cs.audit().held(), 64, "the least capacity");
+    long_session::set_mode("up");
+    let mut waited = 0;
+    while page
+        .cs
+        .shipping_status()
+        .is_none_or(|s| s.acknowledged < page.cs.audit().len())
+    {
+        assert!(
+            waited < 800,
+            "shipping stalled: {:?}",
+            page.cs.shipping_status()
+        );
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    let status = page.cs.shipping_status().unwrap();
+    assert!(
+        status.unconfirmed >= 1 && status.dropped >= 100,
+        "{status:?}"
+    );
+    let gap = long_session::assert_every_record_kept_or_counted(&page);
+    // The record whose answer was lost is in the gateway's trail, inside the gap:
+    // counted as unconfirmed, never as dropped.
+    assert_eq!(gap.reason["first_seq"], 1);
+    assert!(long_session::stored().iter().any(|r| r.seq == 1));
+}
+
+#[wasm_bindgen_test]
 async fn a_long_session_stays_bounded_and_every_record_is_shipped_or_counted() {
     let [start, at_500, at_2000] = long_session::long_session().await;
     web_sys::console::log_1(&format!("long session: {start:?} → {at_500:?} → {at_2000:?}").into());

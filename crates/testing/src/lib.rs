@@ -137,7 +137,8 @@ impl Mounted {
         self.cs.call_batch(calls)
     }
 
-    /// How many terminal audit records there are.
+    /// How many terminal audit records the page holds (all of them, unless audit
+    /// shipping is on: acknowledged records are let go).
     pub fn terminal_records(&self) -> usize {
         self.cs
             .audit()

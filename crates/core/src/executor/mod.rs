@@ -599,6 +599,20 @@ impl Executor {
         })
     }
 
+    /// Writes a [`crate::AuditEvent::TrailGap`] record: the records `first_seq..=last_seq`
+    /// of this executor's trail were pushed out of a bounded sink before anyone kept
+    /// them (`unconfirmed` of them had been sent without an answer). The page's audit
+    /// shipping calls it when it has to skip them, so the loss is itself on record.
+    pub fn record_trail_gap(
+        &self,
+        first_seq: u64,
+        last_seq: u64,
+        unconfirmed: u64,
+        now: crate::Timestamp,
+    ) -> Result<(), Reentered> {
+        self.with(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
+    }
+
     /// Every settlement since the last drain, in order: the one place a host needs to
     /// watch to answer the model (timeouts and unregistering settle calls too).
     pub fn drain_settled(&self) -> Vec<Settled> {

@@ -179,6 +179,44 @@ impl ExecutorState {
         settled
     }
 
+    /// A record of records lost from a bounded sink (no call's: call 0, no action).
+    pub(crate) fn record_trail_gap(
+        &mut self,
+        first_seq: u64,
+        last_seq: u64,
+        unconfirmed: u64,
+        now: Timestamp,
+    ) {
+        let trace = Trace {
+            call: CallId::default(),
+            tool_call_id: "",
+            caller: crate::Caller::default(),
+            trace: None,
+            action_id: "",
+            started: now,
+            declared: None,
+            policy: None,
+            audit_digest: ArgsDigest::of_bytes(&[]),
+            validated: false,
+            edited: None,
+            restored: None,
+            forced: None,
+        };
+        let reason = Reason::TrailGap {
+            first_seq,
+            last_seq,
+            unconfirmed,
+        };
+        self.record(
+            &trace,
+            AuditEvent::TrailGap,
+            Decider::Host,
+            &reason,
+            None,
+            now,
+        );
+    }
+
     /// A non-terminal record for a live call.
     pub(crate) fn record_live(
         &mut self,

@@ -384,21 +384,27 @@ const MAX_RESTORED_MESSAGES: usize = 400;
 
 /// The most messages kept from earlier turns when a new one begins: a long session's
 /// conversation (what is sent to the model each step, and stored for a reload) stays
-/// bounded. One turn adds at most `max_steps × (1 + MAX_CALLS_PER_TURN)` on top, so
-/// with the default steps a stored conversation stays under [`MAX_RESTORED_MESSAGES`].
+/// bounded across turns. One turn can add more on top (each step's calls, each with
+/// its result, over-the-cap calls included); a turn too long to restore after a reload
+/// is not restored ([`MAX_RESTORED_MESSAGES`]).
 const MAX_HISTORY_MESSAGES: usize = 200;
 
 /// Lets go of the oldest turns so at most [`MAX_HISTORY_MESSAGES`] remain, cutting
 /// where a person's message begins: no tool result is kept without the call it answers.
+/// When the last turn alone is longer, that whole turn is kept (its refusals are what
+/// the model must not retry blindly).
 fn window(history: &mut Vec<ChatMessage>) {
     let Some(earliest) = history.len().checked_sub(MAX_HISTORY_MESSAGES) else {
         return;
     };
+    let is_person = |m: &ChatMessage| m.role == Role::User;
     let cut = history
         .iter()
         .skip(earliest)
-        .position(|m| m.role == Role::User)
-        .map_or(history.len(), |at| earliest + at);
+        .position(is_person)
+        .map(|at| earliest + at)
+        .or_else(|| history.iter().rposition(is_person))
+        .unwrap_or(0);
     history.drain(..cut);
 }
 

@@ -58,3 +58,18 @@ fn a_window_cut_inside_a_turn_moves_to_the_next_turn() {
     assert_eq!(history.len(), MAX_HISTORY_MESSAGES - 2);
     assert!(valid_history(&history));
 }
+
+#[test]
+fn a_last_turn_longer_than_the_window_is_kept_whole() {
+    let mut history = conversation(3);
+    let mut long_turn = conversation(80);
+    // One person's message, then 240 messages of calls and answers.
+    long_turn.retain(|m| m.role != Role::User);
+    history.push(ChatMessage::text(Role::User, "the long one"));
+    history.extend(long_turn);
+    let kept = history.len() - 12;
+    window(&mut history);
+    assert_eq!(history.len(), kept);
+    assert_eq!(history[0].content.as_deref(), Some("the long one"));
+    assert!(valid_history(&history), "every result still has its call");
+}

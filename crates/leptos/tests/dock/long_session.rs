@@ -66,20 +66,27 @@ fn LongPage(published: RwSignal<bool>) -> impl IntoView {
     view! { <button id="long-publish" node_ref=button>"Publish"</button> }
 }
 
-/// A gateway stand-in at `/long-audit`: answers 503 while `window.__away` is true, else
-/// stores each record's id and `seq` (`window.__long`) and acknowledges.
-fn gateway_stand_in() {
+/// A gateway stand-in at `/long-audit`. `window.__mode`: `up` stores each record (id,
+/// `seq`, event, reason) in `window.__long` and acknowledges; `away` answers 503 and
+/// stores nothing; `lost` stores the batch and then answers 503 (an answer lost after
+/// the gateway wrote it).
+pub(crate) fn gateway_stand_in() {
     js_sys::Function::new_no_args(
-        "window.__away = false; window.__long = [];
+        "window.__mode = 'up'; window.__long = [];
          const original = window.fetch;
          window.fetch = (input, init) => {
            const url = typeof input === 'string' ? input : input.url;
            if (!url.endsWith('/long-audit')) return original(input, init);
-           if (window.__away) return Promise.resolve(new Response('{}', { status: 503 }));
+           if (window.__mode === 'away') return Promise.resolve(new Response('{}', { status: 503 }));
            const body = input instanceof Request ? input.clone().text() : Promise.resolve(init.body);
            return body.then(text => {
-             for (const r of JSON.parse(text)) window.__long.push([r.id, r.seq]);
-             return new Response('{\"appended\":1}', { status: 200 });
+             for (const r of JSON.parse(text)) {
+               if (!window.__long.some(s => s[0] === r.id)) {
+                 window.__long.push([r.id, r.seq, r.event, JSON.stringify(r.reason)]);
+               }
+             }
+             const status = window.__mode === 'lost' ? 503 : 200;
+             return new Response('{\"appended\":1}', { status });
            });
          };",
     )
@@ -87,33 +94,106 @@ fn gateway_stand_in() {
     .unwrap();
 }
 
-fn set_away(away: bool) {
+pub(crate) fn set_mode(mode: &str) {
     let window = web_sys::window().unwrap();
-    js_sys::Reflect::set(&window, &"__away".into(), &away.into()).unwrap();
+    js_sys::Reflect::set(&window, &"__mode".into(), &mode.into()).unwrap();
 }
 
-/// The `(id, seq)` pairs the stand-in stored, in order.
-fn stored() -> Vec<(String, u64)> {
+/// A record the stand-in stored: id, `seq`, event, and its reason as JSON.
+pub(crate) struct Stored {
+    pub(crate) id: String,
+    pub(crate) seq: u64,
+    pub(crate) event: String,
+    pub(crate) reason: serde_json::Value,
+}
+
+/// What the stand-in stored, in order (each id once: the gateway drops repeats).
+pub(crate) fn stored() -> Vec<Stored> {
     let window = web_sys::window().unwrap();
     js_sys::Array::from(&js_sys::Reflect::get(&window, &"__long".into()).unwrap())
         .iter()
-        .map(|pair| {
-            let pair = js_sys::Array::from(&pair);
-            (
-                pair.get(0).as_string().unwrap(),
-                pair.get(1).as_f64().unwrap() as u64,
-            )
+        .map(|row| {
+            let row = js_sys::Array::from(&row);
+            Stored {
+                id: row.get(0).as_string().unwrap(),
+                seq: row.get(1).as_f64().unwrap() as u64,
+                event: row.get(2).as_string().unwrap(),
+                reason: serde_json::from_str(&row.get(3).as_string().unwrap()).unwrap(),
+            }
         })
         .collect()
 }
 
+/// Every record is in the stand-in's trail once, or skipped and counted; `trail_gap`
+/// records name exactly the gaps. Returns the first gap's record.
+pub(crate) fn assert_every_record_kept_or_counted(page: &Mounted) -> Stored {
+    let audit = page.cs.audit();
+    let status = page.cs.shipping_status().unwrap();
+    let stored = stored();
+    let mut ids: Vec<&str> = stored.iter().map(|r| r.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), stored.len(), "no record twice");
+    // The pushed-out records never sent are missing; those sent without an answer
+    // may be there or not (the stand-in's lost answers stored them).
+    let missing = audit.len() - stored.len();
+    assert!(
+        missing >= status.dropped && missing <= status.dropped + status.unconfirmed,
+        "{missing} missing, {status:?}"
+    );
+    // Each time shipping had to skip, a `trail_gap` record names what it skipped (one
+    // sent without an answer may have been written again: the same gap, twice).
+    let mut gaps: Vec<&Stored> = stored.iter().filter(|r| r.event == "trail_gap").collect();
+    gaps.sort_by_key(|g| g.reason["first_seq"].as_u64());
+    gaps.dedup_by_key(|g| g.reason.to_string());
+    assert!(!gaps.is_empty(), "a record of the gap");
+    let range = |g: &Stored| {
+        assert_eq!(g.reason["rule"], "trail_gap");
+        (
+            g.reason["first_seq"].as_u64().unwrap(),
+            g.reason["last_seq"].as_u64().unwrap(),
+        )
+    };
+    let named: u64 = gaps.iter().map(|g| range(g).1 - range(g).0 + 1).sum();
+    assert_eq!(named as usize, status.dropped + status.unconfirmed);
+    let unconfirmed: u64 = gaps
+        .iter()
+        .map(|g| g.reason["unconfirmed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(unconfirmed as usize, status.unconfirmed);
+    // Every `seq` outside the named gaps is stored; inside them only sent ones can be.
+    let in_a_gap = |seq: u64| {
+        gaps.iter().any(|g| {
+            let (first, last) = range(g);
+            (first..=last).contains(&seq)
+        })
+    };
+    let seqs: Vec<u64> = stored.iter().map(|r| r.seq).collect();
+    for seq in 1..=audit.len() as u64 {
+        if !in_a_gap(seq) {
+            assert!(seqs.contains(&seq), "seq {seq} is missing outside the gaps");
+        }
+    }
+    assert!(
+        seqs.iter().filter(|s| in_a_gap(**s)).count() <= status.unconfirmed,
+        "only records sent before a gap can be inside it"
+    );
+    let gap = gaps[0];
+    Stored {
+        id: gap.id.clone(),
+        seq: gap.seq,
+        event: gap.event.clone(),
+        reason: gap.reason.clone(),
+    }
+}
+
 /// What the page weighs: wasm linear memory in bytes, and element count under the root.
 #[derive(Clone, Copy, Debug)]
-pub struct Weight {
+pub(crate) struct Weight {
     /// Bytes of wasm linear memory.
-    pub memory: u64,
+    pub(crate) memory: u64,
     /// Elements under the mounted root (the page and its dock).
-    pub nodes: u32,
+    pub(crate) nodes: u32,
 }
 
 fn weigh(page: &Mounted) -> Weight {
@@ -148,7 +228,7 @@ async fn gone(page: &Mounted, selector: &str) {
 }
 
 /// Drives `CALLS` calls and returns the weights at 0, 500 and 2,000 calls.
-pub async fn long_session() -> [Weight; 3] {
+pub(crate) async fn long_session() -> [Weight; 3] {
     gateway_stand_in();
     let published = RwSignal::new(false);
     let options = CountersignOptions {
@@ -175,10 +255,10 @@ pub async fn long_session() -> [Weight; 3] {
     for i in 0..CALLS {
         // The gateway is away for a stretch long enough to fill the page's trail.
         if i == 300 {
-            set_away(true);
+            set_mode("away");
         }
         if i == 900 {
-            set_away(false);
+            set_mode("up");
         }
         let name = format!("n{i}");
         let args = format!(r#"{{"name":"{name}"}}"#);
@@ -279,25 +359,15 @@ pub async fn long_session() -> [Weight; 3] {
         waited += 1;
     }
     let status = page.cs.shipping_status().unwrap();
-    let stored = stored();
-    // Every record is in the gateway's trail once, or counted as dropped.
     assert!(status.dropped > 0, "the gateway's absence filled the trail");
     assert!(audit.dropped().count >= status.dropped);
-    assert_eq!(stored.len() + status.dropped, audit.len());
-    let mut ids: Vec<&str> = stored.iter().map(|(id, _)| id.as_str()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), stored.len(), "no record twice");
-    // The gateway's trail is in order, and its one gap is exactly the dropped records.
-    let seqs: Vec<u64> = stored.iter().map(|(_, seq)| *seq).collect();
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order");
-    let gaps: Vec<u64> = seqs
-        .windows(2)
-        .map(|w| w[1] - w[0] - 1)
-        .filter(|gap| *gap > 0)
-        .collect();
-    assert_eq!(gaps, [status.dropped as u64]);
-    assert_eq!((seqs[0], seqs[seqs.len() - 1]), (1, audit.len() as u64));
+    let gap = assert_every_record_kept_or_counted(&page);
+    // Answers were refused, not lost: nothing inside the gap reached the stand-in.
+    assert_eq!(
+        stored().len() + status.dropped + status.unconfirmed,
+        audit.len()
+    );
+    assert!(gap.seq > gap.reason["last_seq"].as_u64().unwrap());
     // Everything acknowledged was let go of.
     assert_eq!(audit.held(), 0);
     [weights[0], weights[1], weights[2]]
