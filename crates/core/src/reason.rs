@@ -741,6 +741,9 @@ impl Reason {
                 "{name} was not done: the deployment's policy file is invalid ({}), so nothing but reversals runs until it is fixed. tell the user",
                 detail(200)
             ),
+            R::Unavailable if said.detail.is_some() => {
+                format!("{name} is not available right now: {}", raw())
+            }
             R::Unavailable => format!("{name} is not available in the page right now; nothing was done"),
             R::Unregistered => format!("{name} was removed from the page before it was done; nothing was done"),
             R::PageClosed => format!("{name} could not finish: the page was closed; nothing was done"),

@@ -204,6 +204,17 @@ impl Shipping {
         ship(&self.slot, &self.audit);
     }
 
+    /// Whether the records the gateway has not acknowledged fill half the page's trail
+    /// or more: calls from agents outside the page are then refused before the gate
+    /// (they would write records faster than they can be kept, and push out the
+    /// records of what a person approved). Off while shipping is off.
+    pub(crate) fn backlogged(&self) -> bool {
+        self.slot.borrow().as_ref().is_some_and(|s| {
+            let waiting = self.audit.len() - s.acknowledged.max(self.audit.first());
+            waiting >= self.audit.capacity() / 2
+        })
+    }
+
     pub(crate) fn status(&self) -> Option<ShippingStatus> {
         self.slot.borrow().as_ref().map(|s| ShippingStatus {
             acknowledged: s.acknowledged,

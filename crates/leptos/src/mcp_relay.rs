@@ -33,6 +33,10 @@ const SEEN_MS: f64 = 16.0 * 60_000.0;
 /// How many answers are kept to send again after a reconnect (the gateway has at most
 /// 16 calls waiting per page).
 const ANSWERS_KEPT: usize = 64;
+
+/// Why an outside agent's call is refused while the page's audit is not reaching the
+/// gateway (see `Shipping::backlogged`).
+pub(crate) const BACKLOGGED: &str = "the page's audit trail is not reaching the gateway, so calls from agents outside the page wait until it does; nothing was done. try again later";
 /// A page whose connection dropped and is not back within this long withdraws its MCP
 /// calls (the gateway gives up on them after 10 s).
 const ORPHAN_MS: u32 = 9_000;
@@ -393,6 +397,18 @@ fn received(cs: &Countersign, event: Event) {
                 return;
             }
             drop(seen);
+            if cs.0.shipping.backlogged() {
+                let refusal = countersign::Refusal::of_detail(
+                    countersign::Reason::Unavailable,
+                    &name,
+                    BACKLOGGED,
+                );
+                relay.settled(
+                    &id,
+                    countersign::Outcome::Refused(refusal).to_model_content(),
+                );
+                return;
+            }
             relay.live.borrow_mut().insert(id.clone());
             let call = Call::new(id.clone(), name, arguments).by(Caller::Mcp);
             let settled = cs.call(call);
@@ -401,14 +417,7 @@ fn received(cs: &Countersign, event: Event) {
                 let content = settled.await.to_model_content();
                 if let Some(relay) = weak.upgrade() {
                     relay.live.borrow_mut().remove(&id);
-                    let content = relay.fitting(content);
-                    let mut answered = relay.answered.borrow_mut();
-                    if answered.len() == ANSWERS_KEPT {
-                        answered.remove(0);
-                    }
-                    answered.push((id.clone(), content.clone()));
-                    drop(answered);
-                    relay.answer(&id, content);
+                    relay.settled(&id, content);
                 }
             });
         }
@@ -483,6 +492,18 @@ impl McpRelay {
     }
 
     /// Sends call `id`'s answer, or keeps it for when the socket is back.
+    /// A call ended: its answer is kept for a replay after a reconnect, and sent.
+    fn settled(&self, id: &str, content: String) {
+        let content = self.fitting(content);
+        let mut answered = self.answered.borrow_mut();
+        if answered.len() == ANSWERS_KEPT {
+            answered.remove(0);
+        }
+        answered.push((id.to_owned(), content.clone()));
+        drop(answered);
+        self.answer(id, content);
+    }
+
     fn answer(&self, id: &str, content: String) {
         let message = format!(
             r#"{{"type":"result","id":{},"content":{}}}"#,

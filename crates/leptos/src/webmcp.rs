@@ -277,6 +277,13 @@ fn execute(
             };
             return Promise::resolve(&refused_early(countersign::Refusal::of(reason, &action)));
         }
+        if cs.0.shipping.backlogged() {
+            return Promise::resolve(&refused_early(countersign::Refusal::of_detail(
+                countersign::Reason::Unavailable,
+                &action,
+                crate::mcp_relay::BACKLOGGED,
+            )));
+        }
         let limit = cs.0.executor.max_argument_bytes();
         let arguments = match arguments_text(&input, limit) {
             Ok(text) => text,

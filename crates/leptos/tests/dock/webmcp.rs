@@ -752,3 +752,64 @@ async fn an_mcp_clients_call_does_not_come_back_after_a_reload() {
     assert!(page.runs().is_empty());
     session_storage().clear().unwrap();
 }
+
+#[wasm_bindgen_test]
+async fn agents_wait_while_the_pages_audit_is_not_reaching_the_gateway() {
+    let stand_in = StandIn::on_document();
+    super::long_session::gateway_stand_in();
+    super::long_session::set_mode("away");
+    let runs: Runs = Arc::default();
+    let kept = Arc::clone(&runs);
+    let mounted = countersign_testing::mount(
+        CountersignOptions {
+            trust_script_clicks: true,
+            countersign_endpoint: None,
+            mcp_relay: None,
+            audit_capacity: Some(64),
+            ..CountersignOptions::default()
+        },
+        move || {
+            use_action(logging("open", Kind::Read, Confirm::Unset, &kept));
+            view! { <p>"page"</p> <AgentDock /> }
+        },
+    );
+    tick().await;
+    mounted.cs.ship_audit("/long-audit");
+    // While few records wait, an agent's calls go through (two records each).
+    let mut through = 0;
+    loop {
+        let (pending, _abort) = stand_in.execute("open", input(r#"{"name":"a"}"#)).await;
+        let got = answer(pending).await;
+        if got["ok"] != true {
+            // Half the trail waits for the gateway: refused before the gate, with why.
+            assert_eq!(got["error"]["code"], "UNAVAILABLE", "{got}");
+            assert!(
+                got.to_string().contains("not reaching the gateway"),
+                "{got}"
+            );
+            break;
+        }
+        through += 1;
+        assert!(through <= 32, "never held back");
+    }
+    assert_eq!(through, 16, "32 records wait: half of 64");
+    assert_eq!(runs.lock().unwrap().len(), 16, "the refused call never ran");
+    // Nothing of the refused call is in the trail: it was never the gate's.
+    assert_eq!(mounted.cs.audit().len(), 32);
+    // The page's own assistant is not held back (a person is there to see it).
+    assert_eq!(code(&mounted.call("open", r#"{"name":"p"}"#).await), "OK");
+    // The gateway back: once the records are acknowledged, agents are heard again.
+    super::long_session::set_mode("up");
+    let mut waited = 0;
+    while mounted
+        .cs
+        .shipping_status()
+        .is_none_or(|s| s.acknowledged < mounted.cs.audit().len())
+    {
+        assert!(waited < 400, "shipping stalled");
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    let (pending, _abort) = stand_in.execute("open", input(r#"{"name":"b"}"#)).await;
+    assert_eq!(answer(pending).await["ok"], true);
+}
