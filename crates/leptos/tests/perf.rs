@@ -29,7 +29,6 @@ use gloo_timers::future::TimeoutFuture;
 use leptos::prelude::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::*;
 

@@ -19,22 +19,22 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// The model's arguments, as raw JSON text.
-pub const RAW: &str = r#"{"key":"workspace.name"}"#;
+pub(crate) const RAW: &str = r#"{"key":"workspace.name"}"#;
 
 /// The action's params.
 #[derive(Clone, Deserialize, JsonSchema)]
-pub struct Lookup {
+pub(crate) struct Lookup {
     /// The key to read.
-    pub key: String,
+    pub(crate) key: String,
 }
 
 /// The action's handler: what the page would run anyway.
-pub async fn handler(p: Lookup) -> Result<Value, String> {
+pub(crate) async fn handler(p: Lookup) -> Result<Value, String> {
     Ok(json!({ "key": p.key, "value": 42 }))
 }
 
 /// Polls a future that is ready at once (the handler never waits), on every target.
-pub fn ready<F: Future>(future: F) -> F::Output {
+pub(crate) fn ready<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
     match future
         .as_mut()
@@ -47,7 +47,7 @@ pub fn ready<F: Future>(future: F) -> F::Output {
 
 /// An executor with `n` `Read` actions (`read_0`…), its registrations, and a count of
 /// the audit records built (the sink keeps none: building them is what is measured).
-pub fn executor(n: usize) -> (Executor, Vec<Registration>, Rc<Cell<u64>>) {
+pub(crate) fn executor(n: usize) -> (Executor, Vec<Registration>, Rc<Cell<u64>>) {
     let records = Rc::new(Cell::new(0u64));
     let count = Rc::clone(&records);
     let sink = move |r: AuditRecord| {
@@ -72,14 +72,14 @@ pub fn executor(n: usize) -> (Executor, Vec<Registration>, Rc<Cell<u64>>) {
 }
 
 /// The handler called directly, its params parsed from the model's JSON text.
-pub fn direct_from_json(raw: &str) -> Result<Value, String> {
+pub(crate) fn direct_from_json(raw: &str) -> Result<Value, String> {
     let p: Lookup = serde_json::from_str(black_box(raw)).unwrap();
     ready(handler(p))
 }
 
 /// One call through the whole gate: resolve, validate, scope, availability, decide,
 /// perform, verify, two audit records, settlement.
-pub fn through_gate(exec: &Executor, call: Call) -> Value {
+pub(crate) fn through_gate(exec: &Executor, call: Call) -> Value {
     let now = Timestamp::from_millis(0);
     let Step::Perform(job) = exec.submit(call, now).unwrap() else {
         panic!("a Read action runs without asking")
