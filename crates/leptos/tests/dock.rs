@@ -2697,20 +2697,7 @@ async fn records_sent_without_an_answer_then_pushed_out_are_counted_apart_and_na
     }
     assert_eq!(page.cs.audit().held(), 64, "the least capacity");
     long_session::set_mode("up");
-    let mut waited = 0;
-    while page
-        .cs
-        .shipping_status()
-        .is_none_or(|s| s.acknowledged < page.cs.audit().len())
-    {
-        assert!(
-            waited < 800,
-            "shipping stalled: {:?}",
-            page.cs.shipping_status()
-        );
-        TimeoutFuture::new(50).await;
-        waited += 1;
-    }
+    long_session::caught_up(&page).await;
     let status = page.cs.shipping_status().unwrap();
     assert!(
         status.unconfirmed >= 1 && status.dropped >= 100,

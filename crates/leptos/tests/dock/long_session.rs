@@ -187,6 +187,25 @@ pub(crate) fn assert_every_record_kept_or_counted(page: &Mounted) -> Stored {
     }
 }
 
+/// Waits until the gateway stand-in acknowledged every record (a retry waits at most
+/// 30 s after the gateway came back), up to 40 s.
+pub(crate) async fn caught_up(page: &Mounted) {
+    let mut waited = 0;
+    while page
+        .cs
+        .shipping_status()
+        .is_none_or(|s| s.acknowledged < page.cs.audit().len())
+    {
+        assert!(
+            waited < 800,
+            "shipping stalled: {:?}",
+            page.cs.shipping_status()
+        );
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+}
+
 /// What the page weighs: wasm linear memory in bytes, and element count under the root.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Weight {
@@ -344,20 +363,7 @@ pub(crate) async fn long_session() -> [Weight; 3] {
     }
     // Shipping catches up (its retry waits at most 30 s after the gateway came back).
     let audit = page.cs.audit().clone();
-    let mut waited = 0;
-    while page
-        .cs
-        .shipping_status()
-        .is_none_or(|s| s.acknowledged < audit.len())
-    {
-        assert!(
-            waited < 800,
-            "shipping stalled: {:?}",
-            page.cs.shipping_status()
-        );
-        TimeoutFuture::new(50).await;
-        waited += 1;
-    }
+    caught_up(&page).await;
     let status = page.cs.shipping_status().unwrap();
     assert!(status.dropped > 0, "the gateway's absence filled the trail");
     assert!(audit.dropped().count >= status.dropped);

@@ -800,16 +800,7 @@ async fn agents_wait_while_the_pages_audit_is_not_reaching_the_gateway() {
     assert_eq!(code(&mounted.call("open", r#"{"name":"p"}"#).await), "OK");
     // The gateway back: once the records are acknowledged, agents are heard again.
     super::long_session::set_mode("up");
-    let mut waited = 0;
-    while mounted
-        .cs
-        .shipping_status()
-        .is_none_or(|s| s.acknowledged < mounted.cs.audit().len())
-    {
-        assert!(waited < 400, "shipping stalled");
-        TimeoutFuture::new(50).await;
-        waited += 1;
-    }
+    super::long_session::caught_up(&mounted).await;
     let (pending, _abort) = stand_in.execute("open", input(r#"{"name":"b"}"#)).await;
     assert_eq!(answer(pending).await["ok"], true);
 }
