@@ -78,9 +78,11 @@ fn a_trail_gap_is_a_record_of_its_own_naming_the_lost_seqs() {
         Config::new("gap", Session::new("admin", ["workspace.write"]), [7; 32]),
         audit.clone(),
     );
-    exec.record_trail_gap(1, 12, 2, countersign::Timestamp::from_millis(5))
+    let seq = exec
+        .record_trail_gap(1, 12, 2, countersign::Timestamp::from_millis(5))
         .unwrap();
     let gap = audit.records().pop().unwrap();
+    assert_eq!(gap.seq, seq);
     assert_eq!(gap.event, countersign::AuditEvent::TrailGap);
     assert_eq!(
         gap.reason,

@@ -71,7 +71,8 @@ pub(crate) struct Gap {
     pub(crate) unconfirmed: u64,
 }
 
-type GapHook = Rc<dyn Fn(Gap)>;
+/// Writes a gap's record; returns its `seq`, or `None` when none could be written.
+type GapHook = Rc<dyn Fn(Gap) -> Option<u64>>;
 
 impl Shipper {
     /// Moves past records the trail no longer holds: counts them, and keeps the gap
@@ -96,10 +97,18 @@ impl Shipper {
                 pending.recorded_at = None;
             }
         }
-        self.gaps.push(PendingGap {
-            gap,
-            recorded_at: None,
-        });
+        // A gap right after one not yet on record is the same gap, grown (a long
+        // outage skips once per retry).
+        match self.gaps.last_mut() {
+            Some(last) if last.recorded_at.is_none() && last.gap.last_seq + 1 == gap.first_seq => {
+                last.gap.last_seq = gap.last_seq;
+                last.gap.unconfirmed += gap.unconfirmed;
+            }
+            _ => self.gaps.push(PendingGap {
+                gap,
+                recorded_at: None,
+            }),
+        }
         web_sys::console::warn_1(
             &format!(
                 "countersign: audit records seq {}–{} were pushed out of the page's trail before the gateway acknowledged them ({} of them had been sent without an answer); a trail_gap record will say so",
@@ -111,7 +120,9 @@ impl Shipper {
 }
 
 /// Writes a record for each gap that has none in the trail (outside any borrow), and
-/// forgets the gaps whose record the gateway acknowledged.
+/// forgets the gaps whose record the gateway acknowledged. A gap record never pushes
+/// out an unsent record unseen: room is made for them first, and the records let go
+/// for it are a gap of their own, recorded with the rest.
 fn record_gaps(slot: &Slot, audit: &MemoryAudit) {
     let (hook, todo) = {
         let mut guard = slot.borrow_mut();
@@ -122,23 +133,38 @@ fn record_gaps(slot: &Slot, audit: &MemoryAudit) {
         shipper
             .gaps
             .retain(|p| p.recorded_at.is_none_or(|at| at >= acknowledged));
+        let Some(hook) = shipper.on_gap.clone() else {
+            return;
+        };
+        let unwritten = shipper
+            .gaps
+            .iter()
+            .filter(|p| p.recorded_at.is_none())
+            .count();
+        if unwritten == 0 {
+            return;
+        }
+        // One slot per record to write, and one for the gap the room itself makes.
+        let spill = (audit.held() + unwritten + 1).saturating_sub(audit.capacity());
+        if spill > 0 {
+            audit.forget_before(audit.first() + spill);
+            shipper.skip_pushed_out(audit);
+        }
         let todo: Vec<Gap> = shipper
             .gaps
             .iter()
             .filter(|p| p.recorded_at.is_none())
             .map(|p| p.gap)
             .collect();
-        (shipper.on_gap.clone(), todo)
+        (hook, todo)
     };
-    let Some(hook) = hook else { return };
     for gap in todo {
-        let at = audit.len();
-        hook(gap);
-        if audit.len() == at + 1 {
-            if let Some(shipper) = slot.borrow_mut().as_mut() {
-                for pending in shipper.gaps.iter_mut().filter(|p| p.gap == gap) {
-                    pending.recorded_at = Some(at);
-                }
+        let Some(seq) = hook(gap) else { continue };
+        if let Some(shipper) = slot.borrow_mut().as_mut() {
+            for pending in shipper.gaps.iter_mut().filter(|p| p.gap == gap) {
+                // Positions are `seq - 1` (the page's trail holds its executor's records).
+                pending.recorded_at =
+                    Some(usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX));
             }
         }
     }
@@ -184,7 +210,7 @@ impl Shipping {
     }
 
     /// Who writes the record of a gap (set once, before shipping starts).
-    pub(crate) fn on_gap(&self, hook: impl Fn(Gap) + 'static) {
+    pub(crate) fn on_gap(&self, hook: impl Fn(Gap) -> Option<u64> + 'static) {
         *self.on_gap.borrow_mut() = Some(Rc::new(hook));
     }
 
@@ -239,14 +265,19 @@ impl Shipping {
         };
         // Gaps not yet on record are written first, so the beacon carries them too.
         record_gaps(&self.slot, &self.audit);
-        let endpoint = match self.slot.borrow().as_ref() {
-            Some(s) => s.endpoint.clone(),
+        let endpoint = match self.slot.borrow_mut().as_mut() {
+            Some(s) => {
+                // What the beacons carry counts as sent, without an answer.
+                s.sent_upto = s.sent_upto.max(self.audit.len());
+                s.endpoint.clone()
+            }
             None => return,
         };
         let Some(navigator) = web_sys::window().map(|w| w.navigator()) else {
             return;
         };
         while from < self.audit.len() {
+            from = from.max(self.audit.first());
             let batch = self.audit.slice(from, AUDIT_BATCH);
             from += batch.len();
             let Ok(body) = serde_json::to_string(&batch) else {
@@ -271,7 +302,7 @@ impl std::fmt::Debug for Shipping {
 }
 
 fn ship(slot: &Slot, audit: &MemoryAudit) {
-    let (endpoint, from, size) = {
+    let (endpoint, from, size, sent_before) = {
         let mut guard = slot.borrow_mut();
         let Some(shipper) = guard.as_mut() else {
             return;
@@ -294,8 +325,9 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
             .unwrap_or(AUDIT_BATCH)
             .clamp(1, AUDIT_BATCH);
         let from = shipper.acknowledged;
+        let sent_before = shipper.sent_upto;
         shipper.sent_upto = shipper.sent_upto.max(from + size.min(audit.len() - from));
-        (shipper.endpoint.clone(), from, size)
+        (shipper.endpoint.clone(), from, size, sent_before)
     };
     let batch = audit.slice(from, size);
     let count = batch.len();
@@ -322,14 +354,19 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
             if ok {
                 // INVARIANT: only acknowledged records advance the mark; a failed batch is
                 // sent again, whole, and the gateway drops ids it already has.
-                shipper.acknowledged = from + count;
+                // (Never back: a page-close flush may have moved past this batch.)
+                shipper.acknowledged = shipper.acknowledged.max(from + count);
                 shipper.failures = 0;
                 audit.forget_before(shipper.acknowledged);
                 None
             } else if let Some(at) = conflict {
-                // Nothing of the batch was written. The records before the conflict go
-                // on their own; the conflicting one, first in its batch, is passed over.
-                if at == 0 {
+                // Nothing of the batch was written (so it does not count as sent). The
+                // records before the conflict go on their own; the conflicting one,
+                // first in its batch, is passed over.
+                shipper.sent_upto = sent_before.max(shipper.acknowledged);
+                if shipper.acknowledged > from {
+                    // A page-close flush moved past this batch meanwhile.
+                } else if at == 0 {
                     shipper.acknowledged = from + 1;
                     audit.forget_before(shipper.acknowledged);
                     shipper.conflicts += 1;

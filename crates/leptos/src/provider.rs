@@ -211,14 +211,11 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
     // a record of their own, which is shipped like any other.
     let weak = Rc::downgrade(&cs.0);
     cs.0.shipping.on_gap(move |gap| {
-        if let Some(shared) = weak.upgrade() {
-            let _ = shared.executor.record_trail_gap(
-                gap.first_seq,
-                gap.last_seq,
-                gap.unconfirmed,
-                now(),
-            );
-        }
+        let shared = weak.upgrade()?;
+        shared
+            .executor
+            .record_trail_gap(gap.first_seq, gap.last_seq, gap.unconfirmed, now())
+            .ok()
     });
     cs.watch_visibility();
     crate::attention::remember_event_brand();

@@ -2707,7 +2707,126 @@ async fn records_sent_without_an_answer_then_pushed_out_are_counted_apart_and_na
     // The record whose answer was lost is in the gateway's trail, inside the gap:
     // counted as unconfirmed, never as dropped.
     assert_eq!(gap.reason["first_seq"], 1);
-    assert!(long_session::stored().iter().any(|r| r.seq == 1));
+}
+
+/// A page whose audit goes to the stand-in, holding at most 64 records.
+fn small_trail_page() -> countersign_testing::Mounted {
+    long_session::gateway_stand_in();
+    let options = CountersignOptions {
+        session: Session::new("admin", Vec::<String>::new()),
+        locale: Some(Locale::En),
+        trust_script_clicks: true,
+        countersign_endpoint: None,
+        webmcp: false,
+        mcp_relay: None,
+        audit_capacity: Some(64),
+        ..CountersignOptions::default()
+    };
+    countersign_testing::mount(options, || view! { <AgentDock /> })
+}
+
+async fn refusals(page: &countersign_testing::Mounted, tag: &str, n: usize) {
+    for i in 0..n {
+        let call = countersign::Call::new(format!("{tag}{i}"), "nope", "{}");
+        let _ = page.cs.call(call).await;
+    }
+}
+
+/// Waits until shipping has tried (and failed) once more: a retry after what was done
+/// before it.
+async fn another_failed_retry(page: &countersign_testing::Mounted) {
+    let before = page.cs.shipping_status().map_or(0, |s| s.failures);
+    let mut waited = 0;
+    while page
+        .cs
+        .shipping_status()
+        .is_none_or(|s| s.failures <= before)
+    {
+        assert!(waited < 400, "no retry");
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+}
+
+#[wasm_bindgen_test]
+async fn a_gap_record_pushed_out_before_it_was_shipped_is_written_again() {
+    let page = small_trail_page();
+    long_session::set_mode("away");
+    page.cs.ship_audit("/long-audit");
+    refusals(&page, "a", 150).await;
+    // A retry after the trail overflowed skips what was pushed out: the first gap.
+    another_failed_retry(&page).await;
+    // The gateway takes one batch (the first gap's record is written then, after it),
+    // and is away again.
+    long_session::set_mode("once");
+    let mut waited = 0;
+    while long_session::stored().is_empty() {
+        assert!(waited < 400, "the retry never came");
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    assert!(
+        long_session::stored()
+            .iter()
+            .all(|r| r.event != "trail_gap"),
+        "the gap's record was written after the batch that went"
+    );
+    // The first gap's record waits in the trail and is pushed out by more calls.
+    refusals(&page, "b", 150).await;
+    another_failed_retry(&page).await;
+    long_session::set_mode("up");
+    long_session::caught_up(&page).await;
+    // Every gap is named in the stand-in's trail, the first one included.
+    let gap = long_session::assert_every_record_kept_or_counted(&page);
+    assert_eq!(gap.reason["first_seq"], 1);
+    let named = long_session::stored()
+        .iter()
+        .filter(|r| r.event == "trail_gap")
+        .count();
+    assert!(
+        named >= 2,
+        "the first gap's record was written again: {named}"
+    );
+}
+
+#[wasm_bindgen_test]
+async fn records_handed_to_the_beacon_on_pagehide_are_named_when_some_were_pushed_out() {
+    let page = small_trail_page();
+    long_session::set_mode("away");
+    page.cs.ship_audit("/long-audit");
+    refusals(&page, "a", 150).await;
+    // A retry has failed and skipped what was pushed out; more is pushed out since.
+    let mut waited = 0;
+    while page.cs.shipping_status().is_none_or(|s| s.failures < 2) {
+        assert!(waited < 400, "no retry");
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    refusals(&page, "b", 100).await;
+    let event = web_sys::Event::new("pagehide").unwrap();
+    web_sys::window().unwrap().dispatch_event(&event).unwrap();
+    tick().await;
+    tick().await;
+    // What the beacon carried, with what was named as lost, is every record.
+    let stored = long_session::stored();
+    let gaps: Vec<(u64, u64)> = stored
+        .iter()
+        .filter(|r| r.event == "trail_gap")
+        .map(|r| {
+            (
+                r.reason["first_seq"].as_u64().unwrap(),
+                r.reason["last_seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(!gaps.is_empty(), "the loss is named");
+    let seqs: Vec<u64> = stored.iter().map(|r| r.seq).collect();
+    for seq in 1..=page.cs.audit().len() as u64 {
+        assert!(
+            seqs.contains(&seq) || gaps.iter().any(|(a, b)| (*a..=*b).contains(&seq)),
+            "seq {seq} is neither delivered nor named: {gaps:?}"
+        );
+    }
 }
 
 #[wasm_bindgen_test]

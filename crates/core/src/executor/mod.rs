@@ -603,13 +603,14 @@ impl Executor {
     /// of this executor's trail were pushed out of a bounded sink before anyone kept
     /// them (`unconfirmed` of them had been sent without an answer). The page's audit
     /// shipping calls it when it has to skip them, so the loss is itself on record.
+    /// Returns the `seq` of the record written.
     pub fn record_trail_gap(
         &self,
         first_seq: u64,
         last_seq: u64,
         unconfirmed: u64,
         now: crate::Timestamp,
-    ) -> Result<(), Reentered> {
+    ) -> Result<u64, Reentered> {
         self.with(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
     }
 

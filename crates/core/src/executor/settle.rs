@@ -186,7 +186,7 @@ impl ExecutorState {
         last_seq: u64,
         unconfirmed: u64,
         now: Timestamp,
-    ) {
+    ) -> u64 {
         let trace = Trace {
             call: CallId::default(),
             tool_call_id: "",
@@ -207,6 +207,7 @@ impl ExecutorState {
             last_seq,
             unconfirmed,
         };
+        let seq = self.next_seq;
         self.record(
             &trace,
             AuditEvent::TrailGap,
@@ -215,6 +216,7 @@ impl ExecutorState {
             None,
             now,
         );
+        seq
     }
 
     /// A non-terminal record for a live call.
