@@ -2663,19 +2663,8 @@ mod long_session;
 
 #[wasm_bindgen_test]
 async fn records_sent_without_an_answer_then_pushed_out_are_counted_apart_and_named() {
-    long_session::gateway_stand_in();
-    let options = CountersignOptions {
-        session: Session::new("admin", Vec::<String>::new()),
-        locale: Some(Locale::En),
-        trust_script_clicks: true,
-        countersign_endpoint: None,
-        webmcp: false,
-        mcp_relay: None,
-        // Below the least taken: the page holds 64.
-        audit_capacity: Some(8),
-        ..CountersignOptions::default()
-    };
-    let page = countersign_testing::mount(options, || view! { <AgentDock /> });
+    // Below the least taken: the page holds 64.
+    let page = small_trail_page(8);
     // The gateway writes the first batch and its answer is lost.
     long_session::set_mode("lost");
     page.cs.ship_audit("/long-audit");
@@ -2709,8 +2698,8 @@ async fn records_sent_without_an_answer_then_pushed_out_are_counted_apart_and_na
     assert_eq!(gap.reason["first_seq"], 1);
 }
 
-/// A page whose audit goes to the stand-in, holding at most 64 records.
-fn small_trail_page() -> countersign_testing::Mounted {
+/// A page whose audit goes to the stand-in, holding at most `capacity` records.
+fn small_trail_page(capacity: usize) -> countersign_testing::Mounted {
     long_session::gateway_stand_in();
     let options = CountersignOptions {
         session: Session::new("admin", Vec::<String>::new()),
@@ -2719,7 +2708,7 @@ fn small_trail_page() -> countersign_testing::Mounted {
         countersign_endpoint: None,
         webmcp: false,
         mcp_relay: None,
-        audit_capacity: Some(64),
+        audit_capacity: Some(capacity),
         ..CountersignOptions::default()
     };
     countersign_testing::mount(options, || view! { <AgentDock /> })
@@ -2750,7 +2739,7 @@ async fn another_failed_retry(page: &countersign_testing::Mounted) {
 
 #[wasm_bindgen_test]
 async fn a_gap_record_pushed_out_before_it_was_shipped_is_written_again() {
-    let page = small_trail_page();
+    let page = small_trail_page(64);
     long_session::set_mode("away");
     page.cs.ship_audit("/long-audit");
     refusals(&page, "a", 150).await;
@@ -2791,7 +2780,7 @@ async fn a_gap_record_pushed_out_before_it_was_shipped_is_written_again() {
 
 #[wasm_bindgen_test]
 async fn records_handed_to_the_beacon_on_pagehide_are_named_when_some_were_pushed_out() {
-    let page = small_trail_page();
+    let page = small_trail_page(64);
     long_session::set_mode("away");
     page.cs.ship_audit("/long-audit");
     refusals(&page, "a", 150).await;
