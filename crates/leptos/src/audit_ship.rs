@@ -6,9 +6,10 @@
 //! Acknowledged records are let go of at once ([`MemoryAudit::forget_before`]), so a long
 //! session holds only what the gateway has not confirmed. While the gateway is away the
 //! page's trail holds at most its capacity ([`countersign::DEFAULT_MEMORY_AUDIT_CAPACITY`]);
-//! past it the oldest records are pushed out ([`countersign::Dropped`]); those never sent
-//! are counted in [`ShippingStatus::dropped`], warned of in the console, and visible in
-//! the gateway's trail as a jump in the session's `seq`.
+//! past it the oldest records are pushed out ([`countersign::Dropped`]); shipping skips
+//! them, counts them ([`ShippingStatus::dropped`], and `unconfirmed` for those sent
+//! without an answer), warns in the console, and once the gateway answers writes a
+//! `trail_gap` record naming their `seq`s (again, if that record was pushed out too).
 //! A leaf: it knows the audit trail and an endpoint, nothing of the rest of the page.
 
 use std::cell::RefCell;
