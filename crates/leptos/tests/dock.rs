@@ -2701,16 +2701,7 @@ async fn records_sent_without_an_answer_then_pushed_out_are_counted_apart_and_na
 /// A page whose audit goes to the stand-in, holding at most `capacity` records.
 fn small_trail_page(capacity: usize) -> countersign_testing::Mounted {
     long_session::gateway_stand_in();
-    let options = CountersignOptions {
-        session: Session::new("admin", Vec::<String>::new()),
-        locale: Some(Locale::En),
-        trust_script_clicks: true,
-        countersign_endpoint: None,
-        webmcp: false,
-        mcp_relay: None,
-        audit_capacity: Some(capacity),
-        ..CountersignOptions::default()
-    };
+    let options = long_session::quiet_options(Some(capacity));
     countersign_testing::mount(options, || view! { <AgentDock /> })
 }
 

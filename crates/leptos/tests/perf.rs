@@ -22,8 +22,8 @@
 
 use std::hint::black_box;
 
-use countersign::{Action, Call, Confirm, Kind, Session};
-use countersign_leptos::{use_action, AgentDock, CountersignOptions, Locale};
+use countersign::{Action, Call, Confirm, Kind};
+use countersign_leptos::{use_action, AgentDock};
 use countersign_testing::Mounted;
 use gloo_timers::future::TimeoutFuture;
 use leptos::prelude::*;
@@ -113,15 +113,7 @@ fn BenchPage() -> impl IntoView {
 }
 
 fn bench_page() -> Mounted {
-    let options = CountersignOptions {
-        session: Session::new("admin", Vec::<String>::new()),
-        locale: Some(Locale::En),
-        trust_script_clicks: true,
-        countersign_endpoint: None,
-        webmcp: false,
-        mcp_relay: None,
-        ..CountersignOptions::default()
-    };
+    let options = long_session::quiet_options(None);
     countersign_testing::mount(options, || view! { <BenchPage /> <AgentDock /> })
 }
 

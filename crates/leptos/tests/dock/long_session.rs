@@ -197,6 +197,22 @@ pub(crate) fn assert_every_record_kept_or_counted(page: &Mounted) -> Stored {
     }
 }
 
+/// Options for a test page with nothing outside it (no countersigner, WebMCP or relay):
+/// an admin session in English that takes script clicks, holding at most `capacity`
+/// audit records.
+pub(crate) fn quiet_options(capacity: Option<usize>) -> CountersignOptions {
+    CountersignOptions {
+        session: Session::new("admin", Vec::<String>::new()),
+        locale: Some(Locale::En),
+        trust_script_clicks: true,
+        countersign_endpoint: None,
+        webmcp: false,
+        mcp_relay: None,
+        audit_capacity: capacity,
+        ..CountersignOptions::default()
+    }
+}
+
 /// Waits until the gateway stand-in acknowledged every record (a retry waits at most
 /// 30 s after the gateway came back), up to 40 s.
 pub(crate) async fn caught_up(page: &Mounted) {
@@ -261,15 +277,8 @@ pub(crate) async fn long_session() -> [Weight; 3] {
     gateway_stand_in();
     let published = RwSignal::new(false);
     let options = CountersignOptions {
-        session: Session::new("admin", Vec::<String>::new()),
-        locale: Some(Locale::En),
         approval_timeout: Some(Duration::from_millis(300)),
-        trust_script_clicks: true,
-        countersign_endpoint: None,
-        webmcp: false,
-        mcp_relay: None,
-        audit_capacity: Some(CAPACITY),
-        ..CountersignOptions::default()
+        ..quiet_options(Some(CAPACITY))
     };
     let assistant = Assistant::new(Scripted::new(
         Locale::En,
