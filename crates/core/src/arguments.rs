@@ -49,15 +49,12 @@ pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, Strin
             unknown.push(shown.join("."));
         };
         let ignored = serde_ignored::Deserializer::new(value, &mut note);
-        serde_path_to_error::deserialize::<_, P>(ignored).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if path == "." || inner.to_string().starts_with("unknown field") {
-                format!("{inner}")
-            } else {
-                format!("{} is invalid: {inner}", quote(&path, 64))
-            }
-        })?
+        // The path of a failure is tracked only once there is one: deserialising the
+        // same value again gives the same error, now with where it happened.
+        match P::deserialize(ignored) {
+            Ok(params) => params,
+            Err(_) => return Err(worded_error::<P>(value)),
+        }
     };
     if let Some(first) = unknown.first() {
         return Err(format!(
@@ -66,6 +63,24 @@ pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, Strin
         ));
     }
     Ok(params)
+}
+
+/// Why `value` does not deserialise into `P`, naming the field where it failed.
+fn worded_error<P: DeserializeOwned>(value: &Value) -> String {
+    let mut pass_over = |_: serde_ignored::Path<'_>| {};
+    let ignored = serde_ignored::Deserializer::new(value, &mut pass_over);
+    match serde_path_to_error::deserialize::<_, P>(ignored) {
+        Ok(_) => "the arguments did not deserialise".to_owned(),
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." || inner.to_string().starts_with("unknown field") {
+                format!("{inner}")
+            } else {
+                format!("{} is invalid: {inner}", quote(&path, 64))
+            }
+        }
+    }
 }
 
 fn kind_of(value: &Value) -> &'static str {

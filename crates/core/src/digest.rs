@@ -44,19 +44,14 @@ impl ArgsDigest {
 
     /// The digest as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        fn digit(nibble: u8) -> char {
-            char::from(if nibble < 10 {
-                b'0' + nibble
-            } else {
-                b'a' + nibble - 10
-            })
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = [0u8; 64];
+        for (pair, byte) in hex.chunks_exact_mut(2).zip(self.0) {
+            pair[0] = DIGITS[usize::from(byte >> 4)];
+            pair[1] = DIGITS[usize::from(byte & 0x0f)];
         }
-        let mut out = String::with_capacity(64);
-        for byte in self.0 {
-            out.push(digit(byte >> 4));
-            out.push(digit(byte & 0x0f));
-        }
-        out
+        // Hex digits are ASCII: this never falls back.
+        std::str::from_utf8(&hex).unwrap_or_default().to_owned()
     }
 }
 
@@ -174,19 +169,12 @@ fn nibble(c: u8) -> Result<u8, BadDigest> {
 // the build may switch on; sorting here keeps the digest stable whatever the features.
 fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
+        // Already in order (the default map is sorted): written as it is, no sort.
+        Value::Object(map) if map.keys().is_sorted() => write_object(map.iter(), out),
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_scalar(key, out);
-                out.push(b':');
-                write_canonical(item, out);
-            }
-            out.push(b'}');
+            write_object(entries.into_iter(), out);
         }
         Value::Array(items) => {
             out.push(b'[');
@@ -200,6 +188,19 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
         }
         scalar => write_scalar(scalar, out),
     }
+}
+
+fn write_object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    for (i, (key, item)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_scalar(key, out);
+        out.push(b':');
+        write_canonical(item, out);
+    }
+    out.push(b'}');
 }
 
 fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {

@@ -91,3 +91,68 @@ pub(crate) fn through_gate(exec: &Executor, call: Call) -> Value {
         countersign::Outcome::Refused(r) => panic!("{}", r.message),
     }
 }
+
+/// The least any gate of this design does per call, part by part (no pipeline around
+/// them): what `through_gate` could not go below while it keeps these parts.
+pub(crate) mod floor {
+    use super::*;
+    use countersign::{
+        ApprovalPolicy, AuditEvent, AuditKey, Caller, Confirm, Decider, Mode, Reason, Stage,
+    };
+
+    /// Raw text to a JSON value and from it to the typed params: what validation needs
+    /// before any check (the value is kept for the digest and the card).
+    pub(crate) fn parse_twice(raw: &str) -> Lookup {
+        let value: Value = serde_json::from_str(black_box(raw)).unwrap();
+        Lookup::deserialize(&value).unwrap()
+    }
+
+    /// The keyed digest of the canonical arguments.
+    pub(crate) fn keyed_digest(key: &AuditKey, value: &Value) -> countersign::ArgsDigest {
+        key.digest(black_box(value))
+    }
+
+    /// Two audit records as the gate fills them (allowed, then settled), built and
+    /// dropped: every field owned.
+    pub(crate) fn two_records(digest: &countersign::ArgsDigest) {
+        for (seq, event, reason) in [
+            (1u64, AuditEvent::Allowed, Reason::Level(countersign::Level {
+                policy: ApprovalPolicy::None,
+                source: countersign::LevelSource::Declared,
+            })),
+            (2, AuditEvent::Settled, Reason::Verified),
+        ] {
+            black_box(AuditRecord {
+                id: {
+                    let mut id = String::with_capacity(8);
+                    id.push_str("bench-");
+                    id.push(char::from(b'0' + seq as u8));
+                    id
+                },
+                seq,
+                session: "bench".to_owned(),
+                role: "admin".to_owned(),
+                at_ms: 0,
+                call: 1,
+                tool_call_id: "tc_1".to_owned(),
+                caller: Caller::Assistant,
+                action: "read_0".to_owned(),
+                kind: Some(Kind::Read),
+                confirm: Some(Confirm::Unset),
+                policy: Some(ApprovalPolicy::None),
+                mode: Mode::Default,
+                stage: Stage::Verify,
+                event,
+                decided_by: Decider::Policy,
+                outcome: (event == AuditEvent::Settled).then(|| "OK".to_owned()),
+                grant: None,
+                summary: reason.summary(),
+                reason,
+                args_digest: digest.to_hex(),
+                duration_ms: 0,
+                countersignature: None,
+                trace: None,
+            });
+        }
+    }
+}

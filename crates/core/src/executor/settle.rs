@@ -250,7 +250,7 @@ impl ExecutorState {
         self.next_seq += 1;
         let duration = now.saturating_since(trace.started);
         self.audit.record(AuditRecord {
-            id: format!("{}-{seq}", self.config.session_id),
+            id: record_id(&self.config.session_id, seq),
             seq,
             session: self.config.session_id.clone(),
             role: self.config.session.role.clone(),
@@ -365,6 +365,28 @@ impl ExecutorState {
     }
 }
 
+/// A record's id, `{session_id}-{seq}`, written without the formatting machinery (two
+/// of these per call).
+fn record_id(session_id: &str, seq: u64) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = seq;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(session_id.len() + 1 + digits.len() - at);
+    id.push_str(session_id);
+    id.push('-');
+    // Decimal digits are ASCII: this never falls back.
+    id.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+    id
+}
+
 /// The id as a host shows it: at most 64 characters, with control, format and bidi
 /// characters escaped (a look-alike letter stays, for the dock to mark).
 fn shown_id(text: &str) -> String {
@@ -391,4 +413,17 @@ fn escaped(text: &str, max: usize) -> String {
         .take(max)
         .flat_map(char::escape_default)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::record_id;
+
+    #[test]
+    fn record_ids_are_the_session_then_the_seq_in_decimal() {
+        for seq in [0, 1, 9, 10, 12_345, u64::MAX] {
+            assert_eq!(record_id("s-1", seq), format!("s-1-{seq}"));
+        }
+        assert_eq!(record_id("", 7), "-7");
+    }
 }

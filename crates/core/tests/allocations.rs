@@ -1,0 +1,62 @@
+//! How many heap allocations one call costs through the gate, against the handler
+//! called directly from the model's JSON: the gate benchmark's workload, counted
+//! instead of timed. Counts do not depend on the machine's load, so this test can hold
+//! a bound where a timed test could not; the bound is what the gate costs today, so a
+//! change that adds allocations to every call is seen in the change that adds them.
+#![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
+
+#[path = "../benches/gate_workload/mod.rs"]
+mod gate_workload;
+
+use countersign::Call;
+
+/// Allocations (and reallocations) made by `f`, on this thread.
+fn counted(f: impl FnOnce()) -> u64 {
+    allocation_counter::measure(f).count_total
+}
+
+/// The bound: what one call through the gate allocates today. Lower it when the gate
+/// gets leaner; never raise it without saying why in BENCHMARKS.md.
+const MAX_GATE_ALLOCATIONS: u64 = 200;
+
+#[test]
+fn a_call_through_the_gate_allocates_a_bounded_amount() {
+    let (exec, _regs, records) = gate_workload::executor(1);
+    // One call first, so lazily built state (the action's schema) is not counted.
+    gate_workload::through_gate(&exec, Call::new("tc_0", "read_0", gate_workload::RAW));
+    let direct = counted(|| {
+        gate_workload::direct_from_json(gate_workload::RAW).unwrap();
+    });
+    let call = Call::new("tc_1", "read_0", gate_workload::RAW);
+    let before = records.get();
+    let gate = counted(|| {
+        gate_workload::through_gate(&exec, call);
+    });
+    println!("allocations per call: direct {direct}, through the gate {gate}");
+    assert_eq!(records.get() - before, 2, "allowed and settled, nothing else");
+    assert!(direct > 0, "the counter counts");
+    assert!(
+        gate <= MAX_GATE_ALLOCATIONS,
+        "one call through the gate allocated {gate} times (bound {MAX_GATE_ALLOCATIONS})"
+    );
+}
+
+#[test]
+fn tmp_breakdown() {
+    use countersign::{Step, Timestamp};
+    let (exec, _regs, _records) = gate_workload::executor(1);
+    gate_workload::through_gate(&exec, Call::new("tc_0", "read_0", gate_workload::RAW));
+    let now = Timestamp::from_millis(0);
+    let call = Call::new("tc_1", "read_0", gate_workload::RAW);
+    let mut step = None;
+    let a = counted(|| step = Some(exec.submit(call, now).unwrap()));
+    let Some(Step::Perform(job)) = step else { panic!() };
+    let mut fut = None;
+    let b = counted(|| fut = Some(job.run()));
+    let mut done = None;
+    let c = counted(|| done = Some(gate_workload::ready(fut.take().unwrap())));
+    let mut settled = None;
+    let d = counted(|| settled = Some(exec.complete(done.take().unwrap(), now).unwrap()));
+    let e = counted(|| drop(exec.drain_settled()));
+    println!("submit {a} run {b} poll {c} complete {d} drain {e}");
+}
