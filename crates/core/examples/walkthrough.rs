@@ -230,7 +230,11 @@ fn expect_card(step: Step) -> countersign::ApprovalRequest {
 
 fn perform(exec: &Executor, step: Step, now: Timestamp) -> Settled {
     match step {
-        Step::Perform(job) => exec.complete(pollster::block_on(job.run()), now).unwrap(),
+        Step::Perform(job) => {
+            let call = job.call();
+            exec.complete(pollster::block_on(job.run()), now);
+            exec.settlement(call).expect("the run settled the call")
+        }
         other => settled(other),
     }
 }

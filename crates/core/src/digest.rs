@@ -18,9 +18,9 @@ impl ArgsDigest {
     /// sorted, no insignificant whitespace), so `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }`
     /// have one digest.
     pub fn of_value(value: &Value) -> Self {
-        let mut canonical = Vec::with_capacity(64);
-        write_canonical(value, &mut canonical);
-        Self::of_bytes(&canonical)
+        let mut hasher = Sha256::new();
+        write_canonical(value, &mut hasher);
+        Self(hasher.finalize().into())
     }
 
     /// The digest of raw arguments: canonical when they parse as JSON, the bytes as
@@ -106,9 +106,9 @@ impl AuditKey {
     /// The keyed digest of parsed arguments, over the same canonical form as
     /// [`ArgsDigest::of_value`].
     pub fn digest(&self, value: &Value) -> ArgsDigest {
-        let mut canonical = Vec::with_capacity(64);
-        write_canonical(value, &mut canonical);
-        self.digest_bytes(&canonical)
+        let mut hasher = self.0.clone();
+        write_canonical(value, &mut hasher);
+        ArgsDigest(hasher.finalize().into())
     }
 
     /// The keyed digest of raw arguments: canonical when they parse, the bytes otherwise.
@@ -167,7 +167,8 @@ fn nibble(c: u8) -> Result<u8, BadDigest> {
 
 // serde_json's map order depends on its `preserve_order` feature, which another crate in
 // the build may switch on; sorting here keeps the digest stable whatever the features.
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+// The canonical text goes straight into the hasher: it is never held whole.
+fn write_canonical(value: &Value, out: &mut Sha256) {
     match value {
         // Already in order (the default map is sorted): written as it is, no sort.
         Value::Object(map) if map.keys().is_sorted() => write_object(map.iter(), out),
@@ -177,34 +178,34 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             write_object(entries.into_iter(), out);
         }
         Value::Array(items) => {
-            out.push(b'[');
+            out.update(b"[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    out.update(b",");
                 }
                 write_canonical(item, out);
             }
-            out.push(b']');
+            out.update(b"]");
         }
         scalar => write_scalar(scalar, out),
     }
 }
 
-fn write_object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
-    out.push(b'{');
+fn write_object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Sha256) {
+    out.update(b"{");
     for (i, (key, item)) in entries.enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.update(b",");
         }
         write_scalar(key, out);
-        out.push(b':');
+        out.update(b":");
         write_canonical(item, out);
     }
-    out.push(b'}');
+    out.update(b"}");
 }
 
-fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
-    // Serialising a string, number, bool or null into a Vec cannot fail.
+fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Sha256) {
+    // Serialising a string, number, bool or null into a hasher cannot fail.
     let _ = serde_json::to_writer(out, value);
 }
 

@@ -41,22 +41,3 @@ fn a_call_through_the_gate_allocates_a_bounded_amount() {
     );
 }
 
-#[test]
-fn tmp_breakdown() {
-    use countersign::{Step, Timestamp};
-    let (exec, _regs, _records) = gate_workload::executor(1);
-    gate_workload::through_gate(&exec, Call::new("tc_0", "read_0", gate_workload::RAW));
-    let now = Timestamp::from_millis(0);
-    let call = Call::new("tc_1", "read_0", gate_workload::RAW);
-    let mut step = None;
-    let a = counted(|| step = Some(exec.submit(call, now).unwrap()));
-    let Some(Step::Perform(job)) = step else { panic!() };
-    let mut fut = None;
-    let b = counted(|| fut = Some(job.run()));
-    let mut done = None;
-    let c = counted(|| done = Some(gate_workload::ready(fut.take().unwrap())));
-    let mut settled = None;
-    let d = counted(|| settled = Some(exec.complete(done.take().unwrap(), now).unwrap()));
-    let e = counted(|| drop(exec.drain_settled()));
-    println!("submit {a} run {b} poll {c} complete {d} drain {e}");
-}

@@ -284,7 +284,7 @@ fn a_call_settled_while_its_token_is_minted_never_runs() {
     assert_eq!(ended.len(), 1);
     let _ = release.send(());
     let completion = pollster::block_on(job.run());
-    assert!(w.exec.complete(completion, at(7)).is_none());
+    assert!(!w.exec.complete(completion, at(7)));
     assert!(w.runs().is_empty(), "ran after the call had ended");
     assert_eq!(w.terminal(card.call).len(), 1);
 }

@@ -421,9 +421,11 @@ impl Executor {
             .unwrap_or_default()
     }
 
-    /// Hands back a finished job: verifies and settles the call. `None` if the call was
-    /// already settled (e.g. by [`Executor::shutdown`]) or the executor is busy.
-    pub fn complete(&self, mut completion: Completion, now: Timestamp) -> Option<Settled> {
+    /// Hands back a finished job: verifies and settles the call. Its settlement is
+    /// queued for [`Executor::drain_settled`], like every other (read it before then
+    /// with [`Executor::settlement`]). `false` if the call was already settled (e.g. by
+    /// [`Executor::shutdown`]) or the executor is busy.
+    pub fn complete(&self, mut completion: Completion, now: Timestamp) -> bool {
         completion.guard.armed = false;
         let call = completion.guard.call;
         let executor = completion.guard.executor;
@@ -432,11 +434,9 @@ impl Executor {
             Err(countersign::RunError::Failed(String::new())),
         );
         let settled = self
-            .with(|state| (state.executor == executor).then(|| state.complete(call, result, now)))
-            .ok()
-            .flatten()
-            .flatten();
-        if settled.is_none() {
+            .with(|state| state.executor == executor && state.complete(call, result, now))
+            .unwrap_or(false);
+        if !settled {
             // Not handed back after all: the drop settles it instead of hanging.
             completion.guard.armed = true;
         }
@@ -612,6 +612,12 @@ impl Executor {
         now: crate::Timestamp,
     ) -> Result<u64, Reentered> {
         self.with(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
+    }
+
+    /// The settlement of `call`, while it is queued (until [`Executor::drain_settled`]):
+    /// a copy, for a host that wants one call's outcome before it drains them all.
+    pub fn settlement(&self, call: CallId) -> Option<Settled> {
+        self.read(|state| state.last_settled_for(call).ok())
     }
 
     /// Every settlement since the last drain, in order: the one place a host needs to

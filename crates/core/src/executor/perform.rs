@@ -20,11 +20,13 @@ impl ExecutorState {
         call: CallId,
         result: Result<Value, RunError>,
         now: Timestamp,
-    ) -> Option<Settled> {
+    ) -> bool {
         let now = self.tick(now);
-        let live = self.live.get(&call)?;
+        let Some(live) = self.live.get(&call) else {
+            return false;
+        };
         if !matches!(live.state, LiveState::Performing) {
-            return None;
+            return false;
         }
         match result {
             Err(RunError::Failed(e)) => self.settle_stop(
@@ -39,7 +41,7 @@ impl ExecutorState {
             ),
             Ok(output) => self.verify_run(call, output, now),
         }
-        self.last_settled_for(call).ok()
+        !self.live.contains_key(&call)
     }
 
     /// A job or completion was dropped before `complete`.

@@ -115,8 +115,9 @@ pub fn at(ms: u64) -> Timestamp {
 }
 
 pub fn finish(exec: &Executor, completion: Completion, now: u64) -> Settled {
-    exec.complete(completion, at(now))
-        .expect("the call was live")
+    let call = completion.call();
+    assert!(exec.complete(completion, at(now)), "the call was live");
+    exec.settlement(call).expect("its settlement is queued")
 }
 
 /// Runs a `Perform` step to its settlement; returns other steps' settlement if terminal.
