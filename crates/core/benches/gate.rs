@@ -15,9 +15,7 @@ use std::hint::black_box;
 
 use countersign::Call;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use gate_workload::{
-    direct_from_json, executor, floor, handler, ready, through_gate, Lookup, RAW,
-};
+use gate_workload::{direct_from_json, executor, floor, handler, ready, through_gate, Lookup, RAW};
 
 fn gate_per_call(c: &mut Criterion) {
     let (exec, _regs, _records) = executor(1);
@@ -45,6 +43,7 @@ fn gate_floor(c: &mut Criterion) {
     let key = countersign::AuditKey::new([5; 32]);
     let value: serde_json::Value = serde_json::from_str(RAW).unwrap();
     let digest = key.digest(&value);
+    let names = ("bench".into(), "admin".into());
     let mut group = c.benchmark_group("gate_floor");
     group.bench_function("parse_to_value_then_params", |b| {
         b.iter(|| floor::parse_twice(black_box(RAW)))
@@ -53,7 +52,7 @@ fn gate_floor(c: &mut Criterion) {
         b.iter(|| floor::keyed_digest(&key, &value))
     });
     group.bench_function("two_records", |b| {
-        b.iter(|| floor::two_records(black_box(&digest)))
+        b.iter(|| floor::two_records(&names, black_box(&digest)))
     });
     group.finish();
 }

@@ -1,7 +1,9 @@
 //! Audit records: one per decision, arguments only as a digest.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -86,10 +88,10 @@ pub struct AuditRecord {
     pub id: String,
     /// The record's position in this executor's trail, from 1.
     pub seq: u64,
-    /// The executor's session id.
-    pub session: String,
-    /// The session's role.
-    pub role: String,
+    /// The executor's session id (shared by every record of the session).
+    pub session: Arc<str>,
+    /// The session's role (shared by every record of the session).
+    pub role: Arc<str>,
     /// When, in the host's milliseconds.
     pub at_ms: u64,
     /// The executor's call id.
@@ -119,16 +121,17 @@ pub struct AuditRecord {
     /// Who decided.
     pub decided_by: Decider,
     /// `OK` or a refusal code, on the terminal `settled` record only.
-    pub outcome: Option<String>,
+    pub outcome: Option<Cow<'static, str>>,
     /// The rule that decided (typed; never the arguments themselves).
     pub reason: Reason,
     /// The grant that allowed the call or that the person made, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<GrantId>,
     /// The reason in words, for people reading the trail (derived from `reason`).
-    pub summary: String,
-    /// The keyed SHA-256 of the canonical arguments under the session's [`crate::AuditKey`].
-    pub args_digest: String,
+    pub summary: Cow<'static, str>,
+    /// The keyed SHA-256 of the canonical arguments under the session's
+    /// [`crate::AuditKey`]; 64 lowercase hex digits in JSON.
+    pub args_digest: crate::ArgsDigest,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
     /// The id (`jti`) of the countersignature minted, on `countersigned` records only.

@@ -5,6 +5,8 @@
 //! summary are all derived from it, so they cannot disagree. A reason never holds text
 //! the model wrote: audit records store it as it is.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use crate::mode::Mode;
@@ -585,15 +587,21 @@ impl Reason {
 
     /// A sentence for people reading the trail. It never holds argument text, so the
     /// audit can keep it beside the arguments' digest.
-    pub fn summary(&self) -> String {
+    pub fn summary(&self) -> Cow<'static, str> {
         use Reason as R;
+        // Most summaries are fixed text, borrowed; the rest are written out.
+        macro_rules! written {
+            ($($arg:tt)*) => {
+                Cow::Owned(format!($($arg)*))
+            };
+        }
         match self {
             R::UnknownAction => "no action has this id".into(),
             R::ToolCallIdTooLong => "the tool call id was too long".into(),
             R::InvalidArguments => "the arguments did not validate".into(),
-            R::ScopeMissing { scope } => format!("the role lacks the scope `{scope}`"),
+            R::ScopeMissing { scope } => written!("the role lacks the scope `{scope}`"),
             R::PolicyFileBroken { line } => {
-                format!("the policy file is broken (line {line}); only reversals run")
+                written!("the policy file is broken (line {line}); only reversals run")
             }
             R::Unavailable => "the action's availability check said no".into(),
             R::Unregistered => "the action was removed from the page".into(),
@@ -602,11 +610,11 @@ impl Reason {
                 first_seq,
                 last_seq,
                 unconfirmed,
-            } => format!(
+            } => written!(
                 "records {first_seq}–{last_seq} were pushed out of the page's trail before the gateway acknowledged them ({unconfirmed} of them had been sent without an answer)"
             ),
             R::TooManyLive { caller } => {
-                format!("the agent ({caller}) already has its share of calls waiting")
+                written!("the agent ({caller}) already has its share of calls waiting")
             }
             R::Level(Level {
                 policy: ApprovalPolicy::None,
@@ -614,30 +622,31 @@ impl Reason {
             }) => "no approval needed, by the declaration".into(),
             R::Level(level) => {
                 let from = match &level.source {
-                    LevelSource::Declared => "the declaration".to_owned(),
+                    LevelSource::Declared => Cow::Borrowed("the declaration"),
                     LevelSource::RoleOverride { role, line } => {
-                        format!("the policy file's override for role `{role}` (line {line})")
+                        written!("the policy file's override for role `{role}` (line {line})")
                     }
                     LevelSource::BrokenFileFallback { last_good: true } => {
-                        "the last policy file that loaded (a reversal under a broken file)"
-                            .to_owned()
+                        Cow::Borrowed(
+                            "the last policy file that loaded (a reversal under a broken file)",
+                        )
                     }
                     LevelSource::BrokenFileFallback { last_good: false } => {
-                        "the broken-file rule: a reversal is asked every time".to_owned()
+                        Cow::Borrowed("the broken-file rule: a reversal is asked every time")
                     }
                 };
                 match level.policy {
-                    ApprovalPolicy::None => format!("no approval needed, by {from}"),
-                    policy => format!("level `{}` asks a person, by {from}", policy.as_str()),
+                    ApprovalPolicy::None => written!("no approval needed, by {from}"),
+                    policy => written!("level `{}` asks a person, by {from}", policy.as_str()),
                 }
             }
             R::ClassifierAsked => "the action's classifier asked for a person".into(),
             R::ClassifierDenied => "the action's classifier denied these arguments".into(),
-            R::Grant { grant } => format!("covered by grant {}", grant.0),
+            R::Grant { grant } => written!("covered by grant {}", grant.0),
             R::ModeAllowed { mode } => {
-                format!("allowed without asking: `{}` mode", mode.as_str())
+                written!("allowed without asking: `{}` mode", mode.as_str())
             }
-            R::ModeRefused { mode } => format!(
+            R::ModeRefused { mode } => written!(
                 "it needs a person and the session is in `{}` mode",
                 mode.as_str()
             ),
@@ -646,7 +655,7 @@ impl Reason {
             R::Answered => "the person answered the question".into(),
             R::QuestionDeclined => "the person declined to answer".into(),
             R::Rewritten { to: Some(to) } => {
-                format!("the action rewrote the call; `{to}` runs instead")
+                written!("the action rewrote the call; `{to}` runs instead")
             }
             R::Rewritten { to: None } => {
                 "the action rewrote the call to an action that is not registered".into()
@@ -657,35 +666,35 @@ impl Reason {
                 "the person allowed it once, with \"allow all in this batch\"".into()
             }
             R::Granted { grant } => {
-                format!("the person allowed it for the session (grant {})", grant.0)
+                written!("the person allowed it for the session (grant {})", grant.0)
             }
             R::SecondQuestion => "the action asks a second, differently worded question".into(),
             R::StaleCard { changed } => {
                 let what: Vec<&str> = changed.iter().map(|c| c.as_str()).collect();
-                format!(
+                written!(
                     "the card changed before it was approved ({}); asked again",
                     what.join(", ")
                 )
             }
             R::CardKeptChanging => "the card kept changing before it was approved".into(),
             R::Declined => "the person declined".into(),
-            R::Withdrawn { caller } => format!("the caller ({caller}) withdrew the call"),
+            R::Withdrawn { caller } => written!("the caller ({caller}) withdrew the call"),
             R::Restored => "waiting when the page reloaded; brought back and asked again".into(),
-            R::SyntheticGesture { control } => format!(
+            R::SyntheticGesture { control } => written!(
                 "`{}` was pressed by a script, not a person; refused",
                 control.as_str()
             ),
-            R::NotRestored { why, .. } => format!(
+            R::NotRestored { why, .. } => written!(
                 "waiting when the page reloaded; not brought back: {}",
                 why.as_str()
             ),
             R::EditedInto { call } => {
-                format!(
+                written!(
                     "the person edited the arguments; continued as call {}",
                     call.get()
                 )
             }
-            R::EditedFrom { call, changed } => format!(
+            R::EditedFrom { call, changed } => written!(
                 "the person's edit of call {} ({}); asked again",
                 call.get(),
                 changed.join(", ")
@@ -696,7 +705,7 @@ impl Reason {
                 "its backend checks a person's countersignature, so it is always asked".into()
             }
             R::OutsideCaller { caller } => {
-                format!("asked for by an agent outside the page ({caller}), so a person is asked")
+                written!("asked for by an agent outside the page ({caller}), so a person is asked")
             }
             R::NotCountersigned => {
                 "approved, but no countersignature could be minted; it did not run".into()
@@ -709,7 +718,7 @@ impl Reason {
             R::HandoffTimeout => "the handoff timed out".into(),
             R::HandoffCompleted => "the person did the step and its expectation holds".into(),
             R::HandoffFailed => "the handoff's expectation did not hold".into(),
-            R::HookReentered { hook } => format!(
+            R::HookReentered { hook } => written!(
                 "the action's `{}` hook called back into the executor",
                 hook.as_str()
             ),

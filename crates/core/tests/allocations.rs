@@ -33,11 +33,14 @@ fn a_call_through_the_gate_allocates_a_bounded_amount() {
         gate_workload::through_gate(&exec, call);
     });
     println!("allocations per call: direct {direct}, through the gate {gate}");
-    assert_eq!(records.get() - before, 2, "allowed and settled, nothing else");
+    assert_eq!(
+        records.get() - before,
+        2,
+        "allowed and settled, nothing else"
+    );
     assert!(direct > 0, "the counter counts");
     assert!(
         gate <= MAX_GATE_ALLOCATIONS,
         "one call through the gate allocated {gate} times (bound {MAX_GATE_ALLOCATIONS})"
     );
 }
-

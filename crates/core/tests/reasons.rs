@@ -89,7 +89,7 @@ fn every_reason_names_its_stage_code_and_hint() {
     let policy_denied: Vec<String> = table
         .iter()
         .filter(|row| row.2 == Some(C::PolicyDenied))
-        .map(|row| row.0.summary())
+        .map(|row| row.0.summary().into_owned())
         .collect();
     let mut unique = policy_denied.clone();
     unique.dedup();

@@ -114,13 +114,20 @@ pub(crate) mod floor {
     }
 
     /// Two audit records as the gate fills them (allowed, then settled), built and
-    /// dropped: every field owned.
-    pub(crate) fn two_records(digest: &countersign::ArgsDigest) {
+    /// dropped: the session's names shared, the call's own text copied.
+    pub(crate) fn two_records(
+        names: &(std::sync::Arc<str>, std::sync::Arc<str>),
+        digest: &countersign::ArgsDigest,
+    ) {
         for (seq, event, reason) in [
-            (1u64, AuditEvent::Allowed, Reason::Level(countersign::Level {
-                policy: ApprovalPolicy::None,
-                source: countersign::LevelSource::Declared,
-            })),
+            (
+                1u64,
+                AuditEvent::Allowed,
+                Reason::Level(countersign::Level {
+                    policy: ApprovalPolicy::None,
+                    source: countersign::LevelSource::Declared,
+                }),
+            ),
             (2, AuditEvent::Settled, Reason::Verified),
         ] {
             black_box(AuditRecord {
@@ -131,8 +138,8 @@ pub(crate) mod floor {
                     id
                 },
                 seq,
-                session: "bench".to_owned(),
-                role: "admin".to_owned(),
+                session: std::sync::Arc::clone(&names.0),
+                role: std::sync::Arc::clone(&names.1),
                 at_ms: 0,
                 call: 1,
                 tool_call_id: "tc_1".to_owned(),
@@ -145,11 +152,11 @@ pub(crate) mod floor {
                 stage: Stage::Verify,
                 event,
                 decided_by: Decider::Policy,
-                outcome: (event == AuditEvent::Settled).then(|| "OK".to_owned()),
+                outcome: (event == AuditEvent::Settled).then(|| "OK".into()),
                 grant: None,
                 summary: reason.summary(),
                 reason,
-                args_digest: digest.to_hex(),
+                args_digest: *digest,
                 duration_ms: 0,
                 countersignature: None,
                 trace: None,

@@ -37,7 +37,7 @@ impl ExecutorState {
         // Like every hook: a check that calls back into the executor is not trusted.
         let answer = self
             .hook(crate::reason::Hook::Validate, || (question.check)(&value))
-            .map_err(|stop| AnswerError::Invalid(stop.reason.summary()))?
+            .map_err(|stop| AnswerError::Invalid(stop.reason.summary().into_owned()))?
             .map_err(AnswerError::Invalid)?;
         let receipt = Receipt {
             action: meta.id.clone(),

@@ -102,6 +102,9 @@ pub(crate) struct ExecutorState {
     pub(crate) executor: u64,
     pub(crate) policy: PolicyState,
     pub(crate) config: Config,
+    /// The session id and role every audit record carries, shared instead of copied.
+    pub(crate) session_id: std::sync::Arc<str>,
+    pub(crate) role: std::sync::Arc<str>,
     pub(crate) registry: Registry,
     pub(crate) live: BTreeMap<CallId, Live>,
     pub(crate) grants: Vec<Grant>,
@@ -140,6 +143,8 @@ impl ExecutorState {
         Self {
             executor,
             policy: PolicyState::Declared,
+            session_id: config.session_id.as_str().into(),
+            role: config.session.role.as_str().into(),
             config,
             registry: Registry::new(),
             live: BTreeMap::new(),

@@ -280,8 +280,8 @@ fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
     Ok(AuditRecord {
         id: format!("{}-countersigned-{}", claims.session, claims.jti),
         seq: 0,
-        session: claims.session.clone(),
-        role: claims.role.clone(),
+        session: claims.session.as_str().into(),
+        role: claims.role.as_str().into(),
         at_ms,
         call: claims.call,
         tool_call_id: claims.tool_call_id.clone(),
@@ -298,7 +298,9 @@ fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
         summary: reason.summary(),
         grant,
         reason,
-        args_digest: claims.args_sha256.clone(),
+        // Checked as 64 lowercase hex digits when the request came in.
+        args_digest: countersign::ArgsDigest::try_from(claims.args_sha256.clone())
+            .map_err(|_| ApiError::new(ErrorCode::InvalidRequest, "`args_sha256` is invalid"))?,
         duration_ms: 0,
         countersignature: Some(claims.jti.clone()),
         trace: None,
