@@ -395,6 +395,7 @@ where
             confirm: self.confirm,
             policy,
             scope: self.scope.clone(),
+            plain: crate::schema_check::Plain::compile(&schema),
             schema,
             handoff: self.handoff.clone(),
             reversal: self.reversal,
@@ -450,6 +451,8 @@ pub(crate) struct ActionMeta {
     pub(crate) policy: ApprovalPolicy,
     pub(crate) scope: Option<String>,
     pub(crate) schema: Value,
+    /// `schema` compiled for the check every call makes.
+    pub(crate) plain: crate::schema_check::Plain,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) reversal: bool,
     pub(crate) confirm_twice: bool,
@@ -515,7 +518,9 @@ where
         let params: P = crate::arguments::into_params(args)?;
         // INVARIANT: a field the model was not shown is refused in every serde shape
         // (tagged and untagged enums, flatten), not only where serde notices it.
-        if let Some(why) = crate::schema_check::misfit(&self.meta.schema, args) {
+        if let Some(why) =
+            crate::schema_check::misfit_compiled(&self.meta.plain, &self.meta.schema, args)
+        {
             return Err(why);
         }
         if let Some(check) = &self.action.validator {

@@ -39,6 +39,19 @@ pub(crate) fn misfit(schema: &Value, value: &Value) -> Option<String> {
     if plain_fits(schema, value) == Some(true) {
         return None;
     }
+    full_misfit(schema, value)
+}
+
+/// [`misfit`] for an action's params, whose schema was compiled once at registration:
+/// the same answer, without looking keys up by name on every call.
+pub(crate) fn misfit_compiled(plain: &Plain, schema: &Value, value: &Value) -> Option<String> {
+    if plain.fits(value) == Some(true) {
+        return None;
+    }
+    full_misfit(schema, value)
+}
+
+fn full_misfit(schema: &Value, value: &Value) -> Option<String> {
     let mut path = String::new();
     match check(
         schema,
@@ -120,6 +133,185 @@ fn plain_fits(schema: &Value, value: &Value) -> Option<bool> {
             Some(true)
         }
         _ => Some(true),
+    }
+}
+
+/// A schema compiled for [`plain_fits`]'s question, asked once per call: each rule read
+/// from the schema once, at registration, instead of looked up by name on every call.
+/// It answers exactly as [`plain_fits`] does (a test holds the two together).
+#[derive(Clone, Debug)]
+pub(crate) enum Plain {
+    /// Not an object: anything fits but `false`.
+    Bool(bool),
+    /// Alternatives or references: the full check decides.
+    Complex,
+    /// An object schema without alternatives.
+    Node(Box<PlainNode>),
+}
+
+/// One object schema's rules, as [`plain_fits`] reads them.
+#[derive(Clone, Debug)]
+pub(crate) struct PlainNode {
+    /// `const`, if any.
+    constant: Option<Value>,
+    /// `enum`, if an array.
+    options: Option<Vec<Value>>,
+    /// The JSON types `type` allows, as a bit set ([`type_bit`]); all when it names none.
+    types: u8,
+    /// `properties`, if an object.
+    properties: Option<Vec<(String, Plain)>>,
+    /// `additionalProperties`, unless absent or `false`.
+    extra: Option<Plain>,
+    /// Whether the schema has a `required` key at all.
+    has_required: bool,
+    /// The names in `required`, if an array.
+    required: Vec<String>,
+    /// Whether it has `prefixItems` (arrays then go to the full check).
+    prefix_items: bool,
+    /// `items`, if any.
+    items: Option<Plain>,
+}
+
+const ALL_TYPES: u8 = 0x7f;
+
+/// The bit of one JSON Schema type name; every bit for a name it does not know.
+fn type_bit(name: &str) -> u8 {
+    match name {
+        "object" => 1,
+        "array" => 2,
+        "string" => 4,
+        "boolean" => 8,
+        "null" => 16,
+        "integer" => 32,
+        "number" => 64,
+        _ => ALL_TYPES,
+    }
+}
+
+/// The bits of the types `value` counts as (an integer is a number too).
+fn value_bits(value: &Value) -> u8 {
+    match value {
+        Value::Object(_) => 1,
+        Value::Array(_) => 2,
+        Value::String(_) => 4,
+        Value::Bool(_) => 8,
+        Value::Null => 16,
+        Value::Number(n) if n.is_i64() || n.is_u64() => 32 | 64,
+        Value::Number(_) => 64,
+    }
+}
+
+impl Plain {
+    /// Compiles a schema (or a sub-schema).
+    pub(crate) fn compile(schema: &Value) -> Self {
+        let Some(object) = schema.as_object() else {
+            return Plain::Bool(*schema != Value::Bool(false));
+        };
+        if ["allOf", "anyOf", "oneOf", "$ref", "patternProperties"]
+            .iter()
+            .any(|k| object.contains_key(*k))
+        {
+            return Plain::Complex;
+        }
+        let types = match object.get("type") {
+            Some(Value::String(name)) => type_bit(name),
+            Some(Value::Array(names)) => names
+                .iter()
+                .filter_map(Value::as_str)
+                .fold(0, |bits, name| bits | type_bit(name)),
+            _ => ALL_TYPES,
+        };
+        Plain::Node(Box::new(PlainNode {
+            constant: object.get("const").cloned(),
+            options: object.get("enum").and_then(Value::as_array).cloned(),
+            types,
+            properties: object
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|p| {
+                    let mut declared: Vec<(String, Plain)> = p
+                        .iter()
+                        .map(|(name, sub)| (name.clone(), Plain::compile(sub)))
+                        .collect();
+                    // Sorted for the binary search, whatever order the map keeps.
+                    declared.sort_by(|a, b| a.0.cmp(&b.0));
+                    declared
+                }),
+            extra: object
+                .get("additionalProperties")
+                .filter(|e| **e != Value::Bool(false))
+                .map(Plain::compile),
+            has_required: object.contains_key("required"),
+            required: object
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            prefix_items: object.contains_key("prefixItems"),
+            items: object.get("items").map(Plain::compile),
+        }))
+    }
+
+    /// What [`plain_fits`] answers for the schema this was compiled from.
+    pub(crate) fn fits(&self, value: &Value) -> Option<bool> {
+        let node = match self {
+            Plain::Bool(fits) => return Some(*fits),
+            Plain::Complex => return None,
+            Plain::Node(node) => node,
+        };
+        if node.constant.as_ref().is_some_and(|c| c != value)
+            || node.options.as_ref().is_some_and(|o| !o.contains(value))
+            || node.types & value_bits(value) == 0
+        {
+            return Some(false);
+        }
+        match value {
+            Value::Object(fields) => {
+                let properties = node.properties.as_deref();
+                if properties.is_none() && node.extra.is_none() && !node.has_required {
+                    return Some(true);
+                }
+                if node.required.iter().any(|n| !fields.contains_key(n)) {
+                    return Some(false);
+                }
+                for (key, item) in fields {
+                    let declared = properties.and_then(|p| {
+                        p.binary_search_by(|(name, _)| name.as_str().cmp(key.as_str()))
+                            .ok()
+                            .and_then(|at| p.get(at))
+                            .map(|(_, sub)| sub)
+                    });
+                    let Some(sub) = declared.or(node.extra.as_ref()) else {
+                        return Some(false);
+                    };
+                    if !sub.fits(item)? {
+                        return Some(false);
+                    }
+                }
+                Some(true)
+            }
+            Value::Array(items) => {
+                if node.prefix_items {
+                    return None;
+                }
+                let Some(sub) = &node.items else {
+                    return Some(true);
+                };
+                for item in items {
+                    if !sub.fits(item)? {
+                        return Some(false);
+                    }
+                }
+                Some(true)
+            }
+            _ => Some(true),
+        }
     }
 }
 
@@ -355,5 +547,169 @@ fn fits_scalar(schema: &Value, value: &Value) -> bool {
         Some(Value::String(name)) => fits(name),
         Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).any(fits),
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::collection::{btree_map, vec};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn object(entries: std::collections::BTreeMap<String, Value>) -> Value {
+        Value::Object(entries.into_iter().collect())
+    }
+
+    /// Arguments: small, with keys a schema below may or may not declare.
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-3i64..3).prop_map(|n| json!(n)),
+            Just(json!(1.5)),
+            "[ab]{0,1}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 3, |inner| {
+            prop_oneof![
+                vec(inner.clone(), 0..3).prop_map(Value::Array),
+                btree_map("[a-c]", inner, 0..3).prop_map(object),
+            ]
+        })
+    }
+
+    /// Schemas built from the keywords both checks read, alternatives and all.
+    fn schema() -> impl Strategy<Value = Value> {
+        let types = prop_oneof![
+            Just(json!("object")),
+            Just(json!("array")),
+            Just(json!("string")),
+            Just(json!("boolean")),
+            Just(json!("null")),
+            Just(json!("integer")),
+            Just(json!("number")),
+            Just(json!("strange")),
+            Just(json!(["string", "null"])),
+            Just(json!([])),
+            Just(json!([7])),
+        ];
+        let leaf = prop_oneof![
+            Just(json!(true)),
+            Just(json!(false)),
+            Just(json!({})),
+            Just(json!(3)),
+            types.prop_map(|t| json!({ "type": t })),
+            value().prop_map(|v| json!({ "const": v })),
+            vec(value(), 0..3).prop_map(|o| json!({ "enum": o })),
+            Just(json!({ "enum": "not an array" })),
+            Just(json!({ "$ref": "#/$defs/x" })),
+        ];
+        leaf.prop_recursive(3, 32, 3, |inner| {
+            prop_oneof![
+                (
+                    proptest::option::of(btree_map("[a-c]", inner.clone(), 0..3)),
+                    proptest::option::of(prop_oneof![
+                        vec("[a-c]", 0..3).prop_map(|r| json!(r)),
+                        Just(json!("a")),
+                        Just(json!([1])),
+                    ]),
+                    proptest::option::of(inner.clone()),
+                    any::<bool>(),
+                )
+                    .prop_map(|(properties, required, extra, typed)| {
+                        let mut s = serde_json::Map::new();
+                        if typed {
+                            s.insert("type".into(), json!("object"));
+                        }
+                        if let Some(p) = properties {
+                            s.insert("properties".into(), object(p));
+                        }
+                        if let Some(r) = required {
+                            s.insert("required".into(), r);
+                        }
+                        if let Some(e) = extra {
+                            s.insert("additionalProperties".into(), e);
+                        }
+                        Value::Object(s)
+                    }),
+                (proptest::option::of(inner.clone()), any::<bool>()).prop_map(|(items, prefix)| {
+                    let mut s = serde_json::Map::new();
+                    if let Some(i) = items {
+                        s.insert("items".into(), i);
+                    }
+                    if prefix {
+                        s.insert("prefixItems".into(), json!([]));
+                    }
+                    Value::Object(s)
+                }),
+                vec(inner, 1..3).prop_map(|alts| json!({ "anyOf": alts })),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        #[test]
+        fn a_compiled_schema_answers_as_the_schema_itself(schema in schema(), value in value()) {
+            prop_assert_eq!(Plain::compile(&schema).fits(&value), plain_fits(&schema, &value));
+        }
+    }
+
+    #[test]
+    fn every_type_name_against_every_kind_of_value_answers_as_the_schema() {
+        let names = [
+            "object", "array", "string", "boolean", "null", "integer", "number", "strange",
+        ];
+        let values = [
+            json!({}),
+            json!([]),
+            json!("s"),
+            json!(true),
+            json!(null),
+            json!(2),
+            json!(-2),
+            json!(u64::MAX),
+            json!(2.5),
+        ];
+        for name in names {
+            for other in names {
+                for types in [json!(name), json!([name, other])] {
+                    let schema = json!({ "type": types });
+                    for value in &values {
+                        assert_eq!(
+                            Plain::compile(&schema).fits(value),
+                            plain_fits(&schema, value),
+                            "{schema} {value}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_compiled_check_refuses_what_the_schema_refuses() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "key": { "type": "string" }, "n": { "type": "integer" } },
+            "required": ["key"]
+        });
+        let plain = Plain::compile(&schema);
+        for (value, fits) in [
+            (json!({ "key": "k" }), true),
+            (json!({ "key": "k", "n": 2 }), true),
+            (json!({ "key": "k", "n": 2.5 }), false),
+            (json!({ "key": "k", "confirmed": true }), false),
+            (json!({ "n": 2 }), false),
+            (json!(["k"]), false),
+        ] {
+            assert_eq!(plain.fits(&value), Some(fits), "{value}");
+            assert_eq!(
+                misfit_compiled(&plain, &schema, &value).is_none(),
+                fits,
+                "{value}"
+            );
+        }
     }
 }
