@@ -96,13 +96,14 @@ pub struct AuditRecord {
     pub at_ms: u64,
     /// The executor's call id.
     pub call: u64,
-    /// The model's tool call id (truncated to 128 chars).
-    pub tool_call_id: String,
+    /// The model's tool call id (truncated to 128 chars; shared by the call's records).
+    pub tool_call_id: Arc<str>,
     /// Who asked: omitted for the page's own assistant.
     #[serde(default, skip_serializing_if = "crate::Caller::is_assistant")]
     pub caller: crate::Caller,
-    /// The action id as asked (truncated and escaped if hostile).
-    pub action: String,
+    /// The action id as asked (truncated and escaped if hostile; shared by the call's
+    /// records).
+    pub action: Arc<str>,
     /// The action's kind, once resolved.
     pub kind: Option<Kind>,
     /// The declaration's confirm override, once resolved (`off` is recorded as such).

@@ -410,7 +410,7 @@ fn every_record_of_a_traced_call_carries_its_trace_and_no_other_does() {
         .audit
         .records()
         .iter()
-        .filter(|r| r.tool_call_id == "t-2")
+        .filter(|r| &*r.tool_call_id == "t-2")
         .all(|r| r.trace.as_deref() == Some(TRACE)));
     let plain = asked(
         &w,

@@ -93,7 +93,7 @@ fn a_trail_gap_is_a_record_of_its_own_naming_the_lost_seqs() {
         }
     );
     assert_eq!(
-        (gap.call, gap.action.as_str(), gap.outcome.as_deref()),
+        (gap.call, &*gap.action, gap.outcome.as_deref()),
         (0, "", None)
     );
     assert!(!gap.is_terminal());

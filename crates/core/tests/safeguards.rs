@@ -275,7 +275,7 @@ fn a_downgrade_replaces_a_destructive_action_with_a_reversible_one() {
     );
     let first = &w.audit.for_call(settled.call)[0];
     assert_eq!(
-        (first.event, first.action.as_str()),
+        (first.event, &*first.action),
         (AuditEvent::Rewritten, "delete_file")
     );
     assert_eq!(
@@ -284,7 +284,7 @@ fn a_downgrade_replaces_a_destructive_action_with_a_reversible_one() {
             to: Some("trash_file".into())
         }
     );
-    assert_eq!(w.terminal(settled.call)[0].action, "trash_file");
+    assert_eq!(&*w.terminal(settled.call)[0].action, "trash_file");
 }
 
 #[test]

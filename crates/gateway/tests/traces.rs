@@ -195,7 +195,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
     let mut records = records();
     assert_eq!(records.len(), 3);
     // The page sends the records: a string longer than the page's own limits is cut.
-    records[2].tool_call_id = "x".repeat(1000);
+    records[2].tool_call_id = "x".repeat(1000).into();
     let stored = page_post(
         &client,
         format!("{base}/v1/audit"),
@@ -283,7 +283,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
             .unwrap();
         let call_id: String = record.tool_call_id.chars().take(128).collect();
         assert_eq!(span.attributes["countersign.call_id"], call_id);
-        assert_eq!(span.attributes["countersign.action"], record.action);
+        assert_eq!(span.attributes["countersign.action"], &*record.action);
         assert_eq!(
             span.attributes["countersign.outcome"],
             record.outcome.clone().unwrap()

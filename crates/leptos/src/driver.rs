@@ -180,7 +180,7 @@ impl Countersign {
             .map(|r| Activity {
                 call: r.call,
                 title: self.title_of(&r.action),
-                action: r.action,
+                action: r.action.to_string(),
                 grant: r.grant,
                 reason: r.reason,
                 caller: r.caller,

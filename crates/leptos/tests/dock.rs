@@ -1966,7 +1966,7 @@ async fn each_model_request_is_traced_and_its_calls_records_carry_the_trace() {
         .audit()
         .records()
         .into_iter()
-        .filter(|r| r.tool_call_id == "c1")
+        .filter(|r| &*r.tool_call_id == "c1")
         .collect();
     assert!(!records.is_empty());
     assert!(

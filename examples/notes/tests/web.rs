@@ -200,5 +200,5 @@ async fn away_refuses_what_asks_but_undo_stays_possible() {
         .audit()
         .records()
         .iter()
-        .any(|r| r.action == "undo" && r.mode == Mode::Away));
+        .any(|r| &*r.action == "undo" && r.mode == Mode::Away));
 }

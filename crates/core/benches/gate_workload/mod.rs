@@ -114,11 +114,13 @@ pub(crate) mod floor {
     }
 
     /// Two audit records as the gate fills them (allowed, then settled), built and
-    /// dropped: the session's names shared, the call's own text copied.
+    /// dropped: the session's names shared, the call's ids copied once for both.
     pub(crate) fn two_records(
         names: &(std::sync::Arc<str>, std::sync::Arc<str>),
         digest: &countersign::ArgsDigest,
     ) {
+        let tool_call_id: std::sync::Arc<str> = black_box("tc_1").into();
+        let action: std::sync::Arc<str> = black_box("read_0").into();
         for (seq, event, reason) in [
             (
                 1u64,
@@ -142,9 +144,9 @@ pub(crate) mod floor {
                 role: std::sync::Arc::clone(&names.1),
                 at_ms: 0,
                 call: 1,
-                tool_call_id: "tc_1".to_owned(),
+                tool_call_id: std::sync::Arc::clone(&tool_call_id),
                 caller: Caller::Assistant,
-                action: "read_0".to_owned(),
+                action: std::sync::Arc::clone(&action),
                 kind: Some(Kind::Read),
                 confirm: Some(Confirm::Unset),
                 policy: Some(ApprovalPolicy::None),

@@ -309,6 +309,7 @@ impl ExecutorState {
     ) -> Live {
         Live {
             tool_call_id: trace.tool_call_id.to_owned(),
+            shown: trace.shown().clone(),
             caller: trace.caller,
             trace: trace.trace.map(str::to_owned),
             level: self.level(decided.action.meta()).policy,

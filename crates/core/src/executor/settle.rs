@@ -9,6 +9,7 @@ use crate::policy::{ApprovalPolicy, Confirm, Kind};
 use crate::reason::{Reason, Said};
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
+use std::sync::Arc;
 
 use super::state::{ExecutorState, Live, LiveState, Stop};
 
@@ -33,6 +34,16 @@ pub(crate) struct Trace<'a> {
     pub(crate) restored: Option<Timestamp>,
     /// Why the call must be asked whatever decide says (a person's edit, a restore).
     pub(crate) forced: Option<Reason>,
+    /// The ids as the records show them, escaped at the first record.
+    pub(crate) shown: std::cell::OnceCell<Shown>,
+}
+
+/// A call's tool call id and action id as its audit records show them: escaped once,
+/// then shared by every record of the call.
+#[derive(Clone, Debug)]
+pub(crate) struct Shown {
+    pub(crate) tool_call_id: Arc<str>,
+    pub(crate) action: Arc<str>,
 }
 
 impl<'a> Trace<'a> {
@@ -53,6 +64,7 @@ impl<'a> Trace<'a> {
             edited: None,
             restored: None,
             forced: None,
+            shown: std::cell::OnceCell::new(),
         }
     }
 
@@ -98,7 +110,16 @@ impl<'a> Trace<'a> {
             edited: None,
             restored: None,
             forced: None,
+            shown: std::cell::OnceCell::from(live.shown.clone()),
         }
+    }
+
+    /// The ids as the call's records show them (escaped the first time).
+    pub(crate) fn shown(&self) -> &Shown {
+        self.shown.get_or_init(|| Shown {
+            tool_call_id: escaped(self.tool_call_id, 128),
+            action: escaped(self.action_id, crate::MAX_ACTION_ID_LEN),
+        })
     }
 
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
@@ -201,6 +222,7 @@ impl ExecutorState {
             edited: None,
             restored: None,
             forced: None,
+            shown: std::cell::OnceCell::new(),
         };
         let reason = Reason::TrailGap {
             first_seq,
@@ -249,6 +271,7 @@ impl ExecutorState {
         let seq = self.next_seq;
         self.next_seq += 1;
         let duration = now.saturating_since(trace.started);
+        let shown = trace.shown();
         self.audit.record(AuditRecord {
             id: record_id(&self.config.session_id, seq),
             seq,
@@ -256,9 +279,9 @@ impl ExecutorState {
             role: std::sync::Arc::clone(&self.role),
             at_ms: now.as_millis(),
             call: trace.call.get(),
-            tool_call_id: escaped(trace.tool_call_id, 128),
+            tool_call_id: Arc::clone(&shown.tool_call_id),
             caller: trace.caller,
-            action: escaped(trace.action_id, crate::MAX_ACTION_ID_LEN),
+            action: Arc::clone(&shown.action),
             kind: trace.declared.map(|d| d.0),
             confirm: trace.declared.map(|d| d.1),
             policy: trace.policy,
@@ -403,16 +426,18 @@ fn shown_id(text: &str) -> String {
 
 /// At most `max` characters of text from outside, escaped (control characters, quotes
 /// and anything outside ASCII), so a hostile id cannot break a log line.
-fn escaped(text: &str, max: usize) -> String {
+fn escaped(text: &str, max: usize) -> Arc<str> {
     // The common case, an id of plain printable ASCII, is copied as it is.
     let plain = |b: u8| b.is_ascii_graphic() && !matches!(b, b'\\' | b'\'' | b'"');
     if text.len() <= max && text.bytes().all(plain) {
-        return text.to_owned();
+        return text.into();
     }
-    text.chars()
+    let escaped: String = text
+        .chars()
         .take(max)
         .flat_map(char::escape_default)
-        .collect()
+        .collect();
+    escaped.into()
 }
 
 #[cfg(test)]
