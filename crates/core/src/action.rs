@@ -388,8 +388,8 @@ where
         .to_hex();
         let meta = ActionMeta {
             declaration,
-            title: self.title.clone().unwrap_or_else(|| self.id.clone()),
-            id: self.id.clone(),
+            title: self.title.as_deref().unwrap_or(&self.id).into(),
+            id: self.id.as_str().into(),
             description: self.description.clone(),
             kind: self.kind,
             confirm: self.confirm,
@@ -441,10 +441,11 @@ where
 /// What the executor knows of a registered action without its param type.
 #[derive(Debug, Clone)]
 pub(crate) struct ActionMeta {
-    pub(crate) id: String,
+    /// Shared with every settlement and receipt of the action.
+    pub(crate) id: std::sync::Arc<str>,
     /// The digest of the declaration's gate-relevant parts, hex (grants bind it).
     pub(crate) declaration: String,
-    pub(crate) title: String,
+    pub(crate) title: std::sync::Arc<str>,
     pub(crate) description: String,
     pub(crate) kind: Kind,
     pub(crate) confirm: Confirm,

@@ -44,11 +44,19 @@ impl ArgsDigest {
 
     /// The digest as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        fn digit(nibble: u8) -> u8 {
+            if nibble < 10 {
+                b'0' + nibble
+            } else {
+                b'a' + nibble - 10
+            }
+        }
         let mut hex = [0u8; 64];
         for (pair, byte) in hex.chunks_exact_mut(2).zip(self.0) {
-            pair[0] = DIGITS[usize::from(byte >> 4)];
-            pair[1] = DIGITS[usize::from(byte & 0x0f)];
+            if let [high, low] = pair {
+                *high = digit(byte >> 4);
+                *low = digit(byte & 0x0f);
+            }
         }
         // Hex digits are ASCII: this never falls back.
         std::str::from_utf8(&hex).unwrap_or_default().to_owned()

@@ -242,10 +242,10 @@ impl Refusal {
 /// What a successful call returns, only after verification.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Receipt {
-    /// The action that ran.
-    pub action: String,
-    /// The action's title, as the person saw it.
-    pub title: String,
+    /// The action that ran (shared with the registration).
+    pub action: std::sync::Arc<str>,
+    /// The action's title, as the person saw it (shared with the registration).
+    pub title: std::sync::Arc<str>,
     /// What happened, in the registry's words (the consequence text), when the action has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consequence: Option<String>,
@@ -351,8 +351,8 @@ pub struct Settled {
     /// The action id as the model sent it: at most 64 characters, with control and
     /// format characters escaped (`\u{0}`, `\n`, `\u{202e}`), so a hostile id cannot
     /// break a log line or reorder it. Look-alike letters stay: display them with
-    /// [`crate::reveal_name`].
-    pub action: String,
+    /// [`crate::reveal_name`]. Shared with the registration when the call got that far.
+    pub action: std::sync::Arc<str>,
     /// How it ended.
     pub outcome: Outcome,
     /// The person's edit, when the call went ahead (or was refused) with the person's

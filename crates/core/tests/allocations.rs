@@ -3,7 +3,7 @@
 //! instead of timed. Counts do not depend on the machine's load, so this test can hold
 //! a bound where a timed test could not; the bound is what the gate costs today, so a
 //! change that adds allocations to every call is seen in the change that adds them.
-#![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
+#![allow(missing_docs, clippy::unwrap_used, clippy::panic, clippy::print_stdout)]
 
 #[path = "../benches/gate_workload/mod.rs"]
 mod gate_workload;
@@ -17,7 +17,11 @@ fn counted(f: impl FnOnce()) -> u64 {
 
 /// The bound: what one call through the gate allocates today. Lower it when the gate
 /// gets leaner; never raise it without saying why in BENCHMARKS.md.
-const MAX_GATE_ALLOCATIONS: u64 = 200;
+/// 17 today: the arguments as a value (3), the typed params (1, as the direct call),
+/// the bound call (1), the call's ids shown in its records (1), two record ids (2), the
+/// live call's tool call id (1), the job (1), the settlements drained (1), the handler's
+/// own output (4), and two more inside the job and the settlement.
+const MAX_GATE_ALLOCATIONS: u64 = 17;
 
 #[test]
 fn a_call_through_the_gate_allocates_a_bounded_amount() {

@@ -538,7 +538,7 @@ fn refusals_are_worded_and_audited_for_their_own_reason() {
         "{:?}",
         s.action
     );
-    assert_eq!(s.action, "a\\nb\\u{0}c\\u{202e}");
+    assert_eq!(&*s.action, "a\\nb\\u{0}c\\u{202e}");
 }
 
 #[test]

@@ -138,7 +138,7 @@ impl Countersign {
                         },
                         &action,
                     )),
-                    action,
+                    action: action.into(),
                     edited: None,
                 },
             }

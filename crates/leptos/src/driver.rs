@@ -143,7 +143,7 @@ impl Countersign {
                 }
                 let title = self.title_of(&s.action);
                 self.push_log(LogEntry::Outcome {
-                    action: s.action.clone(),
+                    action: s.action.to_string(),
                     title,
                     code: s.outcome.code(),
                 });
@@ -266,7 +266,7 @@ pub(crate) fn lost(call: CallId) -> Settled {
         call,
         tool_call_id: String::new(),
         caller: countersign::Caller::Assistant,
-        action: String::new(),
+        action: "".into(),
         outcome: Outcome::Refused(countersign::Refusal::of(
             countersign::Reason::PageClosed,
             "",

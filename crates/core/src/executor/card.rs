@@ -120,9 +120,9 @@ impl ExecutorState {
         })));
         ApprovalRequest {
             call,
-            action: meta.id.clone(),
+            action: meta.id.to_string(),
             caller: decided.caller,
-            title: meta.title.clone(),
+            title: meta.title.to_string(),
             kind: meta.kind,
             policy: face.policy,
             consequence: face.consequence,

@@ -131,7 +131,7 @@ impl ExecutorState {
         let request = MintRequest {
             call,
             tool_call_id: tool_call_id.to_owned(),
-            action: decided.action.meta().id.clone(),
+            action: decided.action.meta().id.to_string(),
             args_sha256: ArgsDigest::of_value(&decided.arguments),
             card_sha256: approval.card,
             approved_by: approval.by,

@@ -168,7 +168,7 @@ impl ExecutorState {
             crate::Rewrite::Arguments(new) => (crate::ArgsDigest::of_value(&new)
                 != crate::ArgsDigest::of_value(arguments))
             .then(|| Rewritten {
-                action: meta.id.clone(),
+                action: meta.id.to_string(),
                 arguments: new,
             }),
             crate::Rewrite::Action {
@@ -338,7 +338,7 @@ impl ExecutorState {
         self.grants
             .iter()
             .find(|g| {
-                g.action == meta.id
+                *g.action == *meta.id
                     && g.generation == generation
                     && g.basis.registration == meta.declaration
                     && g.basis.caller == caller

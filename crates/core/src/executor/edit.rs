@@ -30,7 +30,7 @@ impl ExecutorState {
         }
         let edited = Call {
             tool_call_id: live.tool_call_id.clone(),
-            action: live.action.meta().id.clone(),
+            action: live.action.meta().id.to_string(),
             arguments: arguments.to_owned(),
             caller: live.caller,
             trace: live.trace.clone(),

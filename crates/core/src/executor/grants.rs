@@ -26,13 +26,13 @@ impl ExecutorState {
         self.next_grant += 1;
         self.grants.push(Grant {
             id,
-            action: meta.id.clone(),
-            title: meta.title.clone(),
+            action: meta.id.to_string(),
+            title: meta.title.to_string(),
             granted_at: now,
             from_call,
             rule,
             basis: GrantBasis {
-                action: meta.id.clone(),
+                action: meta.id.to_string(),
                 registration: meta.declaration.clone(),
                 role: self.config.session.role.clone(),
                 arguments: decided.arguments.clone(),
@@ -72,7 +72,7 @@ impl ExecutorState {
         let (action, generation) = (Rc::clone(&entry.action), entry.generation);
         let meta = action.meta();
         if basis.registration != meta.declaration {
-            return Err(RestoreError::RegistrationChanged(meta.id.clone()));
+            return Err(RestoreError::RegistrationChanged(meta.id.to_string()));
         }
         if basis.role != self.config.session.role {
             return Err(RestoreError::OtherRole);
@@ -85,13 +85,13 @@ impl ExecutorState {
             || meta.handoff.is_some()
             || self.blocked_by_broken_file(meta).is_some()
         {
-            return Err(RestoreError::NotOffered(meta.id.clone()));
+            return Err(RestoreError::NotOffered(meta.id.to_string()));
         }
         let reentered = |_| RestoreError::Reentered;
         let prepared = self
             .hook(Hook::Validate, || action.prepare(&basis.arguments))
             .map_err(reentered)?
-            .map_err(|_| RestoreError::InvalidArguments(meta.id.clone()))?;
+            .map_err(|_| RestoreError::InvalidArguments(meta.id.to_string()))?;
         let rule = self
             .hook(Hook::Remember, || prepared.grant_rule())
             .map_err(reentered)?

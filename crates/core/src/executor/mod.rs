@@ -239,7 +239,7 @@ impl Executor {
     {
         registry::check_declaration(&action)?;
         let erased = action.into_erased();
-        let id = erased.meta().id.clone();
+        let id = erased.meta().id.to_string();
         let generation = self.with(|state| state.registry.insert(erased))??;
         Ok(Registration {
             id,
@@ -288,7 +288,7 @@ impl Executor {
                         policy = crate::ApprovalPolicy::Ask;
                     }
                     ToolSpec {
-                        name: meta.id.clone(),
+                        name: meta.id.to_string(),
                         description: describe(
                             &meta.description,
                             meta.kind,
@@ -297,7 +297,7 @@ impl Executor {
                         ),
                         parameters: meta.schema.clone(),
                         annotations: ToolAnnotations {
-                            title: meta.title.clone(),
+                            title: meta.title.to_string(),
                             read_only_hint: meta.kind == crate::Kind::Read,
                             destructive_hint: meta.kind == crate::Kind::Danger,
                             approval: policy,
@@ -501,7 +501,7 @@ impl Executor {
                     let pending = Pending {
                         call: Call::new(
                             live.tool_call_id.clone(),
-                            meta.id.clone(),
+                            meta.id.to_string(),
                             live.arguments.to_string(),
                         )
                         .by(live.caller),
@@ -703,7 +703,7 @@ impl Executor {
             state
                 .registry
                 .get(action)
-                .map(|e| e.action.meta().title.clone())
+                .map(|e| e.action.meta().title.to_string())
         })
     }
 
@@ -737,7 +737,7 @@ impl Executor {
             let (action, _) = state
                 .resolve(&Call::new("", action, ""))
                 .map_err(|_| "no such action".to_owned())?;
-            let call = Call::new("", action.meta().id.clone(), arguments);
+            let call = Call::new("", action.meta().id.to_string(), arguments);
             state
                 .validate(action.as_ref(), &call)
                 .map(|(_, value)| value)
@@ -797,7 +797,7 @@ fn lost(call: CallId) -> Settled {
         call,
         tool_call_id: String::new(),
         caller: crate::Caller::Assistant,
-        action: String::new(),
+        action: "".into(),
         outcome: crate::Outcome::Refused(crate::Refusal::new(
             reason,
             crate::reason::Said::default(),
@@ -816,8 +816,8 @@ fn question_view(state: &ExecutorState, call: CallId) -> Option<crate::QuestionV
     Some(crate::QuestionView {
         call,
         caller: live.caller,
-        action: meta.id.clone(),
-        title: meta.title.clone(),
+        action: meta.id.to_string(),
+        title: meta.title.to_string(),
         prompt: question.prompt.clone(),
         schema: question.schema.clone(),
         deadline: *deadline,
@@ -834,8 +834,8 @@ fn handoff_view(state: &ExecutorState, call: CallId) -> Option<HandoffView> {
     Some(HandoffView {
         call,
         caller: live.caller,
-        action: meta.id.clone(),
-        title: meta.title.clone(),
+        action: meta.id.to_string(),
+        title: meta.title.to_string(),
         reason: handoff.reason.clone(),
         steps: handoff.steps.clone(),
         current_step: machine.current_step(),

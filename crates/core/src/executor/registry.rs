@@ -116,7 +116,7 @@ impl Registry {
 
     /// Adds an action; its generation is new.
     pub(crate) fn insert(&mut self, action: Rc<dyn ErasedAction>) -> Result<u64, RegisterError> {
-        let id = action.meta().id.clone();
+        let id = action.meta().id.to_string();
         if self.actions.contains_key(&id) {
             return Err(RegisterError::Duplicate(id));
         }

@@ -91,6 +91,14 @@ impl<'a> Trace<'a> {
         let meta = action.meta();
         self.declared = Some((meta.kind, meta.confirm));
         self.policy = Some(policy);
+        // The id resolved is the registered one, letter for letter: its records share
+        // the registration's copy unless it needs escaping.
+        if self.shown.get().is_none() && is_plain(&meta.id, crate::MAX_ACTION_ID_LEN) {
+            let _ = self.shown.set(Shown {
+                tool_call_id: escaped(self.tool_call_id, 128),
+                action: Arc::clone(&meta.id),
+            });
+        }
     }
 
     /// A live call's identity, borrowing its ids.
@@ -192,7 +200,7 @@ impl ExecutorState {
             call: trace.call,
             tool_call_id: trace.tool_call_id.to_owned(),
             caller: trace.caller,
-            action: shown_id(trace.action_id),
+            action: shown_id(trace.action_id).into(),
             outcome,
             edited: trace.edited.clone(),
         };
@@ -376,7 +384,7 @@ impl ExecutorState {
             .iter()
             .filter(|(_, l)| {
                 l.generation == generation
-                    && l.action.meta().id == id
+                    && &*l.action.meta().id == id
                     && !matches!(l.state, LiveState::Performing)
             })
             .map(|(c, _)| *c)
@@ -392,21 +400,25 @@ impl ExecutorState {
 /// of these per call).
 fn record_id(session_id: &str, seq: u64) -> String {
     let mut digits = [0u8; 20];
-    let mut at = digits.len();
+    let mut len = 0;
     let mut rest = seq;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
+    for slot in digits.iter_mut().rev() {
+        *slot = b'0' + (rest % 10) as u8;
         rest /= 10;
+        len += 1;
         if rest == 0 {
             break;
         }
     }
-    let mut id = String::with_capacity(session_id.len() + 1 + digits.len() - at);
+    // Decimal digits are ASCII: this never falls back.
+    let text = digits
+        .get(digits.len() - len..)
+        .and_then(|d| std::str::from_utf8(d).ok())
+        .unwrap_or_default();
+    let mut id = String::with_capacity(session_id.len() + 1 + text.len());
     id.push_str(session_id);
     id.push('-');
-    // Decimal digits are ASCII: this never falls back.
-    id.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+    id.push_str(text);
     id
 }
 
@@ -424,12 +436,18 @@ fn shown_id(text: &str) -> String {
     out
 }
 
+/// Whether [`escaped`] leaves `text` as it is: at most `max` bytes of printable ASCII
+/// without quotes or backslashes.
+fn is_plain(text: &str, max: usize) -> bool {
+    let plain = |b: u8| b.is_ascii_graphic() && !matches!(b, b'\\' | b'\'' | b'"');
+    text.len() <= max && text.bytes().all(plain)
+}
+
 /// At most `max` characters of text from outside, escaped (control characters, quotes
 /// and anything outside ASCII), so a hostile id cannot break a log line.
 fn escaped(text: &str, max: usize) -> Arc<str> {
     // The common case, an id of plain printable ASCII, is copied as it is.
-    let plain = |b: u8| b.is_ascii_graphic() && !matches!(b, b'\\' | b'\'' | b'"');
-    if text.len() <= max && text.bytes().all(plain) {
+    if is_plain(text, max) {
         return text.into();
     }
     let escaped: String = text
