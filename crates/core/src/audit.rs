@@ -131,8 +131,10 @@ pub struct AuditRecord {
     /// The reason in words, for people reading the trail (derived from `reason`).
     pub summary: Cow<'static, str>,
     /// The keyed SHA-256 of the canonical arguments under the session's
-    /// [`crate::AuditKey`]; 64 lowercase hex digits in JSON.
-    pub args_digest: crate::ArgsDigest,
+    /// [`crate::AuditKey`], as 64 lowercase hex digits (shared by the call's records).
+    /// Text, not [`crate::ArgsDigest`]: a trail stored by an older gateway, which took
+    /// any text here, must still read back.
+    pub args_digest: Arc<str>,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
     /// The id (`jti`) of the countersignature minted, on `countersigned` records only.

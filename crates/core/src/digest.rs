@@ -44,6 +44,16 @@ impl ArgsDigest {
 
     /// The digest as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
+        self.hex_text(str::to_owned)
+    }
+
+    /// The digest as 64 lowercase hex digits, in a shared string (one per call, however
+    /// many of its records carry it).
+    pub(crate) fn to_shared_hex(self) -> std::sync::Arc<str> {
+        self.hex_text(|hex| std::sync::Arc::from(hex))
+    }
+
+    fn hex_text<T>(&self, make: impl FnOnce(&str) -> T) -> T {
         fn digit(nibble: u8) -> u8 {
             if nibble < 10 {
                 b'0' + nibble
@@ -59,7 +69,7 @@ impl ArgsDigest {
             }
         }
         // Hex digits are ASCII: this never falls back.
-        std::str::from_utf8(&hex).unwrap_or_default().to_owned()
+        make(std::str::from_utf8(&hex).unwrap_or_default())
     }
 }
 

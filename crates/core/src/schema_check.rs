@@ -96,7 +96,12 @@ fn plain_fits(schema: &Value, value: &Value) -> Option<bool> {
             let extra = object
                 .get("additionalProperties")
                 .filter(|e| **e != Value::Bool(false));
-            if properties.is_none() && extra.is_none() && !object.contains_key("required") {
+            // A free-form object (no field named, none closed off) takes any field;
+            // `additionalProperties: false` alone takes none.
+            if properties.is_none()
+                && !object.contains_key("additionalProperties")
+                && !object.contains_key("required")
+            {
                 return Some(true);
             }
             let required = object.get("required").and_then(Value::as_array);
@@ -162,6 +167,8 @@ pub(crate) struct PlainNode {
     properties: Option<Vec<(String, Plain)>>,
     /// `additionalProperties`, unless absent or `false`.
     extra: Option<Plain>,
+    /// Whether the schema has an `additionalProperties` key at all.
+    has_additional: bool,
     /// Whether the schema has a `required` key at all.
     has_required: bool,
     /// The names in `required`, if an array.
@@ -237,6 +244,7 @@ impl Plain {
                     declared.sort_by(|a, b| a.0.cmp(&b.0));
                     declared
                 }),
+            has_additional: object.contains_key("additionalProperties"),
             extra: object
                 .get("additionalProperties")
                 .filter(|e| **e != Value::Bool(false))
@@ -274,7 +282,7 @@ impl Plain {
         match value {
             Value::Object(fields) => {
                 let properties = node.properties.as_deref();
-                if properties.is_none() && node.extra.is_none() && !node.has_required {
+                if properties.is_none() && !node.has_additional && !node.has_required {
                     return Some(true);
                 }
                 if node.required.iter().any(|n| !fields.contains_key(n)) {
@@ -654,6 +662,29 @@ mod tests {
         fn a_compiled_schema_answers_as_the_schema_itself(schema in schema(), value in value()) {
             prop_assert_eq!(Plain::compile(&schema).fits(&value), plain_fits(&schema, &value));
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+        /// The fast path may say "ask the full check", never a different answer.
+        #[test]
+        fn a_fast_answer_agrees_with_the_full_check(schema in schema(), value in value()) {
+            if let Some(fits) = plain_fits(&schema, &value) {
+                prop_assert_eq!(fits, full_misfit(&schema, &value).is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn a_closed_object_without_properties_takes_no_fields() {
+        let schema = json!({ "type": "object", "additionalProperties": false });
+        for value in [json!({ "x": 1 }), json!({ "a": {} })] {
+            assert_eq!(plain_fits(&schema, &value), Some(false), "{value}");
+            assert_eq!(Plain::compile(&schema).fits(&value), Some(false), "{value}");
+            assert!(full_misfit(&schema, &value).is_some(), "{value}");
+        }
+        assert_eq!(plain_fits(&schema, &json!({})), Some(true));
     }
 
     #[test]

@@ -112,6 +112,28 @@ fn verify_with_the_key_file_checks_everything_and_without_it_says_structure_only
 }
 
 #[test]
+fn a_trail_stored_with_any_digest_text_still_opens_and_verifies() {
+    // Gateways before the page's records carried a typed digest stored whatever text a
+    // page sent as `args_digest`; such a trail must still open, verify and take more.
+    let dir = tempfile::tempdir().unwrap();
+    let key = ChainKey::new([3; 32]);
+    let file = dir.path().join("audit.jsonl");
+    let mut old = common::records(3, "old", 0);
+    old[0].args_digest = "".into();
+    old[1].args_digest = "LEGACY-NOT-HEX".into();
+    let store = FileStore::open(&file, key.clone()).unwrap();
+    store.append_blocking(old).unwrap();
+    drop(store);
+    let store = FileStore::open(&file, key.clone()).unwrap();
+    store.append_blocking(common::records(2, "new", 3)).unwrap();
+    drop(store);
+    verify_file(&file, Some(&key)).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(r#""args_digest":"LEGACY-NOT-HEX""#), "{text}");
+    assert_eq!(lines(&file).len(), 5);
+}
+
+#[test]
 fn a_second_writer_on_the_same_file_is_refused_naming_the_holder() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("audit.jsonl");

@@ -121,6 +121,7 @@ pub(crate) mod floor {
     ) {
         let tool_call_id: std::sync::Arc<str> = black_box("tc_1").into();
         let action: std::sync::Arc<str> = black_box("read_0").into();
+        let digest: std::sync::Arc<str> = digest.to_hex().into();
         for (seq, event, reason) in [
             (
                 1u64,
@@ -158,7 +159,7 @@ pub(crate) mod floor {
                 grant: None,
                 summary: reason.summary(),
                 reason,
-                args_digest: *digest,
+                args_digest: std::sync::Arc::clone(&digest),
                 duration_ms: 0,
                 countersignature: None,
                 trace: None,

@@ -26,6 +26,8 @@ pub(crate) struct Trace<'a> {
     pub(crate) policy: Option<ApprovalPolicy>,
     /// The keyed digest the audit records.
     pub(crate) audit_digest: ArgsDigest,
+    /// `audit_digest` in hex, written at the first record that needs it.
+    pub(crate) audit_hex: std::cell::OnceCell<Arc<str>>,
     /// Whether the digests are of validated arguments.
     pub(crate) validated: bool,
     /// The person's edit the call carries.
@@ -60,6 +62,7 @@ impl<'a> Trace<'a> {
             declared: None,
             policy: None,
             audit_digest: ArgsDigest::default_empty(),
+            audit_hex: std::cell::OnceCell::new(),
             validated: false,
             edited: None,
             restored: None,
@@ -76,6 +79,7 @@ impl<'a> Trace<'a> {
             return;
         }
         let key = &state.config.audit_key;
+        self.audit_hex = std::cell::OnceCell::new();
         self.audit_digest = if raw.len() > state.config.max_argument_bytes {
             key.digest_bytes(raw.as_bytes())
         } else {
@@ -114,12 +118,19 @@ impl<'a> Trace<'a> {
             declared: Some((meta.kind, meta.confirm)),
             policy: Some(live.level),
             audit_digest: live.audit_digest,
+            audit_hex: std::cell::OnceCell::from(Arc::clone(&live.audit_hex)),
             validated: true,
             edited: None,
             restored: None,
             forced: None,
             shown: std::cell::OnceCell::from(live.shown.clone()),
         }
+    }
+
+    /// The keyed digest in hex, as the call's records carry it.
+    pub(crate) fn audit_hex(&self) -> &Arc<str> {
+        self.audit_hex
+            .get_or_init(|| self.audit_digest.to_shared_hex())
     }
 
     /// The ids as the call's records show them (escaped the first time).
@@ -132,6 +143,7 @@ impl<'a> Trace<'a> {
 
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
         self.audit_digest = key.digest(arguments);
+        self.audit_hex = std::cell::OnceCell::new();
         self.validated = true;
     }
 }
@@ -226,6 +238,7 @@ impl ExecutorState {
             declared: None,
             policy: None,
             audit_digest: ArgsDigest::of_bytes(&[]),
+            audit_hex: std::cell::OnceCell::new(),
             validated: false,
             edited: None,
             restored: None,
@@ -301,7 +314,7 @@ impl ExecutorState {
             grant: reason.grant(),
             summary: reason.summary(),
             reason: reason.clone(),
-            args_digest: trace.audit_digest,
+            args_digest: Arc::clone(trace.audit_hex()),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             countersignature: None,
             trace: trace.trace.map(str::to_owned),
