@@ -142,6 +142,28 @@ fn table(browser: &BTreeMap<String, f64>, sizes: &crate::Sizes) {
         x(ratio(native_gate, native_direct)),
         format!("{} / {}; target ≤ 6×", ns(native_gate), ns(native_direct)),
     );
+    let part = |name: &str| criterion_ns(&format!("gate_floor/{name}"));
+    let parts = [
+        part("parse_to_value_then_params"),
+        part("keyed_digest"),
+        part("two_records"),
+    ];
+    let floor = parts
+        .iter()
+        .try_fold(0.0, |sum, p| p.map(|p| sum + p))
+        .zip(native_direct)
+        .map(|(sum, direct)| sum + direct);
+    row(
+        "gate floor, native: its parts alone + the handler / handler from JSON",
+        x(ratio(floor, native_direct)),
+        format!(
+            "parse {}, keyed digest {}, two records {}; the rest of the gate is {}",
+            ns(parts[0]),
+            ns(parts[1]),
+            ns(parts[2]),
+            ns(native_gate.zip(floor).map(|(g, f)| g - f))
+        ),
+    );
     let (wasm_direct, wasm_gate) = (b("gate.wasm.direct_ns"), b("gate.wasm.through_gate_ns"));
     row(
         "gate per call, wasm32 in Chromium: through the gate / handler",
