@@ -43,7 +43,7 @@ fn gate_floor(c: &mut Criterion) {
     let key = countersign::AuditKey::new([5; 32]);
     let value: serde_json::Value = serde_json::from_str(RAW).unwrap();
     let digest = key.digest(&value);
-    let names = ("bench".into(), "admin".into());
+    let names = ("bench".into(), "admin".into(), "read_0".into());
     let mut group = c.benchmark_group("gate_floor");
     group.bench_function("parse_to_value_then_params", |b| {
         b.iter(|| floor::parse_twice(black_box(RAW)))

@@ -47,9 +47,9 @@ impl ArgsDigest {
         self.hex_text(str::to_owned)
     }
 
-    /// The digest as 64 lowercase hex digits, in a shared string (one per call, however
-    /// many of its records carry it).
-    pub(crate) fn to_shared_hex(self) -> std::sync::Arc<str> {
+    /// The digest as 64 lowercase hex digits, in a shared string (the gate writes one
+    /// per call, however many of its records carry it).
+    pub fn to_shared_hex(self) -> std::sync::Arc<str> {
         self.hex_text(|hex| std::sync::Arc::from(hex))
     }
 

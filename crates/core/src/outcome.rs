@@ -351,7 +351,7 @@ pub struct Settled {
     /// The action id as the model sent it: at most 64 characters, with control and
     /// format characters escaped (`\u{0}`, `\n`, `\u{202e}`), so a hostile id cannot
     /// break a log line or reorder it. Look-alike letters stay: display them with
-    /// [`crate::reveal_name`]. Shared with the registration when the call got that far.
+    /// [`crate::reveal_name`]. Shared with the registration once the call was live.
     pub action: std::sync::Arc<str>,
     /// How it ended.
     pub outcome: Outcome,

@@ -114,14 +114,19 @@ pub(crate) mod floor {
     }
 
     /// Two audit records as the gate fills them (allowed, then settled), built and
-    /// dropped: the session's names shared, the call's ids copied once for both.
+    /// dropped: the session's names (`names`: session, role, action id) shared, the
+    /// call's tool call id and digest written once for both, as the gate does.
     pub(crate) fn two_records(
-        names: &(std::sync::Arc<str>, std::sync::Arc<str>),
+        names: &(
+            std::sync::Arc<str>,
+            std::sync::Arc<str>,
+            std::sync::Arc<str>,
+        ),
         digest: &countersign::ArgsDigest,
     ) {
         let tool_call_id: std::sync::Arc<str> = black_box("tc_1").into();
-        let action: std::sync::Arc<str> = black_box("read_0").into();
-        let digest: std::sync::Arc<str> = digest.to_hex().into();
+        let action = std::sync::Arc::clone(&names.2);
+        let digest = digest.to_shared_hex();
         for (seq, event, reason) in [
             (
                 1u64,

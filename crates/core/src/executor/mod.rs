@@ -424,7 +424,9 @@ impl Executor {
     /// Hands back a finished job: verifies and settles the call. Its settlement is
     /// queued for [`Executor::drain_settled`], like every other (read it before then
     /// with [`Executor::settlement`]). `false` if the call was already settled (e.g. by
-    /// [`Executor::shutdown`]) or the executor is busy.
+    /// [`Executor::shutdown`]), or if the executor is busy (called from inside a hook):
+    /// then the completion, when dropped, settles the call as `EXECUTION_FAILED`
+    /// (interrupted), whatever the run returned.
     pub fn complete(&self, mut completion: Completion, now: Timestamp) -> bool {
         completion.guard.armed = false;
         let call = completion.guard.call;
@@ -614,8 +616,10 @@ impl Executor {
         self.with(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
     }
 
-    /// The settlement of `call`, while it is queued (until [`Executor::drain_settled`]):
-    /// a copy, for a host that wants one call's outcome before it drains them all.
+    /// The settlement of `call` (an id of this executor's), while it is queued (until
+    /// [`Executor::drain_settled`]): a copy, for a host that wants one call's outcome
+    /// before it drains them all. `None` if it has not settled, was drained, or the
+    /// executor is busy (asked from inside a hook).
     pub fn settlement(&self, call: CallId) -> Option<Settled> {
         self.read(|state| state.last_settled_for(call).ok())
     }

@@ -41,7 +41,10 @@ impl ExecutorState {
             Err(why) => self.not_restored(id, &pending, why, now),
             Ok(remaining) => {
                 self.restored_ids.insert(pending.call.tool_call_id.clone());
-                let trace = Trace::arriving(id, &pending.call, now);
+                let mut trace = Trace::arriving(id, &pending.call, now);
+                // The record names what is brought back: the arguments' keyed digest,
+                // as every later record of the call will (not the placeholder).
+                trace.unvalidated(&pending.call.arguments, self);
                 self.record(
                     &trace,
                     AuditEvent::Restored,
