@@ -19,7 +19,7 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
             raw.len()
         ));
     }
-    if raw.trim().is_empty() {
+    if means_no_arguments(raw) {
         return Ok(Value::Object(serde_json::Map::new()));
     }
     let value: Value =
@@ -31,6 +31,12 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
         ));
     }
     Ok(value)
+}
+
+/// Whether raw text stands for `{}`: empty or all whitespace, as models send for
+/// actions without params. The validate stage and the audit digest read it alike.
+pub(crate) fn means_no_arguments(raw: &str) -> bool {
+    raw.trim().is_empty()
 }
 
 /// Deserialises an object into `P`, refusing unknown fields at any depth, whether or

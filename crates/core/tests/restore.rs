@@ -165,3 +165,29 @@ fn hostile_stored_calls_are_refused_by_the_gate_like_any_other() {
     assert_eq!(code(&dropped), "APPROVAL_EXPIRED");
     assert!(w.runs().is_empty());
 }
+
+#[test]
+fn a_restored_call_without_arguments_keeps_one_digest_in_every_record() {
+    let w = World::new();
+    let _registration = w
+        .exec
+        .register(
+            countersign::Action::<countersign::NoParams>::new("wipe", "Wipe.")
+                .kind(Kind::Write)
+                .confirm(Confirm::Ask)
+                .run(|_| async { Ok::<_, String>(serde_json::json!({})) }),
+        )
+        .unwrap();
+    // Empty and whitespace text validate to `{}`: the restored record says the same.
+    for (i, raw) in ["", "  ", "\u{3000}", "{}"].into_iter().enumerate() {
+        let mut p = pending(&w, "wipe", raw, 9_000);
+        p.call.tool_call_id = format!("tc-{i}");
+        let step = w.exec.restore_pending(p, at(1)).unwrap();
+        let Step::Approval(card) = step else {
+            panic!("a restored call is asked again: {step:?}")
+        };
+        let records = w.audit.for_call(card.call);
+        assert_eq!(records[0].event, AuditEvent::Restored);
+        assert_eq!(records[0].args_digest, records[1].args_digest, "{raw:?}");
+    }
+}

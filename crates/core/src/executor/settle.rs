@@ -72,8 +72,8 @@ impl<'a> Trace<'a> {
     }
 
     /// A refusal before the arguments validated records the keyed digest of the raw
-    /// text (an oversized text hashed as bytes, never parsed). Computed only then: the
-    /// path that runs pays for one digest.
+    /// text (an oversized text hashed as bytes, never parsed; empty text as the `{}` it
+    /// validates to). Computed only then: the path that runs pays for one digest.
     pub(crate) fn unvalidated(&mut self, raw: &str, state: &ExecutorState) {
         if self.validated {
             return;
@@ -82,6 +82,8 @@ impl<'a> Trace<'a> {
         self.audit_hex = std::cell::OnceCell::new();
         self.audit_digest = if raw.len() > state.config.max_argument_bytes {
             key.digest_bytes(raw.as_bytes())
+        } else if crate::arguments::means_no_arguments(raw) {
+            key.digest(&serde_json::Value::Object(serde_json::Map::new()))
         } else {
             key.digest_raw(raw)
         };
