@@ -2,7 +2,7 @@
 //! the clock as the executor has seen it. Every transition runs under one borrow of it.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -32,6 +32,65 @@ pub(crate) enum LiveState {
 }
 
 /// A call past the decide stage that has not settled.
+/// The calls not yet settled, in call-id order. A vector: few calls are live at once,
+/// ids only grow (a new call goes last), and it keeps its room from one call to the next.
+#[derive(Default)]
+pub(crate) struct LiveCalls(Vec<(CallId, Live)>);
+
+impl LiveCalls {
+    fn position(&self, call: &CallId) -> Result<usize, usize> {
+        self.0.binary_search_by(|(c, _)| c.cmp(call))
+    }
+
+    pub(crate) fn get(&self, call: &CallId) -> Option<&Live> {
+        let at = self.position(call).ok()?;
+        self.0.get(at).map(|(_, live)| live)
+    }
+
+    pub(crate) fn get_mut(&mut self, call: &CallId) -> Option<&mut Live> {
+        let at = self.position(call).ok()?;
+        self.0.get_mut(at).map(|(_, live)| live)
+    }
+
+    pub(crate) fn contains_key(&self, call: &CallId) -> bool {
+        self.position(call).is_ok()
+    }
+
+    /// Adds a call, or replaces the one with its id.
+    pub(crate) fn insert(&mut self, call: CallId, live: Live) {
+        match self.position(&call) {
+            Ok(at) => {
+                if let Some(slot) = self.0.get_mut(at) {
+                    slot.1 = live;
+                }
+            }
+            Err(at) => self.0.insert(at, (call, live)),
+        }
+    }
+
+    pub(crate) fn remove(&mut self, call: &CallId) -> Option<Live> {
+        let at = self.position(call).ok()?;
+        Some(self.0.remove(at).1)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The calls in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&CallId, &Live)> {
+        self.0.iter().map(|(call, live)| (call, live))
+    }
+
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &CallId> {
+        self.0.iter().map(|(call, _)| call)
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Live> {
+        self.0.iter().map(|(_, live)| live)
+    }
+}
+
 pub(crate) struct Live {
     pub(crate) tool_call_id: String,
     /// The tool call id and action id as the call's audit records show them (escaped
@@ -111,7 +170,7 @@ pub(crate) struct ExecutorState {
     pub(crate) session_id: std::sync::Arc<str>,
     pub(crate) role: std::sync::Arc<str>,
     pub(crate) registry: Registry,
-    pub(crate) live: BTreeMap<CallId, Live>,
+    pub(crate) live: LiveCalls,
     pub(crate) grants: Vec<Grant>,
     pub(crate) settled: VecDeque<Settled>,
     /// The latest instant the executor has been told; time never moves back.
@@ -152,7 +211,7 @@ impl ExecutorState {
             role: config.session.role.as_str().into(),
             config,
             registry: Registry::new(),
-            live: BTreeMap::new(),
+            live: LiveCalls::default(),
             grants: Vec::new(),
             settled: VecDeque::new(),
             clock: Timestamp::default(),
