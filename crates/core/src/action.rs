@@ -499,7 +499,8 @@ struct Typed<P> {
 }
 
 struct Bound<P> {
-    params: P,
+    /// Until `run` takes them (see [`Bound::params_to_run`]).
+    params: std::cell::RefCell<Option<P>>,
     action: Rc<Action<P>>,
 }
 
@@ -528,68 +529,85 @@ where
             check(&params)?;
         }
         Ok(Rc::new(Bound {
-            params,
+            params: std::cell::RefCell::new(Some(params)),
             action: Rc::clone(&self.action),
         }))
     }
 }
 
+impl<P: Clone + 'static> Bound<P> {
+    /// Applies `f` to the params, while they are here (see [`Bound::params_to_run`]).
+    fn with<R>(&self, f: impl FnOnce(&P) -> R) -> Option<R> {
+        self.params.borrow().as_ref().map(f)
+    }
+
+    /// The params `run` takes. `run` is the last hook a call reaches, and only `verify`
+    /// reads the params after it: without a `verify` they are moved into `run`, never
+    /// copied (large params are not cloned for nothing). A hook asked after that finds
+    /// none and answers as for a call it cannot judge (see each hook).
+    fn params_to_run(&self) -> Option<P> {
+        if self.action.verify.is_some() {
+            self.with(P::clone)
+        } else {
+            self.params.borrow_mut().take()
+        }
+    }
+}
+
 impl<P: Clone + 'static> PreparedCall for Bound<P> {
     fn consequence(&self) -> Option<String> {
-        self.action
-            .consequence
-            .as_ref()
-            .map(|text| text(&self.params))
+        let text = self.action.consequence.as_ref()?;
+        self.with(|params| text(params))
     }
 
     fn classify(&self) -> Verdict {
-        self.action
-            .classify
-            .as_ref()
-            .map_or(Verdict::Allow, |classify| classify(&self.params))
+        match &self.action.classify {
+            None => Verdict::Allow,
+            // Params already run cannot be judged again: asked, never let through.
+            Some(classify) => self.with(|params| classify(params)).unwrap_or(Verdict::Ask),
+        }
     }
 
     fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>> {
-        self.action.run.as_ref().map(|run| run(self.params.clone()))
+        let run = self.action.run.as_ref()?;
+        self.params_to_run().map(|params| run(params))
     }
 
     fn run_countersigned(
         &self,
         token: crate::Countersignature,
     ) -> Option<LocalBoxFuture<Result<Value, String>>> {
-        self.action
-            .run_signed
-            .as_ref()
-            .map(|run| run(self.params.clone(), token))
+        let run = self.action.run_signed.as_ref()?;
+        self.params_to_run().map(|params| run(params, token))
     }
 
     fn verify(&self, output: &Value) -> Result<(), String> {
-        self.action
-            .verify
-            .as_ref()
-            .map_or(Ok(()), |verify| verify(&self.params, output))
+        match &self.action.verify {
+            None => Ok(()),
+            Some(verify) => self
+                .with(|params| verify(params, output))
+                .unwrap_or_else(|| Err("its params were not kept to verify".to_owned())),
+        }
     }
 
     fn grant_rule(&self) -> Option<crate::GrantRule> {
-        self.action.remember.as_ref().map(|rule| rule(&self.params))
+        let rule = self.action.remember.as_ref()?;
+        self.with(|params| rule(params))
     }
 
     fn preview(&self) -> Option<crate::Preview> {
-        self.action
-            .preview
-            .as_ref()
-            .map(|dry_run| dry_run(&self.params))
+        let dry_run = self.action.preview.as_ref()?;
+        self.with(|params| dry_run(params))
     }
 
     fn second_question(&self) -> Option<String> {
-        self.action
-            .second_question
-            .as_ref()
-            .map(|q| q(&self.params))
+        let question = self.action.second_question.as_ref()?;
+        self.with(|params| question(params))
     }
 
     fn rewrite(&self) -> Option<Rewrite> {
-        self.action.rewrite.as_ref().map(|hook| hook(&self.params))
+        let hook = self.action.rewrite.as_ref()?;
+        self.with(|params| hook(params))
     }
 }
 

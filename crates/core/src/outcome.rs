@@ -344,7 +344,7 @@ pub struct Settled {
     /// The executor's id for the call.
     pub call: CallId,
     /// The id the model gave its tool call, to answer it.
-    pub tool_call_id: String,
+    pub tool_call_id: std::sync::Arc<str>,
     /// Who asked (the result goes back to it).
     #[serde(skip_serializing_if = "crate::Caller::is_assistant")]
     pub caller: crate::Caller,

@@ -116,7 +116,7 @@ fn break_a_reload_forgets_the_persons_edit_and_the_model_believes_its_version_ra
         .map(|(_, p)| p)
         .collect();
     assert_eq!(stored.len(), 1);
-    assert_eq!(stored[0].call.tool_call_id, "tc", "the model's tool call");
+    assert_eq!(&*stored[0].call.tool_call_id, "tc", "the model's tool call");
 
     // The page reloads: a new executor, the same declaration.
     let after = world();
@@ -321,10 +321,10 @@ fn break_one_stored_call_brought_back_twice_runs_twice() {
         match w.exec.restore_pending(item.clone(), at(now)).unwrap() {
             Step::Approval(card) => {
                 let settled = w.allow(&card, Gesture::AllowOnce, now + 10).unwrap();
-                assert_eq!(settled.tool_call_id, "tc-old");
+                assert_eq!(&*settled.tool_call_id, "tc-old");
                 answers += 1;
             }
-            Step::Settled(s) => assert_eq!(s.tool_call_id, "tc-old"),
+            Step::Settled(s) => assert_eq!(&*s.tool_call_id, "tc-old"),
             other => panic!("{other:?}"),
         }
     }
@@ -475,7 +475,7 @@ fn an_edit_chain_in_every_mode_runs_nothing_and_settles_each_call_once() {
         }
         let answers = w.exec.drain_settled();
         assert_eq!(answers.len(), 1, "{mode:?}: one answer for the tool call");
-        assert_eq!(answers[0].tool_call_id, "tc");
+        assert_eq!(&*answers[0].tool_call_id, "tc");
         assert!(answers[0].edited.is_some());
     }
 }

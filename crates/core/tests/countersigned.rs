@@ -73,7 +73,7 @@ fn an_approved_call_runs_with_a_token_bound_to_exactly_that_approval() {
     assert_eq!(asked.len(), 1);
     let request = &asked[0];
     assert_eq!(request.call, card.call);
-    assert_eq!(request.tool_call_id, "tc");
+    assert_eq!(&*request.tool_call_id, "tc");
     assert_eq!(request.action, "archive");
     assert_eq!(request.args_sha256, card.args_sha256);
     assert_eq!(

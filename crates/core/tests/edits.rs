@@ -70,7 +70,7 @@ fn an_edit_is_a_new_linked_call_that_needs_its_own_ticket() {
         .unwrap();
     let settled = drive(&w.exec, step, 40).unwrap();
     assert_eq!(code(&settled), "OK");
-    assert_eq!(settled.tool_call_id, "tc");
+    assert_eq!(&*settled.tool_call_id, "tc");
     assert_eq!(w.runs(), ["rename:Acme Ltd"]);
     let json = settled.to_model_json();
     assert_eq!(json["edited_by_person"]["changes"][0]["field"], "name");

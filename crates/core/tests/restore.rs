@@ -56,10 +56,7 @@ fn a_restored_call_waits_on_a_new_card_with_its_old_deadline() {
         .approve(card.countersign(Gesture::AllowOnce), at(2_000))
         .unwrap();
     let settled = drive(&w.exec, step, 2_001).unwrap();
-    assert_eq!(
-        (code(&settled), settled.tool_call_id.as_str()),
-        ("OK", "tc-old")
-    );
+    assert_eq!((code(&settled), &*settled.tool_call_id), ("OK", "tc-old"));
     assert_eq!(w.runs(), ["rename:a"]);
     assert_eq!(w.terminal(card.call).len(), 1);
 }
@@ -117,7 +114,7 @@ fn a_call_that_cannot_come_back_settles_at_once_with_one_record() {
             panic!("{why:?}: settled at once");
         };
         assert_eq!(code(&settled), expected, "{why:?}");
-        assert_eq!(settled.tool_call_id, "tc-old");
+        assert_eq!(&*settled.tool_call_id, "tc-old");
         let records = w.audit.for_call(settled.call);
         assert_eq!(records.len(), 1, "{why:?}: one record, terminal");
         assert!(matches!(records[0].reason, Reason::NotRestored { why: w2, .. } if w2 == why));

@@ -93,7 +93,7 @@ async fn a_minted_token_is_recorded_first_and_checks_out_under_the_published_key
         .verify_now(token, &Expected::call("archive_workspace", &json!({})))
         .unwrap();
     assert_eq!(claims.call, 3);
-    assert_eq!(claims.tool_call_id, "call_abc");
+    assert_eq!(&*claims.tool_call_id, "call_abc");
     assert_eq!(
         claims.card_sha256.as_deref(),
         Some("cd".repeat(32).as_str())

@@ -130,7 +130,7 @@ impl Countersign {
                 (Some(id), Some(rx)) => rx.await.unwrap_or_else(|_| crate::driver::lost(id)),
                 _ => Settled {
                     call: CallId::default(),
-                    tool_call_id: String::new(),
+                    tool_call_id: "".into(),
                     caller,
                     outcome: Outcome::Refused(countersign::Refusal::of(
                         countersign::Reason::HookReentered {

@@ -51,7 +51,9 @@ impl Countersign {
         // Settling a batch item may let a later one be submitted, which may settle at
         // once: deliver until nothing more moves.
         loop {
-            self.deliver(self.0.executor.drain_settled());
+            while let Some(settled) = self.0.executor.next_settled() {
+                self.deliver(settled);
+            }
             if !self.advance_batches() {
                 break;
             }
@@ -131,34 +133,32 @@ impl Countersign {
         any
     }
 
-    fn deliver(&self, settled: Vec<Settled>) {
-        for s in settled {
-            self.0.shown.borrow_mut().remove(&s.call);
-            // The conversation, and the results kept for it across a reload, are the
-            // assistant's: an agent's outcomes are on its cards and in the list of what
-            // ran unasked (and must not push the assistant's results out).
-            if s.caller.is_assistant() {
-                if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
-                    store.note_result(&s.tool_call_id, s.to_model_content());
-                }
-                let title = self.title_of(&s.action);
-                self.push_log(LogEntry::Outcome {
-                    action: s.action.to_string(),
-                    title,
-                    code: s.outcome.code(),
-                });
+    fn deliver(&self, s: Settled) {
+        self.0.shown.borrow_mut().remove(&s.call);
+        // The conversation, and the results kept for it across a reload, are the
+        // assistant's: an agent's outcomes are on its cards and in the list of what
+        // ran unasked (and must not push the assistant's results out).
+        if s.caller.is_assistant() {
+            if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
+                store.note_result(&s.tool_call_id, s.to_model_content());
             }
-            if self.0.batches.borrow_mut().iter_mut().any(|b| b.take(&s)) {
-                continue;
+            let title = self.title_of(&s.action);
+            self.push_log(LogEntry::Outcome {
+                action: s.action.to_string(),
+                title,
+                code: s.outcome.code(),
+            });
+        }
+        if self.0.batches.borrow_mut().iter_mut().any(|b| b.take(&s)) {
+            return;
+        }
+        let waiter = self.0.waiters.borrow_mut().remove(&s.call);
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(s);
             }
-            let waiter = self.0.waiters.borrow_mut().remove(&s.call);
-            match waiter {
-                Some(tx) => {
-                    let _ = tx.send(s);
-                }
-                None => {
-                    self.0.unclaimed.borrow_mut().insert(s.call, s);
-                }
+            None => {
+                self.0.unclaimed.borrow_mut().insert(s.call, s);
             }
         }
     }
@@ -264,7 +264,7 @@ pub(crate) fn step_call(step: &Step) -> CallId {
 pub(crate) fn lost(call: CallId) -> Settled {
     Settled {
         call,
-        tool_call_id: String::new(),
+        tool_call_id: "".into(),
         caller: countersign::Caller::Assistant,
         action: "".into(),
         outcome: Outcome::Refused(countersign::Refusal::of(

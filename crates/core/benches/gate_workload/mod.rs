@@ -86,7 +86,7 @@ pub(crate) fn through_gate(exec: &Executor, call: Call) -> Value {
     };
     assert!(exec.complete(ready(job.run()), now));
     // As the page's host does: every settlement is read from the queue.
-    let settled = exec.drain_settled().pop().unwrap();
+    let settled = exec.next_settled().unwrap();
     match settled.outcome {
         countersign::Outcome::Done(r) => r.result,
         countersign::Outcome::Refused(r) => panic!("{}", r.message),

@@ -214,8 +214,8 @@ impl ExecutorState {
         let tool_call_id = self
             .live
             .get(&call)
-            .map(|live| live.tool_call_id.clone())
-            .unwrap_or_default();
+            .map(|live| std::sync::Arc::clone(&live.tool_call_id))
+            .unwrap_or_else(|| "".into());
         match self.work(call, &tool_call_id, &decided, Some(approval)) {
             Ok(work) => {
                 if let Some(live) = self.live.get_mut(&call) {
@@ -263,7 +263,7 @@ impl ExecutorState {
             .iter()
             .filter(|(_, live)| {
                 live.caller == caller
-                    && live.tool_call_id == tool_call_id
+                    && *live.tool_call_id == *tool_call_id
                     && matches!(live.state, LiveState::Approval(_) | LiveState::Question(_))
             })
             .map(|(call, _)| *call)

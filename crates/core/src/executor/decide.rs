@@ -308,7 +308,7 @@ impl ExecutorState {
         state: LiveState,
     ) -> Live {
         Live {
-            tool_call_id: trace.tool_call_id.to_owned(),
+            tool_call_id: trace.shared_tool_call_id(),
             shown: trace.shown().clone(),
             caller: trace.caller,
             trace: trace.trace.map(str::to_owned),

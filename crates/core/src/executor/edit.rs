@@ -29,7 +29,7 @@ impl ExecutorState {
             return Err(TicketError::Expired.into());
         }
         let edited = Call {
-            tool_call_id: live.tool_call_id.clone(),
+            tool_call_id: live.tool_call_id.to_string(),
             action: live.action.meta().id.to_string(),
             arguments: arguments.to_owned(),
             caller: live.caller,

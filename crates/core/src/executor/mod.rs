@@ -502,7 +502,7 @@ impl Executor {
                     let meta = live.action.meta();
                     let pending = Pending {
                         call: Call::new(
-                            live.tool_call_id.clone(),
+                            live.tool_call_id.to_string(),
                             meta.id.to_string(),
                             live.arguments.to_string(),
                         )
@@ -628,6 +628,14 @@ impl Executor {
     /// watch to answer the model (timeouts and unregistering settle calls too).
     pub fn drain_settled(&self) -> Vec<Settled> {
         self.read(|state| state.settled.drain(..).collect())
+    }
+
+    /// The oldest settlement not yet read, taken off the queue: [`Executor::drain_settled`]
+    /// one at a time, without a new vector for each step (a host that reads after every
+    /// step loops on it). `None` when none is queued, or the executor is busy (asked from
+    /// inside a hook).
+    pub fn next_settled(&self) -> Option<Settled> {
+        self.read(|state| state.settled.pop_front())
     }
 
     /// Loads the deployment's policy file (JSON; see [`crate::PolicyFile`]): the session's
@@ -799,7 +807,7 @@ fn lost(call: CallId) -> Settled {
     let reason = crate::Reason::Unavailable;
     Settled {
         call,
-        tool_call_id: String::new(),
+        tool_call_id: "".into(),
         caller: crate::Caller::Assistant,
         action: "".into(),
         outcome: crate::Outcome::Refused(crate::Refusal::new(

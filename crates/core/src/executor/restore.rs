@@ -84,7 +84,7 @@ impl ExecutorState {
         // INVARIANT: a stored call comes back at most once per page session, and never
         // beside a live call answering the same tool call.
         let id = &pending.call.tool_call_id;
-        if self.restored_ids.contains(id) || self.live.values().any(|l| &l.tool_call_id == id) {
+        if self.restored_ids.contains(id) || self.live.values().any(|l| *l.tool_call_id == **id) {
             return Err(RestoreMiss::ElsewhereOrDone);
         }
         let entry = self

@@ -135,6 +135,17 @@ impl<'a> Trace<'a> {
             .get_or_init(|| self.audit_digest.to_shared_hex())
     }
 
+    /// The tool call id as the model sent it, shared with the records' copy when that
+    /// needed no escaping.
+    pub(crate) fn shared_tool_call_id(&self) -> Arc<str> {
+        let shown = &self.shown().tool_call_id;
+        if **shown == *self.tool_call_id {
+            Arc::clone(shown)
+        } else {
+            self.tool_call_id.into()
+        }
+    }
+
     /// The ids as the call's records show them (escaped the first time).
     pub(crate) fn shown(&self) -> &Shown {
         self.shown.get_or_init(|| Shown {
@@ -212,7 +223,7 @@ impl ExecutorState {
         );
         let settled = Settled {
             call: trace.call,
-            tool_call_id: trace.tool_call_id.to_owned(),
+            tool_call_id: trace.shared_tool_call_id(),
             caller: trace.caller,
             action: shown_id(trace.action_id).into(),
             outcome,

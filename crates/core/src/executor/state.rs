@@ -92,7 +92,9 @@ impl LiveCalls {
 }
 
 pub(crate) struct Live {
-    pub(crate) tool_call_id: String,
+    /// The id the model gave the call, as it sent it (shared with the settlement, and
+    /// with `shown` when it needs no escaping).
+    pub(crate) tool_call_id: std::sync::Arc<str>,
     /// The tool call id and action id as the call's audit records show them (escaped
     /// once, shared by every record).
     pub(crate) shown: super::settle::Shown,

@@ -174,7 +174,7 @@ impl Assistant {
                 let content = cs.saved_result(&call.id).unwrap_or_else(|| {
                     restored
                         .iter()
-                        .find(|s| s.tool_call_id == call.id)
+                        .find(|s| *s.tool_call_id == *call.id)
                         .cloned()
                         .or_else(|| not_waiting(&cs, &call))
                         .map_or_else(String::new, |s| s.to_model_content())
