@@ -20,7 +20,10 @@ pub(crate) fn bench(extra: &[String]) -> Result {
     let mut c = cargo();
     c.args(["bench", "-p", "countersign", "--bench", "gate", "--"])
         .args(extra);
-    run("benchmark: gate overhead and lookup (criterion)", c)?;
+    let mut figures = bench_lines(
+        "benchmark: gate overhead and lookup (criterion, then paired rounds)",
+        c,
+    )?;
     let mut c = cargo();
     c.args([
         "bench",
@@ -32,7 +35,7 @@ pub(crate) fn bench(extra: &[String]) -> Result {
     ])
     .args(extra);
     run("benchmark: countersignature mint and verify (criterion)", c)?;
-    let browser = browser_figures()?;
+    figures.extend(browser_figures()?);
     let dist = root().join("target").join("size").join("tutorial");
     release_build("trunk build --release (tutorial)", &dist, "index.html")?;
     let sizes = size_check(&dist)?;
@@ -45,7 +48,7 @@ pub(crate) fn bench(extra: &[String]) -> Result {
         "benchmark: gateway proxy overhead (wrk) and durable audit appends",
         c,
     )?;
-    table(&browser, &sizes);
+    table(&figures, &sizes);
     Ok(())
 }
 
@@ -53,9 +56,14 @@ pub(crate) fn bench(extra: &[String]) -> Result {
 fn browser_figures() -> Result<BTreeMap<String, f64>> {
     let what =
         "benchmark: card latency, the gate in wasm32, a long session (headless Chromium, release)";
-    println!("\n==> {what}");
     let mut c = crate::browser_suite("countersign-leptos", "perf")?;
     c.args(["--release", "--", "--nocapture"]);
+    bench_lines(what, c)
+}
+
+/// Runs `c` (echoing what it prints) and reads its `BENCH name value` lines.
+fn bench_lines(what: &str, mut c: std::process::Command) -> Result<BTreeMap<String, f64>> {
+    println!("\n==> {what}");
     let out = c
         .output()
         .map_err(|e| format!("{what}: could not start ({e})"))?;
@@ -109,8 +117,8 @@ fn gate_floor(parts: [Option<f64>; 3], handler_typed: Option<f64>) -> Option<f64
         .map(|(sum, handler)| sum + handler)
 }
 
-fn table(browser: &BTreeMap<String, f64>, sizes: &crate::Sizes) {
-    let b = |name: &str| browser.get(name).copied();
+fn table(figures: &BTreeMap<String, f64>, sizes: &crate::Sizes) {
+    let b = |name: &str| figures.get(name).copied();
     let ms = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.2} ms"));
     let ns = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.0} ns"));
     let x = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.2}×"));
@@ -149,9 +157,22 @@ fn table(browser: &BTreeMap<String, f64>, sizes: &crate::Sizes) {
     let native_direct = criterion_ns("gate_per_call/direct_handler_from_json");
     let native_gate = criterion_ns("gate_per_call/through_gate");
     row(
-        "gate per call, native: through the gate / handler from JSON",
+        "gate per call, native, paired rounds: through the gate / handler from JSON, median",
+        x(b("gate.native.paired_ratio.p50")),
+        format!(
+            "quartiles {} to {} over 41 rounds of 20,000 calls each way; target ≤ 6×",
+            x(b("gate.native.paired_ratio.p25")),
+            x(b("gate.native.paired_ratio.p75"))
+        ),
+    );
+    row(
+        "gate per call, native, criterion: through the gate / handler from JSON",
         x(ratio(native_gate, native_direct)),
-        format!("{} / {}; target ≤ 6×", ns(native_gate), ns(native_direct)),
+        format!(
+            "{} / {} (criterion medians, each timed on its own)",
+            ns(native_gate),
+            ns(native_direct)
+        ),
     );
     let part = |name: &str| criterion_ns(&format!("gate_floor/{name}"));
     let parts = [
@@ -175,7 +196,12 @@ fn table(browser: &BTreeMap<String, f64>, sizes: &crate::Sizes) {
     row(
         "gate per call, wasm32 in Chromium: through the gate / handler",
         x(ratio(wasm_gate, wasm_direct)),
-        format!("{} / {}", ns(wasm_gate), ns(wasm_direct)),
+        format!(
+            "{} / {}; paired rounds, median: {}",
+            ns(wasm_gate),
+            ns(wasm_direct),
+            x(b("gate.wasm.paired_ratio.p50"))
+        ),
     );
     row(
         "wasm / native: the gate",

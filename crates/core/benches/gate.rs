@@ -7,14 +7,21 @@
 //!
 //! The workload is `gate_workload`, which the browser benchmark runs in wasm32 too.
 //! Run with `cargo xtask bench` (or `cargo bench -p countersign --bench gate`).
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout, // the `BENCH` lines `cargo xtask bench` reads
+    clippy::disallowed_methods // a benchmark reads the clock
+)]
 
 mod gate_workload;
 
 use std::hint::black_box;
 
 use countersign::Call;
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, BenchmarkId, Criterion};
 use gate_workload::{direct_from_json, executor, floor, handler, ready, through_gate, Lookup, RAW};
 
 fn gate_per_call(c: &mut Criterion) {
@@ -77,5 +84,27 @@ fn resolve_and_project(c: &mut Criterion) {
     group.finish();
 }
 
+/// [`gate_workload::paired_ratios`], printed as `BENCH` lines for `cargo xtask bench`.
+fn paired() {
+    let (exec, _regs, _records) = executor(1);
+    let clock = std::time::Instant::now();
+    let ratios =
+        gate_workload::paired_ratios(&exec, 41, 20_000, || clock.elapsed().as_nanos() as f64);
+    for (name, q) in [("p25", 0.25), ("p50", 0.5), ("p75", 0.75)] {
+        println!(
+            "BENCH gate.native.paired_ratio.{name} {:.4}",
+            gate_workload::quantile(&ratios, q)
+        );
+    }
+}
+
 criterion_group!(benches, gate_per_call, gate_floor, resolve_and_project);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    // Only under `cargo bench` (criterion's test mode, `cargo test --benches`, skips it).
+    if std::env::args().any(|a| a == "--bench") {
+        paired();
+    }
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -225,7 +225,7 @@ fn expect_card(step: Step) -> countersign::ApprovalRequest {
             ""
         }
     );
-    card
+    *card
 }
 
 fn perform(exec: &Executor, step: Step, now: Timestamp) -> Settled {

@@ -35,7 +35,7 @@ fn world() -> World {
 
 fn approval(step: Step, what: &str) -> ApprovalRequest {
     match step {
-        Step::Approval(card) => card,
+        Step::Approval(card) => *card,
         other => panic!("{what}: expected a card, got {other:?}"),
     }
 }
@@ -454,7 +454,7 @@ fn an_edit_chain_in_every_mode_runs_nothing_and_settles_each_call_once() {
             ) {
                 Ok(Step::Approval(next)) => {
                     calls.push(next.call);
-                    last = next;
+                    last = *next;
                 }
                 Ok(Step::Settled(s)) => {
                     // Away mode refuses the edited call: answered once, nothing ran.

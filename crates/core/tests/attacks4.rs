@@ -50,7 +50,7 @@ fn world() -> World {
 
 fn ask(w: &World, at_ms: u64) -> countersign::QuestionView {
     match w.call("pick", "{}", at_ms) {
-        Step::Question(view) => view,
+        Step::Question(view) => *view,
         other => panic!("a question: {other:?}"),
     }
 }

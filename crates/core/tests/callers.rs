@@ -25,7 +25,7 @@ fn asked(
     now: u64,
 ) -> countersign::ApprovalRequest {
     match submit(w, caller, id, action, args, now) {
-        Step::Approval(card) => card,
+        Step::Approval(card) => *card,
         other => panic!("{caller} {action} must be asked, got {other:?}"),
     }
 }

@@ -203,7 +203,7 @@ impl Sim {
             // Settlements are counted once, from the executor's queue, which reports
             // every one (the returned step repeats it for convenience).
             Step::Settled(_) => {}
-            Step::Approval(card) => self.cards.push(card),
+            Step::Approval(card) => self.cards.push(*card),
             Step::Handoff(_) | Step::Question(_) => {}
             Step::Perform(job) => self.jobs.push(job),
         }

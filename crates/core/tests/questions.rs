@@ -46,7 +46,7 @@ fn world() -> World {
 
 fn asked(w: &World) -> countersign::QuestionView {
     match w.call("pick", "{}", 0) {
-        Step::Question(view) => view,
+        Step::Question(view) => *view,
         other => panic!("a question: {other:?}"),
     }
 }

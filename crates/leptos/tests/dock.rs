@@ -1376,7 +1376,7 @@ async fn a_batch_counts_its_items_and_offers_allow_all_only_when_every_remaining
     let results = results.await;
     let codes: Vec<_> = results.iter().map(code).collect();
     assert_eq!(codes, ["OK", "PERMISSION_DENIED", "OK"]);
-    let ids: Vec<_> = results.iter().map(|s| s.tool_call_id.as_str()).collect();
+    let ids: Vec<_> = results.iter().map(|s| &*s.tool_call_id).collect();
     assert_eq!(ids, ["tc0", "tc1", "tc2"], "results in call order");
     // Two plain Ask items: "allow all" lists both, and allows exactly those.
     let results = page.batch(&[("save", r#"{"name":"x"}"#), ("rewrite", r#"{"name":"y"}"#)]);

@@ -212,6 +212,11 @@ fn gate_in_wasm() {
     });
     report("gate.wasm.direct_ns", direct);
     report("gate.wasm.through_gate_ns", gate);
+    let ratios = gate_workload::paired_ratios(&exec, 21, 5_000, || now_ms() * 1e6);
+    report(
+        "gate.wasm.paired_ratio.p50",
+        gate_workload::quantile(&ratios, 0.5),
+    );
     report("gate.wasm.ratio", gate / direct);
 }
 

@@ -93,6 +93,60 @@ pub(crate) fn through_gate(exec: &Executor, call: Call) -> Value {
     }
 }
 
+/// The gate against the handler from JSON, paired: each of `rounds` rounds times `n`
+/// direct calls and `n` calls through the gate back to back (alternating which goes
+/// first), and keeps their ratio. A machine that changes speed between two criterion
+/// benchmarks moves both halves of a round alike, so the ratios hold where the times
+/// do not. `now_ns` reads a clock in nanoseconds. Returns the ratios, sorted.
+pub(crate) fn paired_ratios(
+    exec: &Executor,
+    rounds: usize,
+    n: u32,
+    now_ns: impl Fn() -> f64,
+) -> Vec<f64> {
+    let direct = || {
+        let start = now_ns();
+        for _ in 0..n {
+            black_box(direct_from_json(black_box(RAW)).unwrap());
+        }
+        now_ns() - start
+    };
+    let gate = || {
+        let start = now_ns();
+        for _ in 0..n {
+            black_box(through_gate(
+                exec,
+                black_box(Call::new("tc_1", "read_0", RAW)),
+            ));
+        }
+        now_ns() - start
+    };
+    // Warm up both paths first.
+    direct();
+    gate();
+    let mut ratios: Vec<f64> = (0..rounds)
+        .map(|round| {
+            let (d, g) = if round % 2 == 0 {
+                let d = direct();
+                (d, gate())
+            } else {
+                let g = gate();
+                (direct(), g)
+            };
+            g / d
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios
+}
+
+/// The value at `q` (0 to 1) of sorted values, nearest rank.
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let last = sorted.len().saturating_sub(1);
+    let at = ((last as f64) * q).round() as usize;
+    sorted.get(at.min(last)).copied().unwrap_or(f64::NAN)
+}
+
 /// The least any gate of this design does per call, part by part (no pipeline around
 /// them): what `through_gate` could not go below while it keeps these parts.
 pub(crate) mod floor {

@@ -118,12 +118,13 @@ impl Config {
 pub enum Step {
     /// It ended (refused, or done); the same value is queued for [`Executor::drain_settled`].
     Settled(Settled),
-    /// It waits for a person's ticket; show this card.
-    Approval(ApprovalRequest),
+    /// It waits for a person's ticket; show this card. (The waiting steps are boxed:
+    /// every step is moved on its way out, and the one that runs is small.)
+    Approval(Box<ApprovalRequest>),
     /// It waits for the person to do the last step; show this handoff.
-    Handoff(HandoffView),
+    Handoff(Box<HandoffView>),
     /// It waits for the person's answer; show this question.
-    Question(crate::QuestionView),
+    Question(Box<crate::QuestionView>),
     /// It may run: drive the job and hand its completion to [`Executor::complete`].
     Perform(Job),
 }
@@ -771,11 +772,11 @@ impl Executor {
     fn step(&self, next: Next) -> Step {
         match next {
             Next::Settled(s) => Step::Settled(s),
-            Next::Approval(r) => Step::Approval(*r),
+            Next::Approval(r) => Step::Approval(r),
             Next::Handoff(call) => {
                 let view = self.read(|state| handoff_view(state, call));
                 match view {
-                    Some(view) => Step::Handoff(view),
+                    Some(view) => Step::Handoff(Box::new(view)),
                     // Not reachable: a handoff just started is live. Kept total.
                     None => Step::Settled(
                         self.read(|state| state.last_settled_for(call).ok())
@@ -784,7 +785,7 @@ impl Executor {
                 }
             }
             Next::Question(call) => match self.read(|state| question_view(state, call)) {
-                Some(view) => Step::Question(view),
+                Some(view) => Step::Question(Box::new(view)),
                 // Not reachable: a question just asked is live. Kept total.
                 None => Step::Settled(lost(call)),
             },

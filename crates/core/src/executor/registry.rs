@@ -100,16 +100,40 @@ pub(crate) struct Entry {
     pub(crate) generation: u64,
 }
 
+/// FNV-1a over an id's bytes: every call looks its action up by id, and a keyed
+/// (SipHash) hash of a short id cost more than the rest of the lookup. Only the page
+/// registers ids, so nobody chooses keys to collide in the table; a model's id is only
+/// looked up.
+struct IdHasher(u64);
+
+impl Default for IdHasher {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The registered actions by id.
 pub(crate) struct Registry {
-    actions: HashMap<String, Entry>,
+    actions: HashMap<String, Entry, std::hash::BuildHasherDefault<IdHasher>>,
     next_generation: u64,
 }
 
 impl Registry {
     pub(crate) fn new() -> Self {
         Self {
-            actions: HashMap::new(),
+            actions: HashMap::default(),
             next_generation: 1,
         }
     }

@@ -436,15 +436,15 @@ fn record_id(session_id: &str, seq: u64) -> String {
             break;
         }
     }
-    // Decimal digits are ASCII: this never falls back.
-    let text = digits
-        .get(digits.len() - len..)
-        .and_then(|d| std::str::from_utf8(d).ok())
-        .unwrap_or_default();
-    let mut id = String::with_capacity(session_id.len() + 1 + text.len());
+    let mut id = String::with_capacity(session_id.len() + 1 + len);
     id.push_str(session_id);
     id.push('-');
-    id.push_str(text);
+    id.extend(
+        digits
+            .iter()
+            .skip(digits.len() - len)
+            .map(|d| char::from(*d)),
+    );
     id
 }
 

@@ -77,7 +77,7 @@ impl World {
     /// Submits a call that must wait for a card, and returns the card.
     pub fn card(&self, action: &str, args: &str, at: u64) -> countersign::ApprovalRequest {
         match self.call(action, args, at) {
-            Step::Approval(card) => card,
+            Step::Approval(card) => *card,
             other => panic!("expected a card for {action}, got {other:?}"),
         }
     }
