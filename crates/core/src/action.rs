@@ -543,8 +543,9 @@ impl<P: Clone + 'static> Bound<P> {
 
     /// The params `run` takes. `run` is the last hook a call reaches, and only `verify`
     /// reads the params after it: without a `verify` they are moved into `run`, never
-    /// copied (large params are not cloned for nothing). A hook asked after that finds
-    /// none and answers as for a call it cannot judge (see each hook).
+    /// copied (large params are not cloned for nothing). No path asks another hook of a
+    /// call that ran; if one ever did, each hook answers closed (see
+    /// `a_hook_asked_after_run_answers_closed`): ask, refuse, cover nothing.
     fn params_to_run(&self) -> Option<P> {
         if self.action.verify.is_some() {
             self.with(P::clone)
@@ -592,7 +593,12 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
 
     fn grant_rule(&self) -> Option<crate::GrantRule> {
         let rule = self.action.remember.as_ref()?;
-        self.with(|params| rule(params))
+        // Without the params there is no rule to derive: a grant covering nothing, never
+        // the default rule (every call).
+        Some(
+            self.with(|params| rule(params))
+                .unwrap_or_else(|| crate::GrantRule::exact(SPENT, "", Value::Null)),
+        )
     }
 
     fn preview(&self) -> Option<crate::Preview> {
@@ -602,16 +608,76 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
 
     fn second_question(&self) -> Option<String> {
         let question = self.action.second_question.as_ref()?;
-        self.with(|params| question(params))
+        Some(
+            self.with(|params| question(params))
+                .unwrap_or_else(|| SPENT.to_owned()),
+        )
     }
 
     fn rewrite(&self) -> Option<Rewrite> {
         let hook = self.action.rewrite.as_ref()?;
-        self.with(|params| hook(params))
+        // A replacement no registry holds: the call is refused (`rewritten`, to nothing).
+        Some(
+            self.with(|params| hook(params))
+                .unwrap_or_else(|| Rewrite::Action {
+                    action: String::new(),
+                    arguments: Value::Null,
+                    why: SPENT.to_owned(),
+                }),
+        )
     }
 }
+
+/// What a hook asked after `run` took the params says (see [`Bound::params_to_run`]).
+const SPENT: &str = "this call already ran";
 
 /// Params for an action that takes none: `{}` (or empty text) and nothing else.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, serde::Deserialize, JsonSchema)]
+    struct Path {
+        path: String,
+    }
+
+    #[test]
+    fn a_hook_asked_after_run_answers_closed() {
+        let action = Action::<Path>::new("write", "Write a file.")
+            .kind(Kind::Write)
+            .classify(|_| Verdict::Allow)
+            .consequence(|p| format!("writes {}", p.path))
+            .remember(|p| crate::GrantRule::prefix("under it", "/path", p.path.clone()))
+            .confirm_twice(|p| format!("really {}?", p.path))
+            .rewrite(|_| Rewrite::Keep)
+            .run(|p: Path| async move { Ok::<_, String>(p.path) })
+            .into_erased();
+        let prepared = action
+            .prepare(&serde_json::json!({ "path": "drafts/a" }))
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Before run: each hook answers from the params.
+        assert!(matches!(prepared.classify(), Verdict::Allow));
+        assert!(matches!(prepared.rewrite(), Some(Rewrite::Keep)));
+        assert!(prepared.run().is_some(), "run takes the params (no verify)");
+        // After: ask, refuse, cover nothing; never the answers of a call without hooks.
+        assert!(matches!(prepared.classify(), Verdict::Ask));
+        let rule = prepared
+            .grant_rule()
+            .unwrap_or_else(crate::GrantRule::every_call);
+        assert!(!rule
+            .matcher
+            .matches(&serde_json::json!({ "path": "drafts/a" })));
+        assert!(!rule.matcher.matches(&serde_json::json!({})));
+        assert_eq!(prepared.second_question().as_deref(), Some(SPENT));
+        assert!(matches!(
+            prepared.rewrite(),
+            Some(Rewrite::Action { action, .. }) if action.is_empty()
+        ));
+        assert!(prepared.consequence().is_none());
+        assert!(prepared.run().is_none(), "nothing to run twice");
+    }
+}

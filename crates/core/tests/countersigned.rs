@@ -415,3 +415,53 @@ fn where_the_page_says_so_an_agents_countersigned_call_needs_the_passkey() {
         assert_eq!(asked[0].caller, caller);
     }
 }
+
+thread_local! {
+    static CLONES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Params that count their copies.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Counted {
+    name: String,
+}
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        CLONES.with(|c| c.set(c.get() + 1));
+        Self {
+            name: self.name.clone(),
+        }
+    }
+}
+
+#[test]
+fn a_countersigned_run_takes_the_params_it_was_approved_with_without_a_copy() {
+    let (w, _signer) = world(Ok("tok-7"));
+    let runs = Rc::clone(&w.runs);
+    let _reg = w
+        .exec
+        .register(
+            Action::<Counted>::new("publish", "Publish.")
+                .kind(Kind::Write)
+                .run_countersigned(move |p: Counted, token: Countersignature| {
+                    let runs = Rc::clone(&runs);
+                    async move {
+                        runs.borrow_mut()
+                            .push(format!("publish:{}:{}", p.name, token.as_str()));
+                        Ok::<_, String>(serde_json::json!({ "name": p.name }))
+                    }
+                }),
+        )
+        .unwrap();
+    let card = w.card("publish", r#"{"name":"v2"}"#, 0);
+    CLONES.with(|c| c.set(0));
+    let settled = w.allow(&card, Gesture::AllowOnce, 10).unwrap();
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(w.runs(), ["publish:v2:tok-7"], "ran once, with its token");
+    assert_eq!(
+        CLONES.with(std::cell::Cell::get),
+        0,
+        "moved into run, not copied"
+    );
+}

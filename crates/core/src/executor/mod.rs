@@ -112,14 +112,14 @@ impl Config {
 }
 
 /// What happens next to a call.
-// Returned once per call and taken apart at once; boxing the card would cost every caller.
+// The waiting steps are boxed: a step is moved on its way out, and the common ones (a
+// call that runs, one refused) are small; a card is drawn for a person anyway.
 #[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
 pub enum Step {
-    /// It ended (refused, or done); the same value is queued for [`Executor::drain_settled`].
+    /// It ended (refused, or done); the same value is queued for
+    /// [`Executor::next_settled`] (and [`Executor::drain_settled`]).
     Settled(Settled),
-    /// It waits for a person's ticket; show this card. (The waiting steps are boxed:
-    /// every step is moved on its way out, and the one that runs is small.)
+    /// It waits for a person's ticket; show this card.
     Approval(Box<ApprovalRequest>),
     /// It waits for the person to do the last step; show this handoff.
     Handoff(Box<HandoffView>),
@@ -423,7 +423,7 @@ impl Executor {
     }
 
     /// Hands back a finished job: verifies and settles the call. Its settlement is
-    /// queued for [`Executor::drain_settled`], like every other (read it before then
+    /// queued for [`Executor::next_settled`], like every other (read it before then
     /// with [`Executor::settlement`]). `false` if the call was already settled (e.g. by
     /// [`Executor::shutdown`]), or if the executor is busy (called from inside a hook):
     /// then the completion, when dropped, settles the call as `EXECUTION_FAILED`

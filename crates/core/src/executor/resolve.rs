@@ -23,6 +23,10 @@ impl ExecutorState {
                 )),
             );
         }
+        // No registered id is longer: not even hashed.
+        if call.action.len() > crate::MAX_ACTION_ID_LEN {
+            return Err(Stop::new(Reason::UnknownAction, Decider::Pipeline));
+        }
         // INVARIANT: an action kept from a caller does not exist for it: the same
         // refusal as an id nobody registered, so the caller learns nothing more.
         self.registry
