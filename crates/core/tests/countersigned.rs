@@ -8,7 +8,7 @@ mod common;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use common::{at, code, drive, Named, World};
+use common::{at, code, drive, Counted, Named, World};
 use countersign::{
     Action, ApprovedBy, ArgsDigest, AuditEvent, Countersignature, Countersigner, Gesture, Kind,
     LocalBoxFuture, MintRequest, Mode, Reason, Step,
@@ -416,25 +416,6 @@ fn where_the_page_says_so_an_agents_countersigned_call_needs_the_passkey() {
     }
 }
 
-thread_local! {
-    static CLONES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Params that count their copies.
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct Counted {
-    name: String,
-}
-
-impl Clone for Counted {
-    fn clone(&self) -> Self {
-        CLONES.with(|c| c.set(c.get() + 1));
-        Self {
-            name: self.name.clone(),
-        }
-    }
-}
-
 #[test]
 fn a_countersigned_run_takes_the_params_it_was_approved_with_without_a_copy() {
     let (w, _signer) = world(Ok("tok-7"));
@@ -455,13 +436,9 @@ fn a_countersigned_run_takes_the_params_it_was_approved_with_without_a_copy() {
         )
         .unwrap();
     let card = w.card("publish", r#"{"name":"v2"}"#, 0);
-    CLONES.with(|c| c.set(0));
+    Counted::reset();
     let settled = w.allow(&card, Gesture::AllowOnce, 10).unwrap();
     assert_eq!(code(&settled), "OK");
     assert_eq!(w.runs(), ["publish:v2:tok-7"], "ran once, with its token");
-    assert_eq!(
-        CLONES.with(std::cell::Cell::get),
-        0,
-        "moved into run, not copied"
-    );
+    assert_eq!(Counted::clones(), 0, "moved into run, not copied");
 }

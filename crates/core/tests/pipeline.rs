@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use common::{at, code, drive, Named, World};
+use common::{at, code, drive, Counted, Named, World};
 use countersign::{
     openai_tools, Action, AuditEvent, Call, Confirm, Decider, Expect, Gesture, Handoff, Kind,
     NoParams, RegisterError, Session, Stage, Step, Verdict,
@@ -578,25 +578,6 @@ fn the_receipt_repeats_the_consequence_computed_before_the_run() {
     );
 }
 
-thread_local! {
-    static CLONES: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Params that count their copies.
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct Counted {
-    text: String,
-}
-
-impl Clone for Counted {
-    fn clone(&self) -> Self {
-        CLONES.with(|c| c.set(c.get() + 1));
-        Self {
-            text: self.text.clone(),
-        }
-    }
-}
-
 #[test]
 fn run_takes_the_params_without_a_copy_unless_verify_reads_them_after() {
     for with_verify in [false, true] {
@@ -608,26 +589,26 @@ fn run_takes_the_params_without_a_copy_unless_verify_reads_them_after() {
             .run(move |p: Counted| {
                 let kept = Rc::clone(&kept);
                 async move {
-                    *kept.borrow_mut() = p.text.clone();
-                    Ok::<_, String>(serde_json::json!({ "len": p.text.len() }))
+                    *kept.borrow_mut() = p.name.clone();
+                    Ok::<_, String>(serde_json::json!({ "len": p.name.len() }))
                 }
             });
         if with_verify {
             action = action.verify(|p: &Counted, out| {
-                (out["len"] == p.text.len())
+                (out["len"] == p.name.len())
                     .then_some(())
                     .ok_or("wrong length".to_owned())
             });
         }
         let _reg = w.exec.register(action).unwrap();
-        CLONES.with(|c| c.set(0));
+        Counted::reset();
         let text = "x".repeat(4096);
-        let raw = serde_json::json!({ "text": text }).to_string();
+        let raw = serde_json::json!({ "name": text }).to_string();
         let step = w.exec.submit(Call::new("tc", "store", raw), at(0)).unwrap();
         let settled = drive(&w.exec, step, 1).unwrap();
         assert_eq!(code(&settled), "OK");
         assert_eq!(*seen.borrow(), text, "run got the model's params");
-        let clones = CLONES.with(Cell::get);
+        let clones = Counted::clones();
         if with_verify {
             assert_eq!(clones, 1, "kept for verify: one copy for run");
         } else {
