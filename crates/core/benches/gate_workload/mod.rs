@@ -105,21 +105,17 @@ pub(crate) fn paired_ratios(
     now_ns: impl Fn() -> f64,
 ) -> Vec<f64> {
     let direct = || {
-        let start = now_ns();
-        for _ in 0..n {
-            black_box(direct_from_json(black_box(RAW)).unwrap());
-        }
-        now_ns() - start
+        timed(n, &now_ns, || {
+            drop(black_box(direct_from_json(black_box(RAW)).unwrap()))
+        })
     };
     let gate = || {
-        let start = now_ns();
-        for _ in 0..n {
+        timed(n, &now_ns, || {
             black_box(through_gate(
                 exec,
                 black_box(Call::new("tc_1", "read_0", RAW)),
             ));
-        }
-        now_ns() - start
+        })
     };
     // Warm up both paths first.
     direct();
@@ -138,6 +134,15 @@ pub(crate) fn paired_ratios(
         .collect();
     ratios.sort_by(f64::total_cmp);
     ratios
+}
+
+/// How long `n` calls of `call` take, by the clock `now_ns`.
+fn timed(n: u32, now_ns: &impl Fn() -> f64, call: impl Fn()) -> f64 {
+    let start = now_ns();
+    for _ in 0..n {
+        call();
+    }
+    now_ns() - start
 }
 
 /// The value at `q` (0 to 1) of sorted values, nearest rank.
