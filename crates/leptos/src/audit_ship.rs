@@ -17,6 +17,7 @@ use std::rc::{Rc, Weak};
 
 use countersign::MemoryAudit;
 
+use crate::audit_spill as spill;
 use crate::http::fetch;
 
 /// Records per request.
@@ -215,7 +216,8 @@ impl Shipping {
         *self.on_gap.borrow_mut() = Some(Rc::new(hook));
     }
 
-    /// Starts (or re-points) shipping to `endpoint`, then sends what waits.
+    /// Starts (or re-points) shipping to `endpoint`, then sends what waits: what an
+    /// earlier page kept for it when it closed, and this page's records.
     pub(crate) fn start(&self, endpoint: String) {
         {
             let mut slot = self.slot.borrow_mut();
@@ -223,6 +225,7 @@ impl Shipping {
             shipper.endpoint = endpoint;
             shipper.on_gap = self.on_gap.borrow().clone();
         }
+        self.resend_kept();
         ship(&self.slot, &self.audit);
     }
 
@@ -252,45 +255,97 @@ impl Shipping {
         })
     }
 
-    /// The page is going away: hands every unacknowledged record to
-    /// `navigator.sendBeacon`, which delivers it after the page is gone. Best effort; the
-    /// gateway keeps each id once, so records that also arrive by the normal path are not
-    /// duplicated.
+    /// The page is going away: hands every unacknowledged record on, in order, within
+    /// what the browser carries (see [`crate::audit_spill`]): the oldest to
+    /// `navigator.sendBeacon`, which delivers them after the page is gone, the next ones
+    /// to `localStorage` for the next page load to send, and a `trail_gap` record for
+    /// any that fit neither. The gateway keeps each id once, so records that also
+    /// arrive by the normal path are not duplicated.
     pub(crate) fn flush_with_beacon(&self) {
-        let mut from = match self.slot.borrow_mut().as_mut() {
+        let from = match self.slot.borrow_mut().as_mut() {
             Some(s) => {
                 s.skip_pushed_out(&self.audit);
                 s.acknowledged
             }
             None => return,
         };
-        // Gaps not yet on record are written first, so the beacon carries them too.
+        // Gaps not yet on record are written first, so they are handed on too.
         record_gaps(&self.slot, &self.audit);
-        let endpoint = match self.slot.borrow_mut().as_mut() {
+        let (endpoint, hook) = match self.slot.borrow_mut().as_mut() {
             Some(s) => {
-                // What the beacons carry counts as sent, without an answer.
+                // What is handed on counts as sent, without an answer.
                 s.sent_upto = s.sent_upto.max(self.audit.len());
-                s.endpoint.clone()
+                (s.endpoint.clone(), s.on_gap.clone())
             }
             None => return,
         };
-        let Some(navigator) = web_sys::window().map(|w| w.navigator()) else {
+        let from = from.max(self.audit.first());
+        // An `AuditRecord` always serialises (no map in it has other keys than text).
+        let records: Vec<String> = self
+            .audit
+            .slice(from, self.audit.len() - from)
+            .iter()
+            .filter_map(|r| serde_json::to_string(r).ok())
+            .collect();
+        let room = spill::keep_room(&endpoint);
+        let mut plan = spill::plan(&records, spill::BEACON_ROOM, room);
+        if !spill::beacon(&endpoint, records.get(..plan.beacon).unwrap_or_default()) {
+            plan = spill::plan(&records, 0, room);
+        }
+        let kept = records
+            .get(plan.beacon..plan.beacon + plan.kept)
+            .unwrap_or_default();
+        let stored = spill::keep(&endpoint, kept);
+        let handed_on = plan.beacon + if stored { plan.kept } else { 0 };
+        if handed_on < records.len() {
+            let gap = Gap {
+                first_seq: (from + handed_on) as u64 + 1,
+                last_seq: (from + records.len()) as u64,
+                unconfirmed: 0,
+            };
+            self.name_lost(gap, &endpoint, hook, stored);
+        }
+    }
+
+    /// Counts records a closing page could hand on nowhere, and writes the record that
+    /// names them: kept in the room held back for it, or, when storage refused, sent in
+    /// a beacon of its own (the beacon's room was held back for it too).
+    fn name_lost(&self, gap: Gap, endpoint: &str, hook: Option<GapHook>, stored: bool) {
+        if let Some(s) = self.slot.borrow_mut().as_mut() {
+            s.dropped += (gap.last_seq - gap.first_seq + 1) as usize;
+        }
+        web_sys::console::warn_1(
+            &format!(
+                "countersign: the page closed with audit records seq {}–{} that neither a beacon nor storage could take; a trail_gap record says so",
+                gap.first_seq, gap.last_seq
+            )
+            .into(),
+        );
+        let Some(seq) = hook.and_then(|write| write(gap)) else {
             return;
         };
-        while from < self.audit.len() {
-            from = from.max(self.audit.first());
-            let batch = self.audit.slice(from, AUDIT_BATCH);
-            from += batch.len();
-            let Ok(body) = serde_json::to_string(&batch) else {
-                return;
-            };
-            let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(&body));
-            let options = web_sys::BlobPropertyBag::new();
-            options.set_type("application/json");
-            if let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options) {
-                let _ = navigator.send_beacon_with_opt_blob(&endpoint, Some(&blob));
-            }
+        let position = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
+        let named: Vec<String> = self
+            .audit
+            .slice(position, 1)
+            .iter()
+            .filter_map(|r| serde_json::to_string(r).ok())
+            .collect();
+        let handed_on =
+            (stored && spill::keep(endpoint, &named)) || spill::beacon(endpoint, &named);
+        if !handed_on {
+            web_sys::console::warn_1(
+                &"countersign: the record naming that loss could not be handed on either".into(),
+            );
         }
+    }
+
+    /// Sends what an earlier page kept for this endpoint (see [`Shipping::start`]).
+    fn resend_kept(&self) {
+        let Some(endpoint) = self.slot.borrow().as_ref().map(|s| s.endpoint.clone()) else {
+            return;
+        };
+        leptos::task::spawn_local(spill::resend_kept(endpoint));
     }
 }
 

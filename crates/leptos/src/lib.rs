@@ -3,6 +3,7 @@
 pub mod assistant;
 mod attention;
 mod audit_ship;
+mod audit_spill;
 mod batch;
 mod clock;
 mod countersign;

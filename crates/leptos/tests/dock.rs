@@ -2661,6 +2661,9 @@ mod mcp_relay;
 #[path = "dock/long_session.rs"]
 mod long_session;
 
+#[path = "dock/audit_spill.rs"]
+mod audit_spill;
+
 #[wasm_bindgen_test]
 async fn records_sent_without_an_answer_then_pushed_out_are_counted_apart_and_named() {
     // Below the least taken: the page holds 64.

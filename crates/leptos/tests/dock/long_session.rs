@@ -70,14 +70,17 @@ fn LongPage(published: RwSignal<bool>) -> impl IntoView {
 /// `seq`, event, reason) in `window.__long` and acknowledges; `away` answers 503 and
 /// stores nothing; `lost` stores the batch and then answers 503 (an answer lost after
 /// the gateway wrote it); `once` acknowledges one batch and then is `away`. Its
-/// `navigator.sendBeacon` stores what the page hands it on `pagehide`.
+/// `navigator.sendBeacon` stores what the page hands it on `pagehide`; with
+/// `window.__realBeacon` set it first asks the browser's own `sendBeacon`, and takes
+/// only what the browser accepted (its 64 KiB quota holds). `/spill-audit` is the same
+/// stand-in under another name.
 pub(crate) fn gateway_stand_in() {
     js_sys::Function::new_no_args(
         "window.__mode = 'up'; window.__long = [];
          const original = window.fetch;
          window.fetch = (input, init) => {
            const url = typeof input === 'string' ? input : input.url;
-           if (!url.endsWith('/long-audit')) return original(input, init);
+           if (!url.endsWith('/long-audit') && !url.endsWith('/spill-audit')) return original(input, init);
            if (window.__mode === 'away') return Promise.resolve(new Response('{}', { status: 503 }));
            const body = input instanceof Request ? input.clone().text() : Promise.resolve(init.body);
            return body.then(text => {
@@ -91,8 +94,13 @@ pub(crate) fn gateway_stand_in() {
              return new Response('{\"appended\":1}', { status });
            });
          };
+         const realBeacon = Navigator.prototype.sendBeacon;
          navigator.sendBeacon = (url, blob) => {
-           if (!url.endsWith('/long-audit')) return false;
+           if (!url.endsWith('/long-audit') && !url.endsWith('/spill-audit')) return false;
+           if (window.__realBeacon && !realBeacon.call(navigator, url, blob)) {
+             window.__refusedBeacons = (window.__refusedBeacons || 0) + 1;
+             return false;
+           }
            window.__beacons = (window.__beacons || 0) + 1;
            blob.text().then(text => {
              for (const r of JSON.parse(text)) {
