@@ -15,7 +15,7 @@
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
-use countersign::MemoryAudit;
+use countersign::{AuditEvent, MemoryAudit};
 
 use crate::audit_spill as spill;
 use crate::http::fetch;
@@ -54,6 +54,8 @@ struct Shipper {
     on_gap: Option<GapHook>,
     /// Gaps whose record the gateway has not acknowledged yet.
     gaps: Vec<PendingGap>,
+    /// Records earlier pages kept are being sent.
+    resending: bool,
 }
 
 /// A gap, and where its record sits in the trail once written.
@@ -255,12 +257,11 @@ impl Shipping {
         })
     }
 
-    /// The page is going away: hands every unacknowledged record on, in order, within
-    /// what the browser carries (see [`crate::audit_spill`]): the oldest to
-    /// `navigator.sendBeacon`, which delivers them after the page is gone, the next ones
-    /// to `localStorage` for the next page load to send, and a `trail_gap` record for
-    /// any that fit neither. The gateway keeps each id once, so records that also
-    /// arrive by the normal path are not duplicated.
+    /// The page is going away: hands every unacknowledged record on (see
+    /// [`crate::audit_spill`]): kept in `localStorage` for the next page load to send,
+    /// the oldest also handed to `navigator.sendBeacon`, which delivers them after the
+    /// page is gone, and a `trail_gap` record for any that could not be kept. The
+    /// gateway keeps each id once, so records that arrive twice are stored once.
     pub(crate) fn flush_with_beacon(&self) {
         let from = match self.slot.borrow_mut().as_mut() {
             Some(s) => {
@@ -280,44 +281,77 @@ impl Shipping {
             None => return,
         };
         let from = from.max(self.audit.first());
+        let held = self.audit.slice(from, self.audit.len() - from);
+        let Some(session) = held.first().map(|r| r.session.to_string()) else {
+            return;
+        };
+        // A gap's record first: it names records lost earlier. (Each part stays in
+        // `seq` order.)
+        let (mut held, rest): (Vec<_>, Vec<_>) = held
+            .into_iter()
+            .partition(|r| r.event == AuditEvent::TrailGap);
+        held.extend(rest);
         // An `AuditRecord` always serialises (no map in it has other keys than text).
-        let records: Vec<String> = self
-            .audit
-            .slice(from, self.audit.len() - from)
+        let texts: Vec<String> = held
             .iter()
-            .filter_map(|r| serde_json::to_string(r).ok())
+            .map(|r| serde_json::to_string(r).unwrap_or_default())
             .collect();
-        let room = spill::keep_room(&endpoint);
-        let mut plan = spill::plan(&records, spill::BEACON_ROOM, room);
-        if !spill::beacon(&endpoint, records.get(..plan.beacon).unwrap_or_default()) {
-            plan = spill::plan(&records, 0, room);
-        }
-        let kept = records
-            .get(plan.beacon..plan.beacon + plan.kept)
-            .unwrap_or_default();
-        let stored = spill::keep(&endpoint, kept);
-        let handed_on = plan.beacon + if stored { plan.kept } else { 0 };
-        if handed_on < records.len() {
-            let gap = Gap {
-                first_seq: (from + handed_on) as u64 + 1,
-                last_seq: (from + records.len()) as u64,
-                unconfirmed: 0,
-            };
-            self.name_lost(gap, &endpoint, hook, stored);
-        }
+        let kept = spill::fit(&texts, spill::keep_room(&endpoint, &session));
+        let kept = if spill::keep(&endpoint, &session, texts.get(..kept).unwrap_or_default()) {
+            kept
+        } else {
+            0
+        };
+        let in_beacon = spill::fit(&texts, spill::BEACON_BYTES - spill::GAP_ROOM);
+        let in_beacon = if spill::beacon(&endpoint, texts.get(..in_beacon).unwrap_or_default()) {
+            in_beacon
+        } else {
+            0
+        };
+        let lost = held.get(kept..).unwrap_or_default();
+        let (Some(first), Some(last)) = (
+            lost.iter().map(|r| r.seq).min(),
+            lost.iter().map(|r| r.seq).max(),
+        ) else {
+            return;
+        };
+        let gap = Gap {
+            first_seq: first,
+            last_seq: last,
+            unconfirmed: in_beacon.saturating_sub(kept) as u64,
+        };
+        self.name_lost(
+            gap,
+            lost.len(),
+            &endpoint,
+            &session,
+            hook,
+            texts.get(..kept),
+        );
     }
 
-    /// Counts records a closing page could hand on nowhere, and writes the record that
-    /// names them: kept in the room held back for it, or, when storage refused, sent in
-    /// a beacon of its own (the beacon's room was held back for it too).
-    fn name_lost(&self, gap: Gap, endpoint: &str, hook: Option<GapHook>, stored: bool) {
+    /// Counts records a closing page could not keep, and writes the record that names
+    /// them: kept with the `kept` records in the room held back for it (when storage
+    /// took them), and sent in a beacon of its own (the beacon's room was held back for
+    /// it too).
+    fn name_lost(
+        &self,
+        gap: Gap,
+        lost: usize,
+        endpoint: &str,
+        session: &str,
+        hook: Option<GapHook>,
+        kept: Option<&[String]>,
+    ) {
         if let Some(s) = self.slot.borrow_mut().as_mut() {
-            s.dropped += (gap.last_seq - gap.first_seq + 1) as usize;
+            let unconfirmed = usize::try_from(gap.unconfirmed).unwrap_or(usize::MAX);
+            s.unconfirmed += unconfirmed;
+            s.dropped += lost.saturating_sub(unconfirmed);
         }
         web_sys::console::warn_1(
             &format!(
-                "countersign: the page closed with audit records seq {}–{} that neither a beacon nor storage could take; a trail_gap record says so",
-                gap.first_seq, gap.last_seq
+                "countersign: the page closed with audit records seq {}–{} that storage could not keep ({} of them went in a beacon); a trail_gap record says so",
+                gap.first_seq, gap.last_seq, gap.unconfirmed
             )
             .into(),
         );
@@ -331,22 +365,50 @@ impl Shipping {
             .iter()
             .filter_map(|r| serde_json::to_string(r).ok())
             .collect();
-        let handed_on =
-            (stored && spill::keep(endpoint, &named)) || spill::beacon(endpoint, &named);
-        if !handed_on {
+        let kept_too = kept.is_some_and(|kept| {
+            let mut all = kept.to_vec();
+            all.extend_from_slice(&named);
+            spill::keep(endpoint, session, &all)
+        });
+        if !spill::beacon(endpoint, &named) && !kept_too {
             web_sys::console::warn_1(
                 &"countersign: the record naming that loss could not be handed on either".into(),
             );
         }
     }
 
-    /// Sends what an earlier page kept for this endpoint (see [`Shipping::start`]).
+    /// Sends what earlier pages kept for this endpoint (see [`Shipping::start`]); again
+    /// after each batch the gateway acknowledges, while any is left.
     fn resend_kept(&self) {
-        let Some(endpoint) = self.slot.borrow().as_ref().map(|s| s.endpoint.clone()) else {
-            return;
-        };
-        leptos::task::spawn_local(spill::resend_kept(endpoint));
+        resend_kept(&self.slot);
     }
+}
+
+/// Starts sending what earlier pages kept for the endpoint, unless that is under way or
+/// nothing is kept.
+fn resend_kept(slot: &Slot) {
+    let endpoint = match slot.borrow_mut().as_mut() {
+        Some(s) if !s.resending => {
+            s.resending = true;
+            s.endpoint.clone()
+        }
+        _ => return,
+    };
+    if !spill::has_kept(&endpoint) {
+        if let Some(s) = slot.borrow_mut().as_mut() {
+            s.resending = false;
+        }
+        return;
+    }
+    let weak = Rc::downgrade(slot);
+    leptos::task::spawn_local(async move {
+        spill::resend_kept(endpoint).await;
+        if let Some(slot) = weak.upgrade() {
+            if let Some(s) = slot.borrow_mut().as_mut() {
+                s.resending = false;
+            }
+        }
+    });
 }
 
 impl std::fmt::Debug for Shipping {
@@ -414,6 +476,9 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
                 shipper.acknowledged = shipper.acknowledged.max(from + count);
                 shipper.failures = 0;
                 audit.forget_before(shipper.acknowledged);
+                drop(guard);
+                // The gateway is there: what earlier pages kept can go too.
+                resend_kept(&slot);
                 None
             } else if let Some(at) = conflict {
                 // Nothing of the batch was written (so it does not count as sent). The

@@ -1,70 +1,57 @@
 //! What the page hands on when it goes away: its unacknowledged audit records, within
 //! what the browser will carry, and the loss named when some fit nowhere.
 //!
-//! `navigator.sendBeacon` refuses (answers `false`) once the page's requests kept alive
-//! past it pass 64 KiB in all (the Fetch standard's keepalive quota). So on close:
-//! 1. the oldest records go in one beacon of at most [`BEACON_BYTES`];
-//! 2. the rest are kept in `localStorage` under a key per endpoint, at most
-//!    [`KEPT_BYTES`] there in all; the next page load that ships to the same endpoint
-//!    sends them first ([`resend_kept`]); the gateway keeps each id once, so a record
-//!    that arrives twice is stored once;
-//! 3. records that fit neither (the newest) are named: a `trail_gap` record with their
-//!    `seq`s is kept in the room held back for it, or, when storage refuses, sent in a
-//!    beacon of its own. A record is delivered, kept, or named; never dropped unseen.
+//! On close the records are ordered for handing on: `trail_gap` records first (each
+//! names records lost earlier: losing it would hide that loss), then the rest by `seq`.
+//! Then:
+//! 1. they are kept in `localStorage`, oldest first, under a key of this page session's
+//!    own (overwritten at each close, so a page back from the back/forward cache does
+//!    not keep copies; no other tab writes it), at most [`KEPT_BYTES`] per endpoint in
+//!    all. The next page load that ships to the endpoint sends them ([`resend_kept`]);
+//! 2. the first [`BEACON_BYTES`] of them also go to `navigator.sendBeacon`, for now:
+//!    the browser refuses a beacon once the page's requests kept alive past it pass
+//!    64 KiB (the Fetch standard's keepalive quota), and one it takes may still fail on
+//!    the way, so a beacon is a copy, never the only one (the gateway keeps each id
+//!    once);
+//! 3. what is not kept (the newest) is named: a `trail_gap` record with their `seq`s,
+//!    counting as `unconfirmed` those the beacon carried, kept in the room held back for
+//!    it and sent in a beacon of its own. A record is kept, or named; never lost unseen.
 //!
-//! Two tabs of one origin closing at once may each rewrite the kept list; the browser
-//! runs each tab's read and write in one task, but does not order tabs. A leaf: it knows
-//! records as JSON text, storage and the beacon, nothing of the rest of the page.
+//! A leaf: it knows records as JSON text, storage and the beacon, nothing of the page.
 
-use countersign::AuditRecord;
+use serde_json::Value;
 
 use crate::http::fetch;
 
 /// The most a closing page hands one beacon, in bytes: under the 64 KiB quota with room
-/// for the request's own overhead.
+/// for the request's own overhead and the beacon naming a loss.
 pub(crate) const BEACON_BYTES: usize = 60 * 1024;
-/// The most kept in `localStorage` per endpoint, in bytes (browsers give an origin about
-/// 5 MiB there, shared with the page's own use).
+/// The most kept in `localStorage` per endpoint, over every page session, in bytes
+/// (browsers give an origin about 5 MiB there, shared with the page's own use).
 pub(crate) const KEPT_BYTES: usize = 1024 * 1024;
 /// Room held back for the record that names a loss.
-const GAP_ROOM: usize = 2 * 1024;
-/// Records per request when kept records are sent again.
+pub(crate) const GAP_ROOM: usize = 2 * 1024;
+/// Records per request when kept records are sent.
 const RESEND_BATCH: usize = 100;
+const PREFIX: &str = "countersign.audit.unsent";
 
-/// Where the records of a closing page go, oldest first: a prefix in the beacon, the
-/// next ones kept, and the rest (the newest) lost, by index.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Plan {
-    /// How many of the oldest go in the beacon.
-    pub(crate) beacon: usize,
-    /// How many after those are kept.
-    pub(crate) kept: usize,
+/// How many of the records (oldest first) fit a JSON array of at most `room` bytes:
+/// a record goes nowhere once one before it did not fit, so what fits is a prefix.
+pub(crate) fn fit(records: &[String], room: usize) -> usize {
+    let (mut n, mut bytes) = (0, 0);
+    for text in records {
+        if array_len(n + 1, bytes + text.len()) > room {
+            break;
+        }
+        n += 1;
+        bytes += text.len();
+    }
+    n
 }
 
-/// The JSON array of `items`' length in bytes.
+/// The length in bytes of a JSON array of `items` items of `bytes` bytes in all.
 fn array_len(items: usize, bytes: usize) -> usize {
     2 + bytes + items.saturating_sub(1)
-}
-
-/// Splits records (JSON texts, oldest first) between a beacon with room for
-/// `beacon_room` bytes and storage with `keep_room` bytes, in order: a record goes
-/// nowhere once one before it did not fit, so what is delivered or kept is always
-/// everything up to some `seq`, and what is lost is one run at the end.
-pub(crate) fn plan(records: &[String], beacon_room: usize, keep_room: usize) -> Plan {
-    let fit = |from: usize, room: usize| {
-        let (mut n, mut bytes) = (0, 0);
-        for text in records.get(from..).unwrap_or_default() {
-            if array_len(n + 1, bytes + text.len()) > room {
-                break;
-            }
-            n += 1;
-            bytes += text.len();
-        }
-        n
-    };
-    let beacon = fit(0, beacon_room);
-    let kept = fit(beacon, keep_room);
-    Plan { beacon, kept }
 }
 
 /// `items` as one JSON array.
@@ -72,60 +59,78 @@ pub(crate) fn array(items: &[String]) -> String {
     format!("[{}]", items.join(","))
 }
 
-fn key(endpoint: &str) -> String {
-    format!("countersign.audit.unsent:{endpoint}")
+/// A key per endpoint and page session. A space cannot be in either (a URL escapes it;
+/// session ids are hex), so one endpoint's prefix is never another's.
+fn key(endpoint: &str, session: &str) -> String {
+    format!("{PREFIX} {endpoint} {session}")
 }
 
 fn storage() -> Option<web_sys::Storage> {
     web_sys::window()?.local_storage().ok().flatten()
 }
 
-/// The records kept for `endpoint`, as JSON texts; a list that is not audit records is
-/// let go of (with a warning): nothing in it could be sent.
-fn read_kept(endpoint: &str) -> Vec<String> {
-    let Some(text) = storage().and_then(|s| s.get_item(&key(endpoint)).ok().flatten()) else {
+/// The keys holding records kept for `endpoint`, by any page session.
+fn keys(storage: &web_sys::Storage, endpoint: &str) -> Vec<String> {
+    let prefix = format!("{PREFIX} {endpoint} ");
+    (0..storage.length().unwrap_or(0))
+        .filter_map(|i| storage.key(i).ok().flatten())
+        .filter(|k| k.strip_prefix(&prefix).is_some_and(|s| !s.contains(' ')))
+        .collect()
+}
+
+/// The records kept under `key`, as JSON texts. Only entries that are objects with an
+/// `id` are read (the gateway checks each record whole); others are let go of, with a
+/// warning. Over twice [`KEPT_BYTES`] is not read at all, and let go of.
+fn read(storage: &web_sys::Storage, key: &str) -> Vec<String> {
+    let Some(text) = storage.get_item(key).ok().flatten() else {
         return Vec::new();
     };
-    let parsed = (text.len() <= 2 * KEPT_BYTES)
-        .then(|| serde_json::from_str::<Vec<AuditRecord>>(&text).ok())
-        .flatten();
-    match parsed {
-        Some(records) => records
-            .iter()
-            .filter_map(|r| serde_json::to_string(r).ok())
-            .collect(),
-        None => {
-            forget_kept(endpoint);
-            web_sys::console::warn_1(
-                &"countersign: the audit records kept from an earlier page are unreadable; let go"
-                    .into(),
-            );
-            Vec::new()
-        }
+    let items = (text.len() <= 2 * KEPT_BYTES)
+        .then(|| serde_json::from_str::<Vec<Value>>(&text).ok())
+        .flatten()
+        .unwrap_or_default();
+    let records: Vec<String> = items
+        .iter()
+        .filter(|r| r.get("id").is_some_and(Value::is_string))
+        .map(Value::to_string)
+        .collect();
+    if records.len() != items.len() || items.is_empty() {
+        web_sys::console::warn_1(
+            &format!("countersign: {key}: what is kept there is not all audit records; what is not was let go").into(),
+        );
+        write(storage, key, &records);
     }
+    records
 }
 
-fn forget_kept(endpoint: &str) {
-    if let Some(s) = storage() {
-        let _ = s.remove_item(&key(endpoint));
-    }
-}
-
-/// Bytes already kept for `endpoint`.
-pub(crate) fn kept_bytes(endpoint: &str) -> usize {
-    storage()
-        .and_then(|s| s.get_item(&key(endpoint)).ok().flatten())
-        .map_or(0, |t| t.len())
-}
-
-/// Adds `records` to what is kept for `endpoint`; `false` when storage refused.
-pub(crate) fn keep(endpoint: &str, records: &[String]) -> bool {
+/// Writes `records` under `key` (removes it when empty); `false` when storage refused.
+fn write(storage: &web_sys::Storage, key: &str, records: &[String]) -> bool {
     if records.is_empty() {
-        return true;
+        return storage.remove_item(key).is_ok();
     }
-    let mut all = read_kept(endpoint);
-    all.extend_from_slice(records);
-    storage().is_some_and(|s| s.set_item(&key(endpoint), &array(&all)).is_ok())
+    storage.set_item(key, &array(records)).is_ok()
+}
+
+/// The room this page session has for records kept for `endpoint`: [`KEPT_BYTES`] less
+/// what other sessions keep there and the gap's room.
+pub(crate) fn keep_room(endpoint: &str, session: &str) -> usize {
+    let Some(storage) = storage() else {
+        return 0;
+    };
+    let own = key(endpoint, session);
+    let others: usize = keys(&storage, endpoint)
+        .iter()
+        .filter(|k| **k != own)
+        .filter_map(|k| storage.get_item(k).ok().flatten())
+        .map(|t| t.len())
+        .sum();
+    KEPT_BYTES.saturating_sub(others).saturating_sub(GAP_ROOM)
+}
+
+/// Keeps exactly `records` as this page session's for `endpoint`, in place of what it
+/// kept before; `false` when storage refused (what was kept before stays).
+pub(crate) fn keep(endpoint: &str, session: &str, records: &[String]) -> bool {
+    storage().is_some_and(|s| write(&s, &key(endpoint, session), records))
 }
 
 /// Hands `records` to one beacon; `false` when the browser refused it.
@@ -149,51 +154,89 @@ pub(crate) fn beacon(endpoint: &str, records: &[String]) -> bool {
         .unwrap_or(false)
 }
 
-/// Sends the records an earlier page kept for `endpoint`, oldest first, and lets go of
-/// each batch the gateway acknowledged (or refused as malformed or a conflict: sending
-/// it again could not change that). Stops at the first failure; what is left waits for
-/// the next page load.
-pub(crate) async fn resend_kept(endpoint: String) {
-    loop {
-        let kept = read_kept(&endpoint);
-        if kept.is_empty() {
-            return;
-        }
-        let n = kept.len().min(RESEND_BATCH);
-        let sent = kept.get(..n).unwrap_or_default();
-        let answer = fetch("POST", &endpoint, Some(&array(sent)), 15_000).await;
-        match answer {
-            Ok((status, _)) if (200..300).contains(&status) => {}
-            Ok((400 | 409 | 413 | 422, text)) => web_sys::console::warn_1(
-                &format!("countersign: the gateway refused audit records kept from an earlier page ({text}); let go").into(),
-            ),
-            _ => return,
-        }
-        // Storage may have changed meanwhile (another tab closed): let go of exactly
-        // the records sent, by their text.
-        let mut rest = read_kept(&endpoint);
-        rest.retain(|r| !sent.contains(r));
-        if rest.is_empty() {
-            forget_kept(&endpoint);
-        } else if !keep_exactly(&endpoint, &rest) {
-            return;
+/// Whether any page session kept records for `endpoint`.
+pub(crate) fn has_kept(endpoint: &str) -> bool {
+    storage().is_some_and(|s| !keys(&s, endpoint).is_empty())
+}
+
+/// Sends the records every page session kept for `endpoint`, oldest first, and lets go
+/// of each batch the gateway acknowledged. A record the gateway refuses by name (409
+/// `audit_conflict`: it holds another record under its id; 400 `invalid_audit_record`:
+/// `record {i}` is not a record it takes) is let go of alone, with a warning: sending it
+/// again could not change that. Any other answer (a proxy's page, a 503) stops it with
+/// everything kept, for a later try.
+/// Returns whether nothing is left.
+pub(crate) async fn resend_kept(endpoint: String) -> bool {
+    let Some(storage) = storage() else {
+        return true;
+    };
+    for key in keys(&storage, &endpoint) {
+        loop {
+            let kept = read(&storage, &key);
+            let Some(batch) = kept.get(..kept.len().min(RESEND_BATCH)) else {
+                break;
+            };
+            if batch.is_empty() {
+                break;
+            }
+            let answer = fetch("POST", &endpoint, Some(&array(batch)), 15_000).await;
+            let done: Vec<&String> = match &answer {
+                Ok((status, _)) if (200..300).contains(status) => batch.iter().collect(),
+                Ok((409, text)) if text.contains("audit_conflict") => {
+                    let Some(named) = batch.iter().find(|r| names(text, r)) else {
+                        return false;
+                    };
+                    warn_let_go("the gateway holds another record under its id", named);
+                    vec![named]
+                }
+                Ok((400, text)) => {
+                    let Some(refused) = refused_index(text).and_then(|i| batch.get(i)) else {
+                        return false;
+                    };
+                    warn_let_go("the gateway refused it as invalid", refused);
+                    vec![refused]
+                }
+                _ => return false,
+            };
+            // Read again: this page may have written since (it never writes another
+            // session's key, but its own close may come while this waits).
+            let mut rest = read(&storage, &key);
+            rest.retain(|r| !done.contains(&r));
+            if !write(&storage, &key, &rest) {
+                return false;
+            }
         }
     }
+    true
 }
 
-fn keep_exactly(endpoint: &str, records: &[String]) -> bool {
-    storage().is_some_and(|s| s.set_item(&key(endpoint), &array(records)).is_ok())
+fn warn_let_go(why: &str, record: &str) {
+    web_sys::console::warn_1(
+        &format!("countersign: a record kept by an earlier page was let go: {why}: {record}")
+            .into(),
+    );
 }
 
-/// The room for records still free for `endpoint`, gap room held back.
-pub(crate) fn keep_room(endpoint: &str) -> usize {
-    KEPT_BYTES
-        .saturating_sub(kept_bytes(endpoint))
-        .saturating_sub(GAP_ROOM)
+/// The position in its batch of the record the gateway's 400 `invalid_audit_record`
+/// answer `text` refuses (its message starts `record {i} `).
+fn refused_index(text: &str) -> Option<usize> {
+    let answer: Value = serde_json::from_str(text).ok()?;
+    let error = answer.get("error")?;
+    if error.get("code")?.as_str()? != "invalid_audit_record" {
+        return None;
+    }
+    let rest = error.get("message")?.as_str()?.strip_prefix("record ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
-/// The beacon's room for records, gap room held back.
-pub(crate) const BEACON_ROOM: usize = BEACON_BYTES - GAP_ROOM;
+/// Whether the gateway's answer `text` names the record `record` (its id in backticks).
+fn names(text: &str, record: &str) -> bool {
+    serde_json::from_str::<Value>(record)
+        .ok()
+        .and_then(|r| r.get("id").and_then(Value::as_str).map(str::to_owned))
+        .is_some_and(|id| text.contains(&format!("`{id}`")))
+}
 
 #[cfg(test)]
 mod tests {
@@ -204,25 +247,61 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_go_in_the_beacon_the_next_are_kept_the_rest_are_lost() {
+    fn the_oldest_records_that_fit_are_a_prefix() {
         // Arrays: 10 → 12 bytes, 10+10 → 23, 10+10+10 → 34.
         let records = texts(&[10, 10, 10, 10, 10]);
-        assert_eq!(plan(&records, 23, 23), Plan { beacon: 2, kept: 2 });
-        assert_eq!(plan(&records, 22, 34), Plan { beacon: 1, kept: 3 });
-        assert_eq!(plan(&records, 1_000, 0), Plan { beacon: 5, kept: 0 });
-        assert_eq!(plan(&records, 0, 0), Plan { beacon: 0, kept: 0 });
+        assert_eq!(fit(&records, 23), 2);
+        assert_eq!(fit(&records, 22), 1);
+        assert_eq!(fit(&records, 34), 3);
+        assert_eq!(fit(&records, 1_000), 5);
+        assert_eq!(fit(&records, 0), 0);
     }
 
     #[test]
     fn a_record_that_does_not_fit_stops_the_ones_after_it_even_if_they_would() {
         // Nothing newer goes ahead of an older record: what is lost is one run at the end.
-        let records = texts(&[10, 100, 1]);
-        assert_eq!(plan(&records, 20, 0), Plan { beacon: 1, kept: 0 });
+        assert_eq!(fit(&texts(&[10, 100, 1]), 20), 1);
     }
 
     #[test]
     fn nothing_fits_a_room_smaller_than_the_brackets() {
-        assert_eq!(plan(&texts(&[1]), 2, 0), Plan { beacon: 0, kept: 0 });
-        assert_eq!(plan(&texts(&[1]), 3, 0), Plan { beacon: 1, kept: 0 });
+        assert_eq!(fit(&texts(&[1]), 2), 0);
+        assert_eq!(fit(&texts(&[1]), 3), 1);
+    }
+
+    #[test]
+    fn the_array_fit_counts_is_the_array_written() {
+        let records = vec![r#"{"id":"a"}"#.to_owned(), r#"{"id":"bé"}"#.to_owned()];
+        let n = fit(&records, array(&records).len());
+        assert_eq!(n, 2);
+        assert_eq!(fit(&records, array(&records).len() - 1), 1);
+    }
+
+    #[test]
+    fn only_the_gateways_invalid_record_answer_points_at_a_record() {
+        let answer = |code: &str, message: &str| {
+            serde_json::json!({ "error": { "code": code, "message": message } }).to_string()
+        };
+        assert_eq!(
+            refused_index(&answer("invalid_audit_record", "record 3 is invalid: x")),
+            Some(3)
+        );
+        assert_eq!(
+            refused_index(&answer("invalid_json", "record 3 is invalid")),
+            None
+        );
+        assert_eq!(
+            refused_index(&answer("invalid_audit_record", "records 3")),
+            None
+        );
+        assert_eq!(refused_index("<html>record 3</html>"), None);
+    }
+
+    #[test]
+    fn an_answer_names_a_record_by_its_id_in_backticks() {
+        let text = "record `s-2` is stored already with other contents";
+        assert!(names(text, r#"{"id":"s-2","seq":2}"#));
+        assert!(!names(text, r#"{"id":"s-22","seq":22}"#));
+        assert!(!names(text, "not json"));
     }
 }

@@ -2786,6 +2786,13 @@ async fn records_handed_to_the_beacon_on_pagehide_are_named_when_some_were_pushe
         waited += 1;
     }
     refusals(&page, "b", 100).await;
+    // The gateway is back as the page closes: the beacon arrives.
+    js_sys::Reflect::set(
+        &web_sys::window().unwrap(),
+        &"__beaconMode".into(),
+        &"up".into(),
+    )
+    .unwrap();
     let event = web_sys::Event::new("pagehide").unwrap();
     web_sys::window().unwrap().dispatch_event(&event).unwrap();
     tick().await;

@@ -1,10 +1,8 @@
-//! A page that closes with more unshipped audit records than a beacon carries: the
-//! browser's own `sendBeacon` refuses past its 64 KiB keepalive quota, so the oldest
-//! records go in one beacon, the next are kept in `localStorage` for the next page load,
-//! and any that fit neither are named by a `trail_gap` record. Every record is
-//! delivered, kept, or named.
+//! A page that closes with unshipped audit records: they are kept in `localStorage` for
+//! the next page load (which sends them), the oldest also go in a beacon within the
+//! browser's own 64 KiB quota, and any that storage cannot keep are named by a
+//! `trail_gap` record. Every record is delivered, kept, or named.
 
-use countersign::AuditRecord;
 use countersign_leptos::AgentDock;
 use countersign_testing::{tick, Mounted};
 use gloo_timers::future::TimeoutFuture;
@@ -15,45 +13,66 @@ use super::long_session::{quiet_options, set_mode, stored};
 use super::{refusals, small_trail_page};
 
 const ENDPOINT: &str = "/spill-audit";
-const KEY: &str = "countersign.audit.unsent:/spill-audit";
+const PREFIX: &str = "countersign.audit.unsent /spill-audit ";
 
 fn storage() -> web_sys::Storage {
     web_sys::window().unwrap().local_storage().unwrap().unwrap()
 }
 
-fn kept() -> Vec<AuditRecord> {
-    storage()
-        .get_item(KEY)
-        .unwrap()
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap_or_default()
+fn keys() -> Vec<String> {
+    let storage = storage();
+    (0..storage.length().unwrap())
+        .filter_map(|i| storage.key(i).unwrap())
+        .filter(|k| k.starts_with(PREFIX))
+        .collect()
 }
 
-fn set_real_beacon(on: bool) {
+/// The ids of every record kept for the endpoint, by any page session.
+fn kept() -> Vec<String> {
+    keys()
+        .iter()
+        .flat_map(|k| {
+            let text = storage().get_item(k).unwrap().unwrap();
+            serde_json::from_str::<Vec<serde_json::Value>>(&text).unwrap()
+        })
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn set_js(name: &str, value: wasm_bindgen::JsValue) {
     let window = web_sys::window().unwrap();
-    js_sys::Reflect::set(&window, &"__realBeacon".into(), &on.into()).unwrap();
+    js_sys::Reflect::set(&window, &name.into(), &value).unwrap();
+}
+
+fn beacons() -> u64 {
+    let window = web_sys::window().unwrap();
+    js_sys::Reflect::get(&window, &"__beacons".into())
+        .unwrap()
+        .as_f64()
+        .unwrap_or(0.0) as u64
 }
 
 /// Whether the browser's own `sendBeacon` takes `bytes` bytes.
 fn browser_takes(bytes: usize) -> bool {
-    let navigator = web_sys::window().unwrap().navigator();
-    let body = "x".repeat(bytes);
+    let window = web_sys::window().unwrap();
     // `Navigator.prototype`'s, not the stand-in's.
-    let real = js_sys::Reflect::get(
-        &js_sys::Reflect::get(&web_sys::window().unwrap(), &"Navigator".into())
-            .and_then(|n| js_sys::Reflect::get(&n, &"prototype".into()))
-            .unwrap(),
-        &"sendBeacon".into(),
+    let prototype = js_sys::Reflect::get(&window, &"Navigator".into())
+        .and_then(|n| js_sys::Reflect::get(&n, &"prototype".into()))
+        .unwrap();
+    let real: js_sys::Function = js_sys::Reflect::get(&prototype, &"sendBeacon".into())
+        .unwrap()
+        .into();
+    real.call2(
+        &window.navigator(),
+        &"/spill-probe".into(),
+        &"x".repeat(bytes).into(),
     )
-    .unwrap();
-    let real: js_sys::Function = real.into();
-    real.call2(&navigator, &"/spill-probe".into(), &body.into())
-        .unwrap()
-        .as_bool()
-        .unwrap()
+    .unwrap()
+    .as_bool()
+    .unwrap()
 }
 
-/// The ids and `seq`s of every record `page` wrote.
+/// The ids and `seq`s of every record `page` wrote and still holds.
 fn written(page: &Mounted) -> Vec<(String, u64)> {
     let audit = page.cs.audit();
     audit
@@ -63,77 +82,28 @@ fn written(page: &Mounted) -> Vec<(String, u64)> {
         .collect()
 }
 
-async fn close(page: &Mounted) -> Vec<(String, u64)> {
-    let all = written(page);
+async fn close() {
     let event = web_sys::Event::new("pagehide").unwrap();
     web_sys::window().unwrap().dispatch_event(&event).unwrap();
     // The stand-in reads each beacon's body in a promise.
     tick().await;
     tick().await;
-    all
 }
 
-#[wasm_bindgen_test]
-async fn records_past_the_beacon_quota_are_kept_and_sent_by_the_next_page_load() {
-    storage().remove_item(KEY).unwrap();
-    // The reason for all of it: the browser refuses a beacon past 64 KiB.
-    assert!(
-        !browser_takes(70 * 1024),
-        "the browser took a 70 KiB beacon"
-    );
-    TimeoutFuture::new(300).await;
-    let page = small_trail_page(1_000);
-    set_real_beacon(true);
-    set_mode("away");
-    page.cs.ship_audit(ENDPOINT);
-    refusals(&page, "k", 400).await;
-    let all = close(&page).await;
-    let delivered: Vec<String> = stored().into_iter().map(|r| r.id).collect();
-    let kept: Vec<String> = kept().into_iter().map(|r| r.id).collect();
-    for (id, seq) in &all {
-        assert!(
-            delivered.contains(id) || kept.contains(id),
-            "seq {seq} is neither delivered nor kept"
-        );
-    }
-    assert!(!delivered.is_empty(), "the beacon carried none");
-    assert!(
-        !kept.is_empty(),
-        "none was kept: the test needs more than a beacon holds"
-    );
-    assert_eq!(page.cs.shipping_status().unwrap().dropped, 0, "none lost");
-    assert!(
-        stored().iter().all(|r| r.event != "trail_gap"),
-        "nothing was lost, so no gap is named"
-    );
-    drop(page);
-
-    // The next page load ships to the same gateway, which is back: it sends what the
-    // last one kept first, and lets it go once acknowledged.
-    set_mode("up");
-    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
-    next.cs.ship_audit(ENDPOINT);
-    let mut waited = 0;
-    while storage().get_item(KEY).unwrap().is_some() {
-        assert!(waited < 200, "what was kept was never sent");
-        TimeoutFuture::new(50).await;
-        waited += 1;
-    }
-    let delivered: Vec<String> = stored().into_iter().map(|r| r.id).collect();
-    for (id, seq) in &all {
-        assert!(
-            delivered.contains(id),
-            "seq {seq} never reached the gateway"
-        );
-    }
-    set_real_beacon(false);
+/// Stored `trail_gap` records: first and last `seq` named, and how many unconfirmed.
+fn gaps() -> Vec<(u64, u64, u64)> {
+    stored()
+        .iter()
+        .filter(|r| r.event == "trail_gap")
+        .map(|r| {
+            let n = |f: &str| r.reason[f].as_u64().unwrap();
+            (n("first_seq"), n("last_seq"), n("unconfirmed"))
+        })
+        .collect()
 }
 
-#[wasm_bindgen_test]
-async fn records_that_fit_neither_the_beacon_nor_storage_are_named_by_a_gap_record() {
-    storage().remove_item(KEY).unwrap();
-    TimeoutFuture::new(300).await;
-    // Storage full: the page's own data took the origin's quota.
+/// Fills `localStorage` to the last 64 bytes; returns how many keys it took.
+fn fill_storage() -> usize {
     let mut filled = 0;
     for size in [256 * 1024, 16 * 1024, 1024, 64] {
         let fill = "x".repeat(size);
@@ -145,60 +115,184 @@ async fn records_that_fit_neither_the_beacon_nor_storage_are_named_by_a_gap_reco
             assert!(filled < 2_000, "storage never filled");
         }
     }
-    let page = small_trail_page(1_000);
-    set_real_beacon(true);
-    set_mode("away");
-    page.cs.ship_audit(ENDPOINT);
-    refusals(&page, "n", 300).await;
-    let all = close(&page).await;
+    filled
+}
+
+fn unfill_storage(filled: usize) {
     for i in 0..filled {
         storage().remove_item(&format!("spill.fill.{i}")).unwrap();
     }
-    set_real_beacon(false);
-    assert!(kept().is_empty(), "storage was full, yet records were kept");
-    let stored = stored();
-    let gaps: Vec<(u64, u64)> = stored
-        .iter()
-        .filter(|r| r.event == "trail_gap")
-        .map(|r| {
-            (
-                r.reason["first_seq"].as_u64().unwrap(),
-                r.reason["last_seq"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(gaps.len(), 1, "one loss, named once: {gaps:?}");
-    let (first, last) = gaps[0];
-    let delivered: Vec<&str> = stored.iter().map(|r| r.id.as_str()).collect();
+}
+
+#[wasm_bindgen_test]
+async fn records_of_a_page_that_closes_are_kept_and_sent_by_the_next_page_load() {
+    // Why a beacon cannot carry them all: the browser refuses one past 64 KiB.
+    assert!(
+        !browser_takes(70 * 1024),
+        "the browser took a 70 KiB beacon"
+    );
+    TimeoutFuture::new(300).await;
+    let page = small_trail_page(1_000);
+    set_js("__realBeacon", true.into());
+    set_mode("away");
+    page.cs.ship_audit(ENDPOINT);
+    refusals(&page, "k", 400).await;
+    let all = written(&page);
+    let before = beacons();
+    close().await;
+    set_js("__realBeacon", false.into());
+    // The gateway is away: the beacon the browser took is lost on the way.
+    assert!(stored().is_empty(), "the stand-in is away");
+    assert_eq!(beacons(), before + 1, "one beacon, within the quota");
+    let kept = kept();
     for (id, seq) in &all {
-        let named = (first..=last).contains(seq);
+        assert!(kept.contains(id), "seq {seq} is not kept");
+    }
+    let status = page.cs.shipping_status().unwrap();
+    assert_eq!(
+        (status.dropped, gaps().len()),
+        (0, 0),
+        "nothing lost, none named"
+    );
+    drop(page);
+
+    // The next page load ships to the same gateway, which is back: it sends what the
+    // last one kept, and lets it go once acknowledged.
+    set_mode("up");
+    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
+    next.cs.ship_audit(ENDPOINT);
+    let mut waited = 0;
+    while !keys().is_empty() {
+        assert!(waited < 200, "what was kept was never sent");
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    let delivered: Vec<String> = stored().into_iter().map(|r| r.id).collect();
+    for (id, seq) in &all {
         assert!(
-            delivered.contains(&id.as_str()) != named,
-            "seq {seq}: delivered {}, named {named}",
-            delivered.contains(&id.as_str())
+            delivered.contains(id),
+            "seq {seq} never reached the gateway"
         );
     }
-    assert_eq!(
-        page.cs.shipping_status().unwrap().dropped as u64,
-        last - first + 1,
-        "the loss is counted"
+}
+
+#[wasm_bindgen_test]
+async fn records_storage_cannot_keep_are_named_and_so_are_those_pushed_out_before() {
+    let filled = fill_storage();
+    // A small trail, the gateway away: records are pushed out before the page closes,
+    // and a `trail_gap` record names them; storage is full, so nothing can be kept.
+    let page = small_trail_page(200);
+    set_js("__realBeacon", true.into());
+    set_mode("away");
+    page.cs.ship_audit(ENDPOINT);
+    refusals(&page, "n", 300).await;
+    // The gateway is back as the page closes: beacons arrive.
+    set_js("__beaconMode", "up".into());
+    close().await;
+    unfill_storage(filled);
+    set_js("__realBeacon", false.into());
+    assert!(kept().is_empty(), "storage was full, yet records were kept");
+    let gaps = gaps();
+    assert!(
+        gaps.len() >= 2,
+        "the earlier loss and the loss at close: {gaps:?}"
     );
+    let delivered: Vec<u64> = stored().iter().map(|r| r.seq).collect();
+    let written = page.cs.audit().len() as u64;
+    for seq in 1..=written {
+        assert!(
+            delivered.contains(&seq) || gaps.iter().any(|(a, b, _)| (*a..=*b).contains(&seq)),
+            "seq {seq} is neither delivered nor named: {gaps:?}"
+        );
+    }
+    // The loss at close counts what the beacon carried as unconfirmed.
+    let (first, last, unconfirmed) = *gaps.iter().max_by_key(|g| g.1).unwrap();
+    let carried = delivered
+        .iter()
+        .filter(|s| (first..=last).contains(s))
+        .count();
+    assert_eq!(unconfirmed, carried as u64, "{gaps:?}");
+    let status = page.cs.shipping_status().unwrap();
+    assert!(
+        status.dropped > 0 && status.unconfirmed >= carried,
+        "{status:?}"
+    );
+}
+
+#[wasm_bindgen_test]
+async fn a_kept_record_the_gateway_refuses_by_name_is_let_go_alone() {
+    let page = small_trail_page(1_000);
+    set_mode("away");
+    page.cs.ship_audit(ENDPOINT);
+    refusals(&page, "c", 5).await;
+    let all = written(&page);
+    close().await;
+    drop(page);
+    // The gateway holds another record under the third one's id.
+    set_js("__conflict", all[2].0.clone().into());
+    set_mode("up");
+    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
+    next.cs.ship_audit(ENDPOINT);
+    let mut waited = 0;
+    while !keys().is_empty() {
+        assert!(waited < 200, "what was kept was never sent");
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    let delivered: Vec<String> = stored().into_iter().map(|r| r.id).collect();
+    for (i, (id, seq)) in all.iter().enumerate() {
+        assert_eq!(delivered.contains(id), i != 2, "seq {seq}");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn kept_records_stay_while_the_answer_is_not_the_gateways() {
+    let page = small_trail_page(1_000);
+    set_mode("away");
+    page.cs.ship_audit(ENDPOINT);
+    refusals(&page, "w", 5).await;
+    close().await;
+    drop(page);
+    let before = kept();
+    assert_eq!(before.len(), 5);
+    // Still away: the next load's try fails, and everything stays kept.
+    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
+    next.cs.ship_audit(ENDPOINT);
+    TimeoutFuture::new(300).await;
+    assert_eq!(kept(), before, "kept records were let go without an answer");
+    // The gateway comes back: the page's next acknowledged batch sends them too.
+    set_mode("up");
+    let mut waited = 0;
+    while !keys().is_empty() {
+        let _ = next
+            .cs
+            .call(countersign::Call::new(format!("w{waited}"), "nope", "{}"))
+            .await;
+        assert!(
+            waited < 800,
+            "kept records were never sent once the gateway was back"
+        );
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    let delivered: Vec<String> = stored().into_iter().map(|r| r.id).collect();
+    assert!(before.iter().all(|id| delivered.contains(id)));
 }
 
 #[wasm_bindgen_test]
 async fn kept_text_that_is_not_audit_records_is_let_go_and_never_sent() {
     for hostile in [
         "not json".to_owned(),
-        r#"[{"id":"x-1"}]"#.to_owned(),
+        r#"[{"seq":1}]"#.to_owned(),
         r#"{"id":"x-1"}"#.to_owned(),
-        format!("[{}]", "1,".repeat(1_200_000)),
+        format!("[{}]", vec![r#"{"id":"big"}"#; 200_000].join(",")),
     ] {
-        storage().set_item(KEY, &hostile).unwrap();
         let page = small_trail_page(1_000);
+        storage().set_item(&format!("{PREFIX}x"), &hostile).unwrap();
         set_mode("up");
         page.cs.ship_audit(ENDPOINT);
         TimeoutFuture::new(100).await;
-        assert!(storage().get_item(KEY).unwrap().is_none(), "kept as it was");
+        assert!(keys().is_empty(), "kept as it was");
         assert!(stored().is_empty(), "sent on: {:?}", stored().len());
         drop(page);
     }

@@ -69,14 +69,21 @@ fn LongPage(published: RwSignal<bool>) -> impl IntoView {
 /// A gateway stand-in at `/long-audit`. `window.__mode`: `up` stores each record (id,
 /// `seq`, event, reason) in `window.__long` and acknowledges; `away` answers 503 and
 /// stores nothing; `lost` stores the batch and then answers 503 (an answer lost after
-/// the gateway wrote it); `once` acknowledges one batch and then is `away`. Its
-/// `navigator.sendBeacon` stores what the page hands it on `pagehide`; with
-/// `window.__realBeacon` set it first asks the browser's own `sendBeacon`, and takes
-/// only what the browser accepted (its 64 KiB quota holds). `/spill-audit` is the same
-/// stand-in under another name.
+/// the gateway wrote it); `once` acknowledges one batch and then is `away`. A batch
+/// holding the id in `window.__conflict` is refused whole with the gateway's 409
+/// `audit_conflict`, naming it. Its `navigator.sendBeacon` stores what the page hands
+/// it on `pagehide`, unless `window.__beaconMode` (or, unset, `__mode`) is `away`: then
+/// the beacon is taken and lost on the way. With `window.__realBeacon` set it first asks
+/// the browser's own `sendBeacon`, and takes only what the browser accepted (its 64 KiB
+/// quota holds). `/spill-audit` is the same stand-in under another name. What earlier
+/// tests' pages kept in `localStorage` for the next load is let go of first.
 pub(crate) fn gateway_stand_in() {
     js_sys::Function::new_no_args(
-        "window.__mode = 'up'; window.__long = [];
+        "window.__mode = 'up'; window.__long = []; window.__beaconMode = undefined;
+         window.__conflict = undefined;
+         for (const k of Object.keys(localStorage)) {
+           if (k.startsWith('countersign.audit.unsent ')) localStorage.removeItem(k);
+         }
          const original = window.fetch;
          window.fetch = (input, init) => {
            const url = typeof input === 'string' ? input : input.url;
@@ -84,7 +91,12 @@ pub(crate) fn gateway_stand_in() {
            if (window.__mode === 'away') return Promise.resolve(new Response('{}', { status: 503 }));
            const body = input instanceof Request ? input.clone().text() : Promise.resolve(init.body);
            return body.then(text => {
-             for (const r of JSON.parse(text)) {
+             const batch = JSON.parse(text);
+             if (batch.some(r => r.id === window.__conflict)) {
+               const error = { code: 'audit_conflict', message: 'record `' + window.__conflict + '` is stored already with other contents; nothing of the batch was written' };
+               return new Response(JSON.stringify({ error }), { status: 409 });
+             }
+             for (const r of batch) {
                if (!window.__long.some(s => s[0] === r.id)) {
                  window.__long.push([r.id, r.seq, r.event, JSON.stringify(r.reason)]);
                }
@@ -102,6 +114,7 @@ pub(crate) fn gateway_stand_in() {
              return false;
            }
            window.__beacons = (window.__beacons || 0) + 1;
+           if ((window.__beaconMode || window.__mode) === 'away') return true;
            blob.text().then(text => {
              for (const r of JSON.parse(text)) {
                if (!window.__long.some(s => s[0] === r.id)) {
