@@ -15,7 +15,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use countersign_gateway::{
     app, loopback_hosts, telemetry::Traces, verify_file, verify_postgres, Access, AppState,
-    AuditStore, ChainKey, GatewayConfig, Secret, StoreError, Upstream,
+    AuditStore, ChainKey, Completeness, GatewayConfig, Secret, StoreError, Upstream,
+    MAX_HOLES_LISTED,
 };
 
 /// mimalloc, not the system allocator: the proxy path allocates per request on every
@@ -290,6 +291,7 @@ fn verify(audit_file: &Path, audit_url: Option<&str>, key_file: Option<&Path>) -
             if v.torn_tail_bytes > 0 {
                 println!("note: an incomplete final line ({} bytes) was never acknowledged; the gateway cuts it off at start", v.torn_tail_bytes);
             }
+            print_completeness(&v.completeness);
             ExitCode::SUCCESS
         }
         Ok(v) => {
@@ -298,12 +300,38 @@ fn verify(audit_file: &Path, audit_url: Option<&str>, key_file: Option<&Path>) -
                 v.lines
             );
             println!("without the audit key (--key-file or COUNTERSIGN_AUDIT_KEY) a rewritten and re-chained trail, or a cut tail, cannot be detected");
+            print_completeness(&v.completeness);
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("broken: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Whether each page session's records are all there, or named as lost: a line for the
+/// whole, and one per hole listed.
+fn print_completeness(c: &Completeness) {
+    if c.unexplained == 0 {
+        println!(
+            "complete: every record of the {} page sessions is in the trail, or named by a trail_gap record ({} named)",
+            c.sessions, c.named
+        );
+        return;
+    }
+    println!(
+        "incomplete: {} records of the {} page sessions are neither in the trail nor named by a trail_gap record ({} named); a browser may still keep them for its next page load, or they were lost unseen",
+        c.unexplained, c.sessions, c.named
+    );
+    for hole in &c.holes {
+        println!(
+            "hole: session {:?}, seq {}-{}",
+            hole.session, hole.first_seq, hole.last_seq
+        );
+    }
+    if c.holes.len() == MAX_HOLES_LISTED {
+        println!("(the first {MAX_HOLES_LISTED} holes are listed)");
     }
 }
 

@@ -184,3 +184,75 @@ fn a_second_gateway_process_on_a_locked_file_refuses_to_start() {
         "{stderr}"
     );
 }
+
+#[test]
+fn verify_says_which_records_of_a_page_session_are_neither_in_the_trail_nor_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("key");
+    let key = ChainKey::load_or_create(&key_file).unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let store = FileStore::open(&file, key.clone()).unwrap();
+    // One page session's records 1–8; 3–4 and 6 never arrive.
+    let mut records = common::records(8, "t", 0);
+    records.retain(|r| ![3, 4, 6].contains(&r.seq));
+    store.append_blocking(records).unwrap();
+    let verified = verify_file(&file, Some(&key)).unwrap();
+    let holes: Vec<(String, u64, u64)> = verified
+        .completeness
+        .holes
+        .iter()
+        .map(|h| (h.session.clone(), h.first_seq, h.last_seq))
+        .collect();
+    assert_eq!(holes, [("t".into(), 3, 4), ("t".into(), 6, 6)]);
+    assert_eq!(verified.completeness.unexplained, 3);
+    let out = Command::new(BIN)
+        .args(["verify", "--audit-file"])
+        .arg(&file)
+        .arg("--key-file")
+        .arg(&key_file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the chain is sound: {stdout}");
+    assert!(
+        stdout.contains("incomplete: 3 records of the 1 page sessions"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("hole: session \"t\", seq 3-4"), "{stdout}");
+
+    // The page names what it lost (its trail_gap record): the trail accounts for it.
+    let audit = countersign::MemoryAudit::new();
+    let exec = countersign::Executor::new(
+        countersign::Config::new("t", countersign::Session::default(), [2; 32]),
+        audit.clone(),
+    );
+    for seq in 1..=8 {
+        let _ = exec.submit(
+            countersign::Call::new("t", "nope", "{}"),
+            countersign::Timestamp::from_millis(seq),
+        );
+    }
+    exec.record_trail_gap(3, 6, 0, countersign::Timestamp::from_millis(9));
+    let named: Vec<countersign::AuditRecord> = audit
+        .records()
+        .into_iter()
+        .filter(|r| ![3, 4, 6].contains(&r.seq))
+        .map(|mut r| {
+            r.id = format!("named-{}", r.seq);
+            r
+        })
+        .collect();
+    store.append_blocking(named).unwrap();
+    let out = Command::new(BIN)
+        .args(["verify", "--audit-file"])
+        .arg(&file)
+        .arg("--key-file")
+        .arg(&key_file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("complete: every record of the 1 page sessions"),
+        "{stdout}"
+    );
+}

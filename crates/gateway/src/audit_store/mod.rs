@@ -12,6 +12,7 @@
 //! the trail, or cut its tail, unseen; with the key (the deployment's secret, never
 //! written to the trail), `verify` checks everything.
 
+mod completeness;
 mod file;
 mod postgres;
 
@@ -25,6 +26,7 @@ use hmac::{Hmac, Mac as _};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+pub use completeness::{Completeness, Hole, MAX_HOLES_LISTED};
 pub use file::{head_path, verify_file, FileStore};
 pub use postgres::{verify_postgres, PgStore};
 
@@ -242,6 +244,8 @@ pub struct Verified {
     pub keyed: bool,
     /// Lines after the head's seq: written but never acknowledged (checked with the key).
     pub unanchored_lines: u64,
+    /// Whether every page session's records are all there or named as lost.
+    pub completeness: Completeness,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -327,6 +331,7 @@ pub fn verify_bytes(
 ) -> Result<(Verified, StoredIds), StoreError> {
     let mut prev = GENESIS.to_owned();
     let mut ids = HashMap::new();
+    let mut tally = completeness::Tally::default();
     let mut lines = 0u64;
     let mut rest = bytes;
     let mut torn = 0;
@@ -372,6 +377,7 @@ pub fn verify_bytes(
                 parsed.record.id
             )));
         }
+        tally.add(&parsed.record);
         prev = parsed.mac;
         lines = number;
     }
@@ -382,6 +388,7 @@ pub fn verify_bytes(
             torn_tail_bytes: torn,
             keyed: key.is_some(),
             unanchored_lines: 0,
+            completeness: tally.finish(),
         },
         ids,
     ))
