@@ -232,7 +232,8 @@ fn verify_says_which_records_of_a_page_session_are_neither_in_the_trail_nor_name
             countersign::Timestamp::from_millis(seq),
         );
     }
-    exec.record_trail_gap(3, 6, 0, countersign::Timestamp::from_millis(9));
+    exec.record_trail_gap(3, 6, 0, countersign::Timestamp::from_millis(9))
+        .unwrap();
     let named: Vec<countersign::AuditRecord> = audit
         .records()
         .into_iter()
