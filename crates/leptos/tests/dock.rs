@@ -150,6 +150,8 @@ struct Setup {
     trust_script_clicks: bool,
     /// The MCP relay's URL (a stand-in WebSocket answers it), if any.
     mcp_relay: Option<String>,
+    /// The most audit records the page holds unshipped (the default if `None`).
+    audit_capacity: Option<usize>,
 }
 
 impl Default for Setup {
@@ -162,6 +164,7 @@ impl Default for Setup {
             keep_pending: None,
             trust_script_clicks: true,
             mcp_relay: None,
+            audit_capacity: None,
         }
     }
 }
@@ -281,7 +284,7 @@ fn mount(setup: Setup) -> Page {
         webmcp: true,
         agents_need_passkey: false,
         mcp_relay: setup.mcp_relay.clone(),
-        audit_capacity: None,
+        audit_capacity: setup.audit_capacity,
     };
     let resume = setup.keep_pending.is_some();
     let mounted = countersign_testing::mount(options, move || {

@@ -314,3 +314,54 @@ async fn what_is_too_large_to_relay_is_said_not_sent() {
     assert!(stand_in.sent(0).iter().all(|m| m.to_string().len() <= 300));
     drop(page);
 }
+
+#[wasm_bindgen_test]
+async fn relayed_calls_are_refused_before_the_gate_while_the_trail_waits_for_the_gateway() {
+    let stand_in = StandIn::install();
+    super::long_session::gateway_stand_in();
+    super::long_session::set_mode("away");
+    let page = mount(Setup {
+        mcp_relay: Some(URL.into()),
+        audit_capacity: Some(64),
+        ..Setup::default()
+    });
+    TimeoutFuture::new(20).await;
+    stand_in.deliver(0, pairing(&[], 1024 * 1024));
+    tick().await;
+    page.cs.ship_audit("/long-audit");
+    // Each call to an action the page does not have is one record, refused at resolve.
+    for i in 0..40 {
+        stand_in.deliver(0, relayed(&format!("mcp-{i}"), "nope"));
+        tick().await;
+    }
+    let results = stand_in.results(0);
+    assert_eq!(results.len(), 40, "every relayed call is answered");
+    let codes: Vec<&str> = results
+        .iter()
+        .map(|(_, c)| c["error"]["code"].as_str().unwrap())
+        .collect();
+    // Half the trail (32 of 64) waits for the gateway: the rest are refused before the
+    // gate, saying why, and write nothing.
+    assert!(
+        codes[..32].iter().all(|c| *c == "UNKNOWN_ACTION"),
+        "{codes:?}"
+    );
+    assert!(codes[32..].iter().all(|c| *c == "UNAVAILABLE"), "{codes:?}");
+    assert!(
+        results[39]
+            .1
+            .to_string()
+            .contains("not reaching the gateway"),
+        "{:?}",
+        results[39].1
+    );
+    assert_eq!(page.cs.audit().len(), 32, "the refused calls wrote nothing");
+    // The gateway comes back: once the trail is shipped, relayed calls go through again.
+    super::long_session::set_mode("up");
+    super::long_session::caught_up(&page.mounted).await;
+    stand_in.deliver(0, relayed("mcp-after", "nope"));
+    tick().await;
+    let last = stand_in.results(0).pop().unwrap();
+    assert_eq!(last.0, "mcp-after");
+    assert_eq!(last.1["error"]["code"], "UNKNOWN_ACTION", "{:?}", last.1);
+}
