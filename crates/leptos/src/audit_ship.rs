@@ -24,6 +24,9 @@ use crate::http::fetch;
 const AUDIT_BATCH: usize = 100;
 /// The longest wait between retries, in milliseconds.
 const MAX_BACKOFF_MS: u32 = 30_000;
+/// The shortest wait between two tries at sending what earlier pages kept, once the
+/// gateway acknowledges this page's batches, in milliseconds.
+const RESEND_EVERY_MS: f64 = 10_000.0;
 
 /// The wait before the next retry after `failures` failures in a row: 1 s, 2 s, 4 s…
 /// capped at [`MAX_BACKOFF_MS`].
@@ -56,6 +59,11 @@ struct Shipper {
     gaps: Vec<PendingGap>,
     /// Records earlier pages kept are being sent.
     resending: bool,
+    /// When that was last started (`Date.now()`), to try at most every
+    /// [`RESEND_EVERY_MS`] after an acknowledged batch.
+    resent_at: f64,
+    /// This page session, once a close has seen its records.
+    session: Option<String>,
 }
 
 /// A gap, and where its record sits in the trail once written.
@@ -196,6 +204,13 @@ pub struct ShippingStatus {
 
 type Slot = Rc<RefCell<Option<Shipper>>>;
 
+/// What a closing page hands its records on with.
+struct Close {
+    endpoint: String,
+    session: String,
+    hook: Option<GapHook>,
+}
+
 /// The page's audit shipping: off until [`Shipping::start`].
 #[derive(Clone)]
 pub(crate) struct Shipping {
@@ -272,17 +287,9 @@ impl Shipping {
         };
         // Gaps not yet on record are written first, so they are handed on too.
         record_gaps(&self.slot, &self.audit);
-        let (endpoint, hook) = match self.slot.borrow_mut().as_mut() {
-            Some(s) => {
-                // What is handed on counts as sent, without an answer.
-                s.sent_upto = s.sent_upto.max(self.audit.len());
-                (s.endpoint.clone(), s.on_gap.clone())
-            }
-            None => return,
-        };
         let from = from.max(self.audit.first());
         let held = self.audit.slice(from, self.audit.len() - from);
-        let Some(session) = held.first().map(|r| r.session.to_string()) else {
+        let Some(close) = self.closing(held.first().map(|r| r.session.to_string())) else {
             return;
         };
         // A gap's record first: it names records lost earlier. (Each part stays in
@@ -290,59 +297,79 @@ impl Shipping {
         let (mut held, rest): (Vec<_>, Vec<_>) = held
             .into_iter()
             .partition(|r| r.event == AuditEvent::TrailGap);
+        let gaps = held.len();
         held.extend(rest);
         // An `AuditRecord` always serialises (no map in it has other keys than text).
         let texts: Vec<String> = held
             .iter()
             .map(|r| serde_json::to_string(r).unwrap_or_default())
             .collect();
-        let kept = spill::fit(&texts, spill::keep_room(&endpoint, &session));
-        let kept = if spill::keep(&endpoint, &session, texts.get(..kept).unwrap_or_default()) {
-            kept
-        } else {
-            0
-        };
         let in_beacon = spill::fit(&texts, spill::BEACON_BYTES - spill::GAP_ROOM);
-        let in_beacon = if spill::beacon(&endpoint, texts.get(..in_beacon).unwrap_or_default()) {
-            in_beacon
-        } else {
-            0
-        };
-        let lost = held.get(kept..).unwrap_or_default();
-        let (Some(first), Some(last)) = (
-            lost.iter().map(|r| r.seq).min(),
-            lost.iter().map(|r| r.seq).max(),
-        ) else {
+        let in_beacon =
+            if spill::beacon(&close.endpoint, texts.get(..in_beacon).unwrap_or_default()) {
+                in_beacon
+            } else {
+                0
+            };
+        if let Some(s) = self.slot.borrow_mut().as_mut() {
+            // What the beacon carried counts as sent, without an answer.
+            s.sent_upto = s.sent_upto.max(from + in_beacon);
+        }
+        let kept = spill::keep_with_room(&close.endpoint, &close.session, &texts, gaps);
+        if kept.records == texts.len() {
             return;
+        }
+        // Not kept: gap records (kept with the record below) and records (named by it).
+        let lost_gaps = texts.get(kept.records..gaps).unwrap_or_default();
+        let lost = held.get(kept.records.max(gaps)..).unwrap_or_default();
+        let beaconed = in_beacon.saturating_sub(kept.records.max(gaps));
+        let mut naming: Vec<String> = lost_gaps.to_vec();
+        if let (Some(first), Some(last)) = (lost.first(), lost.last()) {
+            let gap = Gap {
+                first_seq: first.seq,
+                last_seq: last.seq,
+                unconfirmed: beaconed as u64,
+            };
+            naming.extend(self.name_lost(gap, lost.len(), close.hook));
+        }
+        let kept_too = kept.stored && {
+            let mut all = texts.get(..kept.records).unwrap_or_default().to_vec();
+            all.extend_from_slice(&naming);
+            spill::keep(&close.endpoint, &close.session, &all)
         };
-        let gap = Gap {
-            first_seq: first,
-            last_seq: last,
-            unconfirmed: in_beacon.saturating_sub(kept) as u64,
-        };
-        self.name_lost(
-            gap,
-            lost.len(),
-            &endpoint,
-            &session,
-            hook,
-            texts.get(..kept),
-        );
+        let beaconed = spill::beacon(&close.endpoint, &naming);
+        if !kept_too {
+            web_sys::console::warn_1(
+                &format!("countersign: the records naming audit records lost at close could not be kept; {}", if beaconed { "they went in a beacon only" } else { "nor sent" }).into(),
+            );
+        }
+    }
+
+    /// What a close needs: the endpoint, the gap hook, and this page session (from its
+    /// records; remembered, so a later close with none held clears what an earlier one
+    /// kept). `None` when shipping is off or nothing is held.
+    fn closing(&self, session: Option<String>) -> Option<Close> {
+        let mut slot = self.slot.borrow_mut();
+        let s = slot.as_mut()?;
+        if let Some(session) = session {
+            s.session = Some(session);
+        } else {
+            // Everything was acknowledged: an earlier close's copies are not needed.
+            if let Some(session) = &s.session {
+                spill::keep(&s.endpoint, session, &[]);
+            }
+            return None;
+        }
+        Some(Close {
+            endpoint: s.endpoint.clone(),
+            session: s.session.clone()?,
+            hook: s.on_gap.clone(),
+        })
     }
 
     /// Counts records a closing page could not keep, and writes the record that names
-    /// them: kept with the `kept` records in the room held back for it (when storage
-    /// took them), and sent in a beacon of its own (the beacon's room was held back for
-    /// it too).
-    fn name_lost(
-        &self,
-        gap: Gap,
-        lost: usize,
-        endpoint: &str,
-        session: &str,
-        hook: Option<GapHook>,
-        kept: Option<&[String]>,
-    ) {
+    /// them; returns its text.
+    fn name_lost(&self, gap: Gap, lost: usize, hook: Option<GapHook>) -> Option<String> {
         if let Some(s) = self.slot.borrow_mut().as_mut() {
             let unconfirmed = usize::try_from(gap.unconfirmed).unwrap_or(usize::MAX);
             s.unconfirmed += unconfirmed;
@@ -355,41 +382,28 @@ impl Shipping {
             )
             .into(),
         );
-        let Some(seq) = hook.and_then(|write| write(gap)) else {
-            return;
-        };
+        let seq = hook.and_then(|write| write(gap))?;
         let position = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
-        let named: Vec<String> = self
-            .audit
+        self.audit
             .slice(position, 1)
-            .iter()
-            .filter_map(|r| serde_json::to_string(r).ok())
-            .collect();
-        let kept_too = kept.is_some_and(|kept| {
-            let mut all = kept.to_vec();
-            all.extend_from_slice(&named);
-            spill::keep(endpoint, session, &all)
-        });
-        if !spill::beacon(endpoint, &named) && !kept_too {
-            web_sys::console::warn_1(
-                &"countersign: the record naming that loss could not be handed on either".into(),
-            );
-        }
+            .first()
+            .and_then(|r| serde_json::to_string(r).ok())
     }
 
-    /// Sends what earlier pages kept for this endpoint (see [`Shipping::start`]); again
-    /// after each batch the gateway acknowledges, while any is left.
+    /// Sends what earlier pages kept for this endpoint (see [`Shipping::start`]).
     fn resend_kept(&self) {
-        resend_kept(&self.slot);
+        resend_kept(&self.slot, true);
     }
 }
 
-/// Starts sending what earlier pages kept for the endpoint, unless that is under way or
-/// nothing is kept.
-fn resend_kept(slot: &Slot) {
+/// Starts sending what earlier pages kept for the endpoint, unless that is under way,
+/// nothing is kept, or (unless `now`) it was tried in the last [`RESEND_EVERY_MS`].
+fn resend_kept(slot: &Slot, now: bool) {
+    let wall = js_sys::Date::now();
     let endpoint = match slot.borrow_mut().as_mut() {
-        Some(s) if !s.resending => {
+        Some(s) if !s.resending && (now || wall - s.resent_at >= RESEND_EVERY_MS) => {
             s.resending = true;
+            s.resent_at = wall;
             s.endpoint.clone()
         }
         _ => return,
@@ -454,7 +468,8 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
     let audit = audit.clone();
     leptos::task::spawn_local(async move {
         let answer = fetch("POST", &endpoint, Some(&body), 15_000).await;
-        let ok = matches!(answer, Ok((status, _)) if (200..300).contains(&status));
+        // The gateway's own answer, not any page a proxy or a login redirect gives.
+        let ok = matches!(&answer, Ok((status, text)) if spill::acknowledged(*status, text));
         // A conflict names the record: its place in this batch.
         let conflict = match &answer {
             Ok((409, text)) if text.contains("audit_conflict") => batch
@@ -478,7 +493,7 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
                 audit.forget_before(shipper.acknowledged);
                 drop(guard);
                 // The gateway is there: what earlier pages kept can go too.
-                resend_kept(&slot);
+                resend_kept(&slot, false);
                 None
             } else if let Some(at) = conflict {
                 // Nothing of the batch was written (so it does not count as sent). The

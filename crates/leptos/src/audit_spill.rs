@@ -133,6 +133,66 @@ pub(crate) fn keep(endpoint: &str, session: &str, records: &[String]) -> bool {
     storage().is_some_and(|s| write(&s, &key(endpoint, session), records))
 }
 
+/// What storage took of a closing page's records.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Kept {
+    /// How many of the oldest.
+    pub(crate) records: usize,
+    /// Whether storage took anything (the records, or only the room held back).
+    pub(crate) stored: bool,
+}
+
+/// Keeps the oldest of `texts` that fit this page session's room, holding room back
+/// for the records that name what does not fit (the gap records among the first
+/// `gaps` that are left out, and one more): written as spaces inside the array, so the
+/// naming records written in their place never need more than storage already gave.
+/// The origin's storage may be fuller than the room says (the page's own data shares
+/// it): on a refusal it tries again with half as many, down to none.
+pub(crate) fn keep_with_room(endpoint: &str, session: &str, texts: &[String], gaps: usize) -> Kept {
+    let none = Kept {
+        records: 0,
+        stored: false,
+    };
+    let Some(storage) = storage() else {
+        return none;
+    };
+    let key = key(endpoint, session);
+    let mut n = fit(texts, keep_room(endpoint, session));
+    loop {
+        let reserve = if n < texts.len() {
+            let left_out = texts.get(n..gaps).unwrap_or_default();
+            GAP_ROOM + left_out.iter().map(|t| t.len() + 1).sum::<usize>()
+        } else {
+            0
+        };
+        let body = format!(
+            "[{}{}]",
+            texts.get(..n).unwrap_or_default().join(","),
+            " ".repeat(reserve)
+        );
+        if storage.set_item(&key, &body).is_ok() {
+            return Kept {
+                records: n,
+                stored: true,
+            };
+        }
+        if n == 0 {
+            return none;
+        }
+        n /= 2;
+    }
+}
+
+/// Whether an answer to a batch of records is the gateway's acknowledgement: a 2xx
+/// whose body says how many it appended. A login page a redirect led to, a captive
+/// portal or an app's fallback page answer 200 too, and took nothing.
+pub(crate) fn acknowledged(status: u16, body: &str) -> bool {
+    (200..300).contains(&status)
+        && serde_json::from_str::<Value>(body)
+            .ok()
+            .is_some_and(|v| v.get("appended").is_some_and(Value::is_u64))
+}
+
 /// Hands `records` to one beacon; `false` when the browser refused it.
 pub(crate) fn beacon(endpoint: &str, records: &[String]) -> bool {
     if records.is_empty() {
@@ -163,14 +223,16 @@ pub(crate) fn has_kept(endpoint: &str) -> bool {
 /// of each batch the gateway acknowledged. A record the gateway refuses by name (409
 /// `audit_conflict`: it holds another record under its id; 400 `invalid_audit_record`:
 /// `record {i}` is not a record it takes) is let go of alone, with a warning: sending it
-/// again could not change that. Any other answer (a proxy's page, a 503) stops it with
-/// everything kept, for a later try.
-/// Returns whether nothing is left.
+/// again could not change that. An answer that is not the gateway's (a proxy's page, a
+/// login redirect's 200) leaves that key's records kept and goes on to the next; a
+/// failure or a 5xx stops it with everything kept, for a later try. Returns whether
+/// nothing is left.
 pub(crate) async fn resend_kept(endpoint: String) -> bool {
     let Some(storage) = storage() else {
         return true;
     };
-    for key in keys(&storage, &endpoint) {
+    let mut left = false;
+    'keys: for key in keys(&storage, &endpoint) {
         loop {
             let kept = read(&storage, &key);
             let Some(batch) = kept.get(..kept.len().min(RESEND_BATCH)) else {
@@ -181,22 +243,37 @@ pub(crate) async fn resend_kept(endpoint: String) -> bool {
             }
             let answer = fetch("POST", &endpoint, Some(&array(batch)), 15_000).await;
             let done: Vec<&String> = match &answer {
-                Ok((status, _)) if (200..300).contains(status) => batch.iter().collect(),
+                Ok((status, text)) if acknowledged(*status, text) => batch.iter().collect(),
                 Ok((409, text)) if text.contains("audit_conflict") => {
-                    let Some(named) = batch.iter().find(|r| names(text, r)) else {
-                        return false;
-                    };
-                    warn_let_go("the gateway holds another record under its id", named);
-                    vec![named]
+                    match batch.iter().find(|r| names(text, r)) {
+                        Some(named) => {
+                            warn_let_go("the gateway holds another record under its id", named);
+                            vec![named]
+                        }
+                        None => {
+                            left = true;
+                            continue 'keys;
+                        }
+                    }
                 }
-                Ok((400, text)) => {
-                    let Some(refused) = refused_index(text).and_then(|i| batch.get(i)) else {
-                        return false;
-                    };
-                    warn_let_go("the gateway refused it as invalid", refused);
-                    vec![refused]
+                Ok((400, text)) => match refused_index(text).and_then(|i| batch.get(i)) {
+                    Some(refused) => {
+                        warn_let_go("the gateway refused it as invalid", refused);
+                        vec![refused]
+                    }
+                    None => {
+                        left = true;
+                        continue 'keys;
+                    }
+                },
+                // Away, busy or slow: the other keys would fare no better.
+                Err(_) | Ok((408 | 429 | 500..=599, _)) => return false,
+                // Not the gateway's answer to these records: this key waits, the others
+                // are tried.
+                Ok(_) => {
+                    left = true;
+                    continue 'keys;
                 }
-                _ => return false,
             };
             // Read again: this page may have written since (it never writes another
             // session's key, but its own close may come while this waits).
@@ -207,7 +284,7 @@ pub(crate) async fn resend_kept(endpoint: String) -> bool {
             }
         }
     }
-    true
+    !left
 }
 
 fn warn_let_go(why: &str, record: &str) {
@@ -295,6 +372,16 @@ mod tests {
             None
         );
         assert_eq!(refused_index("<html>record 3</html>"), None);
+    }
+
+    #[test]
+    fn only_the_gateways_own_answer_acknowledges_records() {
+        let gateway = r#"{"appended":2,"duplicates":0,"last_seq":9}"#;
+        assert!(acknowledged(200, gateway));
+        assert!(!acknowledged(503, gateway));
+        assert!(!acknowledged(200, "<html>Sign in</html>"));
+        assert!(!acknowledged(200, "{}"));
+        assert!(!acknowledged(200, r#"{"appended":"2"}"#));
     }
 
     #[test]

@@ -297,3 +297,84 @@ async fn kept_text_that_is_not_audit_records_is_let_go_and_never_sent() {
         drop(page);
     }
 }
+
+#[wasm_bindgen_test]
+async fn kept_records_stay_when_a_200_is_not_the_gateways_answer() {
+    let page = small_trail_page(1_000);
+    set_mode("away");
+    page.cs.ship_audit(ENDPOINT);
+    refusals(&page, "p", 5).await;
+    close().await;
+    drop(page);
+    let before = kept();
+    assert_eq!(before.len(), 5);
+    // A login page answers for the gateway: 200, and nothing taken.
+    set_mode("portal");
+    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
+    next.cs.ship_audit(ENDPOINT);
+    TimeoutFuture::new(300).await;
+    assert_eq!(kept(), before, "a sign-in page's 200 let kept records go");
+    assert!(stored().is_empty());
+}
+
+#[wasm_bindgen_test]
+async fn a_gap_record_storage_cannot_hold_goes_with_the_record_naming_the_loss_at_close() {
+    // Other page sessions' kept records fill the endpoint's room in storage.
+    let filler = format!("{PREFIX}filler");
+    let one = r#"{"id":"filler"}"#;
+    storage()
+        .set_item(&filler, &format!("[{}]", vec![one; 70_000].join(",")))
+        .unwrap();
+    // A small trail, the gateway away: records are pushed out, and a `trail_gap` record
+    // names them; at close nothing more fits, and the beacon is lost on the way.
+    let page = small_trail_page(64);
+    // (The stand-in let go of kept keys as it was installed.)
+    storage()
+        .set_item(&filler, &format!("[{}]", vec![one; 70_000].join(",")))
+        .unwrap();
+    set_mode("away");
+    page.cs.ship_audit(ENDPOINT);
+    refusals(&page, "g", 150).await;
+    let session = page.cs.audit().slice(page.cs.audit().first(), 1)[0]
+        .session
+        .to_string();
+    let written = page.cs.audit().len() as u64;
+    close().await;
+    storage().remove_item(&filler).unwrap();
+    drop(page);
+    // The next page load sends what was kept: the records naming both losses.
+    set_mode("up");
+    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
+    next.cs.ship_audit(ENDPOINT);
+    let mut waited = 0;
+    while !keys().is_empty() {
+        assert!(waited < 200, "what was kept was never sent");
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+    let ours = |id: &str| {
+        id.strip_prefix(&session)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|seq| seq.parse::<u64>().is_ok())
+    };
+    let stored: Vec<_> = stored().into_iter().filter(|r| ours(&r.id)).collect();
+    let named: Vec<(u64, u64)> = stored
+        .iter()
+        .filter(|r| r.event == "trail_gap")
+        .map(|r| {
+            let n = |f: &str| r.reason[f].as_u64().unwrap();
+            (n("first_seq"), n("last_seq"))
+        })
+        .collect();
+    assert!(
+        named.len() >= 2,
+        "the earlier loss and the loss at close: {named:?}"
+    );
+    for seq in 1..=written {
+        assert!(
+            stored.iter().any(|r| r.seq == seq)
+                || named.iter().any(|(a, b)| (*a..=*b).contains(&seq)),
+            "seq {seq} is neither delivered nor named: {named:?}"
+        );
+    }
+}

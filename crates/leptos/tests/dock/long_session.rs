@@ -69,7 +69,8 @@ fn LongPage(published: RwSignal<bool>) -> impl IntoView {
 /// A gateway stand-in at `/long-audit`. `window.__mode`: `up` stores each record (id,
 /// `seq`, event, reason) in `window.__long` and acknowledges; `away` answers 503 and
 /// stores nothing; `lost` stores the batch and then answers 503 (an answer lost after
-/// the gateway wrote it); `once` acknowledges one batch and then is `away`. A batch
+/// the gateway wrote it); `once` acknowledges one batch and then is `away`; `portal`
+/// answers 200 with a sign-in page and stores nothing (a proxy, a login redirect). A batch
 /// holding the id in `window.__conflict` is refused whole with the gateway's 409
 /// `audit_conflict`, naming it. Its `navigator.sendBeacon` stores what the page hands
 /// it on `pagehide`, unless `window.__beaconMode` (or, unset, `__mode`) is `away`: then
@@ -80,7 +81,7 @@ fn LongPage(published: RwSignal<bool>) -> impl IntoView {
 pub(crate) fn gateway_stand_in() {
     js_sys::Function::new_no_args(
         "window.__mode = 'up'; window.__long = []; window.__beaconMode = undefined;
-         window.__conflict = undefined;
+         window.__conflict = undefined; window.__realBeacon = false;
          for (const k of Object.keys(localStorage)) {
            if (k.startsWith('countersign.audit.unsent ')) localStorage.removeItem(k);
          }
@@ -89,6 +90,7 @@ pub(crate) fn gateway_stand_in() {
            const url = typeof input === 'string' ? input : input.url;
            if (!url.endsWith('/long-audit') && !url.endsWith('/spill-audit')) return original(input, init);
            if (window.__mode === 'away') return Promise.resolve(new Response('{}', { status: 503 }));
+           if (window.__mode === 'portal') return Promise.resolve(new Response('<html>Sign in</html>', { status: 200 }));
            const body = input instanceof Request ? input.clone().text() : Promise.resolve(init.body);
            return body.then(text => {
              const batch = JSON.parse(text);
