@@ -185,6 +185,19 @@ fn a_second_gateway_process_on_a_locked_file_refuses_to_start() {
     );
 }
 
+/// `countersign-gateway verify` on `file` with the key file: its status and what it printed.
+fn verify_with_key(file: &Path, key_file: &Path) -> (std::process::Output, String) {
+    let out = Command::new(BIN)
+        .args(["verify", "--audit-file"])
+        .arg(file)
+        .arg("--key-file")
+        .arg(key_file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, stdout)
+}
+
 #[test]
 fn verify_says_which_records_of_a_page_session_are_neither_in_the_trail_nor_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -205,14 +218,7 @@ fn verify_says_which_records_of_a_page_session_are_neither_in_the_trail_nor_name
         .collect();
     assert_eq!(holes, [("t".into(), 3, 4), ("t".into(), 6, 6)]);
     assert_eq!(verified.completeness.unexplained, 3);
-    let out = Command::new(BIN)
-        .args(["verify", "--audit-file"])
-        .arg(&file)
-        .arg("--key-file")
-        .arg(&key_file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (out, stdout) = verify_with_key(&file, &key_file);
     assert!(out.status.success(), "the chain is sound: {stdout}");
     assert!(
         stdout.contains("incomplete: 3 records of the 1 page sessions"),
@@ -244,14 +250,7 @@ fn verify_says_which_records_of_a_page_session_are_neither_in_the_trail_nor_name
         })
         .collect();
     store.append_blocking(named).unwrap();
-    let out = Command::new(BIN)
-        .args(["verify", "--audit-file"])
-        .arg(&file)
-        .arg("--key-file")
-        .arg(&key_file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (_, stdout) = verify_with_key(&file, &key_file);
     assert!(
         stdout.contains("complete: every record of the 1 page sessions"),
         "{stdout}"

@@ -90,6 +90,23 @@ async fn close() {
     tick().await;
 }
 
+/// The next page load, shipping to the same endpoint.
+fn next_page() -> Mounted {
+    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
+    next.cs.ship_audit(ENDPOINT);
+    next
+}
+
+/// Waits until nothing is kept for the endpoint (what was kept was sent), up to 10 s.
+async fn all_sent() {
+    let mut waited = 0;
+    while !keys().is_empty() {
+        assert!(waited < 200, "what was kept was never sent");
+        TimeoutFuture::new(50).await;
+        waited += 1;
+    }
+}
+
 /// Stored `trail_gap` records: first and last `seq` named, and how many unconfirmed.
 fn gaps() -> Vec<(u64, u64, u64)> {
     stored()
@@ -159,14 +176,8 @@ async fn records_of_a_page_that_closes_are_kept_and_sent_by_the_next_page_load()
     // The next page load ships to the same gateway, which is back: it sends what the
     // last one kept, and lets it go once acknowledged.
     set_mode("up");
-    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
-    next.cs.ship_audit(ENDPOINT);
-    let mut waited = 0;
-    while !keys().is_empty() {
-        assert!(waited < 200, "what was kept was never sent");
-        TimeoutFuture::new(50).await;
-        waited += 1;
-    }
+    let _next = next_page();
+    all_sent().await;
     let delivered: Vec<String> = stored().into_iter().map(|r| r.id).collect();
     for (id, seq) in &all {
         assert!(
@@ -231,14 +242,8 @@ async fn a_kept_record_the_gateway_refuses_by_name_is_let_go_alone() {
     // The gateway holds another record under the third one's id.
     set_js("__conflict", all[2].0.clone().into());
     set_mode("up");
-    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
-    next.cs.ship_audit(ENDPOINT);
-    let mut waited = 0;
-    while !keys().is_empty() {
-        assert!(waited < 200, "what was kept was never sent");
-        TimeoutFuture::new(50).await;
-        waited += 1;
-    }
+    let _next = next_page();
+    all_sent().await;
     let delivered: Vec<String> = stored().into_iter().map(|r| r.id).collect();
     for (i, (id, seq)) in all.iter().enumerate() {
         assert_eq!(delivered.contains(id), i != 2, "seq {seq}");
@@ -256,8 +261,7 @@ async fn kept_records_stay_while_the_answer_is_not_the_gateways() {
     let before = kept();
     assert_eq!(before.len(), 5);
     // Still away: the next load's try fails, and everything stays kept.
-    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
-    next.cs.ship_audit(ENDPOINT);
+    let next = next_page();
     TimeoutFuture::new(300).await;
     assert_eq!(kept(), before, "kept records were let go without an answer");
     // The gateway comes back: the page's next acknowledged batch sends them too.
@@ -310,8 +314,7 @@ async fn kept_records_stay_when_a_200_is_not_the_gateways_answer() {
     assert_eq!(before.len(), 5);
     // A login page answers for the gateway: 200, and nothing taken.
     set_mode("portal");
-    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
-    next.cs.ship_audit(ENDPOINT);
+    let _next = next_page();
     TimeoutFuture::new(300).await;
     assert_eq!(kept(), before, "a sign-in page's 200 let kept records go");
     assert!(stored().is_empty());
@@ -344,14 +347,8 @@ async fn a_gap_record_storage_cannot_hold_goes_with_the_record_naming_the_loss_a
     drop(page);
     // The next page load sends what was kept: the records naming both losses.
     set_mode("up");
-    let next = countersign_testing::mount(quiet_options(Some(1_000)), || view! { <AgentDock /> });
-    next.cs.ship_audit(ENDPOINT);
-    let mut waited = 0;
-    while !keys().is_empty() {
-        assert!(waited < 200, "what was kept was never sent");
-        TimeoutFuture::new(50).await;
-        waited += 1;
-    }
+    let _next = next_page();
+    all_sent().await;
     let ours = |id: &str| {
         id.strip_prefix(&session)
             .and_then(|rest| rest.strip_prefix('-'))
