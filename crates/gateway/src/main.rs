@@ -313,7 +313,7 @@ fn verify(audit_file: &Path, audit_url: Option<&str>, key_file: Option<&Path>) -
 /// Whether each page session's records are all there, or named as lost: a line for the
 /// whole, and one per hole listed.
 fn print_completeness(c: &Completeness) {
-    if c.unexplained == 0 {
+    if c.holes.is_empty() {
         println!(
             "complete: every record of the {} page sessions is in the trail, or named by a trail_gap record ({} named)",
             c.sessions, c.named
@@ -330,7 +330,12 @@ fn print_completeness(c: &Completeness) {
             hole.session, hole.first_seq, hole.last_seq
         );
     }
-    if c.holes.len() == MAX_HOLES_LISTED {
+    let listed: u64 = c
+        .holes
+        .iter()
+        .map(|h| h.last_seq - h.first_seq + 1)
+        .fold(0, u64::saturating_add);
+    if listed < c.unexplained {
         println!("(the first {MAX_HOLES_LISTED} holes are listed)");
     }
 }

@@ -312,8 +312,18 @@ impl Shipping {
                 0
             };
         if let Some(s) = self.slot.borrow_mut().as_mut() {
-            // What the beacon carried counts as sent, without an answer.
-            s.sent_upto = s.sent_upto.max(from + in_beacon);
+            // What the beacon carried counts as sent, without an answer: up to the
+            // first record, in the trail's order, it did not carry.
+            let first_left = held
+                .get(in_beacon..)
+                .unwrap_or_default()
+                .iter()
+                .map(|r| r.seq)
+                .min();
+            let upto = first_left.map_or(self.audit.len(), |seq| {
+                usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX)
+            });
+            s.sent_upto = s.sent_upto.max(upto);
         }
         let kept = spill::keep_with_room(&close.endpoint, &close.session, &texts, gaps);
         if kept.records == texts.len() {
@@ -323,21 +333,29 @@ impl Shipping {
         let lost_gaps = texts.get(kept.records..gaps).unwrap_or_default();
         let lost = held.get(kept.records.max(gaps)..).unwrap_or_default();
         let beaconed = in_beacon.saturating_sub(kept.records.max(gaps));
-        let mut naming: Vec<String> = lost_gaps.to_vec();
+        let mut name = None;
         if let (Some(first), Some(last)) = (lost.first(), lost.last()) {
             let gap = Gap {
                 first_seq: first.seq,
                 last_seq: last.seq,
                 unconfirmed: beaconed as u64,
             };
-            naming.extend(self.name_lost(gap, lost.len(), close.hook));
+            name = self.name_lost(gap, lost.len(), close.hook);
         }
         let kept_too = kept.stored && {
             let mut all = texts.get(..kept.records).unwrap_or_default().to_vec();
-            all.extend_from_slice(&naming);
+            all.extend_from_slice(lost_gaps);
+            all.extend(name.clone());
             spill::keep(&close.endpoint, &close.session, &all)
         };
-        let beaconed = spill::beacon(&close.endpoint, &naming);
+        // The second beacon carries only what the first did not: both stay within the
+        // quota (the first held room back for this).
+        let mut second: Vec<String> = texts
+            .get(kept.records.max(in_beacon)..gaps)
+            .unwrap_or_default()
+            .to_vec();
+        second.extend(name);
+        let beaconed = spill::beacon(&close.endpoint, &second);
         if !kept_too {
             web_sys::console::warn_1(
                 &format!("countersign: the records naming audit records lost at close could not be kept; {}", if beaconed { "they went in a beacon only" } else { "nor sent" }).into(),
@@ -382,7 +400,16 @@ impl Shipping {
             )
             .into(),
         );
-        let seq = hook.and_then(|write| write(gap))?;
+        let Some(seq) = hook.and_then(|write| write(gap)) else {
+            web_sys::console::warn_1(
+                &format!(
+                    "countersign: no trail_gap record could be written for seq {}–{}",
+                    gap.first_seq, gap.last_seq
+                )
+                .into(),
+            );
+            return None;
+        };
         let position = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
         self.audit
             .slice(position, 1)

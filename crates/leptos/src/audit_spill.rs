@@ -161,7 +161,15 @@ pub(crate) fn keep_with_room(endpoint: &str, session: &str, texts: &[String], ga
     loop {
         let reserve = if n < texts.len() {
             let left_out = texts.get(n..gaps).unwrap_or_default();
-            GAP_ROOM + left_out.iter().map(|t| t.len() + 1).sum::<usize>()
+            // The naming record is about as long as the longest record (the same
+            // session, role and tool call id fields, however long the host made them).
+            let name = texts
+                .iter()
+                .map(String::len)
+                .max()
+                .unwrap_or(0)
+                .max(GAP_ROOM);
+            name + 1 + left_out.iter().map(|t| t.len() + 1).sum::<usize>()
         } else {
             0
         };

@@ -1768,7 +1768,7 @@ impl FakeFetch {
                  return Promise.resolve(new Response(JSON.stringify({ ok: true, model: true }), { status: 200 }));
                }
                if (url.endsWith('/v1/audit')) {
-                 return Promise.resolve(new Response('{}', { status: 200 }));
+                 return body.then(text => new Response(JSON.stringify({ appended: JSON.parse(text).length, duplicates: 0 }), { status: 200 }));
                }
                const sent = input instanceof Request ? input.headers : new Headers(init && init.headers);
                return body.then(text => {
