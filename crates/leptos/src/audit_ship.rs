@@ -242,7 +242,7 @@ impl Shipping {
             shipper.endpoint = endpoint;
             shipper.on_gap = self.on_gap.borrow().clone();
         }
-        self.resend_kept();
+        resend_kept(&self.slot, true);
         ship(&self.slot, &self.audit);
     }
 
@@ -415,11 +415,6 @@ impl Shipping {
             .slice(position, 1)
             .first()
             .and_then(|r| serde_json::to_string(r).ok())
-    }
-
-    /// Sends what earlier pages kept for this endpoint (see [`Shipping::start`]).
-    fn resend_kept(&self) {
-        resend_kept(&self.slot, true);
     }
 }
 

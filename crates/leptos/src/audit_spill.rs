@@ -233,66 +233,61 @@ pub(crate) fn has_kept(endpoint: &str) -> bool {
 /// `record {i}` is not a record it takes) is let go of alone, with a warning: sending it
 /// again could not change that. An answer that is not the gateway's (a proxy's page, a
 /// login redirect's 200) leaves that key's records kept and goes on to the next; a
-/// failure or a 5xx stops it with everything kept, for a later try. Returns whether
-/// nothing is left.
-pub(crate) async fn resend_kept(endpoint: String) -> bool {
+/// failure or a 5xx stops it with everything kept, for a later try.
+pub(crate) async fn resend_kept(endpoint: String) {
     let Some(storage) = storage() else {
-        return true;
+        return;
     };
-    let mut left = false;
     'keys: for key in keys(&storage, &endpoint) {
         loop {
             let kept = read(&storage, &key);
-            let Some(batch) = kept.get(..kept.len().min(RESEND_BATCH)) else {
-                break;
-            };
+            let batch = kept.get(..kept.len().min(RESEND_BATCH)).unwrap_or_default();
             if batch.is_empty() {
                 break;
             }
-            let answer = fetch("POST", &endpoint, Some(&array(batch)), 15_000).await;
-            let done: Vec<&String> = match &answer {
-                Ok((status, text)) if acknowledged(*status, text) => batch.iter().collect(),
-                Ok((409, text)) if text.contains("audit_conflict") => {
-                    match batch.iter().find(|r| names(text, r)) {
-                        Some(named) => {
-                            warn_let_go("the gateway holds another record under its id", named);
-                            vec![named]
+            let done: Vec<&String> =
+                match fetch("POST", &endpoint, Some(&array(batch)), 15_000).await {
+                    Ok((status, text)) if acknowledged(status, &text) => batch.iter().collect(),
+                    // Away, busy or slow: the other keys would fare no better.
+                    Err(_) | Ok((408 | 429 | 500..=599, _)) => return,
+                    Ok((status, text)) => match refused_by_name(status, &text, batch) {
+                        Some((refused, why)) => {
+                            warn_let_go(why, refused);
+                            vec![refused]
                         }
-                        None => {
-                            left = true;
-                            continue 'keys;
-                        }
-                    }
-                }
-                Ok((400, text)) => match refused_index(text).and_then(|i| batch.get(i)) {
-                    Some(refused) => {
-                        warn_let_go("the gateway refused it as invalid", refused);
-                        vec![refused]
-                    }
-                    None => {
-                        left = true;
-                        continue 'keys;
-                    }
-                },
-                // Away, busy or slow: the other keys would fare no better.
-                Err(_) | Ok((408 | 429 | 500..=599, _)) => return false,
-                // Not the gateway's answer to these records: this key waits, the others
-                // are tried.
-                Ok(_) => {
-                    left = true;
-                    continue 'keys;
-                }
-            };
+                        // Not the gateway's answer to these records: this key waits, the
+                        // others are tried.
+                        None => continue 'keys,
+                    },
+                };
             // Read again: this page may have written since (it never writes another
             // session's key, but its own close may come while this waits).
             let mut rest = read(&storage, &key);
             rest.retain(|r| !done.contains(&r));
             if !write(&storage, &key, &rest) {
-                return false;
+                return;
             }
         }
     }
-    !left
+}
+
+/// The record of `batch` the gateway's answer refuses by name, and why: 409
+/// `audit_conflict` naming its id, or 400 `invalid_audit_record` naming its place.
+fn refused_by_name<'b>(
+    status: u16,
+    text: &str,
+    batch: &'b [String],
+) -> Option<(&'b String, &'static str)> {
+    match status {
+        409 if text.contains("audit_conflict") => batch
+            .iter()
+            .find(|r| names(text, r))
+            .map(|r| (r, "the gateway holds another record under its id")),
+        400 => refused_index(text)
+            .and_then(|i| batch.get(i))
+            .map(|r| (r, "the gateway refused it as invalid")),
+        _ => None,
+    }
 }
 
 fn warn_let_go(why: &str, record: &str) {
