@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use countersign::AuditRecord;
 
-use super::{anchor, io, seal, verify_bytes, Appended, ChainKey, Head, StoreError, Verified};
+use super::{
+    anchor, check_chain, io, seal, verify_bytes, Appended, ChainKey, Head, StoreError, Verified,
+};
 
 struct Inner {
     path: PathBuf,
@@ -156,7 +158,7 @@ impl FileStore {
         let head_path = head_path(&path);
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io(&path))?;
-        let (mut verified, ids) = verify_bytes(&bytes, Some(&key))?;
+        let (mut verified, ids) = check_chain(&bytes, Some(&key), None)?;
         anchor(&mut verified, &bytes, read_head(&head_path)?.as_ref(), &key)?;
         if verified.torn_tail_bytes > 0 {
             let keep = (bytes.len() - verified.torn_tail_bytes) as u64;

@@ -329,9 +329,22 @@ pub fn verify_bytes(
     bytes: &[u8],
     key: Option<&ChainKey>,
 ) -> Result<(Verified, StoredIds), StoreError> {
+    let mut tally = completeness::Tally::default();
+    let (mut verified, ids) = check_chain(bytes, key, Some(&mut tally))?;
+    verified.completeness = tally.finish();
+    Ok((verified, ids))
+}
+
+/// [`verify_bytes`]' chain check, with the completeness tally only where it is read: a
+/// store opening its file needs the chain and the ids, not the account of each page
+/// session (its `completeness` is left empty).
+pub(crate) fn check_chain(
+    bytes: &[u8],
+    key: Option<&ChainKey>,
+    mut tally: Option<&mut completeness::Tally>,
+) -> Result<(Verified, StoredIds), StoreError> {
     let mut prev = GENESIS.to_owned();
     let mut ids = HashMap::new();
-    let mut tally = completeness::Tally::default();
     let mut lines = 0u64;
     let mut rest = bytes;
     let mut torn = 0;
@@ -377,7 +390,9 @@ pub fn verify_bytes(
                 parsed.record.id
             )));
         }
-        tally.add(&parsed.record);
+        if let Some(tally) = tally.as_deref_mut() {
+            tally.add(&parsed.record);
+        }
         prev = parsed.mac;
         lines = number;
     }
@@ -388,7 +403,7 @@ pub fn verify_bytes(
             torn_tail_bytes: torn,
             keyed: key.is_some(),
             unanchored_lines: 0,
-            completeness: tally.finish(),
+            completeness: Completeness::default(),
         },
         ids,
     ))
