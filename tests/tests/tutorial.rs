@@ -57,12 +57,30 @@ async fn main() -> ExitCode {
     let setup = async {
         let dist = build_tutorial()?;
         let plain = serve_dir(dist.clone()).await?;
+        let without_layer = lazy_part_changed(&dist, &audit_dir, "lost", |_| None)?;
+        // Changed on the way into another valid module (a custom section appended: it
+        // would load and run as before), so only its integrity can tell.
+        let tampered = lazy_part_changed(&dist, &audit_dir, "tampered", |mut part| {
+            part.extend_from_slice(&[0, 10, 1, b'x']);
+            part.extend_from_slice(b"tampered");
+            Some(part)
+        })?;
+        let without_layer = [
+            (
+                "offline/the_page_works_without_its_countersign_layer",
+                serve_dir(without_layer).await?,
+            ),
+            (
+                "offline/a_changed_countersign_layer_is_refused_and_the_page_works",
+                serve_dir(tampered).await?,
+            ),
+        ];
         let model = scripted_model().await?;
         let gateway = Gateway::start(dist, model, audit_dir.join("audit.jsonl")).await?;
         let browser = Browser::start().await?;
-        Ok::<_, String>((plain, gateway, browser))
+        Ok::<_, String>((plain, without_layer, gateway, browser))
     };
-    let (plain, mut gateway, browser) = match setup.await {
+    let (plain, without_layer, mut gateway, browser) = match setup.await {
         Ok(ok) => ok,
         Err(e) => {
             eprintln!("e2e: setup failed: {e}");
@@ -197,6 +215,22 @@ async fn main() -> ExitCode {
             report(name.to_owned(), outcome);
         }
     }
+    // The page when its lazy Countersign layer is lost or changed on the way.
+    for (name, base) in without_layer {
+        if filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())) {
+            let ui = Ui {
+                client: &browser.client,
+                base,
+                shots: shots.clone(),
+                offline: true,
+                prefix: "",
+            };
+            report(
+                name.to_owned(),
+                the_page_works_without_its_countersign_layer(&ui).await,
+            );
+        }
+    }
     // The dark theme, in a browser that prefers it.
     let name = "offline/the_dock_follows_a_dark_preference";
     if filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())) {
@@ -231,6 +265,62 @@ fn tempfile_dir() -> Result<std::path::PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("countersign-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// A copy of the bundle in `dist`, in `tmp/{name}`, with each lazy part
+/// (`*.split_*.wasm`) replaced by what `change` makes of it (`None`: left out), as a
+/// network failure or an attacker on the way would. An error if the bundle has no lazy
+/// part: the Countersign layer is then not split off, and the page waits for all of it.
+fn lazy_part_changed(
+    dist: &std::path::Path,
+    tmp: &std::path::Path,
+    name: &str,
+    change: fn(Vec<u8>) -> Option<Vec<u8>>,
+) -> Result<std::path::PathBuf, String> {
+    let to = tmp.join(format!("dist-{name}"));
+    std::fs::create_dir_all(&to).map_err(|e| format!("{}: {e}", to.display()))?;
+    let mut parts = 0;
+    for entry in std::fs::read_dir(dist).map_err(|e| format!("{}: {e}", dist.display()))? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if !entry.path().is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).map_err(|e| format!("{file}: {e}"))?;
+        let bytes = if file.contains(".split_") && file.ends_with(".wasm") {
+            parts += 1;
+            change(bytes)
+        } else {
+            Some(bytes)
+        };
+        if let Some(bytes) = bytes {
+            std::fs::write(to.join(&file), bytes).map_err(|e| format!("{file}: {e}"))?;
+        }
+    }
+    ensure(
+        parts > 0,
+        "the release bundle has no lazy part: the Countersign layer is not split off",
+    )?;
+    Ok(to)
+}
+
+/// The settings page needs nothing from the Countersign layer to work: with the layer's
+/// wasm part not fetched, or refused for its integrity, no dock and no gate run; the
+/// page renames by its own Save button and says in place of the dock that the assistant
+/// could not be loaded (the failed load is not a panic that would stop the page's wasm).
+async fn the_page_works_without_its_countersign_layer(ui: &Ui<'_>) -> Outcome {
+    ui.client
+        .goto(&format!("{}/?lang=en", ui.base))
+        .await
+        .map_err(|e| format!("could not open the page: {e}"))?;
+    ui.wait_for("#current-name").await?;
+    ui.wait_text(".fatal[role='alert']", "could not be loaded")
+        .await?;
+    ensure(ui.count(".cs-dock").await? == 0, "no dock without its part")?;
+    ui.type_into("#workspace-name", " Two").await?;
+    ui.click("#save-name").await?;
+    ui.wait_text("#current-name", "Atlas Two").await?;
+    ui.shot("the-page-without-its-layer").await
 }
 
 /// Every record the page made is in the gateway's file exactly once, chained.

@@ -3,6 +3,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod split;
 
 use std::env;
 use std::ffi::OsString;
@@ -43,6 +44,8 @@ fn main() -> ExitCode {
         "bench" => bench::bench(rest),
         "serve" => setup().and_then(|()| serve()),
         "size" => setup().and_then(|()| size()),
+        // Run by trunk (Trunk.toml's post_build hook), not by hand.
+        "split" => split::split(),
         _ => {
             println!("usage: cargo xtask <setup|test|bench|serve>");
             println!("  setup  install what this machine lacks (wasm32 target, trunk, wasm-bindgen-cli, Chromium, ChromeDriver, binaryen)");
@@ -598,8 +601,10 @@ fn release_build(what: &str, dist: &Path, index: &str) -> Result {
 const SIZE_BUDGET: &str = "xtask/size-budget.txt";
 
 /// Builds the bare Leptos counter, weighs it and the tutorial already built in
-/// `tutorial` (wasm + JS, gzip -9), prints both and the ratio, and fails when the
-/// tutorial is over the budget kept in [`SIZE_BUDGET`].
+/// `tutorial` (wasm + JS, gzip -9): what loads before the page is interactive, and the
+/// lazy parts fetched after (`cargo xtask split`). Prints both, the ratio of the first
+/// to the counter and the total, and fails when either passes the budget kept in
+/// [`SIZE_BUDGET`].
 fn size_check(tutorial: &Path) -> Result<Sizes> {
     let counter = root().join("target").join("size").join("counter");
     release_build(
@@ -607,16 +612,24 @@ fn size_check(tutorial: &Path) -> Result<Sizes> {
         &counter,
         "examples/counter/index.html",
     )?;
-    let (craw, cgz) = weigh("counter", &counter)?;
-    let (traw, tgz) = weigh("tutorial", tutorial)?;
+    let c = weigh("counter", &counter)?;
+    let t = weigh("tutorial", tutorial)?;
     let kb = |bytes: u64| bytes as f64 / 1024.0;
-    println!("\n| build | wasm + JS | gzip -9 |\n| --- | --- | --- |");
-    println!("| counter | {:.1} KB | {:.1} KB |", kb(craw), kb(cgz));
-    println!("| tutorial | {:.1} KB | {:.1} KB |", kb(traw), kb(tgz));
-    let ratio = tgz as f64 / cgz.max(1) as f64;
+    println!("\n| build | before interactive: wasm + JS | gzip -9 | lazy parts, gzip -9 |\n| --- | --- | --- | --- |");
+    for (name, w) in [("counter", &c), ("tutorial", &t)] {
+        println!(
+            "| {name} | {:.1} KB | {:.1} KB | {:.1} KB |",
+            kb(w.initial_raw),
+            kb(w.initial_gz),
+            kb(w.lazy_gz)
+        );
+    }
+    let ratio = t.initial_gz as f64 / c.initial_gz.max(1) as f64;
+    let total = t.initial_gz + t.lazy_gz;
     println!(
-        "\ntutorial / counter: {:.2}x raw, {ratio:.2}x gzip",
-        traw as f64 / craw.max(1) as f64
+        "\ntutorial / counter, before interactive: {ratio:.2}x gzip; the tutorial's total with its lazy parts: {:.1} KB gzip ({:.2}x)",
+        kb(total),
+        total as f64 / c.initial_gz.max(1) as f64
     );
     let text = std::fs::read_to_string(root().join(SIZE_BUDGET))
         .map_err(|e| format!("{SIZE_BUDGET}: {e}"))?;
@@ -629,48 +642,75 @@ fn size_check(tutorial: &Path) -> Result<Sizes> {
             })
             .ok_or_else(|| format!("{SIZE_BUDGET}: no number for `{key}`"))
     };
-    let (max_kb, max_ratio) = (budget("tutorial_gzip_kb")?, budget("ratio_gzip")?);
-    println!("budget: {max_kb:.1} KB gzip, {max_ratio:.2}x the counter ({SIZE_BUDGET})");
-    if kb(tgz) > max_kb || ratio > max_ratio {
+    let (max_kb, max_ratio, max_total) = (
+        budget("initial_gzip_kb")?,
+        budget("initial_ratio_gzip")?,
+        budget("total_gzip_kb")?,
+    );
+    println!("budget: {max_kb:.1} KB gzip and {max_ratio:.2}x the counter before interactive, {max_total:.1} KB in all ({SIZE_BUDGET})");
+    if kb(t.initial_gz) > max_kb || ratio > max_ratio || kb(total) > max_total {
         return Err(format!(
-            "the tutorial's bundle is over its budget: {:.1} KB gzip ({ratio:.2}x the counter) against {max_kb:.1} KB ({max_ratio:.2}x) in {SIZE_BUDGET}. Make it smaller, or raise the budget in the same change and say why",
-            kb(tgz)
+            "the tutorial's bundle is over its budget: {:.1} KB gzip before interactive ({ratio:.2}x the counter), {:.1} KB in all, against {max_kb:.1} KB ({max_ratio:.2}x) and {max_total:.1} KB in {SIZE_BUDGET}. Make it smaller, or raise the budget in the same change and say why",
+            kb(t.initial_gz),
+            kb(total)
         ));
     }
     Ok(Sizes {
-        counter_gz: cgz,
-        tutorial_gz: tgz,
+        counter_gz: c.initial_gz,
+        tutorial_gz: t.initial_gz,
+        tutorial_lazy_gz: t.lazy_gz,
     })
 }
 
 /// What `size_check` weighed (gzip -9 bytes of wasm + JS).
 struct Sizes {
     counter_gz: u64,
+    /// What loads before the tutorial is interactive.
     tutorial_gz: u64,
+    /// The tutorial's lazy parts, fetched after.
+    tutorial_lazy_gz: u64,
 }
 
-/// The wasm and JS of a trunk build: bytes, and bytes after `gzip -9`.
-fn weigh(name: &str, dist: &Path) -> std::result::Result<(u64, u64), String> {
-    let mut raw = 0u64;
-    let mut gz = 0u64;
+/// A trunk build's wasm and JS, weighed.
+struct Weight {
+    /// What the page loads before it is interactive: bytes, and after `gzip -9`.
+    initial_raw: u64,
+    initial_gz: u64,
+    /// The lazy parts (`{app}.split_{name}.wasm`, fetched when first called), gzip -9.
+    lazy_gz: u64,
+}
+
+/// The wasm and JS of a trunk build, the lazy parts apart.
+fn weigh(name: &str, dist: &Path) -> std::result::Result<Weight, String> {
+    let mut w = Weight {
+        initial_raw: 0,
+        initial_gz: 0,
+        lazy_gz: 0,
+    };
     let entries = std::fs::read_dir(dist).map_err(|e| format!("{}: {e}", dist.display()))?;
     for entry in entries.flatten() {
         let path = entry.path();
+        let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if ext == "wasm" || ext == "js" {
-            let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-            raw += len;
-            let out = cmd("gzip")
-                .args(["-9", "-c"])
-                .arg(&path)
-                .output()
-                .map_err(|e| format!("gzip: {e}"))?;
-            gz += out.stdout.len() as u64;
-            println!(
-                "    {name}: {} {len} bytes",
-                path.file_name().and_then(|n| n.to_str()).unwrap_or("")
-            );
+        if ext != "wasm" && ext != "js" {
+            continue;
         }
+        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        let out = cmd("gzip")
+            .args(["-9", "-c"])
+            .arg(&path)
+            .output()
+            .map_err(|e| format!("gzip: {e}"))?;
+        let gz = out.stdout.len() as u64;
+        let lazy = ext == "wasm" && file.contains(".split_");
+        if lazy {
+            w.lazy_gz += gz;
+        } else {
+            w.initial_raw += len;
+            w.initial_gz += gz;
+        }
+        let when = if lazy { "lazy" } else { "before interactive" };
+        println!("    {name}: {file} {len} bytes, {gz} gzip ({when})");
     }
-    Ok((raw, gz))
+    Ok(w)
 }

@@ -46,4 +46,4 @@ pub use provider::{
 };
 pub use use_action::{use_action, use_action_with_options, UseActionOptions, UseActionReturn};
 pub use use_page_state::use_page_state;
-pub use use_target::use_target;
+pub use use_target::{use_target, use_target_ref};

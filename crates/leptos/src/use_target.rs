@@ -32,20 +32,45 @@ where
     E::Output: JsCast + Clone + 'static,
 {
     let node_ref = NodeRef::<E>::new();
-    if let Some(cs) = use_countersign() {
-        let key = cs.0.page.add_target(
-            name,
-            Rc::new(move || {
-                node_ref
-                    .get_untracked()
-                    .map(|e| e.unchecked_into::<web_sys::Element>())
-            }),
-        );
-        let held = SendWrapper::new((cs, name.to_owned()));
-        on_cleanup(move || {
-            let (cs, name) = held.take();
-            cs.0.page.remove_target(&name, key);
-        });
-    }
+    use_target_ref(name, node_ref);
     node_ref
+}
+
+/// Registers the element behind a `NodeRef` the page already holds as page target
+/// `name`: [`use_target`] for a Countersign layer that is set up after the page, such
+/// as one loaded lazily (`#[lazy]`) once the page is interactive. The registration
+/// ends when the calling component (or `Suspense`) unmounts.
+///
+/// ## Usage
+///
+/// ```no_run
+/// use countersign_leptos::use_target_ref;
+/// use leptos::prelude::*;
+///
+/// # fn later(code: NodeRef<leptos::html::Input>) {
+/// // `code` was made by the page with `NodeRef::new()`, before Countersign loaded.
+/// use_target_ref("verification_code", code);
+/// # }
+/// ```
+pub fn use_target_ref<E>(name: &str, node_ref: NodeRef<E>)
+where
+    E: ElementType,
+    E::Output: JsCast + Clone + 'static,
+{
+    let Some(cs) = use_countersign() else {
+        return;
+    };
+    let key = cs.0.page.add_target(
+        name,
+        Rc::new(move || {
+            node_ref
+                .get_untracked()
+                .map(|e| e.unchecked_into::<web_sys::Element>())
+        }),
+    );
+    let held = SendWrapper::new((cs, name.to_owned()));
+    on_cleanup(move || {
+        let (cs, name) = held.take();
+        cs.0.page.remove_target(&name, key);
+    });
 }

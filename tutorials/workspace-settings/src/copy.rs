@@ -10,6 +10,8 @@ pub(crate) struct PageText {
     pub(crate) title: &'static str,
     /// The dock's empty-chat hint: what to ask on this page.
     pub(crate) dock_hint: &'static str,
+    /// Where the dock would be, when its wasm part could not be fetched.
+    pub(crate) layer_failed: &'static str,
     pub(crate) intro: &'static str,
     pub(crate) general: &'static str,
     pub(crate) name_label: &'static str,
@@ -99,6 +101,7 @@ static EN: PageText = PageText {
     locale: Locale::En,
     title: "Workspace settings",
     dock_hint: "Ask for something, e.g. \u{201c}rename the workspace to Apollo\u{201d}.",
+    layer_failed: "The assistant could not be loaded. The page works without it; reload to try again.",
     intro: "Ask the assistant to rename, archive, reset or publish this workspace. Nothing consequential happens until you countersign it, and the last step of publishing is yours alone.",
     general: "General",
     name_label: "Workspace name",
@@ -139,6 +142,7 @@ static ZH: PageText = PageText {
     locale: Locale::Zh,
     title: "工作区设置",
     dock_hint: "试试说：\u{201c}把工作区重命名为 Apollo\u{201d}。",
+    layer_failed: "助手未能加载。没有它，页面照常可用；重新加载可再试一次。",
     intro: "让助手重命名、归档、重置或发布这个工作区。在你确认之前，不会发生任何重要变更；发布的最后一步只能由你完成。",
     general: "常规",
     name_label: "工作区名称",

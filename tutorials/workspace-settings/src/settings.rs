@@ -4,7 +4,7 @@
 // `#[component]` expands to `pub` items.
 #![allow(unreachable_pub)]
 
-use countersign_leptos::{use_page_state, use_target};
+use countersign_leptos::{use_page_state, use_target_ref};
 use leptos::html;
 use leptos::prelude::*;
 
@@ -12,25 +12,65 @@ use crate::actions;
 use crate::copy::PageText;
 use crate::workspace::{validate_name, Workspace};
 
-/// The workspace-settings page.
+/// The elements the assistant's handoff steps and cards point at, made with the page so
+/// the Countersign layer can name them when it loads.
+#[derive(Clone, Copy)]
+pub(crate) struct Targets {
+    name: NodeRef<html::Input>,
+    archive: NodeRef<html::Button>,
+    reset: NodeRef<html::Button>,
+    code: NodeRef<html::Input>,
+    publish: NodeRef<html::Button>,
+    description: NodeRef<html::P>,
+}
+
+impl Targets {
+    pub(crate) fn new() -> Self {
+        Self {
+            name: NodeRef::new(),
+            archive: NodeRef::new(),
+            reset: NodeRef::new(),
+            code: NodeRef::new(),
+            publish: NodeRef::new(),
+            description: NodeRef::new(),
+        }
+    }
+}
+
+/// The page's side of Countersign, run when the layer loads: its actions, the state the
+/// assistant may read, and its targets. All end when the layer unmounts.
+pub(crate) fn declare(ws: Workspace, copy: &'static PageText, targets: Targets) {
+    actions::declare(ws, copy);
+    use_page_state("workspace_name", move || ws.name.get_untracked());
+    use_page_state("description", move || ws.description.get_untracked());
+    use_page_state("archived", move || ws.archived.get_untracked());
+    use_page_state("published", move || ws.published.get_untracked());
+    use_target_ref("workspace_name", targets.name);
+    use_target_ref("archive_button", targets.archive);
+    use_target_ref("reset_button", targets.reset);
+    use_target_ref("verification_code", targets.code);
+    use_target_ref("publish_button", targets.publish);
+    use_target_ref("description", targets.description);
+}
+
+/// The workspace-settings page: interactive before the Countersign layer loads.
 #[component]
 pub(crate) fn Settings(
     /// The page state.
     ws: Workspace,
     /// The page's words.
     copy: &'static PageText,
+    /// The elements the assistant may point at.
+    targets: Targets,
 ) -> impl IntoView {
-    actions::declare(ws, copy);
-    use_page_state("workspace_name", move || ws.name.get_untracked());
-    use_page_state("description", move || ws.description.get_untracked());
-    use_page_state("archived", move || ws.archived.get_untracked());
-    use_page_state("published", move || ws.published.get_untracked());
-    let name_ref = use_target::<html::Input>("workspace_name");
-    let archive_ref = use_target::<html::Button>("archive_button");
-    let reset_ref = use_target::<html::Button>("reset_button");
-    let code_ref = use_target::<html::Input>("verification_code");
-    let publish_ref = use_target::<html::Button>("publish_button");
-    let description_ref = use_target::<html::P>("description");
+    let Targets {
+        name: name_ref,
+        archive: archive_ref,
+        reset: reset_ref,
+        code: code_ref,
+        publish: publish_ref,
+        description: description_ref,
+    } = targets;
     let archived = move || ws.archived.get();
     let save = move || {
         let draft = ws.draft_name.get_untracked();

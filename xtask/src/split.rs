@@ -1,0 +1,280 @@
+//! `cargo xtask split`: trunk's `post_build` hook (see `Trunk.toml`) that splits a page's
+//! wasm at its `#[lazy]` functions, so what a person waits for before the page is
+//! interactive is only the main module; each lazy part is fetched when first called.
+//!
+//! Trunk runs `wasm-bindgen` on the whole module, and a split must come before it. So
+//! for each app trunk staged, this hook takes cargo's own module, splits it
+//! (`wasm_split_cli_support`, the splitter `cargo leptos --split` uses), runs
+//! `wasm-bindgen` as trunk does and, for release builds, `wasm-opt` on each part (see
+//! [`wasm_opt_params`]), and puts them in trunk's staging folder under trunk's own hashed names, with the
+//! integrity hashes in `index.html` brought up to date. A module with no lazy function
+//! (the bare counter) is left as trunk built it.
+
+use std::env;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha384};
+
+use super::{cmd, root, run, Result};
+
+/// How the imports of split points begin (`__wasm_split_00{name}00_import_{hash}`):
+/// every Leptos module carries the splitter's runtime, only a module with a lazy
+/// function has one of these.
+const SPLIT_MARKER: &[u8] = b"__wasm_split_00";
+
+/// The hook: reads trunk's `TRUNK_STAGING_DIR`, `TRUNK_PROFILE` and `TRUNK_HTML_FILE`.
+pub(crate) fn split() -> Result {
+    let staging = PathBuf::from(
+        env::var_os("TRUNK_STAGING_DIR")
+            .ok_or("run by trunk as a post_build hook (TRUNK_STAGING_DIR is not set)")?,
+    );
+    let release = env::var("TRUNK_PROFILE").is_ok_and(|p| p == "release");
+    let html = env::var_os("TRUNK_HTML_FILE").map(PathBuf::from);
+    let opt_params = match (&html, release) {
+        (Some(html), true) => wasm_opt_params(html)?,
+        _ => None,
+    };
+    let entries = std::fs::read_dir(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(hashed) = file.strip_suffix("_bg.wasm") else {
+            continue;
+        };
+        let Some((name, _hash)) = hashed.rsplit_once('-') else {
+            continue;
+        };
+        let profile = if release { "release" } else { "debug" };
+        let raw = target_dir()
+            .join("wasm32-unknown-unknown")
+            .join(profile)
+            .join(format!("{name}.wasm"));
+        let bytes = std::fs::read(&raw).map_err(|e| format!("{}: {e}", raw.display()))?;
+        if !bytes.windows(SPLIT_MARKER.len()).any(|w| w == SPLIT_MARKER) {
+            continue;
+        }
+        split_one(&staging, hashed, &bytes, opt_params.as_deref())?;
+    }
+    Ok(())
+}
+
+/// Cargo's target folder, as cargo and trunk use it.
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// Splits one app whose staged files are `{hashed}.js` and `{hashed}_bg.wasm`.
+fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -> Result {
+    let work = target_dir().join("wasm-split").join(hashed);
+    let _ = std::fs::remove_dir_all(&work);
+    let main = work.join(format!("{hashed}.wasm"));
+    let link = format!("./{hashed}.split.js");
+    let main_module = format!("./{hashed}.js");
+    let split = wasm_split_cli_support::transform({
+        let mut o = wasm_split_cli_support::Options::new(raw);
+        o.output_dir = &work;
+        o.main_out_path = &main;
+        o.link_name = &link;
+        o.main_module = &main_module;
+        o
+    })
+    .map_err(|e| {
+        format!("splitting {hashed}: {e:#} (was it linked with `--emit-relocs`? See the tutorial's build.rs)")
+    })?;
+    let bindgen = work.join("bindgen");
+    let mut c = cmd("wasm-bindgen");
+    c.arg("--target=web")
+        .arg(format!("--out-dir={}", bindgen.display()))
+        .arg(format!("--out-name={hashed}"))
+        .arg("--no-typescript")
+        // The lazy parts import the main part's function table by this name.
+        .arg("--keep-lld-exports")
+        .arg(&main);
+    run(&format!("wasm-bindgen on the main part of {hashed}"), c)?;
+    let staged_wasm = staging.join(format!("{hashed}_bg.wasm"));
+    let staged_js = staging.join(format!("{hashed}.js"));
+    optimise(
+        &bindgen.join(format!("{hashed}_bg.wasm")),
+        &staged_wasm,
+        opt,
+    )?;
+    copy(&bindgen.join(format!("{hashed}.js")), &staged_js)?;
+    // The loader names each part. The parts get the app's hash, so a cached old part is
+    // never run with a new main module, and are fetched with their integrity, so a part
+    // changed on the way (the gate is in one) is refused like the main module would be.
+    let loader_name = link.trim_start_matches("./");
+    let mut loader = std::fs::read_to_string(work.join(loader_name))
+        .map_err(|e| format!("the split's loader: {e}"))?;
+    for part in &split.split_modules {
+        let file = part
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .ok_or("a split part without a name")?;
+        let named = format!("{hashed}.{file}");
+        optimise(part, &staging.join(&named), opt)?;
+        let sri = sri(&staging.join(&named))?;
+        let fetch = format!("fetch(new URL(\"./{file}\", import.meta.url))");
+        if !loader.contains(&fetch) {
+            return Err(format!(
+                "the split's loader does not fetch {file} as expected: `{fetch}`"
+            ));
+        }
+        loader = loader.replace(
+            &fetch,
+            &format!("fetch(new URL(\"./{named}\", import.meta.url), {{ integrity: \"{sri}\" }})"),
+        );
+    }
+    let staged_loader = staging.join(loader_name);
+    std::fs::write(&staged_loader, loader).map_err(|e| format!("{link}: {e}"))?;
+    let html = staging.join("index.html");
+    let mut text =
+        std::fs::read_to_string(&html).map_err(|e| format!("{}: {e}", html.display()))?;
+    let base = env::var("TRUNK_PUBLIC_URL").unwrap_or_else(|_| "/".into());
+    for file in [&staged_js, &staged_wasm] {
+        text = with_integrity(&text, &base, file)?;
+    }
+    // The main module imports the loader: preloaded with its integrity, as trunk does
+    // for the main module itself.
+    let preload = format!(
+        "<link rel=\"modulepreload\" href=\"{base}{loader_name}\" crossorigin=\"anonymous\" integrity=\"{}\">",
+        sri(&staged_loader)?
+    );
+    text = text.replacen("</head>", &format!("{preload}</head>"), 1);
+    std::fs::write(&html, text).map_err(|e| format!("{}: {e}", html.display()))?;
+    println!(
+        "split {hashed}: the main part and {} lazy part(s)",
+        split.split_modules.len()
+    );
+    Ok(())
+}
+
+/// `wasm-opt` with `params` (level first) from `from` into `to`; a copy without them.
+fn optimise(from: &Path, to: &Path, opt: Option<&[String]>) -> Result {
+    let Some(params) = opt else {
+        return copy(from, to);
+    };
+    let mut c = cmd("wasm-opt");
+    c.args(params).arg(from).arg("-o").arg(to);
+    run(&format!("wasm-opt {}", from.display()), c)
+}
+
+fn copy(from: &Path, to: &Path) -> Result {
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| format!("{} → {}: {e}", from.display(), to.display()))
+}
+
+/// How the parts are optimised: `wasm-opt -O{level}` with the page's
+/// `data-wasm-opt-params`, where its rust link asks for it with `data-split-wasm-opt`.
+/// (The link's own `data-wasm-opt` is `0`: trunk would optimise the whole module, with
+/// its relocations, only for this hook to replace it.) `None`: no `wasm-opt`.
+fn wasm_opt_params(html: &Path) -> Result<Option<Vec<String>>> {
+    let text = std::fs::read_to_string(html).map_err(|e| format!("{}: {e}", html.display()))?;
+    let Some(level) = attribute(&text, "data-split-wasm-opt").filter(|v| *v != "0") else {
+        return Ok(None);
+    };
+    Ok(Some(
+        std::iter::once(format!("-O{level}"))
+            .chain(
+                attribute(&text, "data-wasm-opt-params")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(str::to_owned),
+            )
+            .collect(),
+    ))
+}
+
+/// The value of the first `name="…"` in `text`.
+fn attribute<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let at = text.find(&format!(" {name}=\""))? + name.len() + 3;
+    let rest = text.get(at..)?;
+    rest.get(..rest.find('"')?)
+}
+
+/// `text` with the `integrity` of the tag that links `file` (`{base}{name}`) set to the
+/// file's SHA-384, as trunk writes it.
+fn with_integrity(text: &str, base: &str, file: &Path) -> Result<String> {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let sri = sri(file)?;
+    let href = format!("href=\"{base}{name}\"");
+    let Some(tag) = text.find(&href) else {
+        return Ok(text.to_owned());
+    };
+    let end = tag + text[tag..].find('>').unwrap_or(0);
+    let Some(at) = text[tag..end].find("integrity=\"sha384-") else {
+        return Ok(text.to_owned());
+    };
+    let start = tag + at + "integrity=\"".len();
+    let stop = start + text[start..].find('"').unwrap_or(0);
+    Ok(format!("{}{sri}{}", &text[..start], &text[stop..]))
+}
+
+/// The subresource integrity of `file`: `sha384-` and its SHA-384 in base64.
+fn sri(file: &Path) -> Result<String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(format!("sha384-{}", base64(&Sha384::digest(&bytes))))
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
+        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+        for i in 0..4 {
+            let sextet = (n >> (18 - 6 * i)) as usize & 63;
+            match ALPHABET.get(sextet) {
+                Some(c) if i <= chunk.len() => out.push(char::from(*c)),
+                _ => out.push('='),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_is_the_standard_one() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
+    }
+
+    #[test]
+    fn the_integrity_of_the_tag_linking_the_file_is_replaced_and_no_other() {
+        let dir = env::temp_dir().join(format!("xtask-split-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("app-1_bg.wasm");
+        std::fs::write(&file, b"abc").unwrap();
+        let html = concat!(
+            r#"<link rel="modulepreload" href="/app-1.js" integrity="sha384-old1">"#,
+            r#"<link rel="preload" href="/app-1_bg.wasm" crossorigin="anonymous" integrity="sha384-old2" as="fetch">"#,
+        );
+        let out = with_integrity(html, "/", &file).unwrap();
+        // SHA-384 of "abc", base64.
+        let abc = "sha384-ywB1P0WjXou1oD1pmsZQBycsMqsO3tFjGotgWkP/W+2AhgcroefMI1i67KE0yCWn";
+        assert_eq!(out, html.replace("sha384-old2", abc));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn attributes_are_read_by_name() {
+        let html = r#"<link data-trunk rel="rust" data-wasm-opt="0" data-split-wasm-opt="z" data-wasm-opt-params="--a --b" />"#;
+        assert_eq!(attribute(html, "data-wasm-opt"), Some("0"));
+        assert_eq!(attribute(html, "data-split-wasm-opt"), Some("z"));
+        assert_eq!(attribute(html, "data-wasm-opt-params"), Some("--a --b"));
+        assert_eq!(attribute(html, "data-bin"), None);
+    }
+}
