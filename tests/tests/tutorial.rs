@@ -57,14 +57,9 @@ async fn main() -> ExitCode {
     let setup = async {
         let dist = build_tutorial()?;
         let plain = serve_dir(dist.clone()).await?;
-        let without_layer = lazy_part_changed(&dist, &audit_dir, "lost", |_| None)?;
-        // Changed on the way into another valid module (a custom section appended: it
-        // would load and run as before), so only its integrity can tell.
-        let tampered = lazy_part_changed(&dist, &audit_dir, "tampered", |mut part| {
-            part.extend_from_slice(&[0, 10, 1, b'x']);
-            part.extend_from_slice(b"tampered");
-            Some(part)
-        })?;
+        let lazy = |file: &str| file.contains(".split_") && file.ends_with(".wasm");
+        let without_layer = bundle_changed(&dist, &audit_dir, "lost", lazy, |_| None)?;
+        let tampered = bundle_changed(&dist, &audit_dir, "tampered", lazy, valid_but_changed)?;
         let without_layer = [
             (
                 "offline/the_page_works_without_its_countersign_layer",
@@ -75,12 +70,29 @@ async fn main() -> ExitCode {
                 serve_dir(tampered).await?,
             ),
         ];
+        // The files before the page is interactive, each changed on the way.
+        let mut not_started = Vec::new();
+        for (name, which) in [
+            (
+                "offline/a_changed_main_wasm_is_refused",
+                (|file: &str| file.ends_with("_bg.wasm")) as fn(&str) -> bool,
+            ),
+            ("offline/a_changed_main_script_is_refused", |file: &str| {
+                file.ends_with(".js") && !file.ends_with(".split.js")
+            }),
+            ("offline/a_changed_split_loader_is_refused", |file: &str| {
+                file.ends_with(".split.js")
+            }),
+        ] {
+            let dir = bundle_changed(&dist, &audit_dir, name, which, valid_but_changed)?;
+            not_started.push((name, serve_dir(dir).await?));
+        }
         let model = scripted_model().await?;
         let gateway = Gateway::start(dist, model, audit_dir.join("audit.jsonl")).await?;
         let browser = Browser::start().await?;
-        Ok::<_, String>((plain, without_layer, gateway, browser))
+        Ok::<_, String>((plain, without_layer, not_started, gateway, browser))
     };
-    let (plain, without_layer, mut gateway, browser) = match setup.await {
+    let (plain, without_layer, not_started, mut gateway, browser) = match setup.await {
         Ok(ok) => ok,
         Err(e) => {
             eprintln!("e2e: setup failed: {e}");
@@ -231,6 +243,18 @@ async fn main() -> ExitCode {
             );
         }
     }
+    for (name, base) in not_started {
+        if filter.is_empty() || filter.iter().any(|f| name.contains(f)) {
+            let ui = Ui {
+                client: &browser.client,
+                base,
+                shots: shots.clone(),
+                offline: true,
+                prefix: "",
+            };
+            report(name.to_owned(), the_page_does_not_start(&ui).await);
+        }
+    }
     // The dark theme, in a browser that prefers it.
     let name = "offline/the_dock_follows_a_dark_preference";
     if filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())) {
@@ -267,19 +291,20 @@ fn tempfile_dir() -> Result<std::path::PathBuf, String> {
     Ok(dir)
 }
 
-/// A copy of the bundle in `dist`, in `tmp/{name}`, with each lazy part
-/// (`*.split_*.wasm`) replaced by what `change` makes of it (`None`: left out), as a
-/// network failure or an attacker on the way would. An error if the bundle has no lazy
-/// part: the Countersign layer is then not split off, and the page waits for all of it.
-fn lazy_part_changed(
+/// A copy of the bundle in `dist`, in `tmp/{name}`, with each file `which` picks
+/// replaced by what `change` makes of it (`None`: left out), as a network failure or an
+/// attacker on the way would. An error if `which` picks no file (for the lazy part: the
+/// Countersign layer is then not split off, and the page waits for all of it).
+fn bundle_changed(
     dist: &std::path::Path,
     tmp: &std::path::Path,
     name: &str,
+    which: fn(&str) -> bool,
     change: fn(Vec<u8>) -> Option<Vec<u8>>,
 ) -> Result<std::path::PathBuf, String> {
-    let to = tmp.join(format!("dist-{name}"));
+    let to = tmp.join(format!("dist-{}", name.replace('/', "-")));
     std::fs::create_dir_all(&to).map_err(|e| format!("{}: {e}", to.display()))?;
-    let mut parts = 0;
+    let mut changed = 0;
     for entry in std::fs::read_dir(dist).map_err(|e| format!("{}: {e}", dist.display()))? {
         let entry = entry.map_err(|e| e.to_string())?;
         let file = entry.file_name().to_string_lossy().into_owned();
@@ -287,8 +312,8 @@ fn lazy_part_changed(
             continue;
         }
         let bytes = std::fs::read(entry.path()).map_err(|e| format!("{file}: {e}"))?;
-        let bytes = if file.contains(".split_") && file.ends_with(".wasm") {
-            parts += 1;
+        let bytes = if which(&file) {
+            changed += 1;
             change(bytes)
         } else {
             Some(bytes)
@@ -298,10 +323,39 @@ fn lazy_part_changed(
         }
     }
     ensure(
-        parts > 0,
-        "the release bundle has no lazy part: the Countersign layer is not split off",
+        changed > 0,
+        format!(
+            "{name}: the release bundle has no such file (is the Countersign layer split off?)"
+        ),
     )?;
     Ok(to)
+}
+
+/// A file changed so that it still works as before, so only its integrity can tell: a
+/// custom section appended to wasm, a comment to JS.
+fn valid_but_changed(mut bytes: Vec<u8>) -> Option<Vec<u8>> {
+    if bytes.starts_with(b"\0asm") {
+        bytes.extend_from_slice(&[0, 10, 1, b'x']);
+        bytes.extend_from_slice(b"tampered");
+    } else {
+        bytes.extend_from_slice(b"\n// tampered\n");
+    }
+    Some(bytes)
+}
+
+/// A page whose main wasm, main script or split loader changed on the way does not
+/// start: nothing of it runs, so neither the page nor its gate can be someone else's.
+async fn the_page_does_not_start(ui: &Ui<'_>) -> Outcome {
+    ui.client
+        .goto(&format!("{}/?lang=en", ui.base))
+        .await
+        .map_err(|e| format!("could not open the page: {e}"))?;
+    // Long enough for the page to start (it does in under a second here).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    ensure(
+        ui.count("#current-name").await? == 0 && ui.count(".cs-dock").await? == 0,
+        "the page started",
+    )
 }
 
 /// The settings page needs nothing from the Countersign layer to work: with the layer's

@@ -6,9 +6,10 @@
 //! for each app trunk staged, this hook takes cargo's own module, splits it
 //! (`wasm_split_cli_support`, the splitter `cargo leptos --split` uses), runs
 //! `wasm-bindgen` as trunk does and, for release builds, `wasm-opt` on each part (see
-//! [`wasm_opt_params`]), and puts them in trunk's staging folder under trunk's own hashed names, with the
-//! integrity hashes in `index.html` brought up to date. A module with no lazy function
-//! (the bare counter) is left as trunk built it.
+//! [`wasm_opt_params`]), and puts them in trunk's staging folder under trunk's own
+//! hashed names. `index.html` is sealed (see [`seal`]): every file the page runs, main
+//! or lazy, is checked against its integrity before it runs. A module with no lazy
+//! function (the bare counter) is left as trunk built it.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -40,8 +41,10 @@ pub(crate) fn split() -> Result {
         let Some(hashed) = file.strip_suffix("_bg.wasm") else {
             continue;
         };
-        let Some((name, _hash)) = hashed.rsplit_once('-') else {
-            continue;
+        // `{name}-{hash}`, or `{name}` where trunk's `filehash` is off.
+        let (name, hash) = match hashed.rsplit_once('-') {
+            Some((name, hash)) if hash.bytes().all(|b| b.is_ascii_hexdigit()) => (name, Some(hash)),
+            _ => (hashed, None),
         };
         let profile = if release { "release" } else { "debug" };
         let raw = target_dir()
@@ -52,6 +55,19 @@ pub(crate) fn split() -> Result {
         if !bytes.windows(SPLIT_MARKER.len()).any(|w| w == SPLIT_MARKER) {
             continue;
         }
+        // Trunk names the staged files by the seahash of cargo's module: a module that
+        // does not hash to it is from another build (a second cargo run since, or
+        // another target folder), and splitting it would ship that build's gate.
+        if let Some(hash) = hash {
+            let actual = trunk_hash(&bytes);
+            if actual != hash {
+                return Err(format!(
+                    "{} is not the module trunk staged as {hashed} (it hashes to {actual}): another build wrote it since, or cargo's target folder is not {}. Build again",
+                    raw.display(),
+                    target_dir().display()
+                ));
+            }
+        }
         split_one(&staging, hashed, &bytes, opt_params.as_deref())?;
     }
     Ok(())
@@ -60,8 +76,18 @@ pub(crate) fn split() -> Result {
 /// Cargo's target folder, as cargo and trunk use it.
 fn target_dir() -> PathBuf {
     env::var_os("CARGO_TARGET_DIR")
+        .or_else(|| env::var_os("CARGO_BUILD_TARGET_DIR"))
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"))
+}
+
+/// The hash trunk puts in the names of what it builds from `bytes`: their seahash, in
+/// lower-case hex.
+fn trunk_hash(bytes: &[u8]) -> String {
+    use std::hash::Hasher as _;
+    let mut hasher = seahash::SeaHasher::new();
+    hasher.write(bytes);
+    format!("{:x}", hasher.finish())
 }
 
 /// Splits one app whose staged files are `{hashed}.js` and `{hashed}_bg.wasm`.
@@ -125,23 +151,26 @@ fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -
             &format!("fetch(new URL(\"./{named}\", import.meta.url), {{ integrity: \"{sri}\" }})"),
         );
     }
+    if loader.matches("fetch(").count() != loader.matches("{ integrity: ").count() {
+        return Err(format!(
+            "the split's loader fetches something without its integrity: {loader}"
+        ));
+    }
     let staged_loader = staging.join(loader_name);
     std::fs::write(&staged_loader, loader).map_err(|e| format!("{link}: {e}"))?;
     let html = staging.join("index.html");
-    let mut text =
-        std::fs::read_to_string(&html).map_err(|e| format!("{}: {e}", html.display()))?;
+    let text = std::fs::read_to_string(&html).map_err(|e| format!("{}: {e}", html.display()))?;
     let base = env::var("TRUNK_PUBLIC_URL").unwrap_or_else(|_| "/".into());
-    for file in [&staged_js, &staged_wasm] {
-        text = with_integrity(&text, &base, file)?;
-    }
-    // The main module imports the loader: preloaded with its integrity, as trunk does
-    // for the main module itself.
-    let preload = format!(
-        "<link rel=\"modulepreload\" href=\"{base}{loader_name}\" crossorigin=\"anonymous\" integrity=\"{}\">",
-        sri(&staged_loader)?
-    );
-    text = text.replacen("</head>", &format!("{preload}</head>"), 1);
-    std::fs::write(&html, text).map_err(|e| format!("{}: {e}", html.display()))?;
+    let sealed = seal(
+        &text,
+        &base,
+        [
+            (format!("{hashed}.js"), sri(&staged_js)?),
+            (format!("{hashed}_bg.wasm"), sri(&staged_wasm)?),
+            (loader_name.to_owned(), sri(&staged_loader)?),
+        ],
+    )?;
+    std::fs::write(&html, sealed).map_err(|e| format!("{}: {e}", html.display()))?;
     println!(
         "split {hashed}: the main part and {} lazy part(s)",
         split.split_modules.len()
@@ -193,25 +222,72 @@ fn attribute<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     rest.get(..rest.find('"')?)
 }
 
-/// `text` with the `integrity` of the tag that links `file` (`{base}{name}`) set to the
-/// file's SHA-384, as trunk writes it.
-fn with_integrity(text: &str, base: &str, file: &Path) -> Result<String> {
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let sri = sri(file)?;
+/// `index.html` (`text`) made to check every file the page runs before running it,
+/// given each file's name and integrity: the main JS, the main wasm and the split's
+/// loader. Trunk's own page does not: its inline script fetches the wasm with no
+/// integrity (the `preload`'s only warms a cache), and may import the JS before the
+/// `modulepreload` that carries its integrity is parsed. So:
+/// - the `preload` and `modulepreload` tags get the new integrity;
+/// - the inline script fetches the wasm with its integrity;
+/// - an import map, first in `<head>`, gives the integrity of both scripts to every
+///   import of them (the main JS, and the loader it imports);
+/// - the loader is `modulepreload`ed.
+///
+/// An error, never a page left as it was, where any of these is not found.
+fn seal(text: &str, base: &str, files: [(String, String); 3]) -> Result<String> {
+    let [(js, js_sri), (wasm, wasm_sri), (loader, loader_sri)] = files;
+    let mut text = with_integrity(text, base, &js, &js_sri)?;
+    text = with_integrity(&text, base, &wasm, &wasm_sri)?;
+    let init = format!("module_or_path: '{base}{wasm}'");
+    if !text.contains(&init) {
+        return Err(format!(
+            "index.html does not start the wasm as trunk does: `{init}`"
+        ));
+    }
+    text = text.replacen(
+        &init,
+        &format!("module_or_path: fetch('{base}{wasm}', {{ integrity: '{wasm_sri}' }})"),
+        1,
+    );
+    let map = format!(
+        "<script type=\"importmap\">{{\"integrity\":{{\"{base}{js}\":\"{js_sri}\",\"{base}{loader}\":\"{loader_sri}\"}}}}</script>"
+    );
+    let preload = format!(
+        "<link rel=\"modulepreload\" href=\"{base}{loader}\" crossorigin=\"anonymous\" integrity=\"{loader_sri}\">"
+    );
+    if !text.contains("<head>") || !text.contains("</head>") {
+        return Err("index.html has no `<head>` … `</head>` for the import map".into());
+    }
+    text = text.replacen("<head>", &format!("<head>{map}"), 1);
+    Ok(text.replacen("</head>", &format!("{preload}</head>"), 1))
+}
+
+/// `text` with the `integrity` of the tag that links `{base}{name}` set to `sri`; an
+/// error if there is no such tag, or it has no `sha384` integrity.
+fn with_integrity(text: &str, base: &str, name: &str, sri: &str) -> Result<String> {
     let href = format!("href=\"{base}{name}\"");
-    let Some(tag) = text.find(&href) else {
-        return Ok(text.to_owned());
-    };
-    let end = tag + text[tag..].find('>').unwrap_or(0);
-    let Some(at) = text[tag..end].find("integrity=\"sha384-") else {
-        return Ok(text.to_owned());
-    };
+    let missing = || format!("index.html has no tag with `{href}` and a sha384 integrity");
+    let tag = text.find(&href).ok_or_else(missing)?;
+    let end = tag
+        + text
+            .get(tag..)
+            .and_then(|t| t.find('>'))
+            .ok_or_else(missing)?;
+    let at = text
+        .get(tag..end)
+        .and_then(|t| t.find("integrity=\"sha384-"))
+        .ok_or_else(missing)?;
     let start = tag + at + "integrity=\"".len();
-    let stop = start + text[start..].find('"').unwrap_or(0);
-    Ok(format!("{}{sri}{}", &text[..start], &text[stop..]))
+    let stop = start
+        + text
+            .get(start..)
+            .and_then(|t| t.find('"'))
+            .ok_or_else(missing)?;
+    Ok(format!(
+        "{}{sri}{}",
+        text.get(..start).unwrap_or_default(),
+        text.get(stop..).unwrap_or_default()
+    ))
 }
 
 /// The subresource integrity of `file`: `sha384-` and its SHA-384 in base64.
@@ -252,21 +328,73 @@ mod tests {
         assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
     }
 
+    /// The head of a page as trunk 0.21 writes it.
+    const TRUNK_PAGE: &str = concat!(
+        "<html><head><script type=\"module\">import init from '/app-1.js';",
+        "const wasm = await init({ module_or_path: '/app-1_bg.wasm' });</script>",
+        r#"<link rel="modulepreload" href="/app-1.js" crossorigin="anonymous" integrity="sha384-old1">"#,
+        r#"<link rel="preload" href="/app-1_bg.wasm" crossorigin="anonymous" integrity="sha384-old2" as="fetch"></head><body></body></html>"#,
+    );
+
+    fn files() -> [(String, String); 3] {
+        [
+            ("app-1.js".into(), "sha384-JS".into()),
+            ("app-1_bg.wasm".into(), "sha384-WASM".into()),
+            ("app-1.split.js".into(), "sha384-LOADER".into()),
+        ]
+    }
+
     #[test]
-    fn the_integrity_of_the_tag_linking_the_file_is_replaced_and_no_other() {
-        let dir = env::temp_dir().join(format!("xtask-split-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("app-1_bg.wasm");
-        std::fs::write(&file, b"abc").unwrap();
-        let html = concat!(
-            r#"<link rel="modulepreload" href="/app-1.js" integrity="sha384-old1">"#,
-            r#"<link rel="preload" href="/app-1_bg.wasm" crossorigin="anonymous" integrity="sha384-old2" as="fetch">"#,
+    fn a_sealed_page_checks_every_file_it_runs() {
+        let page = seal(TRUNK_PAGE, "/", files()).unwrap();
+        let expected = concat!(
+            r#"<html><head><script type="importmap">{"integrity":{"/app-1.js":"sha384-JS","/app-1.split.js":"sha384-LOADER"}}</script>"#,
+            "<script type=\"module\">import init from '/app-1.js';",
+            "const wasm = await init({ module_or_path: fetch('/app-1_bg.wasm', { integrity: 'sha384-WASM' }) });</script>",
+            r#"<link rel="modulepreload" href="/app-1.js" crossorigin="anonymous" integrity="sha384-JS">"#,
+            r#"<link rel="preload" href="/app-1_bg.wasm" crossorigin="anonymous" integrity="sha384-WASM" as="fetch">"#,
+            r#"<link rel="modulepreload" href="/app-1.split.js" crossorigin="anonymous" integrity="sha384-LOADER"></head><body></body></html>"#,
         );
-        let out = with_integrity(html, "/", &file).unwrap();
-        // SHA-384 of "abc", base64.
-        let abc = "sha384-ywB1P0WjXou1oD1pmsZQBycsMqsO3tFjGotgWkP/W+2AhgcroefMI1i67KE0yCWn";
-        assert_eq!(out, html.replace("sha384-old2", abc));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(page, expected);
+    }
+
+    #[test]
+    fn a_page_that_cannot_be_sealed_is_an_error_not_left_as_it_was() {
+        for (what, page) in [
+            (
+                "no preload of the wasm",
+                TRUNK_PAGE.replace("href=\"/app-1_bg.wasm\"", "href=\"/x\""),
+            ),
+            (
+                "a sha512 integrity",
+                TRUNK_PAGE.replace("sha384-old2", "sha512-old2"),
+            ),
+            (
+                "no integrity",
+                TRUNK_PAGE.replace(" integrity=\"sha384-old1\"", ""),
+            ),
+            (
+                "another start",
+                TRUNK_PAGE.replace("module_or_path: '/app-1_bg.wasm'", "'/app-1_bg.wasm'"),
+            ),
+            ("an upper-case head", TRUNK_PAGE.replace("<head>", "<HEAD>")),
+            ("another public URL", TRUNK_PAGE.to_owned()),
+        ] {
+            let base = if what == "another public URL" {
+                "/app/"
+            } else {
+                "/"
+            };
+            assert!(seal(&page, base, files()).is_err(), "{what}");
+        }
+    }
+
+    #[test]
+    fn the_hash_is_seahash_in_hex_streamed_or_not() {
+        // Whether it is trunk's is checked at each build: a name that does not match
+        // fails the hook.
+        assert_eq!(trunk_hash(b""), format!("{:x}", seahash::hash(b"")));
+        assert_eq!(trunk_hash(b"abc"), format!("{:x}", seahash::hash(b"abc")));
     }
 
     #[test]
