@@ -46,6 +46,14 @@ pub(crate) fn split() -> Result {
             Some((name, hash)) if hash.bytes().all(|b| b.is_ascii_hexdigit()) => (name, Some(hash)),
             _ => (hashed, None),
         };
+        let Some(hash) = hash else {
+            // Without trunk's hashes the parts' names say nothing of their build: a
+            // cached old part could meet a new main part, and nothing could check that
+            // cargo's module is the one trunk staged.
+            return Err(format!(
+                "{hashed}: the split needs trunk's hashed names (`filehash` is off)"
+            ));
+        };
         let profile = if release { "release" } else { "debug" };
         let raw = target_dir()
             .join("wasm32-unknown-unknown")
@@ -58,7 +66,7 @@ pub(crate) fn split() -> Result {
         // Trunk names the staged files by the seahash of cargo's module: a module that
         // does not hash to it is from another build (a second cargo run since, or
         // another target folder), and splitting it would ship that build's gate.
-        if let Some(hash) = hash {
+        {
             let actual = trunk_hash(&bytes);
             if actual != hash {
                 return Err(format!(
@@ -126,6 +134,8 @@ fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -
         opt,
     )?;
     copy(&bindgen.join(format!("{hashed}.js")), &staged_js)?;
+    let js = std::fs::read_to_string(&staged_js).map_err(|e| format!("{hashed}.js: {e}"))?;
+    imports_only_the_loader(&js, link.trim_start_matches("./"))?;
     // The loader names each part. The parts get the app's hash, so a cached old part is
     // never run with a new main module, and are fetched with their integrity, so a part
     // changed on the way (the gate is in one) is refused like the main module would be.
@@ -236,37 +246,83 @@ fn attribute<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 /// An error, never a page left as it was, where any of these is not found.
 fn seal(text: &str, base: &str, files: [(String, String); 3]) -> Result<String> {
     let [(js, js_sri), (wasm, wasm_sri), (loader, loader_sri)] = files;
+    if base.contains(['"', '\'', '\\', '<', '>']) {
+        return Err(format!(
+            "a public URL with quotes or brackets cannot be sealed: {base}"
+        ));
+    }
+    let once = |text: &str, what: &str| match text.matches(what).count() {
+        1 => Ok(()),
+        n => Err(format!(
+            "index.html has `{what}` {n} times, not once: it cannot be sealed"
+        )),
+    };
     let mut text = with_integrity(text, base, &js, &js_sri)?;
     text = with_integrity(&text, base, &wasm, &wasm_sri)?;
     let init = format!("module_or_path: '{base}{wasm}'");
-    if !text.contains(&init) {
-        return Err(format!(
-            "index.html does not start the wasm as trunk does: `{init}`"
-        ));
-    }
+    once(&text, &init)?;
     text = text.replacen(
         &init,
         &format!("module_or_path: fetch('{base}{wasm}', {{ integrity: '{wasm_sri}' }})"),
         1,
     );
+    // First in <head>, before any script: the import map, then the two scripts
+    // preloaded with their integrity, so a browser that ignores the map's integrity
+    // still fetches them checked (the start script's import then waits for the preload).
     let map = format!(
         "<script type=\"importmap\">{{\"integrity\":{{\"{base}{js}\":\"{js_sri}\",\"{base}{loader}\":\"{loader_sri}\"}}}}</script>"
     );
-    let preload = format!(
-        "<link rel=\"modulepreload\" href=\"{base}{loader}\" crossorigin=\"anonymous\" integrity=\"{loader_sri}\">"
+    let preload = |name: &str, sri: &str| {
+        format!("<link rel=\"modulepreload\" href=\"{base}{name}\" crossorigin=\"anonymous\" integrity=\"{sri}\">")
+    };
+    let first = format!(
+        "{map}{}{}",
+        preload(&js, &js_sri),
+        preload(&loader, &loader_sri)
     );
-    if !text.contains("<head>") || !text.contains("</head>") {
-        return Err("index.html has no `<head>` … `</head>` for the import map".into());
+    // Right before the first script (after `<meta charset>`, which must stay within the
+    // first 1024 bytes), and that script inside the one `<head>`.
+    once(&text, "<head>")?;
+    let head = text.find("<head>").unwrap_or_default();
+    let script = text.find("<script").unwrap_or_default();
+    if script < head || text.find("</head>").is_none_or(|end| end < script) {
+        return Err("index.html's first script is not in its `<head>`: it cannot be sealed".into());
     }
-    text = text.replacen("<head>", &format!("<head>{map}"), 1);
-    Ok(text.replacen("</head>", &format!("{preload}</head>"), 1))
+    Ok(format!(
+        "{}{first}{}",
+        text.get(..script).unwrap_or_default(),
+        text.get(script..).unwrap_or_default()
+    ))
+}
+
+/// Checks that the main script (`js`, as wasm-bindgen wrote it) imports nothing but the
+/// split's loader: anything else (a `snippets/` file) would run unchecked.
+fn imports_only_the_loader(js: &str, loader: &str) -> Result {
+    let loader = format!("./{loader}");
+    for line in js.lines() {
+        let line = line.trim();
+        let specifier = line
+            .strip_prefix("import ")
+            .and_then(|rest| rest.rsplit_once(" from "))
+            .map(|(_, from)| from.trim_end_matches(';').trim_matches(['"', '\'']));
+        let imports = line.starts_with("import ") || line.contains("import(");
+        if imports && specifier != Some(loader.as_str()) {
+            return Err(format!(
+                "the main script imports something the page cannot check: {line}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `text` with the `integrity` of the tag that links `{base}{name}` set to `sri`; an
 /// error if there is no such tag, or it has no `sha384` integrity.
 fn with_integrity(text: &str, base: &str, name: &str, sri: &str) -> Result<String> {
     let href = format!("href=\"{base}{name}\"");
-    let missing = || format!("index.html has no tag with `{href}` and a sha384 integrity");
+    let missing = || format!("index.html has not one tag with `{href}` and a sha384 integrity");
+    if text.matches(&href).count() != 1 {
+        return Err(missing());
+    }
     let tag = text.find(&href).ok_or_else(missing)?;
     let end = tag
         + text
@@ -349,11 +405,12 @@ mod tests {
         let page = seal(TRUNK_PAGE, "/", files()).unwrap();
         let expected = concat!(
             r#"<html><head><script type="importmap">{"integrity":{"/app-1.js":"sha384-JS","/app-1.split.js":"sha384-LOADER"}}</script>"#,
+            r#"<link rel="modulepreload" href="/app-1.js" crossorigin="anonymous" integrity="sha384-JS">"#,
+            r#"<link rel="modulepreload" href="/app-1.split.js" crossorigin="anonymous" integrity="sha384-LOADER">"#,
             "<script type=\"module\">import init from '/app-1.js';",
             "const wasm = await init({ module_or_path: fetch('/app-1_bg.wasm', { integrity: 'sha384-WASM' }) });</script>",
             r#"<link rel="modulepreload" href="/app-1.js" crossorigin="anonymous" integrity="sha384-JS">"#,
-            r#"<link rel="preload" href="/app-1_bg.wasm" crossorigin="anonymous" integrity="sha384-WASM" as="fetch">"#,
-            r#"<link rel="modulepreload" href="/app-1.split.js" crossorigin="anonymous" integrity="sha384-LOADER"></head><body></body></html>"#,
+            r#"<link rel="preload" href="/app-1_bg.wasm" crossorigin="anonymous" integrity="sha384-WASM" as="fetch"></head><body></body></html>"#,
         );
         assert_eq!(page, expected);
     }
@@ -379,13 +436,56 @@ mod tests {
             ),
             ("an upper-case head", TRUNK_PAGE.replace("<head>", "<HEAD>")),
             ("another public URL", TRUNK_PAGE.to_owned()),
+            ("a quote in the public URL", TRUNK_PAGE.to_owned()),
+            (
+                "a head in a comment first",
+                format!("<!-- <head> -->{TRUNK_PAGE}"),
+            ),
+            (
+                "a script before the head",
+                format!("<script></script>{TRUNK_PAGE}"),
+            ),
+            (
+                "no script in the head",
+                TRUNK_PAGE.replace(
+                    "<script type=\"module\">",
+                    "</head><script type=\"module\">",
+                ),
+            ),
+            (
+                "the start twice",
+                TRUNK_PAGE.replace("</script>", "//module_or_path: '/app-1_bg.wasm'</script>"),
+            ),
+            (
+                "the preload twice",
+                TRUNK_PAGE.replace(
+                    "<body>",
+                    r#"<body><a href="/app-1_bg.wasm" integrity="sha384-x">"#,
+                ),
+            ),
         ] {
-            let base = if what == "another public URL" {
-                "/app/"
-            } else {
-                "/"
+            let base = match what {
+                "another public URL" => "/app/",
+                "a quote in the public URL" => "/a\"b/",
+                _ => "/",
             };
+
             assert!(seal(&page, base, files()).is_err(), "{what}");
+        }
+    }
+
+    #[test]
+    fn the_main_script_may_import_the_loader_and_nothing_else() {
+        let loader = "app-1.split.js";
+        let bindgen = "import * as import1 from \"./app-1.split.js\"\nlet wasm;\n";
+        assert!(imports_only_the_loader(bindgen, loader).is_ok());
+        assert!(imports_only_the_loader("import * as a from './app-1.split.js';", loader).is_ok());
+        for extra in [
+            "import { f } from './snippets/c-1/inline0.js';\n",
+            "import * as b from \"./app-1.split.js.evil.js\"\n",
+            "const m = await import('./x.js');\n",
+        ] {
+            assert!(imports_only_the_loader(&format!("{bindgen}{extra}"), loader).is_err());
         }
     }
 
