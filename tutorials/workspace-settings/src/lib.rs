@@ -21,7 +21,7 @@ use leptos::prelude::*;
 ///
 /// The settings page is interactive at once; the Countersign layer (the page's actions,
 /// the gate, the dock and the assistant) is its own wasm part, fetched right after (see
-/// [`countersign_layer`]).
+/// `countersign_layer`).
 #[component]
 pub fn App() -> impl IntoView {
     let query = web_sys::window()
