@@ -57,42 +57,57 @@ async fn main() -> ExitCode {
     let setup = async {
         let dist = build_tutorial()?;
         let plain = serve_dir(dist.clone()).await?;
-        let lazy = |file: &str| file.contains(".split_") && file.ends_with(".wasm");
-        let without_layer = bundle_changed(&dist, &audit_dir, "lost", lazy, |_| None)?;
-        let tampered = bundle_changed(&dist, &audit_dir, "tampered", lazy, valid_but_changed)?;
-        let without_layer = [
+        // The bundle changed on the way, each file as a network failure or an attacker
+        // would: (scenario, which files, how changed, what the page must do).
+        type Which = fn(&str) -> bool;
+        type Change = fn(Vec<u8>) -> Option<Vec<u8>>;
+        let lazy: Which = |file| file.contains(".split_") && file.ends_with(".wasm");
+        let works = (|ui| Box::pin(the_page_works_without_its_countersign_layer(ui))) as Scenario;
+        let not_started = (|ui| Box::pin(the_page_does_not_start(ui))) as Scenario;
+        let cases: [(&str, Which, Change, Scenario); 5] = [
             (
                 "offline/the_page_works_without_its_countersign_layer",
-                serve_dir(without_layer).await?,
+                lazy,
+                |_| None,
+                works,
             ),
             (
                 "offline/a_changed_countersign_layer_is_refused_and_the_page_works",
-                serve_dir(tampered).await?,
+                lazy,
+                valid_but_changed,
+                works,
             ),
-        ];
-        // The files before the page is interactive, each changed on the way.
-        let mut not_started = Vec::new();
-        for (name, which) in [
+            // The files before the page is interactive.
             (
                 "offline/a_changed_main_wasm_is_refused",
-                (|file: &str| file.ends_with("_bg.wasm")) as fn(&str) -> bool,
+                |file| file.ends_with("_bg.wasm"),
+                valid_but_changed,
+                not_started,
             ),
-            ("offline/a_changed_main_script_is_refused", |file: &str| {
-                file.ends_with(".js") && !file.ends_with(".split.js")
-            }),
-            ("offline/a_changed_split_loader_is_refused", |file: &str| {
-                file.ends_with(".split.js")
-            }),
-        ] {
-            let dir = bundle_changed(&dist, &audit_dir, name, which, valid_but_changed)?;
-            not_started.push((name, serve_dir(dir).await?));
+            (
+                "offline/a_changed_main_script_is_refused",
+                |file| file.ends_with(".js") && !file.ends_with(".split.js"),
+                valid_but_changed,
+                not_started,
+            ),
+            (
+                "offline/a_changed_split_loader_is_refused",
+                |file| file.ends_with(".split.js"),
+                valid_but_changed,
+                not_started,
+            ),
+        ];
+        let mut changed = Vec::new();
+        for (name, which, change, scenario) in cases {
+            let dir = bundle_changed(&dist, &audit_dir, name, which, change)?;
+            changed.push((name, serve_dir(dir).await?, scenario));
         }
         let model = scripted_model().await?;
         let gateway = Gateway::start(dist, model, audit_dir.join("audit.jsonl")).await?;
         let browser = Browser::start().await?;
-        Ok::<_, String>((plain, without_layer, not_started, gateway, browser))
+        Ok::<_, String>((plain, changed, gateway, browser))
     };
-    let (plain, without_layer, not_started, mut gateway, browser) = match setup.await {
+    let (plain, changed, mut gateway, browser) = match setup.await {
         Ok(ok) => ok,
         Err(e) => {
             eprintln!("e2e: setup failed: {e}");
@@ -227,8 +242,8 @@ async fn main() -> ExitCode {
             report(name.to_owned(), outcome);
         }
     }
-    // The page when its lazy Countersign layer is lost or changed on the way.
-    for (name, base) in without_layer {
+    // The page when its files are lost or changed on the way.
+    for (name, base, scenario) in changed {
         if filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())) {
             let ui = Ui {
                 client: &browser.client,
@@ -237,22 +252,7 @@ async fn main() -> ExitCode {
                 offline: true,
                 prefix: "",
             };
-            report(
-                name.to_owned(),
-                the_page_works_without_its_countersign_layer(&ui).await,
-            );
-        }
-    }
-    for (name, base) in not_started {
-        if filter.is_empty() || filter.iter().any(|f| name.contains(f)) {
-            let ui = Ui {
-                client: &browser.client,
-                base,
-                shots: shots.clone(),
-                offline: true,
-                prefix: "",
-            };
-            report(name.to_owned(), the_page_does_not_start(&ui).await);
+            report(name.to_owned(), scenario(&ui).await);
         }
     }
     // The dark theme, in a browser that prefers it.
