@@ -27,6 +27,11 @@ use webmcp::{
     a_browser_agents_rename_waits_for_the_persons_click,
 };
 
+/// Which files of a bundle [`bundle_changed`] changes, by name.
+type Which = fn(&str) -> bool;
+/// How it changes one: its new bytes, or `None` to leave it out.
+type Change = fn(Vec<u8>) -> Option<Vec<u8>>;
+
 type Scenario = for<'a> fn(&'a Ui<'a>) -> Pin<Box<dyn Future<Output = Outcome> + 'a>>;
 
 macro_rules! scenarios {
@@ -59,8 +64,6 @@ async fn main() -> ExitCode {
         let plain = serve_dir(dist.clone()).await?;
         // The bundle changed on the way, each file as a network failure or an attacker
         // would: (scenario, which files, how changed, what the page must do).
-        type Which = fn(&str) -> bool;
-        type Change = fn(Vec<u8>) -> Option<Vec<u8>>;
         let lazy: Which = |file| file.contains(".split_") && file.ends_with(".wasm");
         let works = (|ui| Box::pin(the_page_works_without_its_countersign_layer(ui))) as Scenario;
         let not_started = (|ui| Box::pin(the_page_does_not_start(ui))) as Scenario;
@@ -299,8 +302,8 @@ fn bundle_changed(
     dist: &std::path::Path,
     tmp: &std::path::Path,
     name: &str,
-    which: fn(&str) -> bool,
-    change: fn(Vec<u8>) -> Option<Vec<u8>>,
+    which: Which,
+    change: Change,
 ) -> Result<std::path::PathBuf, String> {
     let to = tmp.join(format!("dist-{}", name.replace('/', "-")));
     std::fs::create_dir_all(&to).map_err(|e| format!("{}: {e}", to.display()))?;

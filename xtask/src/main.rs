@@ -676,7 +676,7 @@ struct Weight {
     /// What the page loads before it is interactive: bytes, and after `gzip -9`.
     initial_raw: u64,
     initial_gz: u64,
-    /// The lazy parts (`{app}.split_{name}.wasm`, fetched when first called), gzip -9.
+    /// The lazy parts ([`split::is_lazy_part`], fetched when first called), gzip -9.
     lazy_gz: u64,
 }
 
@@ -702,7 +702,7 @@ fn weigh(name: &str, dist: &Path) -> std::result::Result<Weight, String> {
             .output()
             .map_err(|e| format!("gzip: {e}"))?;
         let gz = out.stdout.len() as u64;
-        let lazy = ext == "wasm" && file.contains(".split_");
+        let lazy = split::is_lazy_part(file);
         if lazy {
             w.lazy_gz += gz;
         } else {

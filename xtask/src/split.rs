@@ -35,26 +35,24 @@ pub(crate) fn split() -> Result {
         (Some(html), true) => wasm_opt_params(html)?,
         _ => None,
     };
+    let profile = if release { "release" } else { "debug" };
     let entries = std::fs::read_dir(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
     for entry in entries.flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
         let Some(hashed) = file.strip_suffix("_bg.wasm") else {
             continue;
         };
-        // `{name}-{hash}`, or `{name}` where trunk's `filehash` is off.
-        let (name, hash) = match hashed.rsplit_once('-') {
-            Some((name, hash)) if hash.bytes().all(|b| b.is_ascii_hexdigit()) => (name, Some(hash)),
-            _ => (hashed, None),
-        };
-        let Some(hash) = hash else {
-            // Without trunk's hashes the parts' names say nothing of their build: a
-            // cached old part could meet a new main part, and nothing could check that
-            // cargo's module is the one trunk staged.
+        // `{name}-{hash}`. Without trunk's hashes (`filehash` off) the parts' names say
+        // nothing of their build: a cached old part could meet a new main part, and
+        // nothing could check that cargo's module is the one trunk staged.
+        let Some((name, hash)) = hashed
+            .rsplit_once('-')
+            .filter(|(_, hash)| hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        else {
             return Err(format!(
                 "{hashed}: the split needs trunk's hashed names (`filehash` is off)"
             ));
         };
-        let profile = if release { "release" } else { "debug" };
         let raw = target_dir()
             .join("wasm32-unknown-unknown")
             .join(profile)
@@ -66,15 +64,13 @@ pub(crate) fn split() -> Result {
         // Trunk names the staged files by the seahash of cargo's module: a module that
         // does not hash to it is from another build (a second cargo run since, or
         // another target folder), and splitting it would ship that build's gate.
-        {
-            let actual = trunk_hash(&bytes);
-            if actual != hash {
-                return Err(format!(
-                    "{} is not the module trunk staged as {hashed} (it hashes to {actual}): another build wrote it since, or cargo's target folder is not {}. Build again",
-                    raw.display(),
-                    target_dir().display()
-                ));
-            }
+        let actual = trunk_hash(&bytes);
+        if actual != hash {
+            return Err(format!(
+                "{} is not the module trunk staged as {hashed} (it hashes to {actual}): another build wrote it since, or cargo's target folder is not {}. Build again",
+                raw.display(),
+                target_dir().display()
+            ));
         }
         split_one(&staging, hashed, &bytes, opt_params.as_deref())?;
     }
@@ -103,7 +99,8 @@ fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -
     let work = target_dir().join("wasm-split").join(hashed);
     let _ = std::fs::remove_dir_all(&work);
     let main = work.join(format!("{hashed}.wasm"));
-    let link = format!("./{hashed}.split.js");
+    let loader_name = format!("{hashed}.split.js");
+    let link = format!("./{loader_name}");
     let main_module = format!("./{hashed}.js");
     let split = wasm_split_cli_support::transform({
         let mut o = wasm_split_cli_support::Options::new(raw);
@@ -127,20 +124,20 @@ fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -
         .arg(&main);
     run(&format!("wasm-bindgen on the main part of {hashed}"), c)?;
     let staged_wasm = staging.join(format!("{hashed}_bg.wasm"));
-    let staged_js = staging.join(format!("{hashed}.js"));
     optimise(
         &bindgen.join(format!("{hashed}_bg.wasm")),
         &staged_wasm,
         opt,
     )?;
-    copy(&bindgen.join(format!("{hashed}.js")), &staged_js)?;
-    let js = std::fs::read_to_string(&staged_js).map_err(|e| format!("{hashed}.js: {e}"))?;
-    imports_only_the_loader(&js, link.trim_start_matches("./"))?;
+    let js = std::fs::read_to_string(bindgen.join(format!("{hashed}.js")))
+        .map_err(|e| format!("{hashed}.js: {e}"))?;
+    imports_only_the_loader(&js, &loader_name)?;
+    std::fs::write(staging.join(format!("{hashed}.js")), &js)
+        .map_err(|e| format!("{hashed}.js: {e}"))?;
     // The loader names each part. The parts get the app's hash, so a cached old part is
     // never run with a new main module, and are fetched with their integrity, so a part
     // changed on the way (the gate is in one) is refused like the main module would be.
-    let loader_name = link.trim_start_matches("./");
-    let mut loader = std::fs::read_to_string(work.join(loader_name))
+    let mut loader = std::fs::read_to_string(work.join(&loader_name))
         .map_err(|e| format!("the split's loader: {e}"))?;
     for part in &split.split_modules {
         let file = part
@@ -149,7 +146,7 @@ fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -
             .ok_or("a split part without a name")?;
         let named = format!("{hashed}.{file}");
         optimise(part, &staging.join(&named), opt)?;
-        let sri = sri(&staging.join(&named))?;
+        let sri = sri_of_file(&staging.join(&named))?;
         let fetch = format!("fetch(new URL(\"./{file}\", import.meta.url))");
         if !loader.contains(&fetch) {
             return Err(format!(
@@ -166,8 +163,8 @@ fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -
             "the split's loader fetches something without its integrity: {loader}"
         ));
     }
-    let staged_loader = staging.join(loader_name);
-    std::fs::write(&staged_loader, loader).map_err(|e| format!("{link}: {e}"))?;
+    std::fs::write(staging.join(&loader_name), &loader)
+        .map_err(|e| format!("{loader_name}: {e}"))?;
     let html = staging.join("index.html");
     let text = std::fs::read_to_string(&html).map_err(|e| format!("{}: {e}", html.display()))?;
     let base = env::var("TRUNK_PUBLIC_URL").unwrap_or_else(|_| "/".into());
@@ -175,9 +172,9 @@ fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -
         &text,
         &base,
         [
-            (format!("{hashed}.js"), sri(&staged_js)?),
-            (format!("{hashed}_bg.wasm"), sri(&staged_wasm)?),
-            (loader_name.to_owned(), sri(&staged_loader)?),
+            (format!("{hashed}.js"), sri(js.as_bytes())),
+            (format!("{hashed}_bg.wasm"), sri_of_file(&staged_wasm)?),
+            (loader_name, sri(loader.as_bytes())),
         ],
     )?;
     std::fs::write(&html, sealed).map_err(|e| format!("{}: {e}", html.display()))?;
@@ -191,17 +188,13 @@ fn split_one(staging: &Path, hashed: &str, raw: &[u8], opt: Option<&[String]>) -
 /// `wasm-opt` with `params` (level first) from `from` into `to`; a copy without them.
 fn optimise(from: &Path, to: &Path, opt: Option<&[String]>) -> Result {
     let Some(params) = opt else {
-        return copy(from, to);
+        return std::fs::copy(from, to)
+            .map(|_| ())
+            .map_err(|e| format!("{} → {}: {e}", from.display(), to.display()));
     };
     let mut c = cmd("wasm-opt");
     c.args(params).arg(from).arg("-o").arg(to);
     run(&format!("wasm-opt {}", from.display()), c)
-}
-
-fn copy(from: &Path, to: &Path) -> Result {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .map_err(|e| format!("{} → {}: {e}", from.display(), to.display()))
 }
 
 /// How the parts are optimised: `wasm-opt -O{level}` with the page's
@@ -239,9 +232,9 @@ fn attribute<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 /// `modulepreload` that carries its integrity is parsed. So:
 /// - the `preload` and `modulepreload` tags get the new integrity;
 /// - the inline script fetches the wasm with its integrity;
-/// - an import map, first in `<head>`, gives the integrity of both scripts to every
-///   import of them (the main JS, and the loader it imports);
-/// - the loader is `modulepreload`ed.
+/// - right before the first script, an import map gives the integrity of both scripts
+///   to every import of them (the main JS, and the loader it imports), and both are
+///   `modulepreload`ed with it (for a browser that ignores the map's integrity).
 ///
 /// An error, never a page left as it was, where any of these is not found.
 fn seal(text: &str, base: &str, files: [(String, String); 3]) -> Result<String> {
@@ -346,10 +339,21 @@ fn with_integrity(text: &str, base: &str, name: &str, sri: &str) -> Result<Strin
     ))
 }
 
-/// The subresource integrity of `file`: `sha384-` and its SHA-384 in base64.
-fn sri(file: &Path) -> Result<String> {
+/// The subresource integrity of `bytes`: `sha384-` and their SHA-384 in base64.
+fn sri(bytes: &[u8]) -> String {
+    format!("sha384-{}", base64(&Sha384::digest(bytes)))
+}
+
+/// [`sri`] of the file at `file`.
+fn sri_of_file(file: &Path) -> Result<String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok(format!("sha384-{}", base64(&Sha384::digest(&bytes))))
+    Ok(sri(&bytes))
+}
+
+/// Whether `file` in a built page is a lazy part: [`split_one`] names them
+/// `{app}.split_{name}.wasm`, and the loader fetches them when first called.
+pub(crate) fn is_lazy_part(file: &str) -> bool {
+    file.contains(".split_") && file.ends_with(".wasm")
 }
 
 /// Standard base64 with padding.
