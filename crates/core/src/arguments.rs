@@ -36,7 +36,8 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
 /// Whether raw text stands for `{}`: empty or all whitespace, as models send for
 /// actions without params. The validate stage and the audit digest read it alike.
 pub(crate) fn means_no_arguments(raw: &str) -> bool {
-    raw.trim().is_empty()
+    // Arguments almost always start with their `{`: no need to walk them.
+    !raw.starts_with('{') && raw.trim().is_empty()
 }
 
 /// Deserialises an object into `P`, refusing unknown fields at any depth, whether or

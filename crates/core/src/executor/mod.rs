@@ -171,6 +171,8 @@ pub(crate) enum Next {
 #[derive(Clone)]
 pub struct Executor {
     state: Rc<RefCell<ExecutorState>>,
+    /// `state.executor`, which never changes: a job's guard takes it without a borrow.
+    id: u64,
     mailbox: Mailbox,
     mode: Rc<Cell<Mode>>,
     reentered: Rc<Cell<bool>>,
@@ -200,6 +202,7 @@ impl Executor {
             Rc::clone(&reentered),
         );
         Self {
+            id: state.executor,
             state: Rc::new(RefCell::new(state)),
             mailbox: Rc::default(),
             mode,
@@ -215,7 +218,9 @@ impl Executor {
             return Err(Reentered);
         };
         let deferred = std::mem::take(&mut *self.mailbox.borrow_mut());
-        apply(&mut state, deferred);
+        if !deferred.is_empty() {
+            apply(&mut state, deferred);
+        }
         Ok(f(&mut state))
     }
 
@@ -793,7 +798,7 @@ impl Executor {
                 work,
                 guard: Guard {
                     call,
-                    executor: self.read(|state| state.executor),
+                    executor: self.id,
                     state: Rc::downgrade(&self.state),
                     mailbox: Rc::downgrade(&self.mailbox),
                     reentered: Rc::downgrade(&self.reentered),

@@ -9,6 +9,7 @@ use crate::policy::{ApprovalPolicy, Confirm, Kind};
 use crate::reason::{Reason, Said};
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::state::{ExecutorState, Live, LiveState, Stop};
@@ -26,8 +27,9 @@ pub(crate) struct Trace<'a> {
     pub(crate) policy: Option<ApprovalPolicy>,
     /// The keyed digest the audit records.
     pub(crate) audit_digest: ArgsDigest,
-    /// `audit_digest` in hex, written at the first record that needs it.
-    pub(crate) audit_hex: std::cell::OnceCell<Arc<str>>,
+    /// `audit_digest` in hex, written at the first record that needs it (a live call's
+    /// own, borrowed).
+    pub(crate) audit_hex: std::cell::OnceCell<Cow<'a, Arc<str>>>,
     /// Whether the digests are of validated arguments.
     pub(crate) validated: bool,
     /// The person's edit the call carries.
@@ -36,8 +38,9 @@ pub(crate) struct Trace<'a> {
     pub(crate) restored: Option<Timestamp>,
     /// Why the call must be asked whatever decide says (a person's edit, a restore).
     pub(crate) forced: Option<Reason>,
-    /// The ids as the records show them, escaped at the first record.
-    pub(crate) shown: std::cell::OnceCell<Shown>,
+    /// The ids as the records show them, escaped at the first record (a live call's
+    /// own, borrowed).
+    pub(crate) shown: std::cell::OnceCell<Cow<'a, Shown>>,
 }
 
 /// A call's tool call id and action id as its audit records show them: escaped once,
@@ -100,10 +103,10 @@ impl<'a> Trace<'a> {
         // The id resolved is the registered one, letter for letter: its records share
         // the registration's copy unless it needs escaping.
         if self.shown.get().is_none() && is_plain(&meta.id, crate::MAX_ACTION_ID_LEN) {
-            let _ = self.shown.set(Shown {
+            let _ = self.shown.set(Cow::Owned(Shown {
                 tool_call_id: escaped(self.tool_call_id, 128),
                 action: Arc::clone(&meta.id),
-            });
+            }));
         }
     }
 
@@ -120,19 +123,19 @@ impl<'a> Trace<'a> {
             declared: Some((meta.kind, meta.confirm)),
             policy: Some(live.level),
             audit_digest: live.audit_digest,
-            audit_hex: std::cell::OnceCell::from(Arc::clone(&live.audit_hex)),
+            audit_hex: std::cell::OnceCell::from(Cow::Borrowed(&live.audit_hex)),
             validated: true,
             edited: None,
             restored: None,
             forced: None,
-            shown: std::cell::OnceCell::from(live.shown.clone()),
+            shown: std::cell::OnceCell::from(Cow::Borrowed(&live.shown)),
         }
     }
 
     /// The keyed digest in hex, as the call's records carry it.
     pub(crate) fn audit_hex(&self) -> &Arc<str> {
         self.audit_hex
-            .get_or_init(|| self.audit_digest.to_shared_hex())
+            .get_or_init(|| Cow::Owned(self.audit_digest.to_shared_hex()))
     }
 
     /// The tool call id as the model sent it, shared with the records' copy when that
@@ -148,9 +151,11 @@ impl<'a> Trace<'a> {
 
     /// The ids as the call's records show them (escaped the first time).
     pub(crate) fn shown(&self) -> &Shown {
-        self.shown.get_or_init(|| Shown {
-            tool_call_id: escaped(self.tool_call_id, 128),
-            action: escaped(self.action_id, crate::MAX_ACTION_ID_LEN),
+        self.shown.get_or_init(|| {
+            Cow::Owned(Shown {
+                tool_call_id: escaped(self.tool_call_id, 128),
+                action: escaped(self.action_id, crate::MAX_ACTION_ID_LEN),
+            })
         })
     }
 
@@ -439,12 +444,9 @@ fn record_id(session_id: &str, seq: u64) -> String {
     let mut id = String::with_capacity(session_id.len() + 1 + len);
     id.push_str(session_id);
     id.push('-');
-    id.extend(
-        digits
-            .iter()
-            .skip(digits.len() - len)
-            .map(|d| char::from(*d)),
-    );
+    // Decimal digits are ASCII: this never falls back.
+    let digits = digits.get(digits.len() - len..).unwrap_or_default();
+    id.push_str(std::str::from_utf8(digits).unwrap_or_default());
     id
 }
 
