@@ -84,8 +84,9 @@ pub enum Decider {
 /// (see [`crate::AuditKey`] for who can check a claimed argument against it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
-    /// Unique and stable: `{session_id}-{seq}`. Stores deduplicate by it.
-    pub id: String,
+    /// Unique and stable: `{session_id}-{seq}`. Stores deduplicate by it. Reads and
+    /// serialises as text; the gate writes the text only when it is read.
+    pub id: crate::RecordId,
     /// The record's position in this executor's trail, from 1.
     pub seq: u64,
     /// The executor's session id (shared by every record of the session).
@@ -131,10 +132,10 @@ pub struct AuditRecord {
     /// The reason in words, for people reading the trail (derived from `reason`).
     pub summary: Cow<'static, str>,
     /// The keyed SHA-256 of the canonical arguments under the session's
-    /// [`crate::AuditKey`], as 64 lowercase hex digits (shared by the call's records).
-    /// Text, not [`crate::ArgsDigest`]: a trail stored by an older gateway, which took
-    /// any text here, must still read back.
-    pub args_digest: Arc<str>,
+    /// [`crate::AuditKey`], as 64 lowercase hex digits. Text, not [`crate::ArgsDigest`]:
+    /// a trail stored by an older gateway, which took any text here, must still read
+    /// back ([`crate::DigestText`] holds either, and writes the hex when it is read).
+    pub args_digest: crate::DigestText,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
     /// The id (`jti`) of the countersignature minted, on `countersigned` records only.

@@ -54,6 +54,13 @@ impl ArgsDigest {
     }
 
     fn hex_text<T>(&self, make: impl FnOnce(&str) -> T) -> T {
+        let hex = self.hex_digits();
+        // Hex digits are ASCII: this never falls back.
+        make(std::str::from_utf8(&hex).unwrap_or_default())
+    }
+
+    /// The 64 lowercase hex digits, on the stack.
+    pub(crate) fn hex_digits(&self) -> [u8; 64] {
         fn digit(nibble: u8) -> u8 {
             if nibble < 10 {
                 b'0' + nibble
@@ -68,8 +75,7 @@ impl ArgsDigest {
                 *low = digit(byte & 0x0f);
             }
         }
-        // Hex digits are ASCII: this never falls back.
-        make(std::str::from_utf8(&hex).unwrap_or_default())
+        hex
     }
 }
 

@@ -450,8 +450,8 @@ fn the_audit_never_holds_argument_text_only_its_digest() {
     let expected = key.digest_raw(&args).to_hex();
     let plain = countersign::ArgsDigest::of_raw(&args).to_hex();
     let records = w.audit.for_call(card.call);
-    assert!(records.iter().all(|r| *r.args_digest == *expected));
-    assert!(records.iter().all(|r| *r.args_digest != *plain));
+    assert!(records.iter().all(|r| r.args_digest == expected));
+    assert!(records.iter().all(|r| r.args_digest != plain));
 }
 
 #[test]
@@ -469,7 +469,7 @@ fn audit_records_have_unique_ids_in_sequence_and_durations() {
     let recs = w.audit.records();
     assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(
-        recs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        recs.iter().map(|r| r.id.to_string()).collect::<Vec<_>>(),
         ["test-1", "test-2", "test-3"]
     );
     assert_eq!(

@@ -50,7 +50,7 @@ fn a_restored_call_waits_on_a_new_card_with_its_old_deadline() {
     assert_eq!(records[1].event, AuditEvent::Asked);
     // The restored record carries the arguments' digest, as the rest of the call does.
     assert_eq!(records[0].args_digest, records[1].args_digest);
-    assert_ne!(&*records[0].args_digest, "0".repeat(64));
+    assert_ne!(records[0].args_digest, "0".repeat(64));
     let step = w
         .exec
         .approve(card.countersign(Gesture::AllowOnce), at(2_000))

@@ -91,7 +91,7 @@ async fn acknowledged_records_survive_sigkill_and_the_chain_holds() {
             for _ in 0..2_000 {
                 let records = batch(next, 25);
                 next += 25;
-                let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+                let ids: Vec<String> = records.iter().map(|r| r.id.to_string()).collect();
                 let sent = client
                     .post(format!("{base}/v1/audit"))
                     .bearer_auth("tok")

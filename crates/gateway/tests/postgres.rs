@@ -156,7 +156,7 @@ async fn three_replicas_keep_one_trail_through_a_kill_and_an_outage() {
                 }
                 let records = common::records(SIZE, "rep", b * SIZE);
                 assert_eq!(records.len(), SIZE);
-                let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+                let ids: Vec<String> = records.iter().map(|r| r.id.to_string()).collect();
                 let mut attempt = 0;
                 loop {
                     attempt += 1;
@@ -286,7 +286,7 @@ async fn three_replicas_keep_one_trail_through_a_kill_and_an_outage() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let ids: HashSet<&str> = lines.iter().map(|l| l.record.id.as_str()).collect();
+    let ids: HashSet<String> = lines.iter().map(|l| l.record.id.to_string()).collect();
     assert_eq!(ids.len(), lines.len(), "a record appears twice");
     assert_eq!(lines.len(), BATCHES * SIZE);
     assert!(seen.acknowledged.iter().all(|id| ids.contains(id.as_str())));

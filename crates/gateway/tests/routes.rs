@@ -357,7 +357,7 @@ async fn an_audit_batch_with_a_broken_record_is_refused_whole() {
     // text) is the page's error, not the store's: 400, never a 503 retried forever.
     for id in ["a\u{0}b", "line\nbreak", "tab\there"] {
         let mut bad = records(1);
-        bad[0].id = id.to_owned();
+        bad[0].id = id.into();
         let (status, json, _) = send(
             &app,
             page("POST", "/v1/audit", serde_json::to_string(&bad).unwrap()),

@@ -279,7 +279,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
     for record in &records {
         let span = per_record
             .iter()
-            .find(|s| s.attributes["countersign.record_id"] == record.id)
+            .find(|s| record.id == s.attributes["countersign.record_id"])
             .unwrap();
         let call_id: String = record.tool_call_id.chars().take(128).collect();
         assert_eq!(span.attributes["countersign.call_id"], call_id);
@@ -313,7 +313,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
             }
             for record in &records {
                 assert!(
-                    !value.contains(&*record.args_digest),
+                    !value.contains(&*record.args_digest.as_text()),
                     "{key} holds the digest"
                 );
             }

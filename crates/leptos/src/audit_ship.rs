@@ -529,7 +529,7 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
                     audit.forget_before(shipper.acknowledged);
                     shipper.conflicts += 1;
                     web_sys::console::warn_1(
-                        &format!("countersign: the gateway holds another record under id `{}`; this one is not in its trail", batch.first().map(|r| r.id.as_str()).unwrap_or_default()).into(),
+                        &format!("countersign: the gateway holds another record under id `{}`; this one is not in its trail", batch.first().map(|r| r.id.to_string()).unwrap_or_default()).into(),
                     );
                 } else {
                     shipper.cap = Some(at);

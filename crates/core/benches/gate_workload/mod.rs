@@ -185,7 +185,6 @@ pub(crate) mod floor {
     ) {
         let tool_call_id: std::sync::Arc<str> = black_box("tc_1").into();
         let action = std::sync::Arc::clone(&names.2);
-        let digest = digest.to_shared_hex();
         for (seq, event, reason) in [
             (
                 1u64,
@@ -198,12 +197,7 @@ pub(crate) mod floor {
             (2, AuditEvent::Settled, Reason::Verified),
         ] {
             black_box(AuditRecord {
-                id: {
-                    let mut id = String::with_capacity(8);
-                    id.push_str("bench-");
-                    id.push(char::from(b'0' + seq as u8));
-                    id
-                },
+                id: countersign::RecordId::of_seq(std::sync::Arc::clone(&names.0), seq),
                 seq,
                 session: std::sync::Arc::clone(&names.0),
                 role: std::sync::Arc::clone(&names.1),
@@ -223,7 +217,7 @@ pub(crate) mod floor {
                 grant: None,
                 summary: reason.summary(),
                 reason,
-                args_digest: std::sync::Arc::clone(&digest),
+                args_digest: (*digest).into(),
                 duration_ms: 0,
                 countersignature: None,
                 trace: None,

@@ -318,7 +318,6 @@ impl ExecutorState {
             prepared: decided.prepared,
             digest,
             audit_digest: trace.audit_digest,
-            audit_hex: std::sync::Arc::clone(trace.audit_hex()),
             arguments: decided.arguments,
             started: trace.started,
             consequence,

@@ -27,9 +27,6 @@ pub(crate) struct Trace<'a> {
     pub(crate) policy: Option<ApprovalPolicy>,
     /// The keyed digest the audit records.
     pub(crate) audit_digest: ArgsDigest,
-    /// `audit_digest` in hex, written at the first record that needs it (a live call's
-    /// own, borrowed).
-    pub(crate) audit_hex: std::cell::OnceCell<Cow<'a, Arc<str>>>,
     /// Whether the digests are of validated arguments.
     pub(crate) validated: bool,
     /// The person's edit the call carries.
@@ -65,7 +62,6 @@ impl<'a> Trace<'a> {
             declared: None,
             policy: None,
             audit_digest: ArgsDigest::default_empty(),
-            audit_hex: std::cell::OnceCell::new(),
             validated: false,
             edited: None,
             restored: None,
@@ -82,7 +78,6 @@ impl<'a> Trace<'a> {
             return;
         }
         let key = &state.config.audit_key;
-        self.audit_hex = std::cell::OnceCell::new();
         self.audit_digest = if raw.len() > state.config.max_argument_bytes {
             key.digest_bytes(raw.as_bytes())
         } else if crate::arguments::means_no_arguments(raw) {
@@ -123,19 +118,12 @@ impl<'a> Trace<'a> {
             declared: Some((meta.kind, meta.confirm)),
             policy: Some(live.level),
             audit_digest: live.audit_digest,
-            audit_hex: std::cell::OnceCell::from(Cow::Borrowed(&live.audit_hex)),
             validated: true,
             edited: None,
             restored: None,
             forced: None,
             shown: std::cell::OnceCell::from(Cow::Borrowed(&live.shown)),
         }
-    }
-
-    /// The keyed digest in hex, as the call's records carry it.
-    pub(crate) fn audit_hex(&self) -> &Arc<str> {
-        self.audit_hex
-            .get_or_init(|| Cow::Owned(self.audit_digest.to_shared_hex()))
     }
 
     /// The tool call id as the model sent it, shared with the records' copy when that
@@ -161,7 +149,6 @@ impl<'a> Trace<'a> {
 
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
         self.audit_digest = key.digest(arguments);
-        self.audit_hex = std::cell::OnceCell::new();
         self.validated = true;
     }
 }
@@ -256,7 +243,6 @@ impl ExecutorState {
             declared: None,
             policy: None,
             audit_digest: ArgsDigest::of_bytes(&[]),
-            audit_hex: std::cell::OnceCell::new(),
             validated: false,
             edited: None,
             restored: None,
@@ -312,7 +298,7 @@ impl ExecutorState {
         let duration = now.saturating_since(trace.started);
         let shown = trace.shown();
         self.audit.record(AuditRecord {
-            id: record_id(&self.config.session_id, seq),
+            id: crate::RecordId::of_seq(Arc::clone(&self.session_id), seq),
             seq,
             session: std::sync::Arc::clone(&self.session_id),
             role: std::sync::Arc::clone(&self.role),
@@ -332,7 +318,7 @@ impl ExecutorState {
             grant: reason.grant(),
             summary: reason.summary(),
             reason: reason.clone(),
-            args_digest: Arc::clone(trace.audit_hex()),
+            args_digest: trace.audit_digest.into(),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             countersignature: None,
             trace: trace.trace.map(str::to_owned),
@@ -427,29 +413,6 @@ impl ExecutorState {
     }
 }
 
-/// A record's id, `{session_id}-{seq}`, written without the formatting machinery (two
-/// of these per call).
-fn record_id(session_id: &str, seq: u64) -> String {
-    let mut digits = [0u8; 20];
-    let mut len = 0;
-    let mut rest = seq;
-    for slot in digits.iter_mut().rev() {
-        *slot = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        len += 1;
-        if rest == 0 {
-            break;
-        }
-    }
-    let mut id = String::with_capacity(session_id.len() + 1 + len);
-    id.push_str(session_id);
-    id.push('-');
-    // Decimal digits are ASCII: this never falls back.
-    let digits = digits.get(digits.len() - len..).unwrap_or_default();
-    id.push_str(std::str::from_utf8(digits).unwrap_or_default());
-    id
-}
-
 /// The id as a host shows it: at most 64 characters, with control, format and bidi
 /// characters escaped (a look-alike letter stays, for the dock to mark).
 fn shown_id(text: &str) -> String {
@@ -484,17 +447,4 @@ fn escaped(text: &str, max: usize) -> Arc<str> {
         .flat_map(char::escape_default)
         .collect();
     escaped.into()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::record_id;
-
-    #[test]
-    fn record_ids_are_the_session_then_the_seq_in_decimal() {
-        for seq in [0, 1, 9, 10, 12_345, u64::MAX] {
-            assert_eq!(record_id("s-1", seq), format!("s-1-{seq}"));
-        }
-        assert_eq!(record_id("", 7), "-7");
-    }
 }

@@ -111,8 +111,6 @@ pub(crate) struct Live {
     pub(crate) digest: Option<ArgsDigest>,
     /// The keyed digest the audit records.
     pub(crate) audit_digest: ArgsDigest,
-    /// The same in hex, shared by the call's records.
-    pub(crate) audit_hex: std::sync::Arc<str>,
     pub(crate) started: Timestamp,
     pub(crate) level: ApprovalPolicy,
     /// What the card showed last (or, without a card, what the decision computed); the

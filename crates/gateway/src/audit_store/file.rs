@@ -209,15 +209,16 @@ impl FileStore {
             let digest = super::record_digest(&record);
             // Sent again under its id: a duplicate if it is the same record, a conflict
             // (the whole batch refused, nothing written) if it is not.
-            match inner.ids.get(&record.id).or_else(|| fresh.get(&record.id)) {
+            let id = record.id.as_text();
+            match inner.ids.get(&*id).or_else(|| fresh.get(&*id)) {
                 Some(stored) if *stored == digest => {
                     duplicates += 1;
                     continue;
                 }
-                Some(_) => return Err(StoreError::Conflict(record.id)),
+                Some(_) => return Err(StoreError::Conflict(id.into_owned())),
                 None => {}
             }
-            fresh.insert(record.id.clone(), digest);
+            fresh.insert(id.into_owned(), digest);
             seq += 1;
             let (line, mac) = seal(&inner.key, seq, &head, &record)?;
             head = mac;

@@ -382,7 +382,7 @@ pub(crate) fn check_chain(
             }
         }
         if ids
-            .insert(parsed.record.id.clone(), record_digest(&parsed.record))
+            .insert(parsed.record.id.to_string(), record_digest(&parsed.record))
             .is_some()
         {
             return Err(broken(format!(

@@ -321,11 +321,12 @@ impl PgStore {
         let mut batch = Vec::with_capacity(records.len());
         for record in records {
             let digest = super::record_digest(&record);
-            match fresh.get(&record.id) {
+            let id = record.id.as_text();
+            match fresh.get(&*id) {
                 Some(seen) if *seen == digest => duplicates += 1,
-                Some(_) => return Err(StoreError::Conflict(record.id)),
+                Some(_) => return Err(StoreError::Conflict(id.into_owned())),
                 None => {
-                    fresh.insert(record.id.clone(), digest);
+                    fresh.insert(id.into_owned(), digest);
                     batch.push(record);
                 }
             }
@@ -346,7 +347,7 @@ impl PgStore {
             .await
             .map_err(db("cannot lock the head"))?;
         let head = checked(row, &self.key)?;
-        let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
+        let ids: Vec<String> = batch.iter().map(|r| r.id.to_string()).collect();
         let stored: Vec<(String, String)> = sqlx::query_as(
             "SELECT record_id, line FROM countersign_audit WHERE record_id = ANY($1)",
         )
@@ -358,7 +359,7 @@ impl PgStore {
         let (mut seq, mut last) = (head.seq, head.last);
         let (mut seqs, mut record_ids, mut lines) = (Vec::new(), Vec::new(), Vec::new());
         for record in &batch {
-            if stored.contains(&record.id) {
+            if stored.contains(&*record.id.as_text()) {
                 duplicates += 1;
                 continue;
             }
@@ -366,7 +367,7 @@ impl PgStore {
             let (line, mac) = seal(&self.key, seq, &last, record)?;
             last = mac;
             seqs.push(seq_value(seq)?);
-            record_ids.push(record.id.clone());
+            record_ids.push(record.id.to_string());
             lines.push(String::from_utf8(line).map_err(|_| StoreError::Broken {
                 line: seq,
                 reason: "a sealed line is not UTF-8".into(),

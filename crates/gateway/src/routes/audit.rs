@@ -84,11 +84,10 @@ async fn append(
             format!("record {i} claims a countersignature; only the gateway records those"),
         ));
     }
-    if let Some((i, _)) = records
-        .iter()
-        .enumerate()
-        .find(|(_, r)| r.id.is_empty() || r.id.len() > 200 || r.id.chars().any(char::is_control))
-    {
+    if let Some((i, _)) = records.iter().enumerate().find(|(_, r)| {
+        let id = r.id.as_text();
+        id.is_empty() || id.len() > 200 || id.chars().any(char::is_control)
+    }) {
         return Err(ApiError::new(
             ErrorCode::InvalidAuditRecord,
             format!("record {i} has no usable id"),
