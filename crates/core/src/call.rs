@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 /// `confirmed` or `approved` inside `arguments` is an unknown field, refused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
-    /// The model's id for this tool call (OpenAI's `tool_call_id`), echoed back in the result.
-    pub tool_call_id: String,
+    /// The model's id for this tool call (OpenAI's `tool_call_id`), echoed back in the
+    /// result. Shared: the call's live state, records and settlement hold this one copy.
+    pub tool_call_id: std::sync::Arc<str>,
     /// The action id the model asked for.
     pub action: String,
     /// The arguments exactly as the model sent them: a JSON object as text.
@@ -53,7 +54,7 @@ pub fn is_traceparent(value: &str) -> bool {
 impl Call {
     /// A call of `action` with raw JSON `arguments`.
     pub fn new(
-        tool_call_id: impl Into<String>,
+        tool_call_id: impl Into<std::sync::Arc<str>>,
         action: impl Into<String>,
         arguments: impl Into<String>,
     ) -> Self {

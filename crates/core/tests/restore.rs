@@ -143,7 +143,7 @@ fn hostile_stored_calls_are_refused_by_the_gate_like_any_other() {
     {
         // Each a different model call (one stored call comes back at most once).
         let mut item = pending(&w, "rename", args, 9_000);
-        item.call.tool_call_id = format!("tc-{i}");
+        item.call.tool_call_id = format!("tc-{i}").into();
         let step = w.exec.restore_pending(item, at(0)).unwrap();
         let Step::Settled(settled) = step else {
             panic!("{args}: refused");
@@ -178,7 +178,7 @@ fn a_restored_call_without_arguments_keeps_one_digest_in_every_record() {
     // Empty and whitespace text validate to `{}`: the restored record says the same.
     for (i, raw) in ["", "  ", "\u{3000}", "{}"].into_iter().enumerate() {
         let mut p = pending(&w, "wipe", raw, 9_000);
-        p.call.tool_call_id = format!("tc-{i}");
+        p.call.tool_call_id = format!("tc-{i}").into();
         let step = w.exec.restore_pending(p, at(1)).unwrap();
         let Step::Approval(card) = step else {
             panic!("a restored call is asked again: {step:?}")

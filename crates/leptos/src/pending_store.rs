@@ -213,7 +213,7 @@ impl PendingStore {
             .into_iter()
             .map(|(call, p)| StoredPending {
                 id: self.ids.entry(call).or_insert_with(random_id).clone(),
-                tool_call_id: p.call.tool_call_id,
+                tool_call_id: p.call.tool_call_id.to_string(),
                 caller: p.call.caller,
                 action: p.call.action,
                 arguments: p.call.arguments,

@@ -29,7 +29,7 @@ impl ExecutorState {
             return Err(TicketError::Expired.into());
         }
         let edited = Call {
-            tool_call_id: live.tool_call_id.to_string(),
+            tool_call_id: std::sync::Arc::clone(&live.tool_call_id),
             action: live.action.meta().id.to_string(),
             arguments: arguments.to_owned(),
             caller: live.caller,

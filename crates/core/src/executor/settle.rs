@@ -17,7 +17,7 @@ use super::state::{ExecutorState, Live, LiveState, Stop};
 /// A call's identity in audit records, whether or not it got far enough to be live.
 pub(crate) struct Trace<'a> {
     pub(crate) call: CallId,
-    pub(crate) tool_call_id: &'a str,
+    pub(crate) tool_call_id: &'a Arc<str>,
     pub(crate) caller: crate::Caller,
     /// The call's `traceparent`, if traced.
     pub(crate) trace: Option<&'a str>,
@@ -99,7 +99,7 @@ impl<'a> Trace<'a> {
         // the registration's copy unless it needs escaping.
         if self.shown.get().is_none() && is_plain(&meta.id, crate::MAX_ACTION_ID_LEN) {
             let _ = self.shown.set(Cow::Owned(Shown {
-                tool_call_id: escaped(self.tool_call_id, 128),
+                tool_call_id: shared_or_escaped(self.tool_call_id, 128),
                 action: Arc::clone(&meta.id),
             }));
         }
@@ -126,22 +126,17 @@ impl<'a> Trace<'a> {
         }
     }
 
-    /// The tool call id as the model sent it, shared with the records' copy when that
-    /// needed no escaping.
+    /// The tool call id as the model sent it (the records share it when it needs no
+    /// escaping).
     pub(crate) fn shared_tool_call_id(&self) -> Arc<str> {
-        let shown = &self.shown().tool_call_id;
-        if **shown == *self.tool_call_id {
-            Arc::clone(shown)
-        } else {
-            self.tool_call_id.into()
-        }
+        Arc::clone(self.tool_call_id)
     }
 
     /// The ids as the call's records show them (escaped the first time).
     pub(crate) fn shown(&self) -> &Shown {
         self.shown.get_or_init(|| {
             Cow::Owned(Shown {
-                tool_call_id: escaped(self.tool_call_id, 128),
+                tool_call_id: shared_or_escaped(self.tool_call_id, 128),
                 action: escaped(self.action_id, crate::MAX_ACTION_ID_LEN),
             })
         })
@@ -233,9 +228,10 @@ impl ExecutorState {
         unconfirmed: u64,
         now: Timestamp,
     ) -> u64 {
+        let no_call: Arc<str> = Arc::from("");
         let trace = Trace {
             call: CallId::default(),
-            tool_call_id: "",
+            tool_call_id: &no_call,
             caller: crate::Caller::default(),
             trace: None,
             action_id: "",
@@ -432,6 +428,15 @@ fn shown_id(text: &str) -> String {
 fn is_plain(text: &str, max: usize) -> bool {
     let plain = |b: u8| b.is_ascii_graphic() && !matches!(b, b'\\' | b'\'' | b'"');
     text.len() <= max && text.bytes().all(plain)
+}
+
+/// `text` itself where [`escaped`] would leave it as it is; its escaped copy otherwise.
+fn shared_or_escaped(text: &Arc<str>, max: usize) -> Arc<str> {
+    if is_plain(text, max) {
+        Arc::clone(text)
+    } else {
+        escaped(text, max)
+    }
 }
 
 /// At most `max` characters of text from outside, escaped (control characters, quotes

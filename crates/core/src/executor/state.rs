@@ -184,7 +184,7 @@ pub(crate) struct ExecutorState {
     pub(crate) next_seq: u64,
     pub(crate) audit: Box<dyn AuditSink>,
     /// The tool call ids brought back after a reload in this page session.
-    pub(crate) restored_ids: std::collections::HashSet<String>,
+    pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
     /// Mints the tokens of actions whose run takes a countersignature.
     pub(crate) countersigner: Option<Rc<dyn crate::Countersigner>>,
 }
