@@ -386,6 +386,11 @@ where
             "callers": self.callers,
         }))
         .to_hex();
+        let plain = crate::schema_check::Plain::compile(&schema);
+        let serde_reads_every_field = plain.flat_properties().is_some_and(|declared| {
+            crate::serde_fields::struct_fields::<P>()
+                .is_some_and(|read| declared.iter().all(|name| read.contains(name)))
+        });
         let meta = ActionMeta {
             declaration,
             title: self.title.as_deref().unwrap_or(&self.id).into(),
@@ -395,7 +400,8 @@ where
             confirm: self.confirm,
             policy,
             scope: self.scope.clone(),
-            plain: crate::schema_check::Plain::compile(&schema),
+            plain,
+            serde_reads_every_field,
             schema,
             handoff: self.handoff.clone(),
             reversal: self.reversal,
@@ -454,6 +460,11 @@ pub(crate) struct ActionMeta {
     pub(crate) schema: Value,
     /// `schema` compiled for the check every call makes.
     pub(crate) plain: crate::schema_check::Plain,
+    /// Whether `schema` is flat (no field below a field: see
+    /// [`crate::schema_check::Plain::flat_properties`]) and each of its properties is
+    /// a field the params' `Deserialize` reads: then arguments the schema check lets
+    /// through hold no field serde would pass over, and `serde_ignored` is not needed.
+    pub(crate) serde_reads_every_field: bool,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) reversal: bool,
     pub(crate) confirm_twice: bool,
@@ -517,6 +528,33 @@ where
     }
 
     fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String> {
+        // Flat params that fit their schema, where serde reads every declared field:
+        // no field can be passed over, so they are read as they are. Anything else, or
+        // a read that fails (for its worded error), takes both guards.
+        let quick = (self.meta.serde_reads_every_field && self.meta.plain.fits(args) == Some(true))
+            .then(|| P::deserialize(args).ok())
+            .flatten();
+        let params = match quick {
+            Some(params) => params,
+            None => self.guarded_params(args)?,
+        };
+        if let Some(check) = &self.action.validator {
+            check(&params)?;
+        }
+        Ok(Rc::new(Bound {
+            params: std::cell::RefCell::new(Some(params)),
+            action: Rc::clone(&self.action),
+        }))
+    }
+}
+
+impl<P> Typed<P>
+where
+    P: DeserializeOwned + JsonSchema + Clone + 'static,
+{
+    /// The params read under both guards against a field the model was not shown:
+    /// `serde_ignored` (a field serde passes over), then the schema check.
+    fn guarded_params(&self, args: &Value) -> Result<P, String> {
         let params: P = crate::arguments::into_params(args)?;
         // INVARIANT: a field the model was not shown is refused in every serde shape
         // (tagged and untagged enums, flatten), not only where serde notices it.
@@ -525,13 +563,7 @@ where
         {
             return Err(why);
         }
-        if let Some(check) = &self.action.validator {
-            check(&params)?;
-        }
-        Ok(Rc::new(Bound {
-            params: std::cell::RefCell::new(Some(params)),
-            action: Rc::clone(&self.action),
-        }))
+        Ok(params)
     }
 }
 

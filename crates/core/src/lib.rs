@@ -23,6 +23,7 @@ mod reason;
 mod record_id;
 mod reveal;
 mod schema_check;
+mod serde_fields;
 mod ticket;
 mod time;
 

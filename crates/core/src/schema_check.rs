@@ -267,6 +267,33 @@ impl Plain {
     }
 
     /// What [`plain_fits`] answers for the schema this was compiled from.
+    /// The property names of a flat object schema: `type` exactly `object`, declared
+    /// `properties`, no other property allowed, and each property of explicit types
+    /// none of which is an object (an array only of such items), so no field sits
+    /// below a field. `None` for any other schema.
+    pub(crate) fn flat_properties(&self) -> Option<Vec<&str>> {
+        fn holds_no_field(plain: &Plain) -> bool {
+            let Plain::Node(node) = plain else {
+                return false;
+            };
+            let array_of_plain = node.items.as_ref().is_some_and(holds_no_field);
+            node.types & type_bit("object") == 0
+                && (node.types & type_bit("array") == 0 || (array_of_plain && !node.prefix_items))
+                && node.extra.is_none()
+        }
+        let Plain::Node(node) = self else {
+            return None;
+        };
+        if node.types != type_bit("object") || node.extra.is_some() {
+            return None;
+        }
+        node.properties
+            .as_ref()?
+            .iter()
+            .map(|(name, sub)| holds_no_field(sub).then_some(name.as_str()))
+            .collect()
+    }
+
     pub(crate) fn fits(&self, value: &Value) -> Option<bool> {
         let node = match self {
             Plain::Bool(fits) => return Some(*fits),
@@ -564,6 +591,47 @@ mod tests {
     use proptest::collection::{btree_map, vec};
     use proptest::prelude::*;
     use serde_json::json;
+
+    #[test]
+    fn only_a_closed_object_of_fields_without_fields_below_is_flat() {
+        let flat = |schema: Value| {
+            Plain::compile(&schema)
+                .flat_properties()
+                .map(|names| names.join(","))
+        };
+        let closed = |properties: Value| json!({"type": "object", "properties": properties, "additionalProperties": false});
+        assert_eq!(
+            flat(closed(json!({
+                "b": {"type": "string"},
+                "a": {"type": ["integer", "null"]},
+                "c": {"type": "array", "items": {"type": "boolean"}},
+                "d": {"type": "string", "enum": ["x", "y"]},
+            }))),
+            Some("a,b,c,d".into())
+        );
+        assert_eq!(flat(closed(json!({}))), Some(String::new()));
+        for not_flat in [
+            // A field below a field, or a field that may hold one.
+            closed(json!({"a": {"type": "object", "properties": {}}})),
+            closed(json!({"a": {"type": ["string", "object"]}})),
+            closed(json!({"a": {}})),
+            closed(json!({"a": true})),
+            closed(json!({"a": {"type": "array", "items": {"type": "object"}}})),
+            closed(json!({"a": {"type": "array"}})),
+            closed(json!({"a": {"type": "array", "prefixItems": [], "items": {"type": "string"}}})),
+            closed(json!({"a": {"anyOf": [{"type": "string"}]}})),
+            closed(json!({"a": {"$ref": "#/$defs/A"}})),
+            // Other properties allowed, or none declared, or not only an object.
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": true}),
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}}),
+            json!({"type": "object"}),
+            json!({"type": ["object", "null"], "properties": {}}),
+            json!({"properties": {}}),
+            json!(true),
+        ] {
+            assert_eq!(flat(not_flat.clone()), None, "{not_flat}");
+        }
+    }
 
     fn object(entries: std::collections::BTreeMap<String, Value>) -> Value {
         Value::Object(entries.into_iter().collect())

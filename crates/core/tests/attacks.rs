@@ -307,6 +307,31 @@ mod shapes {
     pub enum TreeOp {
         Plant { tree: Tree },
     }
+
+    /// Flat params whose hand-written schema shows the model a field (`ghost`) their
+    /// `Deserialize` does not read: the schema check lets it through, serde drops it.
+    #[derive(Clone, Debug, Deserialize)]
+    pub struct Ghost {
+        pub name: String,
+    }
+
+    impl JsonSchema for Ghost {
+        fn schema_name() -> std::borrow::Cow<'static, str> {
+            "Ghost".into()
+        }
+
+        fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+            schemars::json_schema!({
+                "type": "object",
+                "properties": {
+                    "name": { "type": "string" },
+                    "ghost": { "type": "string" },
+                },
+                "required": ["name"],
+                "additionalProperties": false,
+            })
+        }
+    }
 }
 
 fn shaped<P>(id: &str) -> Action<P>
@@ -446,6 +471,20 @@ fn defaults_renames_nested_options_maps_and_recursion_refuse_unknown_fields() {
             "{args} was refused"
         );
     }
+}
+
+/// Flat params read without `serde_ignored` (the schema check vouches for every field)
+/// only where serde reads every field the schema shows: a field shown to the model but
+/// dropped by serde is still refused, and the call never reaches its card.
+#[test]
+fn a_field_the_schema_shows_but_serde_drops_is_refused() {
+    let w = World::new();
+    let _a = w.exec.register(shaped::<shapes::Ghost>("ghost")).unwrap();
+    refused_as_invalid(&w, "ghost", r#"{"name":"a","ghost":"rm -rf"}"#).unwrap();
+    assert!(
+        matches!(w.call("ghost", r#"{"name":"a"}"#, 0), Step::Approval(_)),
+        "the field serde reads is accepted"
+    );
 }
 
 /// The array trick inside a recursive tagged shape, deeper down.
