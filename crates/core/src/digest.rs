@@ -263,6 +263,37 @@ mod tests {
     }
 
     #[test]
+    fn strings_hash_as_their_compact_json_text_escapes_and_all() {
+        let texts = [
+            "",
+            "plain",
+            "é ü 中 😀",
+            "a\"b",
+            "a\\b",
+            "line\nbreak",
+            "\u{0}",
+            "\u{1f}",
+            " ",
+            "\u{7f}",
+            "\u{2028}",
+            "</script>",
+            "tab\t",
+        ];
+        for text in texts {
+            let mut map = serde_json::Map::new();
+            map.insert(text.to_owned(), json!(text));
+            map.insert("k".to_owned(), json!([text]));
+            let value = Value::Object(map);
+            let compact = serde_json::to_string(&value).unwrap_or_default();
+            assert_eq!(
+                ArgsDigest::of_value(&value),
+                ArgsDigest::of_bytes(compact.as_bytes()),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
     fn malformed_arguments_still_get_a_digest_of_their_bytes() {
         assert_eq!(ArgsDigest::of_raw("{oops"), ArgsDigest::of_bytes(b"{oops"));
     }

@@ -180,7 +180,7 @@ impl ExecutorState {
     /// No approval needed: record why, and hand back the job.
     pub(crate) fn allow(
         &mut self,
-        trace: &Trace,
+        trace: &mut Trace,
         decided: Decided,
         reason: Reason,
         by: Decider,
@@ -231,7 +231,7 @@ impl ExecutorState {
     /// The last step is the person's: show it and wait.
     pub(crate) fn hand_off(
         &mut self,
-        trace: &Trace,
+        trace: &mut Trace,
         decided: Decided,
         now: Timestamp,
     ) -> Result<Next, Stop> {
@@ -265,7 +265,7 @@ impl ExecutorState {
     /// The person is asked the action's question: show the form and wait.
     pub(crate) fn ask_question(
         &mut self,
-        trace: &Trace,
+        trace: &mut Trace,
         decided: Decided,
         now: Timestamp,
     ) -> Result<Next, Stop> {
@@ -299,9 +299,11 @@ impl ExecutorState {
         Ok(Next::Question(trace.call))
     }
 
+    /// The live call, taking the ids the trace's records showed (its records are
+    /// written: the live call's own records share them from here on).
     fn live_call(
         &self,
-        trace: &Trace,
+        trace: &mut Trace,
         decided: Decided,
         consequence: Option<String>,
         digest: Option<crate::ArgsDigest>,
@@ -309,7 +311,7 @@ impl ExecutorState {
     ) -> Live {
         Live {
             tool_call_id: trace.shared_tool_call_id(),
-            shown: trace.shown().clone(),
+            shown: trace.take_shown(),
             caller: trace.caller,
             trace: trace.trace.map(str::to_owned),
             level: self.level(decided.action.meta()).policy,

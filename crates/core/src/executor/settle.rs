@@ -134,12 +134,23 @@ impl<'a> Trace<'a> {
 
     /// The ids as the call's records show them (escaped the first time).
     pub(crate) fn shown(&self) -> &Shown {
-        self.shown.get_or_init(|| {
-            Cow::Owned(Shown {
-                tool_call_id: shared_or_escaped(self.tool_call_id, 128),
-                action: escaped(self.action_id, crate::MAX_ACTION_ID_LEN),
-            })
-        })
+        self.shown.get_or_init(|| Cow::Owned(self.escape_ids()))
+    }
+
+    fn escape_ids(&self) -> Shown {
+        Shown {
+            tool_call_id: shared_or_escaped(self.tool_call_id, 128),
+            action: escaped(self.action_id, crate::MAX_ACTION_ID_LEN),
+        }
+    }
+
+    /// The ids as the call's records show them, taken (a later record writes them
+    /// again).
+    pub(crate) fn take_shown(&mut self) -> Shown {
+        match self.shown.take() {
+            Some(shown) => shown.into_owned(),
+            None => self.escape_ids(),
+        }
     }
 
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
