@@ -194,7 +194,7 @@ impl ExecutorState {
             grant: Some(grant),
         });
         let work = self.work(trace.call, trace.tool_call_id, &decided, approval);
-        self.record(trace, AuditEvent::Allowed, by, &reason, None, now);
+        self.record(trace, AuditEvent::Allowed, by, reason, None, now);
         let work = work?;
         self.live.insert(
             trace.call,
@@ -218,7 +218,7 @@ impl ExecutorState {
         // INVARIANT: from the first card on, the trail's `policy` is the level the card
         // asks under (a classifier may have raised the resolved one), never a mix.
         trace.policy = Some(request.policy);
-        self.record(trace, AuditEvent::Asked, by, &reason, None, now);
+        self.record(trace, AuditEvent::Asked, by, reason, None, now);
         let consequence = request.consequence.clone();
         let digest = Some(request.args_sha256);
         let state = LiveState::Approval(Box::new(request.clone()));
@@ -246,7 +246,7 @@ impl ExecutorState {
             trace,
             AuditEvent::HandedOff,
             Decider::Policy,
-            &Reason::Handoff,
+            Reason::Handoff,
             None,
             now,
         );
@@ -284,7 +284,7 @@ impl ExecutorState {
             trace,
             AuditEvent::Asked,
             Decider::Policy,
-            &Reason::Question,
+            Reason::Question,
             None,
             now,
         );

@@ -64,7 +64,7 @@ impl ExecutorState {
             &Trace::of_live(call, &original),
             AuditEvent::Superseded,
             Decider::Person,
-            &Reason::EditedInto { call: into },
+            Reason::EditedInto { call: into },
             None,
             now,
         );
@@ -76,7 +76,7 @@ impl ExecutorState {
             &trace,
             AuditEvent::Edited,
             Decider::Person,
-            &reason,
+            reason.clone(),
             None,
             now,
         );

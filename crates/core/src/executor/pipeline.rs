@@ -158,7 +158,7 @@ impl ExecutorState {
                 trace,
                 AuditEvent::Rewritten,
                 Decider::Action,
-                &reason,
+                reason,
                 None,
                 now,
             );

@@ -49,7 +49,7 @@ impl ExecutorState {
                     &trace,
                     AuditEvent::Restored,
                     Decider::Host,
-                    &Reason::Restored,
+                    Reason::Restored,
                     None,
                     now,
                 );

@@ -187,7 +187,7 @@ impl ExecutorState {
             &trace,
             AuditEvent::Settled,
             by,
-            &outcome.reason(),
+            outcome.reason(),
             Some(&outcome),
             now,
         );
@@ -215,7 +215,7 @@ impl ExecutorState {
             trace,
             AuditEvent::Settled,
             stop.by,
-            &outcome.reason(),
+            outcome.reason(),
             Some(&outcome),
             now,
         );
@@ -266,7 +266,7 @@ impl ExecutorState {
             &trace,
             AuditEvent::TrailGap,
             Decider::Host,
-            &reason,
+            reason,
             None,
             now,
         );
@@ -287,7 +287,14 @@ impl ExecutorState {
         let Some(live) = self.live.remove(&call) else {
             return;
         };
-        self.record(&Trace::of_live(call, &live), event, by, reason, None, now);
+        self.record(
+            &Trace::of_live(call, &live),
+            event,
+            by,
+            reason.clone(),
+            None,
+            now,
+        );
         self.live.insert(call, live);
     }
 
@@ -296,7 +303,7 @@ impl ExecutorState {
         trace: &Trace,
         event: AuditEvent,
         by: Decider,
-        reason: &Reason,
+        reason: Reason,
         outcome: Option<&Outcome>,
         now: Timestamp,
     ) {
@@ -324,7 +331,7 @@ impl ExecutorState {
             outcome: outcome.map(|o| o.code_str().into()),
             grant: reason.grant(),
             summary: reason.summary(),
-            reason: reason.clone(),
+            reason,
             args_digest: trace.audit_digest.into(),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             countersignature: None,
