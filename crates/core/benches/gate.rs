@@ -88,16 +88,8 @@ fn resolve_and_project(c: &mut Criterion) {
 fn paired() {
     let (exec, _regs, _records) = executor(1);
     let clock = std::time::Instant::now();
-    let env = |name: &str, default: u32| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let (rounds, n) = (env("ZZ_ROUNDS", 41), env("ZZ_N", 20_000));
-    let ratios = gate_workload::paired_ratios(&exec, rounds as usize, n, || {
-        clock.elapsed().as_nanos() as f64
-    });
+    let ratios =
+        gate_workload::paired_ratios(&exec, 41, 20_000, || clock.elapsed().as_nanos() as f64);
     for (name, q) in [("p25", 0.25), ("p50", 0.5), ("p75", 0.75)] {
         println!(
             "BENCH gate.native.paired_ratio.{name} {:.4}",
