@@ -388,8 +388,12 @@ where
         .to_hex();
         let plain = crate::schema_check::Plain::compile(&schema);
         let serde_reads_every_field = plain.flat_properties().is_some_and(|declared| {
-            crate::serde_fields::struct_fields::<P>()
-                .is_some_and(|read| declared.iter().all(|name| read.contains(name)))
+            crate::serde_fields::struct_fields::<P>().is_some_and(|read| {
+                declared.iter().all(|name| read.contains(name))
+                    && read
+                        .iter()
+                        .all(|field| crate::serde_fields::reads_its_value::<P>(field))
+            })
         });
         let meta = ActionMeta {
             declaration,
@@ -461,9 +465,10 @@ pub(crate) struct ActionMeta {
     /// `schema` compiled for the check every call makes.
     pub(crate) plain: crate::schema_check::Plain,
     /// Whether `schema` is flat (no field below a field: see
-    /// [`crate::schema_check::Plain::flat_properties`]) and each of its properties is
-    /// a field the params' `Deserialize` reads: then arguments the schema check lets
-    /// through hold no field serde would pass over, and `serde_ignored` is not needed.
+    /// [`crate::schema_check::Plain::flat_properties`]), each of its properties is a
+    /// field the params' `Deserialize` reads, and it reads each field's value as a value
+    /// (never passing it over): then arguments the schema check lets through hold no
+    /// field serde would pass over, and `serde_ignored` is not needed.
     pub(crate) serde_reads_every_field: bool,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) reversal: bool,

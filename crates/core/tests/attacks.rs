@@ -308,6 +308,15 @@ mod shapes {
         Plant { tree: Tree },
     }
 
+    /// Flat params with a field serde reads and then passes over (`IgnoredAny`): the
+    /// model is shown it, the person sees it on the card, `run` never gets it.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Discarded {
+        pub name: String,
+        #[schemars(with = "String")]
+        pub note: serde::de::IgnoredAny,
+    }
+
     /// Flat params whose hand-written schema shows the model a field (`ghost`) their
     /// `Deserialize` does not read: the schema check lets it through, serde drops it.
     #[derive(Clone, Debug, Deserialize)]
@@ -474,13 +483,20 @@ fn defaults_renames_nested_options_maps_and_recursion_refuse_unknown_fields() {
 }
 
 /// Flat params read without `serde_ignored` (the schema check vouches for every field)
-/// only where serde reads every field the schema shows: a field shown to the model but
-/// dropped by serde is still refused, and the call never reaches its card.
+/// only where serde reads every field the schema shows, each as a value: a field shown
+/// to the model but dropped by serde (not read, or read and passed over) is still
+/// refused, and the call never reaches its card.
 #[test]
 fn a_field_the_schema_shows_but_serde_drops_is_refused() {
     let w = World::new();
     let _a = w.exec.register(shaped::<shapes::Ghost>("ghost")).unwrap();
     refused_as_invalid(&w, "ghost", r#"{"name":"a","ghost":"rm -rf"}"#).unwrap();
+    // A field serde names but reads as nothing: refused as well.
+    let _b = w
+        .exec
+        .register(shaped::<shapes::Discarded>("discarded"))
+        .unwrap();
+    refused_as_invalid(&w, "discarded", r#"{"name":"a","note":"rm -rf"}"#).unwrap();
     assert!(
         matches!(w.call("ghost", r#"{"name":"a"}"#, 0), Step::Approval(_)),
         "the field serde reads is accepted"
