@@ -266,7 +266,6 @@ impl Plain {
         }))
     }
 
-    /// What [`plain_fits`] answers for the schema this was compiled from.
     /// The property names of a flat object schema: `type` exactly `object`, declared
     /// `properties`, no other property allowed, and each property of explicit types
     /// none of which is an object (an array only of such items), so no field sits
@@ -294,6 +293,7 @@ impl Plain {
             .collect()
     }
 
+    /// What [`plain_fits`] answers for the schema this was compiled from.
     pub(crate) fn fits(&self, value: &Value) -> Option<bool> {
         let node = match self {
             Plain::Bool(fits) => return Some(*fits),
