@@ -44,19 +44,9 @@ impl ArgsDigest {
 
     /// The digest as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        self.hex_text(str::to_owned)
-    }
-
-    /// The digest as 64 lowercase hex digits, in a shared string (the gate writes one
-    /// per call, however many of its records carry it).
-    pub fn to_shared_hex(self) -> std::sync::Arc<str> {
-        self.hex_text(|hex| std::sync::Arc::from(hex))
-    }
-
-    fn hex_text<T>(&self, make: impl FnOnce(&str) -> T) -> T {
         let hex = self.hex_digits();
         // Hex digits are ASCII: this never falls back.
-        make(std::str::from_utf8(&hex).unwrap_or_default())
+        std::str::from_utf8(&hex).unwrap_or_default().to_owned()
     }
 
     /// The 64 lowercase hex digits, on the stack.
@@ -166,6 +156,14 @@ impl TryFrom<String> for ArgsDigest {
     type Error = BadDigest;
 
     fn try_from(text: String) -> Result<Self, Self::Error> {
+        Self::try_from(text.as_str())
+    }
+}
+
+impl TryFrom<&str> for ArgsDigest {
+    type Error = BadDigest;
+
+    fn try_from(text: &str) -> Result<Self, Self::Error> {
         let bytes = text.as_bytes();
         if bytes.len() != 64 {
             return Err(BadDigest);

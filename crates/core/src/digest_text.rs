@@ -60,7 +60,7 @@ impl From<ArgsDigest> for DigestText {
 impl From<&str> for DigestText {
     /// 64 lowercase hex digits are a digest; any other text is kept as it is.
     fn from(text: &str) -> Self {
-        match ArgsDigest::try_from(text.to_owned()) {
+        match ArgsDigest::try_from(text) {
             Ok(digest) => Self(Held::Digest(digest)),
             Err(_) => Self(Held::Text(text.into())),
         }

@@ -310,7 +310,7 @@ impl ExecutorState {
         state: LiveState,
     ) -> Live {
         Live {
-            tool_call_id: trace.shared_tool_call_id(),
+            tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
             shown: trace.take_shown(),
             caller: trace.caller,
             trace: trace.trace.map(str::to_owned),

@@ -126,12 +126,6 @@ impl<'a> Trace<'a> {
         }
     }
 
-    /// The tool call id as the model sent it (the records share it when it needs no
-    /// escaping).
-    pub(crate) fn shared_tool_call_id(&self) -> Arc<str> {
-        Arc::clone(self.tool_call_id)
-    }
-
     /// The ids as the call's records show them (escaped the first time).
     pub(crate) fn shown(&self) -> &Shown {
         self.shown.get_or_init(|| Cow::Owned(self.escape_ids()))
@@ -221,7 +215,7 @@ impl ExecutorState {
         );
         let settled = Settled {
             call: trace.call,
-            tool_call_id: trace.shared_tool_call_id(),
+            tool_call_id: Arc::clone(trace.tool_call_id),
             caller: trace.caller,
             action: shown_id(trace.action_id).into(),
             outcome,
