@@ -70,7 +70,7 @@ impl ExecutorState {
         match self.redraw(&decided, &card) {
             Err(stop) => {
                 self.settle_stop(call, stop, now);
-                Ok(Next::Settled(self.last_settled_for(call)?))
+                Ok(Next::Settled(Box::new(self.last_settled_for(call)?)))
             }
             Ok(face) => {
                 let changed = face.changes_from(&CardFace::of(&card));
@@ -124,7 +124,7 @@ impl ExecutorState {
                 Stop::new(Reason::CardKeptChanging, Decider::Pipeline),
                 now,
             );
-            return Ok(Next::Settled(self.last_settled_for(call)?));
+            return Ok(Next::Settled(Box::new(self.last_settled_for(call)?)));
         }
         let fresh = self.card(
             call,
@@ -195,7 +195,7 @@ impl ExecutorState {
                 Ok(face) => face,
                 Err(stop) => {
                     self.settle_stop(call, stop, now);
-                    return Ok(Next::Settled(self.last_settled_for(call)?));
+                    return Ok(Next::Settled(Box::new(self.last_settled_for(call)?)));
                 }
             };
             let second = self.card(call, &decided, face, 2, 0, Vec::new(), now);
@@ -225,7 +225,7 @@ impl ExecutorState {
             }
             Err(stop) => {
                 self.settle_stop(call, stop, now);
-                Ok(Next::Settled(self.last_settled_for(call)?))
+                Ok(Next::Settled(Box::new(self.last_settled_for(call)?)))
             }
         }
     }

@@ -194,7 +194,8 @@ impl ExecutorState {
             grant: Some(grant),
         });
         let work = self.work(trace.call, trace.tool_call_id, &decided, approval);
-        self.record(trace, AuditEvent::Allowed, by, reason, None, now);
+        self.trail
+            .record(trace, AuditEvent::Allowed, by, reason, None, now);
         let work = work?;
         self.live.insert(
             trace.call,
@@ -218,7 +219,8 @@ impl ExecutorState {
         // INVARIANT: from the first card on, the trail's `policy` is the level the card
         // asks under (a classifier may have raised the resolved one), never a mix.
         trace.policy = Some(request.policy);
-        self.record(trace, AuditEvent::Asked, by, reason, None, now);
+        self.trail
+            .record(trace, AuditEvent::Asked, by, reason, None, now);
         let consequence = request.consequence.clone();
         let digest = Some(request.args_sha256);
         let state = LiveState::Approval(Box::new(request.clone()));
@@ -242,7 +244,7 @@ impl ExecutorState {
         };
         let steps = meta.handoff.as_ref().map_or(0, |h| h.steps.len());
         let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
-        self.record(
+        self.trail.record(
             trace,
             AuditEvent::HandedOff,
             Decider::Policy,
@@ -280,7 +282,7 @@ impl ExecutorState {
             .deadline
             .unwrap_or_else(|| now.saturating_add(timeout));
         let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
-        self.record(
+        self.trail.record(
             trace,
             AuditEvent::Asked,
             Decider::Policy,
@@ -311,7 +313,7 @@ impl ExecutorState {
     ) -> Live {
         Live {
             tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
-            shown: trace.take_shown(),
+            shown: Some(trace.take_shown()),
             caller: trace.caller,
             trace: trace.trace.map(str::to_owned),
             level: self.level(decided.action.meta()).policy,

@@ -60,8 +60,8 @@ impl ExecutorState {
         let Some(original) = self.live.remove(&call) else {
             return Err(TicketError::NotPending.into());
         };
-        self.record(
-            &Trace::of_live(call, &original),
+        self.trail.record(
+            &mut Trace::of_live(call, &original),
             AuditEvent::Superseded,
             Decider::Person,
             Reason::EditedInto { call: into },
@@ -72,8 +72,8 @@ impl ExecutorState {
         trace.resolved(&original.action, original.level);
         trace.validated(&value, &self.config.audit_key);
         let reason = Reason::EditedFrom { call, changed };
-        self.record(
-            &trace,
+        self.trail.record(
+            &mut trace,
             AuditEvent::Edited,
             Decider::Person,
             reason.clone(),

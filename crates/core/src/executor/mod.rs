@@ -26,6 +26,7 @@ mod restore;
 mod scope;
 mod settle;
 mod state;
+mod trail;
 mod validate;
 mod verify;
 
@@ -154,7 +155,7 @@ pub struct HandoffView {
 
 /// What `submit` / `approve` tell the facade to do next.
 pub(crate) enum Next {
-    Settled(Settled),
+    Settled(Box<Settled>),
     Approval(Box<ApprovalRequest>),
     Handoff(CallId),
     Question(CallId),
@@ -641,7 +642,11 @@ impl Executor {
     /// step loops on it). `None` when none is queued, or the executor is busy (asked from
     /// inside a hook).
     pub fn next_settled(&self) -> Option<Settled> {
-        self.read(|state| state.settled.pop_front())
+        // Written where the caller reads it (a settlement is large: not copied through
+        // `read`'s result on the way out).
+        let mut next = None;
+        let _ = self.with(|state| next = state.settled.pop_front());
+        next
     }
 
     /// Loads the deployment's policy file (JSON; see [`crate::PolicyFile`]): the session's
@@ -776,7 +781,7 @@ impl Executor {
 
     fn step(&self, next: Next) -> Step {
         match next {
-            Next::Settled(s) => Step::Settled(s),
+            Next::Settled(s) => Step::Settled(*s),
             Next::Approval(r) => Step::Approval(r),
             Next::Handoff(call) => {
                 let view = self.read(|state| handoff_view(state, call));

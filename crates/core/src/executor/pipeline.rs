@@ -60,7 +60,7 @@ impl ExecutorState {
             Ok(next) => next,
             Err(stop) => {
                 trace.unvalidated(&call.arguments, self);
-                Next::Settled(self.refuse_early(&trace, stop, now))
+                Next::Settled(Box::new(self.refuse_early(&mut trace, stop, now)))
             }
         }
     }
@@ -154,7 +154,7 @@ impl ExecutorState {
                 return Err(Stop::new(Reason::Rewritten { to: None }, Decider::Action));
             };
             let reason = Reason::Rewritten { to: Some(to) };
-            self.record(
+            self.trail.record(
                 trace,
                 AuditEvent::Rewritten,
                 Decider::Action,

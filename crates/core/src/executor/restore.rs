@@ -45,8 +45,8 @@ impl ExecutorState {
                 // The record names what is brought back: the arguments' keyed digest,
                 // as every later record of the call will (not the placeholder).
                 trace.unvalidated(&pending.call.arguments, self);
-                self.record(
-                    &trace,
+                self.trail.record(
+                    &mut trace,
                     AuditEvent::Restored,
                     Decider::Host,
                     Reason::Restored,
@@ -137,7 +137,7 @@ impl ExecutorState {
             },
             Decider::Host,
         );
-        Next::Settled(self.refuse_early(&trace, stop, now))
+        Next::Settled(Box::new(self.refuse_early(&mut trace, stop, now)))
     }
 
     pub(crate) fn new_call_id(&mut self) -> CallId {

@@ -1,7 +1,8 @@
 //! settle: every call ends in exactly one terminal outcome and one terminal audit
-//! record, whatever path it took. Also the records themselves, timeouts and shutdown.
+//! record, whatever path it took. Also what the records say of a call (its [`Trace`]),
+//! timeouts and shutdown; the records are written by [`super::trail::Trail`].
 
-use crate::audit::{AuditEvent, AuditRecord, Decider};
+use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
 use crate::digest::{ArgsDigest, AuditKey};
 use crate::outcome::{Outcome, Refusal, Settled};
@@ -38,6 +39,9 @@ pub(crate) struct Trace<'a> {
     /// The ids as the records show them, escaped at the first record (a live call's
     /// own, borrowed).
     pub(crate) shown: std::cell::OnceCell<Cow<'a, Shown>>,
+    /// Whether the next record is the call's last: it takes the ids instead of
+    /// sharing them.
+    pub(crate) last: bool,
 }
 
 /// A call's tool call id and action id as its audit records show them: escaped once,
@@ -67,6 +71,7 @@ impl<'a> Trace<'a> {
             restored: None,
             forced: None,
             shown: std::cell::OnceCell::new(),
+            last: false,
         }
     }
 
@@ -122,8 +127,26 @@ impl<'a> Trace<'a> {
             edited: None,
             restored: None,
             forced: None,
-            shown: std::cell::OnceCell::from(Cow::Borrowed(&live.shown)),
+            shown: live
+                .shown
+                .as_ref()
+                .map_or_else(std::cell::OnceCell::new, |ids| {
+                    std::cell::OnceCell::from(Cow::Borrowed(ids))
+                }),
+            last: false,
         }
+    }
+
+    /// A live call's identity for its final record, which takes the call's ids (nothing
+    /// writes them after it) instead of sharing them.
+    pub(crate) fn of_settling(call: CallId, live: &'a mut Live) -> Self {
+        let ids = live.shown.take();
+        let mut trace = Self::of_live(call, live);
+        if let Some(ids) = ids {
+            trace.shown = std::cell::OnceCell::from(Cow::Owned(ids));
+        }
+        trace.last = true;
+        trace
     }
 
     /// The ids as the call's records show them (escaped the first time).
@@ -170,33 +193,40 @@ impl ExecutorState {
         self.settle(call, Outcome::Refused(refusal), stop.by, now);
     }
 
-    /// Ends a live call: removes it, writes its one terminal record, queues the result.
+    /// Ends a live call: writes its one terminal record, removes it, queues the result.
     pub(crate) fn settle(&mut self, call: CallId, outcome: Outcome, by: Decider, now: Timestamp) {
         // INVARIANT: a call leaves `live` exactly once, so it settles exactly once.
-        let Some(live) = self.live.remove(&call) else {
+        let Some(live) = self.live.get_mut(&call) else {
             return;
         };
-        let trace = Trace::of_live(call, &live);
-        self.record(
-            &trace,
+        let mut trace = Trace::of_settling(call, live);
+        self.trail.record(
+            &mut trace,
             AuditEvent::Settled,
             by,
             outcome.reason(),
             Some(&outcome),
             now,
         );
-        self.settled.push_back(Settled {
+        let settled = Settled {
             call,
             action: live.action.meta().id.clone(),
-            tool_call_id: live.tool_call_id,
+            tool_call_id: Arc::clone(&live.tool_call_id),
             caller: live.caller,
             outcome,
-            edited: live.edited,
-        });
+            edited: live.edited.take(),
+        };
+        self.live.discard(&call);
+        self.settled.push_back(settled);
     }
 
     /// Ends a call refused before it became live.
-    pub(crate) fn refuse_early(&mut self, trace: &Trace, stop: Stop, now: Timestamp) -> Settled {
+    pub(crate) fn refuse_early(
+        &mut self,
+        trace: &mut Trace,
+        stop: Stop,
+        now: Timestamp,
+    ) -> Settled {
         let outcome = Outcome::Refused(Refusal::new(
             stop.reason,
             Said {
@@ -205,7 +235,7 @@ impl ExecutorState {
                 detail: stop.detail.as_deref(),
             },
         ));
-        self.record(
+        self.trail.record(
             trace,
             AuditEvent::Settled,
             stop.by,
@@ -234,7 +264,7 @@ impl ExecutorState {
         now: Timestamp,
     ) -> u64 {
         let no_call: Arc<str> = Arc::from("");
-        let trace = Trace {
+        let mut trace = Trace {
             call: CallId::default(),
             tool_call_id: &no_call,
             caller: crate::Caller::default(),
@@ -249,15 +279,16 @@ impl ExecutorState {
             restored: None,
             forced: None,
             shown: std::cell::OnceCell::new(),
+            last: false,
         };
         let reason = Reason::TrailGap {
             first_seq,
             last_seq,
             unconfirmed,
         };
-        let seq = self.next_seq;
-        self.record(
-            &trace,
+        let seq = self.trail.next_seq();
+        self.trail.record(
+            &mut trace,
             AuditEvent::TrailGap,
             Decider::Host,
             reason,
@@ -276,61 +307,17 @@ impl ExecutorState {
         reason: &Reason,
         now: Timestamp,
     ) {
-        // Taken out while the record is written (the record needs the state mutably),
-        // then put back: the call stays live.
-        let Some(live) = self.live.remove(&call) else {
+        let Some(live) = self.live.get(&call) else {
             return;
         };
-        self.record(
-            &Trace::of_live(call, &live),
+        self.trail.record(
+            &mut Trace::of_live(call, live),
             event,
             by,
             reason.clone(),
             None,
             now,
         );
-        self.live.insert(call, live);
-    }
-
-    pub(crate) fn record(
-        &mut self,
-        trace: &Trace,
-        event: AuditEvent,
-        by: Decider,
-        reason: Reason,
-        outcome: Option<&Outcome>,
-        now: Timestamp,
-    ) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let duration = now.saturating_since(trace.started);
-        let shown = trace.shown();
-        self.audit.record(AuditRecord {
-            id: crate::RecordId::of_seq(Arc::clone(&self.session_id), seq),
-            seq,
-            session: std::sync::Arc::clone(&self.session_id),
-            role: std::sync::Arc::clone(&self.role),
-            at_ms: now.as_millis(),
-            call: trace.call.get(),
-            tool_call_id: Arc::clone(&shown.tool_call_id),
-            caller: trace.caller,
-            action: Arc::clone(&shown.action),
-            kind: trace.declared.map(|d| d.0),
-            confirm: trace.declared.map(|d| d.1),
-            policy: trace.policy,
-            mode: self.mode.get(),
-            stage: reason.stage(),
-            event,
-            decided_by: by,
-            outcome: outcome.map(|o| o.code_str().into()),
-            grant: reason.grant(),
-            summary: reason.summary(),
-            reason,
-            args_digest: trace.audit_digest.into(),
-            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            countersignature: None,
-            trace: trace.trace.map(str::to_owned),
-        });
     }
 
     pub(crate) fn expire_approval(&mut self, call: CallId, now: Timestamp) {

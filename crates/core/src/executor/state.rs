@@ -73,6 +73,14 @@ impl LiveCalls {
         Some(self.0.remove(at).1)
     }
 
+    /// Drops a settled call where it lies (its parts were read in place, never moved
+    /// out whole).
+    pub(crate) fn discard(&mut self, call: &CallId) {
+        if let Ok(at) = self.position(call) {
+            self.0.drain(at..=at);
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
@@ -96,8 +104,8 @@ pub(crate) struct Live {
     /// with `shown` when it needs no escaping).
     pub(crate) tool_call_id: std::sync::Arc<str>,
     /// The tool call id and action id as the call's audit records show them (escaped
-    /// once, shared by every record).
-    pub(crate) shown: super::settle::Shown,
+    /// once, shared by every record; the call's final record takes them).
+    pub(crate) shown: Option<super::settle::Shown>,
     /// Who asked.
     pub(crate) caller: crate::Caller,
     /// The call's `traceparent`, if traced.
@@ -166,9 +174,6 @@ pub(crate) struct ExecutorState {
     pub(crate) executor: u64,
     pub(crate) policy: PolicyState,
     pub(crate) config: Config,
-    /// The session id and role every audit record carries, shared instead of copied.
-    pub(crate) session_id: std::sync::Arc<str>,
-    pub(crate) role: std::sync::Arc<str>,
     pub(crate) registry: Registry,
     pub(crate) live: LiveCalls,
     pub(crate) grants: Vec<Grant>,
@@ -181,8 +186,8 @@ pub(crate) struct ExecutorState {
     pub(crate) reentered: Rc<Cell<bool>>,
     pub(crate) next_grant: u64,
     pub(crate) next_call: u64,
-    pub(crate) next_seq: u64,
-    pub(crate) audit: Box<dyn AuditSink>,
+    /// Where the records go.
+    pub(crate) trail: super::trail::Trail,
     /// The tool call ids brought back after a reload in this page session.
     pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
     /// Mints the tokens of actions whose run takes a countersignature.
@@ -207,8 +212,12 @@ impl ExecutorState {
         Self {
             executor,
             policy: PolicyState::Declared,
-            session_id: config.session_id.as_str().into(),
-            role: config.session.role.as_str().into(),
+            trail: super::trail::Trail::new(
+                &config.session_id,
+                &config.session.role,
+                Rc::clone(&mode),
+                audit,
+            ),
             config,
             registry: Registry::new(),
             live: LiveCalls::default(),
@@ -219,8 +228,6 @@ impl ExecutorState {
             reentered,
             next_grant: 1,
             next_call: 1,
-            next_seq: 1,
-            audit,
             restored_ids: std::collections::HashSet::new(),
             countersigner: None,
         }

@@ -1,0 +1,101 @@
+//! The audit trail as the executor writes it: one record per decision, numbered in
+//! order, each sharing the session's id and role and its call's ids.
+//!
+//! Its own piece of the state, so a record can be written while a live call is
+//! borrowed (the call is read where it is, never moved out and back).
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::audit::{AuditEvent, AuditRecord, AuditSink, Decider};
+use crate::mode::Mode;
+use crate::outcome::Outcome;
+use crate::reason::Reason;
+use crate::time::Timestamp;
+
+use super::settle::{Shown, Trace};
+
+/// Where the executor's records go, and what every record shares.
+pub(crate) struct Trail {
+    /// The session id and role every record carries, shared instead of copied.
+    session_id: Arc<str>,
+    role: Arc<str>,
+    /// The next record's `seq` (the first is 1).
+    next_seq: u64,
+    /// Shared with the facade (a hook may read it while the state is borrowed).
+    mode: Rc<Cell<Mode>>,
+    sink: Box<dyn AuditSink>,
+}
+
+impl Trail {
+    pub(crate) fn new(
+        session_id: &str,
+        role: &str,
+        mode: Rc<Cell<Mode>>,
+        sink: Box<dyn AuditSink>,
+    ) -> Self {
+        Self {
+            session_id: session_id.into(),
+            role: role.into(),
+            next_seq: 1,
+            mode,
+            sink,
+        }
+    }
+
+    /// The `seq` the next record gets.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Writes one record of the call `trace` describes. The call's last record
+    /// ([`Trace::last`]) takes its ids; any other shares them.
+    pub(crate) fn record(
+        &mut self,
+        trace: &mut Trace,
+        event: AuditEvent,
+        by: Decider,
+        reason: Reason,
+        outcome: Option<&Outcome>,
+        now: Timestamp,
+    ) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let duration = now.saturating_since(trace.started);
+        let Shown {
+            tool_call_id,
+            action,
+        } = if trace.last {
+            trace.take_shown()
+        } else {
+            trace.shown().clone()
+        };
+        self.sink.record(AuditRecord {
+            id: crate::RecordId::of_seq(Arc::clone(&self.session_id), seq),
+            seq,
+            session: Arc::clone(&self.session_id),
+            role: Arc::clone(&self.role),
+            at_ms: now.as_millis(),
+            call: trace.call.get(),
+            tool_call_id,
+            caller: trace.caller,
+            action,
+            kind: trace.declared.map(|d| d.0),
+            confirm: trace.declared.map(|d| d.1),
+            policy: trace.policy,
+            mode: self.mode.get(),
+            stage: reason.stage(),
+            event,
+            decided_by: by,
+            outcome: outcome.map(|o| o.code_str().into()),
+            grant: reason.grant(),
+            summary: reason.summary(),
+            reason,
+            args_digest: trace.audit_digest.into(),
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            countersignature: None,
+            trace: trace.trace.map(str::to_owned),
+        });
+    }
+}
