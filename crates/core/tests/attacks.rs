@@ -1353,3 +1353,53 @@ fn drops_inside_the_executor_never_panic_and_settle_once() {
         assert_eq!(n, 1, "call {c}");
     }
 }
+
+// ---------------------------------------------------------------------------------
+// An audit sink that fails while a record is written.
+// ---------------------------------------------------------------------------------
+
+/// A sink that stores a call's terminal record and then panics (a full disk, caught by
+/// a native host) must not leave the call live: the trail already says it ended, so
+/// nothing may approve, run or settle it again.
+#[test]
+fn a_sink_panicking_on_the_terminal_record_leaves_nothing_live() {
+    use countersign::{AuditEvent, AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
+    use std::cell::Cell;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let audit = MemoryAudit::new();
+    let armed = Rc::new(Cell::new(false));
+    let (mut kept, arm) = (audit.clone(), Rc::clone(&armed));
+    let sink = move |r: AuditRecord| {
+        let fail = arm.get() && r.event == AuditEvent::Settled;
+        kept.record(r);
+        if fail {
+            arm.set(false);
+            panic!("the disk is full");
+        }
+    };
+    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
+    let mut w = World {
+        exec: Executor::new(config, sink),
+        audit,
+        runs: Rc::default(),
+        regs: Vec::new(),
+    };
+    w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+    armed.set(true);
+    let denied = catch_unwind(AssertUnwindSafe(|| w.exec.deny(card.call, None, at(1))));
+    assert!(denied.is_err(), "the sink failed");
+    assert_eq!(
+        w.terminal(card.call).len(),
+        1,
+        "the trail says it was declined"
+    );
+    let step = w.exec.approve(card.countersign(Gesture::AllowOnce), at(2));
+    assert!(
+        matches!(step, Err(TicketError::NotPending)),
+        "a declined call was approved: {step:?}"
+    );
+    assert!(w.runs().is_empty(), "run was reached");
+    assert!(w.exec.shutdown(at(3)).is_empty(), "a call was left live");
+    assert_eq!(w.terminal(card.call).len(), 1, "one terminal record");
+}

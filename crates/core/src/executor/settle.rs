@@ -193,31 +193,31 @@ impl ExecutorState {
         self.settle(call, Outcome::Refused(refusal), stop.by, now);
     }
 
-    /// Ends a live call: writes its one terminal record, removes it, queues the result.
+    /// Ends a live call: removes it, writes its one terminal record, queues the result.
     pub(crate) fn settle(&mut self, call: CallId, outcome: Outcome, by: Decider, now: Timestamp) {
-        // INVARIANT: a call leaves `live` exactly once, so it settles exactly once.
-        let Some(live) = self.live.get_mut(&call) else {
+        // INVARIANT: a call leaves `live` exactly once, so it settles exactly once. It
+        // leaves before its terminal record is written: a sink that fails while writing
+        // it (a panic a native host catches) cannot leave a call the trail says ended
+        // still live, to be approved or settled again.
+        let Some(mut live) = self.live.remove(&call) else {
             return;
         };
-        let mut trace = Trace::of_settling(call, live);
         self.trail.record(
-            &mut trace,
+            &mut Trace::of_settling(call, &mut live),
             AuditEvent::Settled,
             by,
             outcome.reason(),
             Some(&outcome),
             now,
         );
-        let settled = Settled {
+        self.settled.push_back(Settled {
             call,
             action: live.action.meta().id.clone(),
-            tool_call_id: Arc::clone(&live.tool_call_id),
+            tool_call_id: live.tool_call_id,
             caller: live.caller,
             outcome,
-            edited: live.edited.take(),
-        };
-        self.live.discard(&call);
-        self.settled.push_back(settled);
+            edited: live.edited,
+        });
     }
 
     /// Ends a call refused before it became live.

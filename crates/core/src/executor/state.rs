@@ -73,14 +73,6 @@ impl LiveCalls {
         Some(self.0.remove(at).1)
     }
 
-    /// Drops a settled call where it lies (its parts were read in place, never moved
-    /// out whole).
-    pub(crate) fn discard(&mut self, call: &CallId) {
-        if let Ok(at) = self.position(call) {
-            self.0.drain(at..=at);
-        }
-    }
-
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
