@@ -1394,6 +1394,9 @@ fn a_sink_panicking_on_the_terminal_record_leaves_nothing_live() {
         1,
         "the trail says it was declined"
     );
+    let told = w.exec.next_settled().expect("the model is still told");
+    assert_eq!(told.call, card.call);
+    assert_eq!(code(&told), "PERMISSION_DENIED");
     let step = w.exec.approve(card.countersign(Gesture::AllowOnce), at(2));
     assert!(
         matches!(step, Err(TicketError::NotPending)),

@@ -193,31 +193,33 @@ impl ExecutorState {
         self.settle(call, Outcome::Refused(refusal), stop.by, now);
     }
 
-    /// Ends a live call: removes it, writes its one terminal record, queues the result.
+    /// Ends a live call: removes it, queues the result, writes its one terminal record.
     pub(crate) fn settle(&mut self, call: CallId, outcome: Outcome, by: Decider, now: Timestamp) {
         // INVARIANT: a call leaves `live` exactly once, so it settles exactly once. It
-        // leaves before its terminal record is written: a sink that fails while writing
-        // it (a panic a native host catches) cannot leave a call the trail says ended
-        // still live, to be approved or settled again.
+        // leaves, and its result is queued, before its terminal record is written: a
+        // sink that fails while writing it (a panic a native host catches) can neither
+        // leave a call the trail says ended still live, to be approved or settled again,
+        // nor keep its result from the model.
         let Some(mut live) = self.live.remove(&call) else {
             return;
         };
+        self.settled.push_back(Settled {
+            call,
+            action: live.action.meta().id.clone(),
+            tool_call_id: Arc::clone(&live.tool_call_id),
+            caller: live.caller,
+            outcome,
+            edited: live.edited.take(),
+        });
+        let outcome = self.settled.back().map(|s| &s.outcome);
         self.trail.record(
             &mut Trace::of_settling(call, &mut live),
             AuditEvent::Settled,
             by,
-            outcome.reason(),
-            Some(&outcome),
+            outcome.map_or(Reason::Interrupted, Outcome::reason),
+            outcome,
             now,
         );
-        self.settled.push_back(Settled {
-            call,
-            action: live.action.meta().id.clone(),
-            tool_call_id: live.tool_call_id,
-            caller: live.caller,
-            outcome,
-            edited: live.edited,
-        });
     }
 
     /// Ends a call refused before it became live.
