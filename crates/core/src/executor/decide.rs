@@ -313,7 +313,7 @@ impl ExecutorState {
     ) -> Live {
         Live {
             tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
-            shown: Some(trace.take_shown()),
+            shown: trace.take_shown(),
             caller: trace.caller,
             trace: trace.trace.map(str::to_owned),
             level: self.level(decided.action.meta()).policy,

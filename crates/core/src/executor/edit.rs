@@ -61,7 +61,7 @@ impl ExecutorState {
             return Err(TicketError::NotPending.into());
         };
         self.trail.record(
-            &mut Trace::of_live(call, &original),
+            &Trace::of_live(call, &original),
             AuditEvent::Superseded,
             Decider::Person,
             Reason::EditedInto { call: into },
@@ -73,7 +73,7 @@ impl ExecutorState {
         trace.validated(&value, &self.config.audit_key);
         let reason = Reason::EditedFrom { call, changed };
         self.trail.record(
-            &mut trace,
+            &trace,
             AuditEvent::Edited,
             Decider::Person,
             reason.clone(),

@@ -60,7 +60,7 @@ impl ExecutorState {
             Ok(next) => next,
             Err(stop) => {
                 trace.unvalidated(&call.arguments, self);
-                Next::Settled(Box::new(self.refuse_early(&mut trace, stop, now)))
+                Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
             }
         }
     }

@@ -46,7 +46,7 @@ impl ExecutorState {
                 // as every later record of the call will (not the placeholder).
                 trace.unvalidated(&pending.call.arguments, self);
                 self.trail.record(
-                    &mut trace,
+                    &trace,
                     AuditEvent::Restored,
                     Decider::Host,
                     Reason::Restored,
@@ -137,7 +137,7 @@ impl ExecutorState {
             },
             Decider::Host,
         );
-        Next::Settled(Box::new(self.refuse_early(&mut trace, stop, now)))
+        Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
     }
 
     pub(crate) fn new_call_id(&mut self) -> CallId {

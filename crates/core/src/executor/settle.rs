@@ -39,9 +39,6 @@ pub(crate) struct Trace<'a> {
     /// The ids as the records show them, escaped at the first record (a live call's
     /// own, borrowed).
     pub(crate) shown: std::cell::OnceCell<Cow<'a, Shown>>,
-    /// Whether the next record is the call's last: it takes the ids instead of
-    /// sharing them.
-    pub(crate) last: bool,
 }
 
 /// A call's tool call id and action id as its audit records show them: escaped once,
@@ -71,7 +68,6 @@ impl<'a> Trace<'a> {
             restored: None,
             forced: None,
             shown: std::cell::OnceCell::new(),
-            last: false,
         }
     }
 
@@ -127,26 +123,8 @@ impl<'a> Trace<'a> {
             edited: None,
             restored: None,
             forced: None,
-            shown: live
-                .shown
-                .as_ref()
-                .map_or_else(std::cell::OnceCell::new, |ids| {
-                    std::cell::OnceCell::from(Cow::Borrowed(ids))
-                }),
-            last: false,
+            shown: std::cell::OnceCell::from(Cow::Borrowed(&live.shown)),
         }
-    }
-
-    /// A live call's identity for its final record, which takes the call's ids (nothing
-    /// writes them after it) instead of sharing them.
-    pub(crate) fn of_settling(call: CallId, live: &'a mut Live) -> Self {
-        let ids = live.shown.take();
-        let mut trace = Self::of_live(call, live);
-        if let Some(ids) = ids {
-            trace.shown = std::cell::OnceCell::from(Cow::Owned(ids));
-        }
-        trace.last = true;
-        trace
     }
 
     /// The ids as the call's records show them (escaped the first time).
@@ -203,6 +181,7 @@ impl ExecutorState {
         let Some(mut live) = self.live.remove(&call) else {
             return;
         };
+        let reason = outcome.reason();
         self.settled.push_back(Settled {
             call,
             action: live.action.meta().id.clone(),
@@ -211,24 +190,19 @@ impl ExecutorState {
             outcome,
             edited: live.edited.take(),
         });
-        let outcome = self.settled.back().map(|s| &s.outcome);
+        // The outcome as queued (the record reads it where it is).
         self.trail.record(
-            &mut Trace::of_settling(call, &mut live),
+            &Trace::of_live(call, &live),
             AuditEvent::Settled,
             by,
-            outcome.map_or(Reason::Interrupted, Outcome::reason),
-            outcome,
+            reason,
+            self.settled.back().map(|s| &s.outcome),
             now,
         );
     }
 
     /// Ends a call refused before it became live.
-    pub(crate) fn refuse_early(
-        &mut self,
-        trace: &mut Trace,
-        stop: Stop,
-        now: Timestamp,
-    ) -> Settled {
+    pub(crate) fn refuse_early(&mut self, trace: &Trace, stop: Stop, now: Timestamp) -> Settled {
         let outcome = Outcome::Refused(Refusal::new(
             stop.reason,
             Said {
@@ -266,7 +240,7 @@ impl ExecutorState {
         now: Timestamp,
     ) -> u64 {
         let no_call: Arc<str> = Arc::from("");
-        let mut trace = Trace {
+        let trace = Trace {
             call: CallId::default(),
             tool_call_id: &no_call,
             caller: crate::Caller::default(),
@@ -281,7 +255,6 @@ impl ExecutorState {
             restored: None,
             forced: None,
             shown: std::cell::OnceCell::new(),
-            last: false,
         };
         let reason = Reason::TrailGap {
             first_seq,
@@ -290,7 +263,7 @@ impl ExecutorState {
         };
         let seq = self.trail.next_seq();
         self.trail.record(
-            &mut trace,
+            &trace,
             AuditEvent::TrailGap,
             Decider::Host,
             reason,
@@ -313,7 +286,7 @@ impl ExecutorState {
             return;
         };
         self.trail.record(
-            &mut Trace::of_live(call, live),
+            &Trace::of_live(call, live),
             event,
             by,
             reason.clone(),

@@ -96,8 +96,8 @@ pub(crate) struct Live {
     /// with `shown` when it needs no escaping).
     pub(crate) tool_call_id: std::sync::Arc<str>,
     /// The tool call id and action id as the call's audit records show them (escaped
-    /// once, shared by every record; the call's final record takes them).
-    pub(crate) shown: Option<super::settle::Shown>,
+    /// once, shared by every record).
+    pub(crate) shown: super::settle::Shown,
     /// Who asked.
     pub(crate) caller: crate::Caller,
     /// The call's `traceparent`, if traced.

@@ -14,7 +14,7 @@ use crate::outcome::Outcome;
 use crate::reason::Reason;
 use crate::time::Timestamp;
 
-use super::settle::{Shown, Trace};
+use super::settle::Trace;
 
 /// Where the executor's records go, and what every record shares.
 pub(crate) struct Trail {
@@ -49,11 +49,10 @@ impl Trail {
         self.next_seq
     }
 
-    /// Writes one record of the call `trace` describes. The call's last record
-    /// ([`Trace::last`]) takes its ids; any other shares them.
+    /// Writes one record of the call `trace` describes.
     pub(crate) fn record(
         &mut self,
-        trace: &mut Trace,
+        trace: &Trace,
         event: AuditEvent,
         by: Decider,
         reason: Reason,
@@ -63,14 +62,7 @@ impl Trail {
         let seq = self.next_seq;
         self.next_seq += 1;
         let duration = now.saturating_since(trace.started);
-        let Shown {
-            tool_call_id,
-            action,
-        } = if trace.last {
-            trace.take_shown()
-        } else {
-            trace.shown().clone()
-        };
+        let shown = trace.shown();
         self.sink.record(AuditRecord {
             id: crate::RecordId::of_seq(Arc::clone(&self.session_id), seq),
             seq,
@@ -78,9 +70,9 @@ impl Trail {
             role: Arc::clone(&self.role),
             at_ms: now.as_millis(),
             call: trace.call.get(),
-            tool_call_id,
+            tool_call_id: Arc::clone(&shown.tool_call_id),
             caller: trace.caller,
-            action,
+            action: Arc::clone(&shown.action),
             kind: trace.declared.map(|d| d.0),
             confirm: trace.declared.map(|d| d.1),
             policy: trace.policy,
