@@ -642,11 +642,7 @@ impl Executor {
     /// step loops on it). `None` when none is queued, or the executor is busy (asked from
     /// inside a hook).
     pub fn next_settled(&self) -> Option<Settled> {
-        // Written where the caller reads it (a settlement is large: not copied through
-        // `read`'s result on the way out).
-        let mut next = None;
-        let _ = self.with(|state| next = state.settled.pop_front());
-        next
+        self.read(|state| state.settled.pop_front())
     }
 
     /// Loads the deployment's policy file (JSON; see [`crate::PolicyFile`]): the session's

@@ -261,7 +261,6 @@ impl ExecutorState {
             last_seq,
             unconfirmed,
         };
-        let seq = self.trail.next_seq();
         self.trail.record(
             &trace,
             AuditEvent::TrailGap,
@@ -269,8 +268,7 @@ impl ExecutorState {
             reason,
             None,
             now,
-        );
-        seq
+        )
     }
 
     /// A non-terminal record for a live call.

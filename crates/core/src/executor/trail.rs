@@ -44,12 +44,7 @@ impl Trail {
         }
     }
 
-    /// The `seq` the next record gets.
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.next_seq
-    }
-
-    /// Writes one record of the call `trace` describes.
+    /// Writes one record of the call `trace` describes, and returns its `seq`.
     pub(crate) fn record(
         &mut self,
         trace: &Trace,
@@ -58,7 +53,7 @@ impl Trail {
         reason: Reason,
         outcome: Option<&Outcome>,
         now: Timestamp,
-    ) {
+    ) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         let duration = now.saturating_since(trace.started);
@@ -89,5 +84,6 @@ impl Trail {
             countersignature: None,
             trace: trace.trace.map(str::to_owned),
         });
+        seq
     }
 }
