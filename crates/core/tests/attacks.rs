@@ -1406,3 +1406,32 @@ fn a_sink_panicking_on_the_terminal_record_leaves_nothing_live() {
     assert!(w.exec.shutdown(at(3)).is_empty(), "a call was left live");
     assert_eq!(w.terminal(card.call).len(), 1, "one terminal record");
 }
+
+/// The same for a call refused before it was live (an unknown action): its result is
+/// queued even when the sink fails on its terminal record.
+#[test]
+fn a_sink_panicking_on_an_early_refusal_still_tells_the_model() {
+    use countersign::{AuditEvent, AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let audit = MemoryAudit::new();
+    let mut kept = audit.clone();
+    let sink = move |r: AuditRecord| {
+        let fail = r.event == AuditEvent::Settled;
+        kept.record(r);
+        if fail {
+            panic!("the disk is full");
+        }
+    };
+    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
+    let exec = Executor::new(config, sink);
+    let submitted = catch_unwind(AssertUnwindSafe(|| {
+        exec.submit(Call::new("tc", "nope", "{}"), at(0))
+    }));
+    assert!(submitted.is_err(), "the sink failed");
+    let told = exec.next_settled().expect("the model is still told");
+    assert_eq!(code(&told), "UNKNOWN_ACTION");
+    assert_eq!(
+        audit.records().iter().filter(|r| r.is_terminal()).count(),
+        1
+    );
+}

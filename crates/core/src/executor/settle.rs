@@ -211,14 +211,7 @@ impl ExecutorState {
                 detail: stop.detail.as_deref(),
             },
         ));
-        self.trail.record(
-            trace,
-            AuditEvent::Settled,
-            stop.by,
-            outcome.reason(),
-            Some(&outcome),
-            now,
-        );
+        let reason = outcome.reason();
         let settled = Settled {
             call: trace.call,
             tool_call_id: Arc::clone(trace.tool_call_id),
@@ -227,7 +220,16 @@ impl ExecutorState {
             outcome,
             edited: trace.edited.clone(),
         };
+        // Queued before its record, as in `settle`.
         self.settled.push_back(settled.clone());
+        self.trail.record(
+            trace,
+            AuditEvent::Settled,
+            stop.by,
+            reason,
+            Some(&settled.outcome),
+            now,
+        );
         settled
     }
 
