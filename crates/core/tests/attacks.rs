@@ -1363,27 +1363,8 @@ fn drops_inside_the_executor_never_panic_and_settle_once() {
 /// nothing may approve, run or settle it again.
 #[test]
 fn a_sink_panicking_on_the_terminal_record_leaves_nothing_live() {
-    use countersign::{AuditEvent, AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
-    use std::cell::Cell;
     use std::panic::{catch_unwind, AssertUnwindSafe};
-    let audit = MemoryAudit::new();
-    let armed = Rc::new(Cell::new(false));
-    let (mut kept, arm) = (audit.clone(), Rc::clone(&armed));
-    let sink = move |r: AuditRecord| {
-        let fail = arm.get() && r.event == AuditEvent::Settled;
-        kept.record(r);
-        if fail {
-            arm.set(false);
-            panic!("the disk is full");
-        }
-    };
-    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
-    let mut w = World {
-        exec: Executor::new(config, sink),
-        audit,
-        runs: Rc::default(),
-        regs: Vec::new(),
-    };
+    let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
     w.add(w.action("wipe", Kind::Write, Confirm::Ask));
     let card = w.card("wipe", r#"{"name":"a"}"#, 0);
     armed.set(true);
@@ -1434,4 +1415,81 @@ fn a_sink_panicking_on_an_early_refusal_still_tells_the_model() {
         audit.records().iter().filter(|r| r.is_terminal()).count(),
         1
     );
+}
+
+/// A world whose sink stores each record and then panics on the first `event` after
+/// `armed` is set (a full disk, caught by a native host).
+fn world_failing_on(event: countersign::AuditEvent) -> (World, Rc<std::cell::Cell<bool>>) {
+    use countersign::{AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
+    use std::cell::Cell;
+    let audit = MemoryAudit::new();
+    let armed = Rc::new(Cell::new(false));
+    let (mut kept, arm) = (audit.clone(), Rc::clone(&armed));
+    let sink = move |r: AuditRecord| {
+        let fail = arm.get() && r.event == event;
+        kept.record(r);
+        if fail {
+            arm.set(false);
+            panic!("the disk is full");
+        }
+    };
+    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
+    let world = World {
+        exec: Executor::new(config, sink),
+        audit,
+        runs: Rc::default(),
+        regs: Vec::new(),
+    };
+    (world, armed)
+}
+
+/// A sink that panics on the record of a person's approval must not leave the ticket
+/// usable: sent again, it finds nothing pending, `run` is never reached, the approval is
+/// on the trail once, and the call settles once (at shutdown).
+#[test]
+fn a_sink_panicking_on_an_approval_spends_the_ticket() {
+    use countersign::AuditEvent;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    for gesture in [
+        Gesture::AllowOnce,
+        Gesture::AllowInBatch,
+        Gesture::AllowForSession,
+    ] {
+        let (mut w, armed) = world_failing_on(if gesture == Gesture::AllowForSession {
+            AuditEvent::Granted
+        } else {
+            AuditEvent::Approved
+        });
+        w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+        let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+        armed.set(true);
+        let first = catch_unwind(AssertUnwindSafe(|| {
+            w.exec.approve(card.countersign(gesture), at(1))
+        }));
+        assert!(first.is_err(), "the sink failed");
+        let again = w.exec.approve(card.countersign(gesture), at(2));
+        assert!(
+            matches!(again, Err(TicketError::NotPending)),
+            "{gesture:?}: the same ticket was taken twice: {again:?}"
+        );
+        assert!(w.runs().is_empty(), "{gesture:?}: run was reached");
+        let approvals = w
+            .audit
+            .records()
+            .iter()
+            .filter(|r| matches!(r.event, AuditEvent::Approved | AuditEvent::Granted))
+            .count();
+        assert_eq!(approvals, 1, "{gesture:?}: one approval on the trail");
+        assert!(
+            w.exec.grants().is_empty(),
+            "{gesture:?}: a grant whose record failed is in force"
+        );
+        assert_eq!(w.exec.shutdown(at(3)).len(), 1, "{gesture:?}: left live");
+        assert_eq!(
+            w.terminal(card.call).len(),
+            1,
+            "{gesture:?}: one terminal record"
+        );
+        assert!(w.runs().is_empty(), "{gesture:?}: run was reached");
+    }
 }

@@ -162,23 +162,37 @@ impl ExecutorState {
         gesture: Gesture,
         now: Timestamp,
     ) -> Result<Next, TicketError> {
-        let (event, reason, by) = match gesture {
-            Gesture::AllowOnce => (AuditEvent::Approved, Reason::AllowedOnce, ApprovedBy::Once),
+        // INVARIANT: the ticket is spent before anything is written: if the trail fails
+        // on this record (a sink that panics, caught by a native host), the same ticket
+        // finds nothing pending, so nothing is approved, granted or run twice. A call left
+        // here runs nothing and settles at shutdown.
+        if let Some(live) = self.live.get_mut(&call) {
+            live.state = LiveState::Performing;
+        }
+        let (event, reason, by, grant) = match gesture {
+            Gesture::AllowOnce => (
+                AuditEvent::Approved,
+                Reason::AllowedOnce,
+                ApprovedBy::Once,
+                None,
+            ),
             Gesture::AllowInBatch => (
                 AuditEvent::Approved,
                 Reason::AllowedInBatch,
                 ApprovedBy::Batch,
+                None,
             ),
             Gesture::AllowForSession => {
                 let rule = card
                     .grant_rule
                     .clone()
                     .unwrap_or_else(crate::GrantRule::every_call);
-                let grant = self.add_grant(&decided, rule, now, call);
+                let grant = self.new_grant(&decided, rule, now, call);
                 (
                     AuditEvent::Granted,
-                    Reason::Granted { grant },
+                    Reason::Granted { grant: grant.id },
                     ApprovedBy::Grant,
+                    Some(grant),
                 )
             }
         };
@@ -188,6 +202,10 @@ impl ExecutorState {
             grant: reason.grant(),
         };
         self.record_live(call, event, Decider::Person, &reason, now);
+        // In force only once the trail holds it.
+        if let Some(grant) = grant {
+            self.grants.push(grant);
+        }
         if decided.action.meta().confirm_twice && card.round == 1 {
             // INVARIANT: a double-confirmed action runs only after a second ticket, minted
             // from a second card with its own nonce.
@@ -217,12 +235,7 @@ impl ExecutorState {
             .map(|live| std::sync::Arc::clone(&live.tool_call_id))
             .unwrap_or_else(|| "".into());
         match self.work(call, &tool_call_id, &decided, Some(approval)) {
-            Ok(work) => {
-                if let Some(live) = self.live.get_mut(&call) {
-                    live.state = LiveState::Performing;
-                }
-                Ok(Next::Perform(call, work))
-            }
+            Ok(work) => Ok(Next::Perform(call, work)),
             Err(stop) => {
                 self.settle_stop(call, stop, now);
                 Ok(Next::Settled(Box::new(self.last_settled_for(call)?)))
