@@ -1358,26 +1358,134 @@ fn drops_inside_the_executor_never_panic_and_settle_once() {
 // An audit sink that fails while a record is written.
 // ---------------------------------------------------------------------------------
 
-/// A sink that stores a call's terminal record and then panics (a full disk, caught by
-/// a native host) must not leave the call live: the trail already says it ended, so
-/// nothing may approve, run or settle it again.
+/// A world whose sink stores each record and then panics on every `event` while `armed`
+/// is set (a full disk, caught by a native host).
+fn world_failing_on(event: countersign::AuditEvent) -> (World, Rc<std::cell::Cell<bool>>) {
+    use countersign::{AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
+    use std::cell::Cell;
+    let audit = MemoryAudit::new();
+    let armed = Rc::new(Cell::new(false));
+    let (mut kept, arm) = (audit.clone(), Rc::clone(&armed));
+    let sink = move |r: AuditRecord| {
+        let fail = arm.get() && r.event == event;
+        kept.record(r);
+        if fail {
+            panic!("the disk is full");
+        }
+    };
+    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
+    let world = World {
+        exec: Executor::new(config, sink),
+        audit,
+        runs: Rc::default(),
+        regs: Vec::new(),
+    };
+    (world, armed)
+}
+
+/// `f`, whose sink fails: it must panic (the host catches it).
+fn failing(f: impl FnOnce()) {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    assert!(caught.is_err(), "the sink failed");
+}
+
+/// A sink that panics on the record of a person's approval must not leave the ticket
+/// usable: the step is done before the sink sees its records, so the job it made is
+/// dropped with the panic and its call settles once, as interrupted; sent again, the
+/// ticket finds nothing pending, and `run` is never reached.
+#[test]
+fn a_sink_panicking_on_an_approval_spends_the_ticket() {
+    use countersign::AuditEvent;
+    for gesture in [
+        Gesture::AllowOnce,
+        Gesture::AllowInBatch,
+        Gesture::AllowForSession,
+    ] {
+        let session = gesture == Gesture::AllowForSession;
+        let (mut w, armed) = world_failing_on(if session {
+            AuditEvent::Granted
+        } else {
+            AuditEvent::Approved
+        });
+        w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+        let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+        armed.set(true);
+        failing(|| drop(w.exec.approve(card.countersign(gesture), at(1))));
+        let again = w.exec.approve(card.countersign(gesture), at(2));
+        assert!(
+            matches!(again, Err(TicketError::NotPending)),
+            "{gesture:?}: the same ticket was taken twice: {again:?}"
+        );
+        let told = w.exec.next_settled().expect("the model is told");
+        assert_eq!((told.call, code(&told)), (card.call, "EXECUTION_FAILED"));
+        assert!(w.runs().is_empty(), "{gesture:?}: run was reached");
+        let approvals = w
+            .audit
+            .records()
+            .iter()
+            .filter(|r| matches!(r.event, AuditEvent::Approved | AuditEvent::Granted))
+            .count();
+        assert_eq!(approvals, 1, "{gesture:?}: one approval on the trail");
+        // The grant is on the trail (the sink was handed its record), so it holds.
+        assert_eq!(w.exec.grants().len(), usize::from(session), "{gesture:?}");
+        assert!(w.exec.shutdown(at(3)).is_empty(), "{gesture:?}: left live");
+        assert_eq!(
+            w.terminal(card.call).len(),
+            1,
+            "{gesture:?}: one terminal record"
+        );
+    }
+}
+
+/// A hook that panics after the person's approval was taken (here the second
+/// question's) must not leave the ticket usable: it was spent first.
+#[test]
+fn a_hook_panicking_after_an_approval_spends_the_ticket() {
+    use std::cell::Cell;
+    let mut w = World::new();
+    let armed = Rc::new(Cell::new(false));
+    let arm = Rc::clone(&armed);
+    w.add(
+        w.action("wipe", Kind::Write, Confirm::Ask)
+            .confirm_twice(move |_| {
+                if arm.replace(false) {
+                    panic!("the page's hook failed");
+                }
+                "sure?".into()
+            }),
+    );
+    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+    armed.set(true);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1)))
+    }));
+    assert!(caught.is_err(), "the hook failed");
+    let again = w.exec.approve(card.countersign(Gesture::AllowOnce), at(2));
+    assert!(
+        matches!(again, Err(TicketError::NotPending)),
+        "the same ticket was taken twice: {again:?}"
+    );
+    assert!(w.runs().is_empty(), "run was reached");
+    assert_eq!(w.exec.shutdown(at(3)).len(), 1, "settled once, at shutdown");
+    assert_eq!(w.terminal(card.call).len(), 1, "one terminal record");
+}
+
+/// A sink that stores a call's terminal record and then panics must not leave the call
+/// live: the trail already says it ended, so nothing may approve, run or settle it again.
 #[test]
 fn a_sink_panicking_on_the_terminal_record_leaves_nothing_live() {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
     let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
     w.add(w.action("wipe", Kind::Write, Confirm::Ask));
     let card = w.card("wipe", r#"{"name":"a"}"#, 0);
     armed.set(true);
-    let denied = catch_unwind(AssertUnwindSafe(|| w.exec.deny(card.call, None, at(1))));
-    assert!(denied.is_err(), "the sink failed");
+    failing(|| drop(w.exec.deny(card.call, None, at(1))));
     assert_eq!(
         w.terminal(card.call).len(),
         1,
         "the trail says it was declined"
     );
     let told = w.exec.next_settled().expect("the model is still told");
-    assert_eq!(told.call, card.call);
-    assert_eq!(code(&told), "PERMISSION_DENIED");
+    assert_eq!((told.call, code(&told)), (card.call, "PERMISSION_DENIED"));
     let step = w.exec.approve(card.countersign(Gesture::AllowOnce), at(2));
     assert!(
         matches!(step, Err(TicketError::NotPending)),
@@ -1392,104 +1500,180 @@ fn a_sink_panicking_on_the_terminal_record_leaves_nothing_live() {
 /// queued even when the sink fails on its terminal record.
 #[test]
 fn a_sink_panicking_on_an_early_refusal_still_tells_the_model() {
-    use countersign::{AuditEvent, AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    let audit = MemoryAudit::new();
-    let mut kept = audit.clone();
-    let sink = move |r: AuditRecord| {
-        let fail = r.event == AuditEvent::Settled;
-        kept.record(r);
-        if fail {
-            panic!("the disk is full");
-        }
-    };
-    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
-    let exec = Executor::new(config, sink);
-    let submitted = catch_unwind(AssertUnwindSafe(|| {
-        exec.submit(Call::new("tc", "nope", "{}"), at(0))
-    }));
-    assert!(submitted.is_err(), "the sink failed");
-    let told = exec.next_settled().expect("the model is still told");
+    let (w, armed) = world_failing_on(countersign::AuditEvent::Settled);
+    armed.set(true);
+    failing(|| drop(w.exec.submit(Call::new("tc", "nope", "{}"), at(0))));
+    let told = w.exec.next_settled().expect("the model is still told");
     assert_eq!(code(&told), "UNKNOWN_ACTION");
     assert_eq!(
-        audit.records().iter().filter(|r| r.is_terminal()).count(),
+        w.audit.records().iter().filter(|r| r.is_terminal()).count(),
         1
     );
 }
 
-/// A world whose sink stores each record and then panics on the first `event` after
-/// `armed` is set (a full disk, caught by a native host).
-fn world_failing_on(event: countersign::AuditEvent) -> (World, Rc<std::cell::Cell<bool>>) {
-    use countersign::{AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
-    use std::cell::Cell;
-    let audit = MemoryAudit::new();
-    let armed = Rc::new(Cell::new(false));
-    let (mut kept, arm) = (audit.clone(), Rc::clone(&armed));
-    let sink = move |r: AuditRecord| {
-        let fail = arm.get() && r.event == event;
-        kept.record(r);
-        if fail {
-            arm.set(false);
-            panic!("the disk is full");
-        }
-    };
-    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
-    let world = World {
-        exec: Executor::new(config, sink),
-        audit,
-        runs: Rc::default(),
-        regs: Vec::new(),
-    };
-    (world, armed)
+/// A sink failing on one call's record while a step settles several (shutdown) does
+/// not stop the step half way: every call settles, and the records after the one the
+/// sink failed on reach it with the next step.
+#[test]
+fn a_sink_panicking_mid_shutdown_still_settles_every_call() {
+    let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
+    w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+    let first = w.card("wipe", r#"{"name":"a"}"#, 0);
+    let second = w.card("wipe", r#"{"name":"b"}"#, 0);
+    armed.set(true);
+    failing(|| drop(w.exec.shutdown(at(1))));
+    armed.set(false);
+    assert_eq!(w.exec.live_calls(), 0, "a call was left waiting");
+    let told: Vec<_> = w.exec.drain_settled().iter().map(|s| s.call).collect();
+    assert_eq!(told, [first.call, second.call]);
+    for call in [first.call, second.call] {
+        assert_eq!(w.terminal(call).len(), 1, "one terminal record each");
+        let step = w.exec.approve(
+            if call == first.call { &first } else { &second }.countersign(Gesture::AllowOnce),
+            at(2),
+        );
+        assert!(matches!(step, Err(TicketError::NotPending)), "{step:?}");
+    }
+    assert!(w.runs().is_empty());
 }
 
-/// A sink that panics on the record of a person's approval must not leave the ticket
-/// usable: sent again, it finds nothing pending, `run` is never reached, the approval is
-/// on the trail once, and the call settles once (at shutdown).
+/// Registrations a hook dropped wait in the executor's mailbox; a sink failing while
+/// the first is applied must not lose the rest: the action the page removed is gone,
+/// with its grant, and no call of it runs unasked.
 #[test]
-fn a_sink_panicking_on_an_approval_spends_the_ticket() {
-    use countersign::AuditEvent;
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    for gesture in [
-        Gesture::AllowOnce,
-        Gesture::AllowInBatch,
-        Gesture::AllowForSession,
-    ] {
-        let (mut w, armed) = world_failing_on(if gesture == Gesture::AllowForSession {
-            AuditEvent::Granted
-        } else {
-            AuditEvent::Approved
-        });
-        w.add(w.action("wipe", Kind::Write, Confirm::Ask));
-        let card = w.card("wipe", r#"{"name":"a"}"#, 0);
-        armed.set(true);
-        let first = catch_unwind(AssertUnwindSafe(|| {
-            w.exec.approve(card.countersign(gesture), at(1))
-        }));
-        assert!(first.is_err(), "the sink failed");
-        let again = w.exec.approve(card.countersign(gesture), at(2));
-        assert!(
-            matches!(again, Err(TicketError::NotPending)),
-            "{gesture:?}: the same ticket was taken twice: {again:?}"
-        );
-        assert!(w.runs().is_empty(), "{gesture:?}: run was reached");
-        let approvals = w
-            .audit
-            .records()
-            .iter()
-            .filter(|r| matches!(r.event, AuditEvent::Approved | AuditEvent::Granted))
-            .count();
-        assert_eq!(approvals, 1, "{gesture:?}: one approval on the trail");
-        assert!(
-            w.exec.grants().is_empty(),
-            "{gesture:?}: a grant whose record failed is in force"
-        );
-        assert_eq!(w.exec.shutdown(at(3)).len(), 1, "{gesture:?}: left live");
-        assert_eq!(
-            w.terminal(card.call).len(),
-            1,
-            "{gesture:?}: one terminal record"
-        );
-        assert!(w.runs().is_empty(), "{gesture:?}: run was reached");
+fn a_sink_panicking_while_removals_apply_loses_none_of_them() {
+    let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
+    let regs: Rc<RefCell<Vec<Registration>>> = Rc::default();
+    let kept = Rc::clone(&regs);
+    let hook = w.action("h", Kind::Write, Confirm::Ask).classify(move |_| {
+        kept.borrow_mut().clear();
+        Verdict::Allow
+    });
+    w.add(hook);
+    let waiting = w
+        .exec
+        .register(w.action("w", Kind::Write, Confirm::Ask))
+        .unwrap();
+    let granted = w
+        .exec
+        .register(w.action("g", Kind::Write, Confirm::Ask))
+        .unwrap();
+    regs.borrow_mut().extend([waiting, granted]);
+    let card = w.card("g", r#"{"name":"a"}"#, 0);
+    drive(
+        &w.exec,
+        w.exec
+            .approve(card.countersign(Gesture::AllowForSession), at(1))
+            .unwrap(),
+        2,
+    );
+    assert_eq!(w.runs(), ["g:a"]);
+    w.card("w", r#"{"name":"a"}"#, 3);
+    // The hook drops both registrations: the executor is busy, so they are posted.
+    drive(&w.exec, w.call("h", r#"{"name":"x"}"#, 4), 5);
+    armed.set(true);
+    // Applying them settles w's card: the sink fails on its record.
+    failing(|| {
+        w.exec.live_calls();
+    });
+    armed.set(false);
+    assert!(
+        w.exec.grants().is_empty(),
+        "the grant outlived its registration"
+    );
+    let step = w.call("g", r#"{"name":"b"}"#, 6);
+    assert!(!matches!(step, Step::Perform(_)), "g ran unasked: {step:?}");
+    drive(&w.exec, step, 7);
+    assert_eq!(w.runs(), ["g:a"]);
+}
+
+/// A run that finished is on record as done even when the sink fails on a record the
+/// step that applies it writes first (a removal a hook posted, applied before it).
+#[test]
+fn a_sink_panicking_before_a_run_is_applied_keeps_its_outcome() {
+    let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
+    w.add(w.action("x", Kind::Read, Confirm::Unset));
+    let slot: Rc<RefCell<Option<Registration>>> = Rc::default();
+    let kept = Rc::clone(&slot);
+    let hook = w.action("h", Kind::Write, Confirm::Ask).classify(move |_| {
+        drop(kept.borrow_mut().take());
+        Verdict::Allow
+    });
+    w.add(hook);
+    *slot.borrow_mut() = Some(
+        w.exec
+            .register(w.action("w", Kind::Write, Confirm::Ask))
+            .unwrap(),
+    );
+    let card = w.card("w", r#"{"name":"a"}"#, 0);
+    let Step::Perform(job) = w.call("x", r#"{"name":"a"}"#, 0) else {
+        panic!("a read runs")
+    };
+    let (call, done) = (job.call(), pollster::block_on(job.run()));
+    assert_eq!(w.runs(), ["x:a"]);
+    // The hook drops w's registration while the executor is busy: it is posted, and
+    // applied first by the next step, which settles w's card.
+    let refused = drive(&w.exec, w.call("h", r#"{"name":"x"}"#, 1), 1).unwrap();
+    armed.set(true);
+    failing(|| {
+        w.exec.complete(done, at(2));
+    });
+    armed.set(false);
+    let told: Vec<_> = w
+        .exec
+        .drain_settled()
+        .iter()
+        .map(|s| (s.call, code(s)))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            (refused.call, "UNAVAILABLE"),
+            (card.call, "UNAVAILABLE"),
+            (call, "OK")
+        ],
+        "a run that happened was not reported as done"
+    );
+    assert!(w.exec.shutdown(at(3)).is_empty(), "left live");
+    assert_eq!(w.terminal(call).len(), 1, "one terminal record");
+}
+
+/// A sink that fails on every record must not abort the process when the panic drops
+/// a job (its drop settles a call while the panic unwinds): that call's records wait
+/// for the next step.
+#[test]
+fn a_sink_panicking_while_a_job_is_dropped_does_not_abort() {
+    let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
+    w.add(w.action("x", Kind::Read, Confirm::Unset));
+    let (Step::Perform(first), Step::Perform(second)) = (
+        w.call("x", r#"{"name":"a"}"#, 0),
+        w.call("x", r#"{"name":"b"}"#, 0),
+    ) else {
+        panic!("a read runs")
+    };
+    let (calls, done) = (
+        [first.call(), second.call()],
+        pollster::block_on(first.run()),
+    );
+    let exec = w.exec.clone();
+    armed.set(true);
+    failing(move || {
+        let _held = second;
+        exec.complete(done, at(1));
+    });
+    armed.set(false);
+    let told: Vec<_> = w
+        .exec
+        .drain_settled()
+        .iter()
+        .map(|s| (s.call, code(s)))
+        .collect();
+    assert_eq!(
+        told,
+        [(calls[0], "OK"), (calls[1], "EXECUTION_FAILED")],
+        "the finished run is done, the dropped one failed"
+    );
+    for call in calls {
+        assert_eq!(w.terminal(call).len(), 1, "one terminal record each");
     }
 }

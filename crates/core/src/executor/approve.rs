@@ -162,37 +162,30 @@ impl ExecutorState {
         gesture: Gesture,
         now: Timestamp,
     ) -> Result<Next, TicketError> {
-        // INVARIANT: the ticket is spent before anything is written: if the trail fails
-        // on this record (a sink that panics, caught by a native host), the same ticket
-        // finds nothing pending, so nothing is approved, granted or run twice. A call left
-        // here runs nothing and settles at shutdown.
+        // INVARIANT: the ticket is spent before anything else: if this step stops half
+        // way (a hook that panics, caught by a native host), the same ticket finds nothing
+        // pending, so nothing is approved, granted or run twice. A call left here runs
+        // nothing and settles at shutdown.
         if let Some(live) = self.live.get_mut(&call) {
             live.state = LiveState::Performing;
         }
-        let (event, reason, by, grant) = match gesture {
-            Gesture::AllowOnce => (
-                AuditEvent::Approved,
-                Reason::AllowedOnce,
-                ApprovedBy::Once,
-                None,
-            ),
+        let (event, reason, by) = match gesture {
+            Gesture::AllowOnce => (AuditEvent::Approved, Reason::AllowedOnce, ApprovedBy::Once),
             Gesture::AllowInBatch => (
                 AuditEvent::Approved,
                 Reason::AllowedInBatch,
                 ApprovedBy::Batch,
-                None,
             ),
             Gesture::AllowForSession => {
                 let rule = card
                     .grant_rule
                     .clone()
                     .unwrap_or_else(crate::GrantRule::every_call);
-                let grant = self.new_grant(&decided, rule, now, call);
+                let grant = self.add_grant(&decided, rule, now, call);
                 (
                     AuditEvent::Granted,
-                    Reason::Granted { grant: grant.id },
+                    Reason::Granted { grant },
                     ApprovedBy::Grant,
-                    Some(grant),
                 )
             }
         };
@@ -202,10 +195,6 @@ impl ExecutorState {
             grant: reason.grant(),
         };
         self.record_live(call, event, Decider::Person, &reason, now);
-        // In force only once the trail holds it.
-        if let Some(grant) = grant {
-            self.grants.push(grant);
-        }
         if decided.action.meta().confirm_twice && card.round == 1 {
             // INVARIANT: a double-confirmed action runs only after a second ticket, minted
             // from a second card with its own nonce.

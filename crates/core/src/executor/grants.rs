@@ -14,7 +14,6 @@ use super::decide::Decided;
 use super::state::ExecutorState;
 
 impl ExecutorState {
-    /// A grant in force from now on.
     pub(crate) fn add_grant(
         &mut self,
         decided: &Decided,
@@ -22,25 +21,10 @@ impl ExecutorState {
         now: Timestamp,
         from_call: CallId,
     ) -> GrantId {
-        let grant = self.new_grant(decided, rule, now, from_call);
-        let id = grant.id;
-        self.grants.push(grant);
-        id
-    }
-
-    /// A grant with the next id, not yet in force (a person's grant is put in force only
-    /// once its record is written).
-    pub(crate) fn new_grant(
-        &mut self,
-        decided: &Decided,
-        rule: GrantRule,
-        now: Timestamp,
-        from_call: CallId,
-    ) -> Grant {
         let meta = decided.action.meta();
         let id = GrantId(self.next_grant);
         self.next_grant += 1;
-        Grant {
+        self.grants.push(Grant {
             id,
             action: meta.id.to_string(),
             title: meta.title.to_string(),
@@ -55,7 +39,8 @@ impl ExecutorState {
                 caller: decided.caller,
             },
             generation: decided.generation,
-        }
+        });
+        id
     }
 
     pub(crate) fn revoke(&mut self, grant: GrantId) -> bool {

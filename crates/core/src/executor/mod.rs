@@ -214,6 +214,15 @@ impl Executor {
     /// Runs `f` on the state, after applying what was posted meanwhile. From inside a
     /// hook the state is borrowed: that is [`Reentered`], and the hook's call is refused.
     fn with<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Reentered> {
+        let mut state = self.begin()?;
+        let out = f(&mut state);
+        // INVARIANT: the sink sees a step's records only once the step is done.
+        state.trail.flush();
+        Ok(out)
+    }
+
+    /// The state, borrowed for one step, with what was posted meanwhile applied.
+    fn begin(&self) -> Result<std::cell::RefMut<'_, ExecutorState>, Reentered> {
         let Ok(mut state) = self.state.try_borrow_mut() else {
             self.reentered.set(true);
             return Err(Reentered);
@@ -222,7 +231,22 @@ impl Executor {
         if !deferred.is_empty() {
             apply(&mut state, deferred);
         }
-        Ok(f(&mut state))
+        Ok(state)
+    }
+
+    /// A step that may hand back a job, as [`Executor::with`], except that its records
+    /// reach the sink only once the job is armed: a sink that fails then drops the job,
+    /// which settles its call, instead of leaving it running with no one to run it.
+    fn stepped<E: From<Reentered>>(
+        &self,
+        f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
+    ) -> Result<Step, E> {
+        let next = f(&mut *self.begin()?);
+        let step = next.map(|next| self.step(next));
+        if let Ok(mut state) = self.state.try_borrow_mut() {
+            state.trail.flush();
+        }
+        step
     }
 
     /// A query: from inside a hook it answers nothing (and the hook's call is refused).
@@ -321,8 +345,7 @@ impl Executor {
     /// Takes one call from the model through resolve, validate, scope, availability and
     /// decide. Stops at the first refusal; `run` is never reached then.
     pub fn submit(&self, call: Call, now: Timestamp) -> Result<Step, Reentered> {
-        let next = self.with(|state| state.submit(call, now))?;
-        Ok(self.step(next))
+        self.stepped(|state| Ok(state.submit(call, now)))
     }
 
     /// Applies a person's ticket. The card is drawn again from the current state first:
@@ -330,8 +353,7 @@ impl Executor {
     /// ([`Step::Approval`], with `changed` saying what). Otherwise the call may run
     /// ([`Step::Perform`]), or settles if the action went away or is now refused.
     pub fn approve(&self, ticket: Ticket, now: Timestamp) -> Result<Step, TicketError> {
-        let next = self.with(|state| state.approve(ticket, now))??;
-        Ok(self.step(next))
+        self.stepped(|state| state.approve(ticket, now))
     }
 
     /// The person edited a waiting call's arguments (raw JSON, as a form sends them).
@@ -343,8 +365,7 @@ impl Executor {
     /// availability and decide again and is always asked, on a card showing original →
     /// edited ([`ApprovalRequest::edited`]). Its result tells the model what changed.
     pub fn edit(&self, call: CallId, arguments: &str, now: Timestamp) -> Result<Step, EditError> {
-        let next = self.with(|state| state.edit(call, arguments, now))??;
-        Ok(self.step(next))
+        self.stepped(|state| state.edit(call, arguments, now))
     }
 
     /// Brings back a call that was waiting for a person when the page reloaded. Only if
@@ -353,8 +374,7 @@ impl Executor {
     /// its old deadline; it is always asked, never run by itself. Otherwise it settles
     /// at once as `APPROVAL_EXPIRED` (`HANDOFF_TIMEOUT` for a handoff).
     pub fn restore_pending(&self, pending: Pending, now: Timestamp) -> Result<Step, Reentered> {
-        let next = self.with(|state| state.restore(pending, now))?;
-        Ok(self.step(next))
+        self.stepped(|state| Ok(state.restore(pending, now)))
     }
 
     /// Settles a stored call that will not be brought back here (another tab of the
@@ -365,8 +385,7 @@ impl Executor {
         why: crate::RestoreMiss,
         now: Timestamp,
     ) -> Result<Settled, Reentered> {
-        let next = self.with(|state| state.drop_pending(pending, why, now))?;
-        match self.step(next) {
+        match self.stepped(|state| Ok(state.drop_pending(pending, why, now)))? {
             Step::Settled(settled) => Ok(settled),
             // Not reachable: a dropped call always settles.
             _ => Err(Reentered),

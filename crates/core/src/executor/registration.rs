@@ -46,6 +46,7 @@ pub(crate) fn post(to: &Post, item: Deferred) {
         Ok(mut idle) => {
             let deferred = std::mem::take(&mut *mailbox.borrow_mut());
             apply(&mut idle, deferred);
+            idle.trail.flush();
             false
         }
         Err(_) => true,

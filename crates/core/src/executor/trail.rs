@@ -3,8 +3,14 @@
 //!
 //! Its own piece of the state, so a record can be written while a live call is
 //! borrowed (the call is read where it is, never moved out and back).
+//!
+//! A step's records reach the sink only once the step has made all its changes
+//! ([`Trail::flush`]): the sink is the host's code, and one that fails (a panic a native
+//! host catches) must not leave a step half done, with a ticket still usable, a grant
+//! unrevoked or a call never answered.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -25,6 +31,8 @@ pub(crate) struct Trail {
     next_seq: u64,
     /// Shared with the facade (a hook may read it while the state is borrowed).
     mode: Rc<Cell<Mode>>,
+    /// Records of the step under way, oldest first, until [`Trail::flush`].
+    outbox: VecDeque<AuditRecord>,
     sink: Box<dyn AuditSink>,
 }
 
@@ -40,11 +48,26 @@ impl Trail {
             role: role.into(),
             next_seq: 1,
             mode,
+            outbox: VecDeque::new(),
             sink,
         }
     }
 
-    /// Writes one record of the call `trace` describes, and returns its `seq`.
+    /// Hands the records written so far to the sink, oldest first. Called when a step
+    /// has made all its changes. One at a time: if the sink panics, the records after
+    /// the one it failed on wait for the next step. Never while a panic unwinds (a drop
+    /// that settles a call then): a second panic would abort the process.
+    pub(crate) fn flush(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        while let Some(record) = self.outbox.pop_front() {
+            self.sink.record(record);
+        }
+    }
+
+    /// Writes one record of the call `trace` describes, and returns its `seq`. It
+    /// reaches the sink at the next [`Trail::flush`].
     pub(crate) fn record(
         &mut self,
         trace: &Trace,
@@ -58,7 +81,7 @@ impl Trail {
         self.next_seq += 1;
         let duration = now.saturating_since(trace.started);
         let shown = trace.shown();
-        self.sink.record(AuditRecord {
+        self.outbox.push_back(AuditRecord {
             id: crate::RecordId::of_seq(Arc::clone(&self.session_id), seq),
             seq,
             session: Arc::clone(&self.session_id),
@@ -85,5 +108,12 @@ impl Trail {
             trace: trace.trace.map(str::to_owned),
         });
         seq
+    }
+}
+
+impl Drop for Trail {
+    /// What a failed sink left waiting is still handed over.
+    fn drop(&mut self) {
+        self.flush();
     }
 }
