@@ -155,11 +155,11 @@ impl AuditRecord {
 
 /// Where audit records go. Implemented for closures, like tower's `Predicate`.
 pub trait AuditSink {
-    /// Takes one record. Called in order, once per decision, when the executor's step
-    /// that made the decision is done (its state already changed), so a sink that fails
-    /// (a panic a native host catches) leaves no step half made: the records after the
-    /// one it failed on come with the next step. Calling back into the executor from
-    /// here is refused ([`crate::Reentered`]).
+    /// Takes one record. Called in order, once per decision. A sink that panics (a full
+    /// disk, caught by a native host) leaves no step half made: the executor finishes
+    /// the step it was in, then raises the panic again. Records written while a panic
+    /// unwinds come with the next step. Calling back into the executor from here is
+    /// refused ([`crate::Reentered`]).
     fn record(&mut self, record: AuditRecord);
 }
 

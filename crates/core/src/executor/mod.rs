@@ -216,8 +216,8 @@ impl Executor {
     fn with<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Reentered> {
         let mut state = self.begin()?;
         let out = f(&mut state);
-        // INVARIANT: the sink sees a step's records only once the step is done.
-        state.trail.flush();
+        // INVARIANT: a sink's panic is raised only once the step is done.
+        state.trail.finish_step();
         Ok(out)
     }
 
@@ -234,9 +234,9 @@ impl Executor {
         Ok(state)
     }
 
-    /// A step that may hand back a job, as [`Executor::with`], except that its records
-    /// reach the sink only once the job is armed: a sink that fails then drops the job,
-    /// which settles its call, instead of leaving it running with no one to run it.
+    /// A step that may hand back a job, as [`Executor::with`], except that a panic its
+    /// sink made is raised again only once the job is armed: the panic then drops the
+    /// job, which settles its call, instead of leaving it running with no one to run it.
     fn stepped<E: From<Reentered>>(
         &self,
         f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
@@ -244,7 +244,7 @@ impl Executor {
         let next = f(&mut *self.begin()?);
         let step = next.map(|next| self.step(next));
         if let Ok(mut state) = self.state.try_borrow_mut() {
-            state.trail.flush();
+            state.trail.finish_step();
         }
         step
     }

@@ -46,7 +46,7 @@ pub(crate) fn post(to: &Post, item: Deferred) {
         Ok(mut idle) => {
             let deferred = std::mem::take(&mut *mailbox.borrow_mut());
             apply(&mut idle, deferred);
-            idle.trail.flush();
+            idle.trail.finish_step();
             false
         }
         Err(_) => true,

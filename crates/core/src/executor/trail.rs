@@ -4,13 +4,15 @@
 //! Its own piece of the state, so a record can be written while a live call is
 //! borrowed (the call is read where it is, never moved out and back).
 //!
-//! A step's records reach the sink only once the step has made all its changes
-//! ([`Trail::flush`]): the sink is the host's code, and one that fails (a panic a native
-//! host catches) must not leave a step half done, with a ticket still usable, a grant
-//! unrevoked or a call never answered.
+//! The sink is the host's code, and one that fails (a panic a native host catches) must
+//! not leave a step half done, with a ticket still usable, a grant unrevoked or a call
+//! never answered. So its panic is caught where the record is handed over, the step
+//! goes on to the end, and [`Trail::finish_step`] raises it again.
 
+use std::any::Any;
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -31,8 +33,11 @@ pub(crate) struct Trail {
     next_seq: u64,
     /// Shared with the facade (a hook may read it while the state is borrowed).
     mode: Rc<Cell<Mode>>,
-    /// Records of the step under way, oldest first, until [`Trail::flush`].
-    outbox: VecDeque<AuditRecord>,
+    /// Records written while a panic unwound (handing them over then could panic
+    /// again, which aborts), and any after them, oldest first, until the next step ends.
+    waiting: VecDeque<AuditRecord>,
+    /// The sink's panic during this step, raised again when the step is done.
+    failed: Option<Box<dyn Any + Send>>,
     sink: Box<dyn AuditSink>,
 }
 
@@ -48,26 +53,44 @@ impl Trail {
             role: role.into(),
             next_seq: 1,
             mode,
-            outbox: VecDeque::new(),
+            waiting: VecDeque::new(),
+            failed: None,
             sink,
         }
     }
 
-    /// Hands the records written so far to the sink, oldest first. Called when a step
-    /// has made all its changes. One at a time: if the sink panics, the records after
-    /// the one it failed on wait for the next step. Never while a panic unwinds (a drop
-    /// that settles a call then): a second panic would abort the process.
-    pub(crate) fn flush(&mut self) {
+    /// Called when a step has made all its changes: hands over what waited, then raises
+    /// again a panic the sink made during the step. Not while a panic unwinds.
+    pub(crate) fn finish_step(&mut self) {
         if std::thread::panicking() {
             return;
         }
-        while let Some(record) = self.outbox.pop_front() {
-            self.sink.record(record);
+        while let Some(record) = self.waiting.pop_front() {
+            self.hand_over(record);
+        }
+        if let Some(panic) = self.failed.take() {
+            std::panic::resume_unwind(panic);
         }
     }
 
-    /// Writes one record of the call `trace` describes, and returns its `seq`. It
-    /// reaches the sink at the next [`Trail::flush`].
+    /// Gives one record to the sink now, catching its panic for
+    /// [`Trail::finish_step`]; or keeps it waiting, behind any that wait already.
+    fn deliver(&mut self, record: AuditRecord) {
+        if self.waiting.is_empty() && !std::thread::panicking() {
+            self.hand_over(record);
+        } else {
+            self.waiting.push_back(record);
+        }
+    }
+
+    fn hand_over(&mut self, record: AuditRecord) {
+        let sink = &mut self.sink;
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| sink.record(record))) {
+            self.failed.get_or_insert(panic);
+        }
+    }
+
+    /// Writes one record of the call `trace` describes, and returns its `seq`.
     pub(crate) fn record(
         &mut self,
         trace: &Trace,
@@ -81,7 +104,7 @@ impl Trail {
         self.next_seq += 1;
         let duration = now.saturating_since(trace.started);
         let shown = trace.shown();
-        self.outbox.push_back(AuditRecord {
+        self.deliver(AuditRecord {
             id: crate::RecordId::of_seq(Arc::clone(&self.session_id), seq),
             seq,
             session: Arc::clone(&self.session_id),
@@ -112,8 +135,13 @@ impl Trail {
 }
 
 impl Drop for Trail {
-    /// What a failed sink left waiting is still handed over.
+    /// What waited is still handed over (a panic the sink makes now is dropped: there is
+    /// no step left to raise it from).
     fn drop(&mut self) {
-        self.flush();
+        if !std::thread::panicking() {
+            while let Some(record) = self.waiting.pop_front() {
+                self.hand_over(record);
+            }
+        }
     }
 }
