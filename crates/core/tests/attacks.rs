@@ -1677,3 +1677,122 @@ fn a_sink_panicking_while_a_job_is_dropped_does_not_abort() {
         assert_eq!(w.terminal(call).len(), 1, "one terminal record each");
     }
 }
+
+/// A world with a waiting card of `w` whose registration a hook dropped while the
+/// executor was busy: the removal is posted, and the next operation applies it first,
+/// settling the card (a `settled` record). Returns the card's call.
+fn a_removal_posted(w: &mut World) -> countersign::CallId {
+    let slot: Rc<RefCell<Option<Registration>>> = Rc::default();
+    let kept = Rc::clone(&slot);
+    let hook = w.action("h", Kind::Write, Confirm::Ask).classify(move |_| {
+        drop(kept.borrow_mut().take());
+        Verdict::Allow
+    });
+    w.add(hook);
+    *slot.borrow_mut() = Some(
+        w.exec
+            .register(w.action("w", Kind::Write, Confirm::Ask))
+            .unwrap(),
+    );
+    let card = w.card("w", r#"{"name":"a"}"#, 0);
+    let step = w.call("h", r#"{"name":"x"}"#, 1);
+    assert!(matches!(step, Step::Settled(_)), "{step:?}");
+    card.call
+}
+
+/// A query that takes settlements off the queue raises a sink's panic (left by a
+/// removal it applied first) before it takes them: none is lost with the panic.
+#[test]
+fn a_sink_panicking_before_a_drain_loses_no_settlement() {
+    let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
+    let card = a_removal_posted(&mut w);
+    armed.set(true);
+    failing(|| drop(w.exec.drain_settled()));
+    armed.set(false);
+    let told: Vec<_> = w
+        .exec
+        .drain_settled()
+        .iter()
+        .map(|s| (s.call, code(s)))
+        .collect();
+    assert_eq!(told.len(), 2, "the refused call and the card: {told:?}");
+    assert_eq!(told[1], (card, "UNAVAILABLE"));
+}
+
+/// Registering raises a sink's panic left pending before it registers: an action is
+/// never left registered with no `Registration` to remove it.
+#[test]
+fn a_sink_panicking_before_a_registration_leaves_no_orphan() {
+    let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
+    a_removal_posted(&mut w);
+    armed.set(true);
+    failing(|| drop(w.exec.register(w.action("y", Kind::Write, Confirm::Ask))));
+    armed.set(false);
+    let again = w.exec.register(w.action("y", Kind::Write, Confirm::Ask));
+    assert!(
+        again.is_ok(),
+        "y was left registered with no handle: {again:?}"
+    );
+}
+
+/// A sink's panic from a step a hook's panic then cut short is not raised later by an
+/// unrelated step (the host already saw that step fail).
+#[test]
+fn a_sink_panic_from_a_step_cut_short_is_not_raised_later() {
+    use std::cell::Cell;
+    let (mut w, armed) = world_failing_on(countersign::AuditEvent::Approved);
+    let hook_armed = Rc::new(Cell::new(false));
+    let arm = Rc::clone(&hook_armed);
+    w.add(
+        w.action("wipe", Kind::Write, Confirm::Ask)
+            .confirm_twice(move |_| {
+                if arm.replace(false) {
+                    panic!("the page's hook failed");
+                }
+                "sure?".into()
+            }),
+    );
+    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+    armed.set(true);
+    hook_armed.set(true);
+    failing(|| drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1))));
+    armed.set(false);
+    let later = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.exec.approvals()));
+    assert!(
+        later.is_ok(),
+        "an earlier step's sink panic was raised by a query"
+    );
+    let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        w.call("wipe", r#"{"name":"b"}"#, 2)
+    }));
+    assert!(
+        next.is_ok(),
+        "an earlier step's sink panic was raised by a call"
+    );
+}
+
+/// An executor shut down by a host's guard while the host's own panic unwinds still
+/// hands every record to its (healthy) sink.
+#[test]
+fn a_shutdown_during_a_host_panic_still_reaches_the_sink() {
+    struct Teardown(countersign::Executor);
+    impl Drop for Teardown {
+        fn drop(&mut self) {
+            self.0.shutdown(at(9));
+        }
+    }
+    let mut w = World::new();
+    w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+    let teardown = Teardown(w.exec.clone());
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _teardown = teardown;
+        panic!("the host's own bug");
+    }));
+    assert!(caught.is_err());
+    assert_eq!(
+        w.terminal(card.call).len(),
+        1,
+        "its terminal record was lost"
+    );
+}

@@ -227,3 +227,40 @@ fn storage_cannot_hand_the_executor_a_matcher() {
     let forged = r#"{"action":"write_file","registration":"x","role":"admin","arguments":{"path":"drafts/a"},"rule":{"description":"under drafts/","matcher":{"match":"any"}}}"#;
     assert!(serde_json::from_str::<GrantBasis>(forged).is_err());
 }
+
+/// A restored grant is on this session's trail before any call runs under it: one
+/// `restored` record naming the grant, the action and the stored arguments' keyed
+/// digest, so the records that cite the grant point at a record of where it came from.
+/// A refused restore writes nothing.
+#[test]
+fn a_restored_grant_is_on_the_trail_before_a_call_cites_it() {
+    use countersign::{AuditEvent, Reason};
+    let (w, _) = world();
+    let stored = basis(&w, "write_file", "admin", json!({"path": "drafts/a.md"}));
+    let grant = w.exec.restore_grant(&stored, at(0)).unwrap();
+    let refused = basis(&w, "write_file", "viewer", json!({"path": "a"}));
+    assert!(w.exec.restore_grant(&refused, at(0)).is_err());
+    drive(&w.exec, write(&w, "drafts/a.md", 1), 2);
+    let records = w.audit.records();
+    let restored: Vec<_> = records
+        .iter()
+        .filter(|r| r.event == AuditEvent::Restored)
+        .collect();
+    assert_eq!(restored.len(), 1, "one record per grant restored");
+    let record = restored[0];
+    assert_eq!(record.reason, Reason::Granted { grant });
+    assert_eq!(
+        (record.decided_by, &*record.action),
+        (Decider::Host, "write_file")
+    );
+    let allowed = records
+        .iter()
+        .find(|r| r.event == AuditEvent::Allowed)
+        .expect("the call ran under the grant");
+    assert_eq!(allowed.reason.grant(), Some(grant));
+    assert!(record.seq < allowed.seq, "the grant is on the trail first");
+    assert_eq!(
+        record.args_digest, allowed.args_digest,
+        "the record names the arguments the grant was made for"
+    );
+}

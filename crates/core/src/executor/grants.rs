@@ -3,9 +3,10 @@
 
 use std::rc::Rc;
 
+use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
 use crate::policy::ApprovalPolicy;
-use crate::reason::Hook;
+use crate::reason::{Hook, Reason};
 use crate::ticket::{Grant, GrantBasis, GrantId, RestoreError};
 use crate::time::Timestamp;
 use crate::GrantRule;
@@ -105,6 +106,23 @@ impl ExecutorState {
             edited: None,
             deadline: None,
         };
-        Ok(self.add_grant(&decided, rule, now, CallId::default()))
+        let grant = self.add_grant(&decided, rule, now, CallId::default());
+        // INVARIANT: a grant in force is on this session's trail: the records of the
+        // calls it lets run cite its id, and this one says where it came from.
+        let no_call: std::sync::Arc<str> = std::sync::Arc::from("");
+        let mut trace = super::settle::Trace::without_call(&no_call, &meta.id, now);
+        trace.caller = basis.caller;
+        trace.declared = Some((meta.kind, meta.confirm));
+        trace.policy = Some(ApprovalPolicy::Ask);
+        trace.validated(&basis.arguments, &self.config.audit_key);
+        self.trail.record(
+            &trace,
+            AuditEvent::Restored,
+            Decider::Host,
+            Reason::Granted { grant },
+            None,
+            now,
+        );
+        Ok(grant)
     }
 }

@@ -227,6 +227,7 @@ impl Executor {
             self.reentered.set(true);
             return Err(Reentered);
         };
+        state.trail.forget_failure();
         let deferred = std::mem::take(&mut *self.mailbox.borrow_mut());
         if !deferred.is_empty() {
             apply(&mut state, deferred);
@@ -250,8 +251,28 @@ impl Executor {
     }
 
     /// A query: from inside a hook it answers nothing (and the hook's call is refused).
+    /// See [`Executor::hand_out`].
     fn read<R: Default>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> R {
-        self.with(f).unwrap_or_default()
+        self.hand_out(f).unwrap_or_default()
+    }
+
+    /// [`Executor::with`] for what hands out something it takes or makes (a settlement
+    /// off the queue, a registration): a sink's panic left by what was posted meanwhile
+    /// is raised first, so nothing taken is lost with it. `f` writes no records.
+    fn hand_out<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Reentered> {
+        self.with(|state| {
+            state.trail.finish_step();
+            f(state)
+        })
+    }
+
+    /// A view of the step [`Executor::stepped`] is building: raises nothing (the step
+    /// raises its sink's panic once it is built).
+    fn peek<R: Default>(&self, f: impl FnOnce(&ExecutorState) -> R) -> R {
+        self.state
+            .try_borrow()
+            .map(|state| f(&state))
+            .unwrap_or_default()
     }
 
     /// Sets who mints countersignatures for actions declared with
@@ -271,7 +292,7 @@ impl Executor {
         registry::check_declaration(&action)?;
         let erased = action.into_erased();
         let id = erased.meta().id.to_string();
-        let generation = self.with(|state| state.registry.insert(erased))??;
+        let generation = self.hand_out(|state| state.registry.insert(erased))??;
         Ok(Registration {
             id,
             generation,
@@ -611,20 +632,24 @@ impl Executor {
 
     /// Settles every call whose deadline is at or before `now`; returns them.
     pub fn handle_timeout(&self, now: Timestamp) -> Vec<Settled> {
-        self.read(|state| {
+        // A step: what it returns are copies (the settlements stay queued).
+        self.with(|state| {
             let before = state.settled.len();
             state.handle_timeout(now);
             state.settled.iter().skip(before).cloned().collect()
         })
+        .unwrap_or_default()
     }
 
     /// Settles every live call as `UNAVAILABLE` (the page is closing or navigating away).
     pub fn shutdown(&self, now: Timestamp) -> Vec<Settled> {
-        self.read(|state| {
+        // A step: what it returns are copies (the settlements stay queued).
+        self.with(|state| {
             let before = state.settled.len();
             state.shutdown(now);
             state.settled.iter().skip(before).cloned().collect()
         })
+        .unwrap_or_default()
     }
 
     /// Writes a [`crate::AuditEvent::TrailGap`] record: the records `first_seq..=last_seq`
@@ -799,17 +824,17 @@ impl Executor {
             Next::Settled(s) => Step::Settled(*s),
             Next::Approval(r) => Step::Approval(r),
             Next::Handoff(call) => {
-                let view = self.read(|state| handoff_view(state, call));
+                let view = self.peek(|state| handoff_view(state, call));
                 match view {
                     Some(view) => Step::Handoff(Box::new(view)),
                     // Not reachable: a handoff just started is live. Kept total.
                     None => Step::Settled(
-                        self.read(|state| state.last_settled_for(call).ok())
+                        self.peek(|state| state.last_settled_for(call).ok())
                             .unwrap_or_else(|| lost(call)),
                     ),
                 }
             }
-            Next::Question(call) => match self.read(|state| question_view(state, call)) {
+            Next::Question(call) => match self.peek(|state| question_view(state, call)) {
                 Some(view) => Step::Question(Box::new(view)),
                 // Not reachable: a question just asked is live. Kept total.
                 None => Step::Settled(lost(call)),

@@ -44,6 +44,7 @@ pub(crate) fn post(to: &Post, item: Deferred) {
     // page changed under it).
     let busy = match state.try_borrow_mut() {
         Ok(mut idle) => {
+            idle.trail.forget_failure();
             let deferred = std::mem::take(&mut *mailbox.borrow_mut());
             apply(&mut idle, deferred);
             idle.trail.finish_step();

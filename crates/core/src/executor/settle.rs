@@ -71,6 +71,27 @@ impl<'a> Trace<'a> {
         }
     }
 
+    /// A record no call of the model's made (call 0, no tool call id): `no_call` is the
+    /// empty id it shows.
+    pub(crate) fn without_call(no_call: &'a Arc<str>, action_id: &'a str, now: Timestamp) -> Self {
+        Self {
+            call: CallId::default(),
+            tool_call_id: no_call,
+            caller: crate::Caller::default(),
+            trace: None,
+            action_id,
+            started: now,
+            declared: None,
+            policy: None,
+            audit_digest: ArgsDigest::of_bytes(&[]),
+            validated: false,
+            edited: None,
+            restored: None,
+            forced: None,
+            shown: std::cell::OnceCell::new(),
+        }
+    }
+
     /// A refusal before the arguments validated records the keyed digest of the raw
     /// text (an oversized text hashed as bytes, never parsed; empty text as the `{}` it
     /// validates to). Computed only then: the path that runs pays for one digest.
@@ -242,22 +263,7 @@ impl ExecutorState {
         now: Timestamp,
     ) -> u64 {
         let no_call: Arc<str> = Arc::from("");
-        let trace = Trace {
-            call: CallId::default(),
-            tool_call_id: &no_call,
-            caller: crate::Caller::default(),
-            trace: None,
-            action_id: "",
-            started: now,
-            declared: None,
-            policy: None,
-            audit_digest: ArgsDigest::of_bytes(&[]),
-            validated: false,
-            edited: None,
-            restored: None,
-            forced: None,
-            shown: std::cell::OnceCell::new(),
-        };
+        let trace = Trace::without_call(&no_call, "", now);
         let reason = Reason::TrailGap {
             first_seq,
             last_seq,

@@ -11,7 +11,6 @@
 
 use std::any::Any;
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -33,9 +32,6 @@ pub(crate) struct Trail {
     next_seq: u64,
     /// Shared with the facade (a hook may read it while the state is borrowed).
     mode: Rc<Cell<Mode>>,
-    /// Records written while a panic unwound (handing them over then could panic
-    /// again, which aborts), and any after them, oldest first, until the next step ends.
-    waiting: VecDeque<AuditRecord>,
     /// The sink's panic during this step, raised again when the step is done.
     failed: Option<Box<dyn Any + Send>>,
     sink: Box<dyn AuditSink>,
@@ -53,40 +49,40 @@ impl Trail {
             role: role.into(),
             next_seq: 1,
             mode,
-            waiting: VecDeque::new(),
             failed: None,
             sink,
         }
     }
 
-    /// Called when a step has made all its changes: hands over what waited, then raises
-    /// again a panic the sink made during the step. Not while a panic unwinds.
+    /// Called when a step has made all its changes: raises again a panic the sink made
+    /// during it. While a panic unwinds (the host's own, or a hook's), that one reaches
+    /// the host instead, and the sink's is dropped.
     pub(crate) fn finish_step(&mut self) {
-        if std::thread::panicking() {
-            return;
-        }
-        while let Some(record) = self.waiting.pop_front() {
-            self.hand_over(record);
-        }
         if let Some(panic) = self.failed.take() {
-            std::panic::resume_unwind(panic);
+            if !std::thread::panicking() {
+                std::panic::resume_unwind(panic);
+            }
         }
     }
 
-    /// Gives one record to the sink now, catching its panic for
-    /// [`Trail::finish_step`]; or keeps it waiting, behind any that wait already.
+    /// Forgets a sink's panic a step left when it stopped half way (a hook panicked
+    /// after the sink did): the host saw that step's panic, and a later step must not
+    /// raise this one as its own.
+    pub(crate) fn forget_failure(&mut self) {
+        self.failed = None;
+    }
+
+    /// Gives one record to the sink, keeping its panic for [`Trail::finish_step`].
+    /// Also while a panic unwinds (a drop that settles a call then): a panic caught
+    /// inside it does not abort.
     fn deliver(&mut self, record: AuditRecord) {
-        if self.waiting.is_empty() && !std::thread::panicking() {
-            self.hand_over(record);
-        } else {
-            self.waiting.push_back(record);
-        }
-    }
-
-    fn hand_over(&mut self, record: AuditRecord) {
         let sink = &mut self.sink;
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| sink.record(record))) {
-            self.failed.get_or_insert(panic);
+            match self.failed {
+                // The first is raised; a later one is not dropped (its drop could panic).
+                Some(_) => std::mem::forget(panic),
+                None => self.failed = Some(panic),
+            }
         }
     }
 
@@ -131,17 +127,5 @@ impl Trail {
             trace: trace.trace.map(str::to_owned),
         });
         seq
-    }
-}
-
-impl Drop for Trail {
-    /// What waited is still handed over (a panic the sink makes now is dropped: there is
-    /// no step left to raise it from).
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            while let Some(record) = self.waiting.pop_front() {
-                self.hand_over(record);
-            }
-        }
     }
 }
