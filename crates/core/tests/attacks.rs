@@ -1437,13 +1437,9 @@ fn a_sink_panicking_on_an_approval_spends_the_ticket() {
     }
 }
 
-/// A hook that panics after the person's approval was taken (here the second
-/// question's) must not leave the ticket usable: it was spent first.
-#[test]
-fn a_hook_panicking_after_an_approval_spends_the_ticket() {
-    use std::cell::Cell;
-    let mut w = World::new();
-    let armed = Rc::new(Cell::new(false));
+/// Adds `wipe`, whose second question's hook panics once after the returned flag is set.
+fn add_wipe_with_a_failing_question(w: &mut World) -> Rc<std::cell::Cell<bool>> {
+    let armed = Rc::new(std::cell::Cell::new(false));
     let arm = Rc::clone(&armed);
     w.add(
         w.action("wipe", Kind::Write, Confirm::Ask)
@@ -1454,6 +1450,15 @@ fn a_hook_panicking_after_an_approval_spends_the_ticket() {
                 "sure?".into()
             }),
     );
+    armed
+}
+
+/// A hook that panics after the person's approval was taken (here the second
+/// question's) must not leave the ticket usable: it was spent first.
+#[test]
+fn a_hook_panicking_after_an_approval_spends_the_ticket() {
+    let mut w = World::new();
+    let armed = add_wipe_with_a_failing_question(&mut w);
     let card = w.card("wipe", r#"{"name":"a"}"#, 0);
     armed.set(true);
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1593,19 +1598,7 @@ fn a_sink_panicking_while_removals_apply_loses_none_of_them() {
 fn a_sink_panicking_before_a_run_is_applied_keeps_its_outcome() {
     let (mut w, armed) = world_failing_on(countersign::AuditEvent::Settled);
     w.add(w.action("x", Kind::Read, Confirm::Unset));
-    let slot: Rc<RefCell<Option<Registration>>> = Rc::default();
-    let kept = Rc::clone(&slot);
-    let hook = w.action("h", Kind::Write, Confirm::Ask).classify(move |_| {
-        drop(kept.borrow_mut().take());
-        Verdict::Allow
-    });
-    w.add(hook);
-    *slot.borrow_mut() = Some(
-        w.exec
-            .register(w.action("w", Kind::Write, Confirm::Ask))
-            .unwrap(),
-    );
-    let card = w.card("w", r#"{"name":"a"}"#, 0);
+    let card = a_card_a_hook_can_remove(&mut w);
     let Step::Perform(job) = w.call("x", r#"{"name":"a"}"#, 0) else {
         panic!("a read runs")
     };
@@ -1613,7 +1606,7 @@ fn a_sink_panicking_before_a_run_is_applied_keeps_its_outcome() {
     assert_eq!(w.runs(), ["x:a"]);
     // The hook drops w's registration while the executor is busy: it is posted, and
     // applied first by the next step, which settles w's card.
-    let refused = drive(&w.exec, w.call("h", r#"{"name":"x"}"#, 1), 1).unwrap();
+    let refused = post_the_removal(&w);
     armed.set(true);
     failing(|| {
         w.exec.complete(done, at(2));
@@ -1629,7 +1622,7 @@ fn a_sink_panicking_before_a_run_is_applied_keeps_its_outcome() {
         told,
         [
             (refused.call, "UNAVAILABLE"),
-            (card.call, "UNAVAILABLE"),
+            (card, "UNAVAILABLE"),
             (call, "OK")
         ],
         "a run that happened was not reported as done"
@@ -1678,10 +1671,9 @@ fn a_sink_panicking_while_a_job_is_dropped_does_not_abort() {
     }
 }
 
-/// A world with a waiting card of `w` whose registration a hook dropped while the
-/// executor was busy: the removal is posted, and the next operation applies it first,
-/// settling the card (a `settled` record). Returns the card's call.
-fn a_removal_posted(w: &mut World) -> countersign::CallId {
+/// A waiting card of `w`, whose registration the hook of `h` drops (see
+/// [`post_the_removal`]). Returns the card's call.
+fn a_card_a_hook_can_remove(w: &mut World) -> countersign::CallId {
     let slot: Rc<RefCell<Option<Registration>>> = Rc::default();
     let kept = Rc::clone(&slot);
     let hook = w.action("h", Kind::Write, Confirm::Ask).classify(move |_| {
@@ -1694,10 +1686,24 @@ fn a_removal_posted(w: &mut World) -> countersign::CallId {
             .register(w.action("w", Kind::Write, Confirm::Ask))
             .unwrap(),
     );
-    let card = w.card("w", r#"{"name":"a"}"#, 0);
-    let step = w.call("h", r#"{"name":"x"}"#, 1);
-    assert!(matches!(step, Step::Settled(_)), "{step:?}");
-    card.call
+    w.card("w", r#"{"name":"a"}"#, 0).call
+}
+
+/// Calls `h`: its hook drops `w`'s registration while the executor is busy, so the
+/// removal is posted, and the next operation applies it first, settling `w`'s card (a
+/// `settled` record). Returns the refused call of `h`.
+fn post_the_removal(w: &World) -> countersign::Settled {
+    match w.call("h", r#"{"name":"x"}"#, 1) {
+        Step::Settled(refused) => refused,
+        step => panic!("{step:?}"),
+    }
+}
+
+/// [`a_card_a_hook_can_remove`], its removal posted.
+fn a_removal_posted(w: &mut World) -> countersign::CallId {
+    let card = a_card_a_hook_can_remove(w);
+    post_the_removal(w);
+    card
 }
 
 /// A query that takes settlements off the queue raises a sink's panic (left by a
@@ -1739,19 +1745,8 @@ fn a_sink_panicking_before_a_registration_leaves_no_orphan() {
 /// unrelated step (the host already saw that step fail).
 #[test]
 fn a_sink_panic_from_a_step_cut_short_is_not_raised_later() {
-    use std::cell::Cell;
     let (mut w, armed) = world_failing_on(countersign::AuditEvent::Approved);
-    let hook_armed = Rc::new(Cell::new(false));
-    let arm = Rc::clone(&hook_armed);
-    w.add(
-        w.action("wipe", Kind::Write, Confirm::Ask)
-            .confirm_twice(move |_| {
-                if arm.replace(false) {
-                    panic!("the page's hook failed");
-                }
-                "sure?".into()
-            }),
-    );
+    let hook_armed = add_wipe_with_a_failing_question(&mut w);
     let card = w.card("wipe", r#"{"name":"a"}"#, 0);
     armed.set(true);
     hook_armed.set(true);
