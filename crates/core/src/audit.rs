@@ -43,6 +43,9 @@ pub enum AuditEvent {
     GestureRefused,
     /// The call was waiting for a person when the page reloaded; it was brought back in
     /// this page session (the first record of its new call id) and is decided again.
+    /// With reason `granted` and call 0: a session grant a person made before the page
+    /// reloaded was derived again from what the page stored (the records of the calls
+    /// it lets run cite its id).
     Restored,
     /// The gateway minted a countersignature for the call after the person approved it
     /// (written by the gateway, not the page: `countersignature` names the token, and
@@ -157,9 +160,10 @@ impl AuditRecord {
 pub trait AuditSink {
     /// Takes one record. Called in order, once per decision. A sink that panics (a full
     /// disk, caught by a native host) leaves no step half made: the executor finishes
-    /// the step it was in, then raises the panic again. Records written while a panic
-    /// unwinds come with the next step. Calling back into the executor from here is
-    /// refused ([`crate::Reentered`]).
+    /// the step it was in (a session grant whose record failed is not put in force, and
+    /// a call whose job was made is settled as interrupted), then raises the panic
+    /// again. Calling back into the executor from here is refused
+    /// ([`crate::Reentered`]).
     fn record(&mut self, record: AuditRecord);
 }
 

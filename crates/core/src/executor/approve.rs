@@ -169,23 +169,30 @@ impl ExecutorState {
         if let Some(live) = self.live.get_mut(&call) {
             live.state = LiveState::Performing;
         }
-        let (event, reason, by) = match gesture {
-            Gesture::AllowOnce => (AuditEvent::Approved, Reason::AllowedOnce, ApprovedBy::Once),
+        let (event, reason, by, grant) = match gesture {
+            Gesture::AllowOnce => (
+                AuditEvent::Approved,
+                Reason::AllowedOnce,
+                ApprovedBy::Once,
+                None,
+            ),
             Gesture::AllowInBatch => (
                 AuditEvent::Approved,
                 Reason::AllowedInBatch,
                 ApprovedBy::Batch,
+                None,
             ),
             Gesture::AllowForSession => {
                 let rule = card
                     .grant_rule
                     .clone()
                     .unwrap_or_else(crate::GrantRule::every_call);
-                let grant = self.add_grant(&decided, rule, now, call);
+                let grant = self.new_grant(&decided, rule, now, call);
                 (
                     AuditEvent::Granted,
-                    Reason::Granted { grant },
+                    Reason::Granted { grant: grant.id },
                     ApprovedBy::Grant,
+                    Some(grant),
                 )
             }
         };
@@ -195,6 +202,9 @@ impl ExecutorState {
             grant: reason.grant(),
         };
         self.record_live(call, event, Decider::Person, &reason, now);
+        if let Some(grant) = grant {
+            self.put_in_force(grant);
+        }
         if decided.action.meta().confirm_twice && card.round == 1 {
             // INVARIANT: a double-confirmed action runs only after a second ticket, minted
             // from a second card with its own nonce.

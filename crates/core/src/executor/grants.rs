@@ -15,17 +15,18 @@ use super::decide::Decided;
 use super::state::ExecutorState;
 
 impl ExecutorState {
-    pub(crate) fn add_grant(
+    /// A grant with the next id, not yet in force (see [`ExecutorState::put_in_force`]).
+    pub(crate) fn new_grant(
         &mut self,
         decided: &Decided,
         rule: GrantRule,
         now: Timestamp,
         from_call: CallId,
-    ) -> GrantId {
+    ) -> Grant {
         let meta = decided.action.meta();
         let id = GrantId(self.next_grant);
         self.next_grant += 1;
-        self.grants.push(Grant {
+        Grant {
             id,
             action: meta.id.to_string(),
             title: meta.title.to_string(),
@@ -40,8 +41,15 @@ impl ExecutorState {
                 caller: decided.caller,
             },
             generation: decided.generation,
-        });
-        id
+        }
+    }
+
+    /// Puts a grant in force once its record is written, unless the sink failed during
+    /// this step (it may not have kept the record; the step raises its panic).
+    pub(crate) fn put_in_force(&mut self, grant: Grant) {
+        if !self.trail.failing() {
+            self.grants.push(grant);
+        }
     }
 
     pub(crate) fn revoke(&mut self, grant: GrantId) -> bool {
@@ -106,7 +114,8 @@ impl ExecutorState {
             edited: None,
             deadline: None,
         };
-        let grant = self.add_grant(&decided, rule, now, CallId::default());
+        let grant = self.new_grant(&decided, rule, now, CallId::default());
+        let id = grant.id;
         // INVARIANT: a grant in force is on this session's trail: the records of the
         // calls it lets run cite its id, and this one says where it came from.
         let no_call: std::sync::Arc<str> = std::sync::Arc::from("");
@@ -119,10 +128,11 @@ impl ExecutorState {
             &trace,
             AuditEvent::Restored,
             Decider::Host,
-            Reason::Granted { grant },
+            Reason::Granted { grant: id },
             None,
             now,
         );
-        Ok(grant)
+        self.put_in_force(grant);
+        Ok(id)
     }
 }

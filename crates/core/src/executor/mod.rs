@@ -475,21 +475,20 @@ impl Executor {
     /// then the completion, when dropped, settles the call as `EXECUTION_FAILED`
     /// (interrupted), whatever the run returned.
     pub fn complete(&self, mut completion: Completion, now: Timestamp) -> bool {
-        completion.guard.armed = false;
-        let call = completion.guard.call;
-        let executor = completion.guard.executor;
+        let (call, executor) = (completion.guard.call, completion.guard.executor);
         let result = std::mem::replace(
             &mut completion.result,
             Err(countersign::RunError::Failed(String::new())),
         );
-        let settled = self
-            .with(|state| state.executor == executor && state.complete(call, result, now))
-            .unwrap_or(false);
-        if !settled {
-            // Not handed back after all: the drop settles it instead of hanging.
-            completion.guard.armed = true;
-        }
-        settled
+        let guard = &mut completion.guard;
+        // Disarmed only once handed back: one that is not (another executor's, or a
+        // sink's panic raised after this step) settles its call when dropped.
+        self.with(|state| {
+            let settled = state.executor == executor && state.complete(call, result, now);
+            guard.armed = !settled;
+            settled
+        })
+        .unwrap_or(false)
     }
 
     /// The person says the handoff is done: the `expect` check reads the page now;
@@ -745,9 +744,7 @@ impl Executor {
     /// waiting for a person keep waiting. From inside a hook it is [`Reentered`]: a hook
     /// must never switch the mode its own call is decided in.
     pub fn set_mode(&self, mode: Mode) -> Result<(), Reentered> {
-        self.with(|_| ())?;
-        self.mode.set(mode);
-        Ok(())
+        self.with(|_| self.mode.set(mode))
     }
 
     /// The session's mode. The one query a hook may make.

@@ -59,17 +59,26 @@ impl Trail {
     /// the host instead, and the sink's is dropped.
     pub(crate) fn finish_step(&mut self) {
         if let Some(panic) = self.failed.take() {
-            if !std::thread::panicking() {
+            if std::thread::panicking() {
+                // Not dropped: a payload's drop could panic, which aborts now.
+                std::mem::forget(panic);
+            } else {
                 std::panic::resume_unwind(panic);
             }
         }
+    }
+
+    /// Whether the sink failed during this step (so far).
+    pub(crate) fn failing(&self) -> bool {
+        self.failed.is_some()
     }
 
     /// Forgets a sink's panic a step left when it stopped half way (a hook panicked
     /// after the sink did): the host saw that step's panic, and a later step must not
     /// raise this one as its own.
     pub(crate) fn forget_failure(&mut self) {
-        self.failed = None;
+        // Not dropped: a payload's drop could panic (and this may run while one unwinds).
+        std::mem::forget(self.failed.take());
     }
 
     /// Gives one record to the sink, keeping its panic for [`Trail::finish_step`].
