@@ -1399,6 +1399,14 @@ fn world_with_a_failing_sink(
     (world, armed)
 }
 
+/// What the model is told, in order: every settlement queued, taken off the queue.
+fn told(exec: &countersign::Executor) -> Vec<(countersign::CallId, &'static str)> {
+    exec.drain_settled()
+        .iter()
+        .map(|s| (s.call, code(s)))
+        .collect()
+}
+
 /// `f`, whose sink fails: it must panic (the host catches it).
 fn failing(f: impl FnOnce()) {
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
@@ -1584,13 +1592,7 @@ fn a_sink_panicking_while_removals_apply_loses_none_of_them() {
         .unwrap();
     regs.borrow_mut().extend([waiting, granted]);
     let card = w.card("g", r#"{"name":"a"}"#, 0);
-    drive(
-        &w.exec,
-        w.exec
-            .approve(card.countersign(Gesture::AllowForSession), at(1))
-            .unwrap(),
-        2,
-    );
+    w.allow(&card, Gesture::AllowForSession, 1);
     assert_eq!(w.runs(), ["g:a"]);
     w.card("w", r#"{"name":"a"}"#, 3);
     // The hook drops both registrations: the executor is busy, so they are posted.
@@ -1631,12 +1633,7 @@ fn a_sink_panicking_before_a_run_is_applied_keeps_its_outcome() {
         w.exec.complete(done, at(2));
     });
     armed.set(false);
-    let told: Vec<_> = w
-        .exec
-        .drain_settled()
-        .iter()
-        .map(|s| (s.call, code(s)))
-        .collect();
+    let told = told(&w.exec);
     assert_eq!(
         told,
         [
@@ -1674,12 +1671,7 @@ fn a_sink_panicking_while_a_job_is_dropped_does_not_abort() {
         exec.complete(done, at(1));
     });
     armed.set(false);
-    let told: Vec<_> = w
-        .exec
-        .drain_settled()
-        .iter()
-        .map(|s| (s.call, code(s)))
-        .collect();
+    let told = told(&w.exec);
     assert_eq!(
         told,
         [(calls[0], "OK"), (calls[1], "EXECUTION_FAILED")],
@@ -1734,12 +1726,7 @@ fn a_sink_panicking_before_a_drain_loses_no_settlement() {
     armed.set(true);
     failing(|| drop(w.exec.drain_settled()));
     armed.set(false);
-    let told: Vec<_> = w
-        .exec
-        .drain_settled()
-        .iter()
-        .map(|s| (s.call, code(s)))
-        .collect();
+    let told = told(&w.exec);
     assert_eq!(told.len(), 2, "the refused call and the card: {told:?}");
     assert_eq!(told[1], (card, "UNAVAILABLE"));
 }

@@ -121,8 +121,7 @@ impl ExecutorState {
         let no_call: std::sync::Arc<str> = std::sync::Arc::from("");
         let mut trace = super::settle::Trace::without_call(&no_call, &meta.id, now);
         trace.caller = basis.caller;
-        trace.declared = Some((meta.kind, meta.confirm));
-        trace.policy = Some(ApprovalPolicy::Ask);
+        trace.resolved(&action, ApprovalPolicy::Ask);
         trace.validated(&basis.arguments, &self.config.audit_key);
         self.trail.record(
             &trace,

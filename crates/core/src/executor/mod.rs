@@ -61,7 +61,7 @@ pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
 pub use restore::Pending;
 
 use job::Guard;
-use registration::{apply, Mailbox};
+use registration::{begin_step, Mailbox};
 use state::{ExecutorState, LiveState, PolicyState};
 
 /// How long an approval card waits unless configured otherwise.
@@ -227,11 +227,7 @@ impl Executor {
             self.reentered.set(true);
             return Err(Reentered);
         };
-        state.trail.forget_failure();
-        let deferred = std::mem::take(&mut *self.mailbox.borrow_mut());
-        if !deferred.is_empty() {
-            apply(&mut state, deferred);
-        }
+        begin_step(&mut state, &self.mailbox);
         Ok(state)
     }
 

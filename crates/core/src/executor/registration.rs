@@ -16,7 +16,12 @@ pub(crate) enum Deferred {
 
 pub(crate) type Mailbox = Rc<RefCell<Vec<Deferred>>>;
 
-pub(crate) fn apply(state: &mut ExecutorState, deferred: Vec<Deferred>) {
+/// The start of every step: a sink's panic a step cut short left is forgotten (the host
+/// saw that step's panic, and this one must not raise it as its own), then what was
+/// posted meanwhile is applied.
+pub(crate) fn begin_step(state: &mut ExecutorState, mailbox: &RefCell<Vec<Deferred>>) {
+    state.trail.forget_failure();
+    let deferred = std::mem::take(&mut *mailbox.borrow_mut());
     for item in deferred {
         match item {
             Deferred::Unregister { id, generation } => state.unregister(&id, generation),
@@ -44,9 +49,7 @@ pub(crate) fn post(to: &Post, item: Deferred) {
     // page changed under it).
     let busy = match state.try_borrow_mut() {
         Ok(mut idle) => {
-            idle.trail.forget_failure();
-            let deferred = std::mem::take(&mut *mailbox.borrow_mut());
-            apply(&mut idle, deferred);
+            begin_step(&mut idle, &mailbox);
             idle.trail.finish_step();
             false
         }

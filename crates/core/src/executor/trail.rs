@@ -74,8 +74,7 @@ impl Trail {
     }
 
     /// Forgets a sink's panic a step left when it stopped half way (a hook panicked
-    /// after the sink did): the host saw that step's panic, and a later step must not
-    /// raise this one as its own.
+    /// after the sink did).
     pub(crate) fn forget_failure(&mut self) {
         // Not dropped: a payload's drop could panic (and this may run while one unwinds).
         std::mem::forget(self.failed.take());
