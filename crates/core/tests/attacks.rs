@@ -1481,7 +1481,9 @@ fn add_wipe_with_a_failing_question(w: &mut World) -> Rc<std::cell::Cell<bool>> 
 }
 
 /// A hook that panics after the person's approval was taken (here the second
-/// question's) must not leave the ticket usable: it was spent first.
+/// question's) must not leave the ticket usable: it was spent first. Nor may it leave
+/// the call performing with no job until shutdown, counted against its agent's live
+/// calls: it settles as interrupted as the panic leaves the step, and the model is told.
 #[test]
 fn a_hook_panicking_after_an_approval_spends_the_ticket() {
     let mut w = World::new();
@@ -1492,14 +1494,47 @@ fn a_hook_panicking_after_an_approval_spends_the_ticket() {
         drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1)))
     }));
     assert!(caught.is_err(), "the hook failed");
+    assert_settled_as_interrupted(&w, card.call);
     let again = w.exec.approve(card.countersign(Gesture::AllowOnce), at(2));
     assert!(
         matches!(again, Err(TicketError::NotPending)),
         "the same ticket was taken twice: {again:?}"
     );
     assert!(w.runs().is_empty(), "run was reached");
-    assert_eq!(w.exec.shutdown(at(3)).len(), 1, "settled once, at shutdown");
+    assert!(w.exec.shutdown(at(3)).is_empty(), "left for shutdown");
     assert_eq!(w.terminal(card.call).len(), 1, "one terminal record");
+}
+
+/// The call a panic cut short is settled at once, as interrupted: nothing of it is
+/// live, the model is told once, and the trail ends it once.
+fn assert_settled_as_interrupted(w: &World, call: countersign::CallId) {
+    assert_eq!(w.exec.live_calls(), 0, "the call was left live");
+    assert_eq!(told(&w.exec), [(call, "EXECUTION_FAILED")]);
+    let ends = w.terminal(call);
+    assert_eq!(ends.len(), 1, "one terminal record");
+    assert_eq!(ends[0].reason, countersign::Reason::Interrupted);
+}
+
+/// The same where the action's own `run` panics while it makes its future, after the
+/// person approved: nothing is left performing, and the agent's live calls are free.
+#[test]
+fn a_run_panicking_as_it_starts_after_an_approval_leaves_nothing_live() {
+    let mut w = World::new();
+    w.add(
+        Action::<Named>::new("wipe", "Wipe.")
+            .kind(Kind::Write)
+            .confirm(Confirm::Ask)
+            .run(|_: Named| -> std::future::Ready<Result<(), String>> {
+                panic!("the page's run failed")
+            }),
+    );
+    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1)))
+    }));
+    assert!(caught.is_err(), "run failed");
+    assert_settled_as_interrupted(&w, card.call);
+    assert!(w.exec.shutdown(at(2)).is_empty(), "left for shutdown");
 }
 
 /// A sink that stores a call's terminal record and then panics must not leave the call

@@ -164,11 +164,27 @@ impl ExecutorState {
     ) -> Result<Next, TicketError> {
         // INVARIANT: the ticket is spent before anything else: if this step stops half
         // way (a hook that panics, caught by a native host), the same ticket finds nothing
-        // pending, so nothing is approved, granted or run twice. A call left here runs
-        // nothing and settles at shutdown.
+        // pending, so nothing is approved, granted or run twice. The call is marked
+        // `spent` until its step ends, so one left here (performing, with no job) is
+        // settled as interrupted as the panic leaves the step (`CutShort`).
         if let Some(live) = self.live.get_mut(&call) {
             live.state = LiveState::Performing;
+            self.spent = Some(call);
         }
+        let next = self.spent_on(call, decided, card, gesture, now);
+        self.spent = None;
+        next
+    }
+
+    /// [`ExecutorState::countersigned`] once the ticket is spent.
+    fn spent_on(
+        &mut self,
+        call: CallId,
+        decided: Decided,
+        card: ApprovalRequest,
+        gesture: Gesture,
+        now: Timestamp,
+    ) -> Result<Next, TicketError> {
         let (event, reason, by, grant) = match gesture {
             Gesture::AllowOnce => (
                 AuditEvent::Approved,

@@ -184,6 +184,10 @@ pub(crate) struct ExecutorState {
     pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
     /// Mints the tokens of actions whose run takes a countersignature.
     pub(crate) countersigner: Option<Rc<dyn crate::Countersigner>>,
+    /// A call whose ticket this step spent and whose job is not armed yet. Still set
+    /// as a panic leaves the step, it marks a call a panicking hook left performing with
+    /// no one to run it; see [`ExecutorState::settle_cut_short`].
+    pub(crate) spent: Option<CallId>,
 }
 
 impl ExecutorState {
@@ -222,6 +226,17 @@ impl ExecutorState {
             next_call: 1,
             restored_ids: std::collections::HashSet::new(),
             countersigner: None,
+            spent: None,
+        }
+    }
+
+    /// Settles, as interrupted, the call a step cut short left performing with no job:
+    /// a hook that panicked after the ticket was spent (the second question's, the
+    /// action's `run` making its future), caught by a native host. Nothing ran from it;
+    /// without this it would count against its agent's live calls until shutdown.
+    pub(crate) fn settle_cut_short(&mut self) {
+        if let Some(call) = self.spent.take() {
+            self.abandon(call);
         }
     }
 
