@@ -75,7 +75,10 @@ impl ExecutorState {
             Ok(face) => {
                 let changed = face.changes_from(&CardFace::of(&card));
                 if changed.is_empty() {
-                    self.countersigned(call, decided, card, ticket.gesture, now)
+                    let next = self.countersigned(call, decided, card, ticket.gesture, now);
+                    // The step ended: whatever the call became, it is no longer cut short.
+                    self.spent = None;
+                    next
                 } else {
                     self.show_again(call, &decided, &card, face, changed, now)
                 }
@@ -165,26 +168,12 @@ impl ExecutorState {
         // INVARIANT: the ticket is spent before anything else: if this step stops half
         // way (a hook that panics, caught by a native host), the same ticket finds nothing
         // pending, so nothing is approved, granted or run twice. The call is marked
-        // `spent` until its step ends, so one left here (performing, with no job) is
+        // `spent` until this returns, so one left here (performing, with no job) is
         // settled as interrupted as the panic leaves the step (`CutShort`).
         if let Some(live) = self.live.get_mut(&call) {
             live.state = LiveState::Performing;
             self.spent = Some(call);
         }
-        let next = self.spent_on(call, decided, card, gesture, now);
-        self.spent = None;
-        next
-    }
-
-    /// [`ExecutorState::countersigned`] once the ticket is spent.
-    fn spent_on(
-        &mut self,
-        call: CallId,
-        decided: Decided,
-        card: ApprovalRequest,
-        gesture: Gesture,
-        now: Timestamp,
-    ) -> Result<Next, TicketError> {
         let (event, reason, by, grant) = match gesture {
             Gesture::AllowOnce => (
                 AuditEvent::Approved,
