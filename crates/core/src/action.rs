@@ -68,7 +68,10 @@ pub enum Rewrite {
 /// that tries gets [`crate::Reentered`] (queries get nothing), and the call whose hook
 /// tried is refused with the reason `hook_reentered`. Reading
 /// [`crate::Executor::mode`] is the one exception. `run`'s future is driven after the
-/// decision, outside the executor, and may use it freely.
+/// decision, outside the executor, and may use it freely. A hook that panics (where a
+/// native host catches the panic) ends the call it was deciding: refused with the
+/// reason `hook_failed`, the model told, one terminal record; the panic goes on to the
+/// host.
 ///
 /// The JSON Schema the model sees is derived from `P`, and the model's arguments are
 /// deserialised into `P` with unknown fields refused, so the two cannot drift.

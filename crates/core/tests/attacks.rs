@@ -12,7 +12,7 @@ mod common;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use common::{at, code, drive, Named, World};
+use common::{at, code, drive, told, Named, World};
 use countersign::{
     has_dot_segment, Action, Call, Confirm, Gesture, GrantRule, Kind, Matcher, Mode, PolicyFile,
     Reason, Registration, Step, TicketError, Verdict,
@@ -1399,14 +1399,6 @@ fn world_with_a_failing_sink(
     (world, armed)
 }
 
-/// What the model is told, in order: every settlement queued, taken off the queue.
-fn told(exec: &countersign::Executor) -> Vec<(countersign::CallId, &'static str)> {
-    exec.drain_settled()
-        .iter()
-        .map(|s| (s.call, code(s)))
-        .collect()
-}
-
 /// `f`, whose sink fails: it must panic (the host catches it).
 fn failing(f: impl FnOnce()) {
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
@@ -1478,63 +1470,6 @@ fn add_wipe_with_a_failing_question(w: &mut World) -> Rc<std::cell::Cell<bool>> 
             }),
     );
     armed
-}
-
-/// A hook that panics after the person's approval was taken (here the second
-/// question's) must not leave the ticket usable: it was spent first. Nor may it leave
-/// the call performing with no job until shutdown, counted against its agent's live
-/// calls: it settles as interrupted as the panic leaves the step, and the model is told.
-#[test]
-fn a_hook_panicking_after_an_approval_spends_the_ticket() {
-    let mut w = World::new();
-    let armed = add_wipe_with_a_failing_question(&mut w);
-    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
-    armed.set(true);
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1)))
-    }));
-    assert!(caught.is_err(), "the hook failed");
-    assert_settled_as_interrupted(&w, card.call);
-    let again = w.exec.approve(card.countersign(Gesture::AllowOnce), at(2));
-    assert!(
-        matches!(again, Err(TicketError::NotPending)),
-        "the same ticket was taken twice: {again:?}"
-    );
-    assert!(w.runs().is_empty(), "run was reached");
-    assert!(w.exec.shutdown(at(3)).is_empty(), "left for shutdown");
-    assert_eq!(w.terminal(card.call).len(), 1, "one terminal record");
-}
-
-/// The call a panic cut short is settled at once, as interrupted: nothing of it is
-/// live, the model is told once, and the trail ends it once.
-fn assert_settled_as_interrupted(w: &World, call: countersign::CallId) {
-    assert_eq!(w.exec.live_calls(), 0, "the call was left live");
-    assert_eq!(told(&w.exec), [(call, "EXECUTION_FAILED")]);
-    let ends = w.terminal(call);
-    assert_eq!(ends.len(), 1, "one terminal record");
-    assert_eq!(ends[0].reason, countersign::Reason::Interrupted);
-}
-
-/// The same where the action's own `run` panics while it makes its future, after the
-/// person approved: nothing is left performing, and the agent's live calls are free.
-#[test]
-fn a_run_panicking_as_it_starts_after_an_approval_leaves_nothing_live() {
-    let mut w = World::new();
-    w.add(
-        Action::<Named>::new("wipe", "Wipe.")
-            .kind(Kind::Write)
-            .confirm(Confirm::Ask)
-            .run(|_: Named| -> std::future::Ready<Result<(), String>> {
-                panic!("the page's run failed")
-            }),
-    );
-    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1)))
-    }));
-    assert!(caught.is_err(), "run failed");
-    assert_settled_as_interrupted(&w, card.call);
-    assert!(w.exec.shutdown(at(2)).is_empty(), "left for shutdown");
 }
 
 /// A sink that stores a call's terminal record and then panics must not leave the call

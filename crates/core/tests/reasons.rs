@@ -71,6 +71,8 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::HookReentered { hook: Hook::Classify }, S::Decide, Some(C::Unavailable), H::AskUser, "hook_reentered"),
         (Reason::HookReentered { hook: Hook::Verify }, S::Verify, Some(C::VerifyFailed), H::AskUser, "hook_reentered"),
         (Reason::HookReentered { hook: Hook::Expect }, S::Verify, Some(C::HandoffFailed), H::AskUser, "hook_reentered"),
+        (Reason::HookFailed { hook: Hook::Consequence }, S::Approve, Some(C::Unavailable), H::AskUser, "hook_failed"),
+        (Reason::HookFailed { hook: Hook::Run }, S::Perform, Some(C::ExecutionFailed), H::AskUser, "hook_failed"),
     ];
     for (reason, stage, code, retry, rule) in &table {
         assert_eq!(reason.stage(), *stage, "{reason:?}");

@@ -76,7 +76,7 @@ impl ExecutorState {
                 let changed = face.changes_from(&CardFace::of(&card));
                 if changed.is_empty() {
                     let next = self.countersigned(call, decided, card, ticket.gesture, now);
-                    // The step ended: whatever the call became, it is no longer cut short.
+                    // Returned: whatever the call became, it was not cut short.
                     self.spent = None;
                     next
                 } else {

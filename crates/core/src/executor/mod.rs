@@ -916,7 +916,7 @@ impl ExecutorState {
 
 /// Settles, as a panic leaves [`Executor::stepped`], the call its step left performing
 /// with no job (a hook that panicked after the ticket was spent): the host that catches
-/// the panic finds it settled, not live. Does nothing when the step ends normally.
+/// the panic finds it settled, not live. Does nothing unless a panic is unwinding.
 struct CutShort<'a>(&'a RefCell<ExecutorState>);
 
 impl Drop for CutShort<'_> {

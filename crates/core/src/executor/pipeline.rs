@@ -7,6 +7,8 @@
 //! Each stage is a method in the file named after it and returns `Err(Stop)` to refuse;
 //! the first refusal settles the call, and `run` is never reached.
 
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
 use crate::edit::EditDiff;
@@ -56,12 +58,41 @@ impl ExecutorState {
         trace.edited = origin.edited;
         trace.restored = origin.restored;
         trace.forced = origin.forced;
-        match self.gate(&mut trace, &call, now, depth) {
+        let gated = if depth == 0 {
+            // A hook that panics (a native host catches it) must not leave the call half
+            // way: a record with no end, and a model never told. It is refused here,
+            // then the panic goes on. (A rewrite re-enters at depth 1: caught here too.)
+            let gated = catch_unwind(AssertUnwindSafe(|| {
+                self.gate(&mut trace, &call, now, depth)
+            }));
+            match gated {
+                Ok(gated) => gated,
+                Err(panic) => {
+                    self.cut_short(&mut trace, &call, now);
+                    resume_unwind(panic)
+                }
+            }
+        } else {
+            self.gate(&mut trace, &call, now, depth)
+        };
+        match gated {
             Ok(next) => next,
             Err(stop) => {
                 trace.unvalidated(&call.arguments, self);
                 Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
             }
+        }
+    }
+
+    /// Refuses a call whose gate a panic cut short: the hook that panicked is the
+    /// reason. A call that became live is settled; one that did not ends here.
+    fn cut_short(&mut self, trace: &mut Trace, call: &Call, now: Timestamp) {
+        let stop = self.failed_hook();
+        if self.live.contains_key(&trace.call) {
+            self.settle_stop(trace.call, stop, now);
+        } else {
+            trace.unvalidated(&call.arguments, self);
+            self.refuse_early(trace, stop, now);
         }
     }
 

@@ -21,6 +21,7 @@ pub(crate) type Mailbox = Rc<RefCell<Vec<Deferred>>>;
 /// posted meanwhile is applied.
 pub(crate) fn begin_step(state: &mut ExecutorState, mailbox: &RefCell<Vec<Deferred>>) {
     state.trail.forget_failure();
+    state.in_hook.set(None);
     let deferred = std::mem::take(&mut *mailbox.borrow_mut());
     for item in deferred {
         match item {

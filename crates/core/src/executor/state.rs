@@ -184,10 +184,13 @@ pub(crate) struct ExecutorState {
     pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
     /// Mints the tokens of actions whose run takes a countersignature.
     pub(crate) countersigner: Option<Rc<dyn crate::Countersigner>>,
-    /// A call whose ticket this step spent and whose job is not armed yet. Still set
-    /// as a panic leaves the step, it marks a call a panicking hook left performing with
-    /// no one to run it; see [`ExecutorState::settle_cut_short`].
+    /// The call whose ticket `countersigned` spent, until it returns. Still set as a
+    /// panic leaves the step, it marks a call a panicking hook left performing with no
+    /// one to run it; see [`ExecutorState::settle_cut_short`].
     pub(crate) spent: Option<CallId>,
+    /// The hook running now: still set as a panic leaves a step, it names the hook that
+    /// panicked ([`Reason::HookFailed`]).
+    pub(crate) in_hook: Cell<Option<Hook>>,
 }
 
 impl ExecutorState {
@@ -227,16 +230,36 @@ impl ExecutorState {
             restored_ids: std::collections::HashSet::new(),
             countersigner: None,
             spent: None,
+            in_hook: Cell::new(None),
         }
     }
 
-    /// Settles, as interrupted, the call a step cut short left performing with no job:
-    /// a hook that panicked after the ticket was spent (the second question's, the
-    /// action's `run` making its future), caught by a native host. Nothing ran from it;
-    /// without this it would count against its agent's live calls until shutdown.
+    /// Settles the call a step cut short left performing with no job: a hook that
+    /// panicked after the ticket was spent (the second question's, the action's `run`
+    /// making its future), caught by a native host; refused with the hook named. Nothing
+    /// ran from it; without this it would count against its agent's live calls until
+    /// shutdown.
     pub(crate) fn settle_cut_short(&mut self) {
-        if let Some(call) = self.spent.take() {
-            self.abandon(call);
+        let Some(call) = self.spent.take() else {
+            return;
+        };
+        if self
+            .live
+            .get(&call)
+            .is_some_and(|l| matches!(l.state, LiveState::Performing))
+        {
+            let stop = self.failed_hook();
+            let now = self.clock;
+            self.settle_stop(call, stop, now);
+        }
+    }
+
+    /// Why a step a panic cut short refuses its call: the hook that panicked, or (a
+    /// panic outside every hook) that the call was interrupted.
+    pub(crate) fn failed_hook(&self) -> Stop {
+        match self.in_hook.take() {
+            Some(hook) => Stop::new(Reason::HookFailed { hook }, Decider::Action),
+            None => Stop::new(Reason::Interrupted, Decider::Host),
         }
     }
 
@@ -252,7 +275,9 @@ impl ExecutorState {
     /// executor (its answer was made without the executor and cannot be trusted).
     pub(crate) fn hook<T>(&self, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Stop> {
         self.reentered.set(false);
+        self.in_hook.set(Some(hook));
         let out = f();
+        self.in_hook.set(None);
         if self.reentered.replace(false) {
             Err(Stop::new(Reason::HookReentered { hook }, Decider::Action))
         } else {

@@ -56,7 +56,7 @@ impl Trail {
 
     /// Called when a step has made all its changes: raises again a panic the sink made
     /// during it. While a panic unwinds (the host's own, or a hook's), that one reaches
-    /// the host instead, and the sink's is dropped.
+    /// the host instead, and the sink's is forgotten (not dropped: its drop could panic).
     pub(crate) fn finish_step(&mut self) {
         if let Some(panic) = self.failed.take() {
             if std::thread::panicking() {

@@ -141,6 +141,14 @@ impl World {
     }
 }
 
+/// What the model is told, in order: every settlement queued, taken off the queue.
+pub fn told(exec: &Executor) -> Vec<(CallId, &'static str)> {
+    exec.drain_settled()
+        .iter()
+        .map(|s| (s.call, code(s)))
+        .collect()
+}
+
 pub fn at(ms: u64) -> Timestamp {
     Timestamp::from_millis(ms)
 }
