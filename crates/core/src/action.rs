@@ -68,10 +68,16 @@ pub enum Rewrite {
 /// that tries gets [`crate::Reentered`] (queries get nothing), and the call whose hook
 /// tried is refused with the reason `hook_reentered`. Reading
 /// [`crate::Executor::mode`] is the one exception. `run`'s future is driven after the
-/// decision, outside the executor, and may use it freely. A hook that panics (where a
-/// native host catches the panic) ends the call it was deciding: refused with the
-/// reason `hook_failed`, the model told, one terminal record; the panic goes on to the
-/// host.
+/// decision, outside the executor, and may use it freely.
+///
+/// A hook that panics (where a native host catches the panic; in wasm a panic aborts)
+/// goes on to the host, and leaves no call half way. One that panics while a call is
+/// decided, or after the person's ticket was spent (the second question, `run` making
+/// its future), ends that call: refused with the reason `hook_failed` naming the hook,
+/// the model told once, one terminal record. One that panics while a waiting card is
+/// drawn again, or in a handoff's `expect` or a question's check, changes nothing: the
+/// call waits as before, its ticket unspent. A `verify` that panics leaves its
+/// completion dropped: the call settles as interrupted.
 ///
 /// The JSON Schema the model sees is derived from `P`, and the model's arguments are
 /// deserialised into `P` with unknown fields refused, so the two cannot drift.

@@ -220,3 +220,94 @@ fn a_hook_panicking_on_a_restored_call_still_ends_it() {
     assert_refused_by(&w, first_call(&w), Hook::Consequence, "UNAVAILABLE");
     every_call_ends_once(&w);
 }
+
+thread_local! {
+    static BOOM: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Params whose drop panics once after [`BOOM`] is set, while their name is `old`.
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct Touchy {
+    /// A name.
+    name: String,
+}
+
+impl Drop for Touchy {
+    fn drop(&mut self) {
+        if self.name == "old" && BOOM.with(|b| b.replace(false)) {
+            panic!("the page's params failed as they were dropped");
+        }
+    }
+}
+
+/// A call rewritten, refused at once, and then a panic as the first gate lets go of the
+/// original params: the call already ended, so it is not ended (nor told) again.
+#[test]
+fn a_panic_after_a_rewritten_call_was_refused_does_not_end_it_twice() {
+    let w = World::new();
+    let action = Action::<Touchy>::new("save", "Save.")
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .rewrite(|p| {
+            if p.name == "old" {
+                BOOM.with(|b| b.set(true));
+                countersign::Rewrite::Arguments(serde_json::json!({ "name": "new" }))
+            } else {
+                countersign::Rewrite::Keep
+            }
+        })
+        .classify(|p| match p.name.as_str() {
+            "new" => countersign::Verdict::Deny("no".into()),
+            _ => countersign::Verdict::Allow,
+        })
+        .run(|_: Touchy| async { Ok::<_, String>(()) });
+    let _reg = w.exec.register(action).unwrap();
+    caught(|| drop(w.call("save", r#"{"name":"old"}"#, 0)));
+    let told: Vec<_> = told(&w.exec).into_iter().map(|(_, code)| code).collect();
+    assert_eq!(told, ["POLICY_DENIED"], "told once, as refused");
+    every_call_ends_once(&w);
+    assert_eq!(w.exec.live_calls(), 0);
+}
+
+/// An edited call that a rewrite sends round the gate again, cut short there: the model
+/// is still told what the person edited (so it does not send the old arguments again).
+#[test]
+fn an_edited_call_cut_short_after_a_rewrite_still_says_it_was_edited() {
+    let mut w = World::new();
+    w.add(
+        w.action("rename", Kind::Write, Confirm::Ask)
+            .rewrite(|p| match p.name.as_str() {
+                "b" => countersign::Rewrite::Arguments(serde_json::json!({ "name": "B" })),
+                _ => countersign::Rewrite::Keep,
+            })
+            .consequence(|p| {
+                assert_ne!(p.name, "B", "the page's hook failed");
+                format!("set the name to `{}`", p.name)
+            }),
+    );
+    let card = w.card("rename", r#"{"name":"a"}"#, 0);
+    caught(|| drop(w.exec.edit(card.call, r#"{"name":"b"}"#, at(1))));
+    let told = w.exec.drain_settled();
+    assert_eq!(told.len(), 1, "told once");
+    assert_eq!(common::code(&told[0]), "UNAVAILABLE");
+    assert!(told[0].edited.is_some(), "the person's edit was not told");
+    every_call_ends_once(&w);
+}
+
+/// A hook that panics while a waiting card is drawn again, before the ticket is spent,
+/// changes nothing: the card still waits, and the same ticket approves it afterwards.
+#[test]
+fn a_hook_panicking_as_a_card_is_redrawn_leaves_it_waiting() {
+    let mut w = World::new();
+    let armed = armed();
+    w.add(with_failing_consequence(&w, "rename", &armed));
+    let card = w.card("rename", r#"{"name":"a"}"#, 0);
+    armed.set(true);
+    caught(|| drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1))));
+    assert!(told(&w.exec).is_empty(), "nothing ended");
+    assert_eq!(w.exec.live_calls(), 1, "the card still waits");
+    let settled = w.allow(&card, Gesture::AllowOnce, 2).unwrap();
+    assert_eq!(common::code(&settled), "OK");
+    assert_eq!(w.runs(), ["rename:a"]);
+    every_call_ends_once(&w);
+}

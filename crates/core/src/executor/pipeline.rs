@@ -85,9 +85,16 @@ impl ExecutorState {
     }
 
     /// Refuses a call whose gate a panic cut short: the hook that panicked is the
-    /// reason. A call that became live is settled; one that did not ends here.
+    /// reason. A call that became live is settled; one that did not ends here; one that
+    /// already ended in this gate (a rewrite refused, then a panic as the gate unwound)
+    /// is left as it ended.
     fn cut_short(&mut self, trace: &mut Trace, call: &Call, now: Timestamp) {
         let stop = self.failed_hook();
+        // Nothing takes from the queue during a step, and the call's id is new to this
+        // step's pipeline: a settlement of it here was made in this gate.
+        if self.settled.iter().any(|s| s.call == trace.call) {
+            return;
+        }
         if self.live.contains_key(&trace.call) {
             self.settle_stop(trace.call, stop, now);
         } else {
@@ -200,10 +207,12 @@ impl ExecutorState {
                 caller: call.caller,
                 trace: call.trace.clone(),
             };
+            // Copied, not taken: a call a panic cuts short is refused with this trace,
+            // and the model is still told what the person edited.
             let origin = Origin {
-                edited: trace.edited.take(),
+                edited: trace.edited.clone(),
                 restored: trace.restored,
-                forced: trace.forced.take(),
+                forced: trace.forced.clone(),
             };
             return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, origin));
         }
