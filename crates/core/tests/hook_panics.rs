@@ -33,14 +33,20 @@ fn caught(f: impl FnOnce()) {
     assert!(caught.is_err(), "the hook failed");
 }
 
-/// An action asked on a card whose `consequence` hook panics once `armed` is set.
-fn with_failing_consequence(w: &World, id: &str, armed: &Armed) -> Action<Named> {
-    let armed = Rc::clone(armed);
-    w.action(id, Kind::Write, Confirm::Ask)
-        .consequence(move |p| {
-            fail_if(&armed);
-            format!("set the name to `{}`", p.name)
-        })
+/// A world with `rename`, asked on a card, whose `consequence` hook panics once the
+/// returned flag is set.
+fn failing_rename() -> (World, Armed) {
+    let mut w = World::new();
+    let armed = armed();
+    let fail = Rc::clone(&armed);
+    w.add(
+        w.action("rename", Kind::Write, Confirm::Ask)
+            .consequence(move |p| {
+                fail_if(&fail);
+                format!("set the name to `{}`", p.name)
+            }),
+    );
+    (w, armed)
 }
 
 /// The call settled as refused by `hook`'s failure: told once, one terminal record
@@ -137,9 +143,7 @@ fn a_run_panicking_as_it_starts_unasked_is_told_and_ended() {
     w.add(Action::<Named>::new("peek", "Peek.").kind(Kind::Read).run(
         |_: Named| -> std::future::Ready<Result<(), String>> { panic!("the page's run failed") },
     ));
-    caught(|| {
-        drop(w.call("peek", r#"{"name":"a"}"#, 0));
-    });
+    caught(|| drop(w.call("peek", r#"{"name":"a"}"#, 0)));
     assert_refused_by(&w, first_call(&w), Hook::Run, "EXECUTION_FAILED");
     every_call_ends_once(&w);
 }
@@ -147,13 +151,9 @@ fn a_run_panicking_as_it_starts_unasked_is_told_and_ended() {
 /// A hook that panics while a new call is decided (its card drawn).
 #[test]
 fn a_hook_panicking_while_a_call_is_decided_refuses_it() {
-    let mut w = World::new();
-    let armed = armed();
-    w.add(with_failing_consequence(&w, "rename", &armed));
+    let (w, armed) = failing_rename();
     armed.set(true);
-    caught(|| {
-        drop(w.call("rename", r#"{"name":"a"}"#, 0));
-    });
+    caught(|| drop(w.call("rename", r#"{"name":"a"}"#, 0)));
     assert_refused_by(&w, first_call(&w), Hook::Consequence, "UNAVAILABLE");
     // The executor goes on: the next call is asked as usual.
     assert!(matches!(
@@ -167,9 +167,7 @@ fn a_hook_panicking_while_a_call_is_decided_refuses_it() {
 /// the model's tool call unanswered.
 #[test]
 fn a_hook_panicking_on_an_edited_call_still_ends_it() {
-    let mut w = World::new();
-    let armed = armed();
-    w.add(with_failing_consequence(&w, "rename", &armed));
+    let (w, armed) = failing_rename();
     let card = w.card("rename", r#"{"name":"a"}"#, 0);
     armed.set(true);
     caught(|| drop(w.exec.edit(card.call, r#"{"name":"b"}"#, at(1))));
@@ -182,9 +180,7 @@ fn a_hook_panicking_on_an_edited_call_still_ends_it() {
 /// A call rewritten into another action: the panic in the target's hook ends the call.
 #[test]
 fn a_hook_panicking_after_a_rewrite_ends_the_call() {
-    let mut w = World::new();
-    let armed = armed();
-    w.add(with_failing_consequence(&w, "rename", &armed));
+    let (mut w, armed) = failing_rename();
     w.add(
         w.action("route", Kind::Write, Confirm::Ask)
             .rewrite(|p| countersign::Rewrite::Action {
@@ -194,9 +190,7 @@ fn a_hook_panicking_after_a_rewrite_ends_the_call() {
             }),
     );
     armed.set(true);
-    caught(|| {
-        drop(w.call("route", r#"{"name":"a"}"#, 0));
-    });
+    caught(|| drop(w.call("route", r#"{"name":"a"}"#, 0)));
     assert_refused_by(&w, first_call(&w), Hook::Consequence, "UNAVAILABLE");
     every_call_ends_once(&w);
 }
@@ -205,9 +199,7 @@ fn a_hook_panicking_after_a_rewrite_ends_the_call() {
 /// `restored` record has an end, and the model is told.
 #[test]
 fn a_hook_panicking_on_a_restored_call_still_ends_it() {
-    let mut w = World::new();
-    let armed = armed();
-    w.add(with_failing_consequence(&w, "rename", &armed));
+    let (w, armed) = failing_rename();
     let pending = Pending {
         call: countersign::Call::new("tc-old", "rename", r#"{"name":"a"}"#),
         declaration: w.exec.registration("rename").unwrap_or_default(),
@@ -298,9 +290,7 @@ fn an_edited_call_cut_short_after_a_rewrite_still_says_it_was_edited() {
 /// changes nothing: the card still waits, and the same ticket approves it afterwards.
 #[test]
 fn a_hook_panicking_as_a_card_is_redrawn_leaves_it_waiting() {
-    let mut w = World::new();
-    let armed = armed();
-    w.add(with_failing_consequence(&w, "rename", &armed));
+    let (w, armed) = failing_rename();
     let card = w.card("rename", r#"{"name":"a"}"#, 0);
     armed.set(true);
     caught(|| drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1))));
