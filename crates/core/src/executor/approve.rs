@@ -2,6 +2,7 @@
 //! is drawn again from the current state; if what the person saw changed, it is shown
 //! again (new nonce, "this changed since you looked") instead of running.
 
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
 use crate::audit::{AuditEvent, Decider};
@@ -75,10 +76,19 @@ impl ExecutorState {
             Ok(face) => {
                 let changed = face.changes_from(&CardFace::of(&card));
                 if changed.is_empty() {
-                    let next = self.countersigned(call, decided, card, ticket.gesture, now);
-                    // Returned: whatever the call became, it was not cut short.
-                    self.spent = None;
-                    next
+                    // A hook that panics once the ticket is spent (the second question's,
+                    // `run` making its future; a native host catches it) must not leave
+                    // the call performing with no job: it ends here, then the panic goes
+                    // on.
+                    let gesture = ticket.gesture;
+                    catch_unwind(AssertUnwindSafe(|| {
+                        self.countersigned(call, decided, card, gesture, now)
+                    }))
+                    .unwrap_or_else(|panic| {
+                        let stop = self.failed_hook();
+                        self.settle_stop(call, stop, now);
+                        resume_unwind(panic)
+                    })
                 } else {
                     self.show_again(call, &decided, &card, face, changed, now)
                 }
@@ -167,12 +177,10 @@ impl ExecutorState {
     ) -> Result<Next, TicketError> {
         // INVARIANT: the ticket is spent before anything else: if this step stops half
         // way (a hook that panics, caught by a native host), the same ticket finds nothing
-        // pending, so nothing is approved, granted or run twice. The call is marked
-        // `spent` until this returns, so one left here (performing, with no job) is
-        // settled as interrupted as the panic leaves the step (`CutShort`).
+        // pending, so nothing is approved, granted or run twice (and `approve` ends
+        // the call).
         if let Some(live) = self.live.get_mut(&call) {
             live.state = LiveState::Performing;
-            self.spent = Some(call);
         }
         let (event, reason, by, grant) = match gesture {
             Gesture::AllowOnce => (

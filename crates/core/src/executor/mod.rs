@@ -238,8 +238,6 @@ impl Executor {
         &self,
         f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
     ) -> Result<Step, E> {
-        // Declared first, so it is dropped after the borrow below, as a panic leaves.
-        let _cut_short = CutShort(&self.state);
         let next = f(&mut *self.begin()?);
         let step = next.map(|next| self.step(next));
         if let Ok(mut state) = self.state.try_borrow_mut() {
@@ -911,22 +909,5 @@ impl ExecutorState {
             PolicyState::Declared => None,
         };
         self.policy = PolicyState::Broken { error, last_good };
-    }
-}
-
-/// Settles, as a panic leaves [`Executor::stepped`], the call its step left performing
-/// with no job (a hook that panicked after the ticket was spent): the host that catches
-/// the panic finds it settled, not live. Does nothing unless a panic is unwinding.
-struct CutShort<'a>(&'a RefCell<ExecutorState>);
-
-impl Drop for CutShort<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            if let Ok(mut state) = self.0.try_borrow_mut() {
-                state.settle_cut_short();
-                // While the panic unwinds, a sink's panic is not raised (and not dropped).
-                state.trail.finish_step();
-            }
-        }
     }
 }

@@ -184,10 +184,6 @@ pub(crate) struct ExecutorState {
     pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
     /// Mints the tokens of actions whose run takes a countersignature.
     pub(crate) countersigner: Option<Rc<dyn crate::Countersigner>>,
-    /// The call whose ticket `countersigned` spent, until it returns. Still set as a
-    /// panic leaves the step, it marks a call a panicking hook left performing with no
-    /// one to run it; see [`ExecutorState::settle_cut_short`].
-    pub(crate) spent: Option<CallId>,
     /// The hook running now: still set as a panic leaves a step, it names the hook that
     /// panicked ([`Reason::HookFailed`]).
     pub(crate) in_hook: Cell<Option<Hook>>,
@@ -229,28 +225,7 @@ impl ExecutorState {
             next_call: 1,
             restored_ids: std::collections::HashSet::new(),
             countersigner: None,
-            spent: None,
             in_hook: Cell::new(None),
-        }
-    }
-
-    /// Settles the call a step cut short left performing with no job: a hook that
-    /// panicked after the ticket was spent (the second question's, the action's `run`
-    /// making its future), caught by a native host; refused with the hook named. Nothing
-    /// ran from it; without this it would count against its agent's live calls until
-    /// shutdown.
-    pub(crate) fn settle_cut_short(&mut self) {
-        let Some(call) = self.spent.take() else {
-            return;
-        };
-        if self
-            .live
-            .get(&call)
-            .is_some_and(|l| matches!(l.state, LiveState::Performing))
-        {
-            let stop = self.failed_hook();
-            let now = self.clock;
-            self.settle_stop(call, stop, now);
         }
     }
 
