@@ -301,3 +301,81 @@ fn a_hook_panicking_as_a_card_is_redrawn_leaves_it_waiting() {
     assert_eq!(w.runs(), ["rename:a"]);
     every_call_ends_once(&w);
 }
+
+/// A sink's panic whose payload notes whether it was dropped while a panic unwound.
+struct Loud(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Loud {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// The sink fails on a rewrite's record, then the target's hook panics in the same
+/// step, and the host drops the executor while that panic unwinds: the sink's payload,
+/// still kept to be raised, is forgotten, never dropped then (a payload whose drop
+/// panics would abort the process).
+#[test]
+fn an_executor_dropped_while_a_hook_panic_unwinds_forgets_the_sinks_panic() {
+    use countersign::{AuditEvent, AuditRecord, AuditSink, Config, Executor, MemoryAudit};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let audit = MemoryAudit::new();
+    let dropped_unwinding = Arc::new(AtomicBool::new(false));
+    let (mut kept, flag) = (audit.clone(), Arc::clone(&dropped_unwinding));
+    let sink = move |r: AuditRecord| {
+        let fail = r.event == AuditEvent::Rewritten;
+        kept.record(r);
+        if fail {
+            std::panic::panic_any(Loud(Arc::clone(&flag)));
+        }
+    };
+    let config = Config::new(
+        "test",
+        countersign::Session::new("admin", ["workspace.write"]),
+        [42; 32],
+    );
+    let mut w = World {
+        exec: Executor::new(config, sink),
+        audit,
+        runs: Rc::default(),
+        regs: Vec::new(),
+    };
+    let armed = armed();
+    let fail = Rc::clone(&armed);
+    w.add(
+        w.action("rename", Kind::Write, Confirm::Ask)
+            .consequence(move |p| {
+                fail_if(&fail);
+                format!("set the name to `{}`", p.name)
+            }),
+    );
+    w.add(
+        w.action("route", Kind::Write, Confirm::Ask)
+            .rewrite(|p| countersign::Rewrite::Action {
+                action: "rename".into(),
+                arguments: serde_json::json!({ "name": p.name }),
+                why: "route".into(),
+            }),
+    );
+    armed.set(true);
+    let audit = w.audit.clone();
+    // The host owns the executor in the frame the hook's panic unwinds through.
+    caught(move || {
+        let w = w;
+        drop(w.call("route", r#"{"name":"a"}"#, 0));
+    });
+    assert!(
+        audit
+            .records()
+            .iter()
+            .any(|r| r.event == AuditEvent::Rewritten),
+        "the sink failed on the rewrite"
+    );
+    assert!(
+        !dropped_unwinding.load(Ordering::SeqCst),
+        "the sink's panic was dropped while the hook's panic unwound"
+    );
+}

@@ -37,6 +37,15 @@ pub(crate) struct Trail {
     sink: Box<dyn AuditSink>,
 }
 
+impl Drop for Trail {
+    /// A sink's panic a step left behind (a hook's panic cut the step short before it
+    /// could be raised) is forgotten, not dropped: the executor may be dropped while that
+    /// hook's panic unwinds, and a payload's drop that panics then aborts the process.
+    fn drop(&mut self) {
+        self.forget_failure();
+    }
+}
+
 impl Trail {
     pub(crate) fn new(
         session_id: &str,
