@@ -151,12 +151,14 @@ impl Registry {
     }
 
     /// Removes the registration `generation` of `id`; a later one under the same id stays.
-    pub(crate) fn remove(&mut self, id: &str, generation: u64) -> bool {
-        let same = self.is_current(id, generation);
-        if same {
-            self.actions.remove(id);
+    /// Removes `id` if `generation` is still its registration, handing back the entry
+    /// (for the caller to drop once its own changes are made).
+    pub(crate) fn remove(&mut self, id: &str, generation: u64) -> Option<Entry> {
+        if self.is_current(id, generation) {
+            self.actions.remove(id)
+        } else {
+            None
         }
-        same
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<&Entry> {

@@ -220,6 +220,7 @@ impl ExecutorState {
             self.settled.back().map(|s| &s.outcome),
             now,
         );
+        self.let_go(live);
     }
 
     /// Ends a call refused before it became live.
@@ -370,7 +371,7 @@ impl ExecutorState {
     /// Removes one registration (if still the same generation), revokes its grants and
     /// settles its calls that wait for a person: the page no longer offers them.
     pub(crate) fn unregister(&mut self, id: &str, generation: u64) {
-        self.registry.remove(id, generation);
+        let removed = self.registry.remove(id, generation);
         self.revoke_registration(id, generation);
         let waiting: Vec<CallId> = self
             .live
@@ -386,6 +387,7 @@ impl ExecutorState {
         for call in waiting {
             self.settle_stop(call, Stop::new(Reason::Unregistered, Decider::Host), now);
         }
+        self.let_go(removed);
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -235,6 +236,16 @@ impl ExecutorState {
         match self.in_hook.take() {
             Some(hook) => Stop::new(Reason::HookFailed { hook }, Decider::Action),
             None => Stop::new(Reason::Interrupted, Decider::Host),
+        }
+    }
+
+    /// Drops what a step lets go of that may hold the page's code (a settled call's
+    /// params, a removed action's hooks): a drop that panics must not stop the step half
+    /// way (a loop of settlements, what was posted), nor drop a panic that is in hand.
+    /// Its panic is kept, and raised when the step is done.
+    pub(crate) fn let_go<T>(&mut self, value: T) {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+            self.trail.keep(panic);
         }
     }
 

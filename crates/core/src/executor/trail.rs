@@ -32,8 +32,11 @@ pub(crate) struct Trail {
     next_seq: u64,
     /// Shared with the facade (a hook may read it while the state is borrowed).
     mode: Rc<Cell<Mode>>,
-    /// The sink's panic during this step, raised again when the step is done.
+    /// The first panic of the host's code caught during this step (the sink's, or the
+    /// drop of a call's params), raised again when the step is done.
     failed: Option<Box<dyn Any + Send>>,
+    /// Whether the sink failed during this step.
+    sink_failed: bool,
     sink: Box<dyn AuditSink>,
 }
 
@@ -59,6 +62,7 @@ impl Trail {
             next_seq: 1,
             mode,
             failed: None,
+            sink_failed: false,
             sink,
         }
     }
@@ -67,6 +71,7 @@ impl Trail {
     /// during it. While a panic unwinds (the host's own, or a hook's), that one reaches
     /// the host instead, and the sink's is forgotten (not dropped: its drop could panic).
     pub(crate) fn finish_step(&mut self) {
+        self.sink_failed = false;
         if let Some(panic) = self.failed.take() {
             if std::thread::panicking() {
                 // Not dropped: a payload's drop could panic, which aborts now.
@@ -79,14 +84,24 @@ impl Trail {
 
     /// Whether the sink failed during this step (so far).
     pub(crate) fn failing(&self) -> bool {
-        self.failed.is_some()
+        self.sink_failed
     }
 
     /// Forgets a sink's panic a step left when it stopped half way (a hook panicked
     /// after the sink did).
     pub(crate) fn forget_failure(&mut self) {
+        self.sink_failed = false;
         // Not dropped: a payload's drop could panic (and this may run while one unwinds).
         std::mem::forget(self.failed.take());
+    }
+
+    /// Keeps a panic of the host's code caught during this step, to be raised when the
+    /// step is done: the first one; a later one is forgotten (its drop could panic).
+    pub(crate) fn keep(&mut self, panic: Box<dyn Any + Send>) {
+        match self.failed {
+            Some(_) => std::mem::forget(panic),
+            None => self.failed = Some(panic),
+        }
     }
 
     /// Gives one record to the sink, keeping its panic for [`Trail::finish_step`].
@@ -95,11 +110,8 @@ impl Trail {
     fn deliver(&mut self, record: AuditRecord) {
         let sink = &mut self.sink;
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| sink.record(record))) {
-            match self.failed {
-                // The first is raised; a later one is not dropped (its drop could panic).
-                Some(_) => std::mem::forget(panic),
-                None => self.failed = Some(panic),
-            }
+            self.sink_failed = true;
+            self.keep(panic);
         }
     }
 

@@ -1,0 +1,270 @@
+//! The page's params (or an action's hooks) whose drop panics, caught by a native host.
+//! The executor lets go of them where a call settles or an action is removed; a drop
+//! that panics there must not stop the step half way (calls left live, a removal lost
+//! with its grants still in force), nor drop a panic already in hand while it unwinds.
+//! The drop's panic is raised once the step is done.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+
+mod common;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::{at, told, World};
+use countersign::{Action, Confirm, Gesture, Kind, Registration};
+
+thread_local! {
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Params whose drop panics once after [`ARMED`] is set, while their name is
+/// `brittle` (and no panic unwinds: then a drop that panics would abort).
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct Brittle {
+    /// A name.
+    name: String,
+}
+
+impl Drop for Brittle {
+    fn drop(&mut self) {
+        if self.name == "brittle" && !std::thread::panicking() && ARMED.with(|a| a.replace(false)) {
+            panic!("the page's params failed as they were dropped");
+        }
+    }
+}
+
+fn arm() {
+    ARMED.with(|a| a.set(true));
+}
+
+/// An action asked on a card, with `Brittle` params.
+fn brittle(id: &str) -> Action<Brittle> {
+    Action::<Brittle>::new(id, "Save.")
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .run(|p: Brittle| async move { Ok::<_, String>(p.name.clone()) })
+}
+
+/// A hook's panic whose payload notes whether it was dropped while a panic unwound.
+struct Loud(Arc<AtomicBool>);
+
+impl Drop for Loud {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// `f`, which panics: the host catches it and gets its payload.
+fn caught(f: impl FnOnce()) -> Box<dyn std::any::Any + Send> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_err()
+}
+
+/// `run` panics as it starts after the person approved, and the call's params panic as
+/// the approval settles the call: `run`'s panic (in hand while the call is settled) is
+/// what reaches the host, and it is never dropped while the params' panic unwinds.
+#[test]
+fn a_params_drop_panicking_as_a_panicked_run_settles_keeps_the_runs_panic() {
+    let mut w = World::new();
+    let dropped_unwinding = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&dropped_unwinding);
+    let action = brittle("save")
+        // With a `verify`, the call keeps its params after `run` takes a copy.
+        .verify(|_, _| Ok(()))
+        .run(
+            move |_: Brittle| -> std::future::Ready<Result<(), String>> {
+                arm();
+                std::panic::panic_any(Loud(Arc::clone(&flag)))
+            },
+        );
+    w.regs.push(w.exec.register(action).unwrap());
+    let card = w.card("save", r#"{"name":"brittle"}"#, 0);
+    let payload = caught(|| drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1))));
+    assert!(
+        !dropped_unwinding.load(Ordering::SeqCst),
+        "run's panic was dropped while the params' panic unwound"
+    );
+    assert!(
+        payload.is::<Loud>(),
+        "the host got another panic than run's"
+    );
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+    assert_eq!(told(&w.exec).len(), 1, "told once");
+    assert_eq!(w.terminal(card.call).len(), 1, "one terminal record");
+}
+
+/// Two registrations dropped inside a hook (the executor busy) are posted; applying the
+/// first settles a card whose params panic as they are dropped. The second is still
+/// applied: its action is no longer offered and its waiting card ends, where before it
+/// stayed registered (with its session grants in force) and its card waited on.
+#[test]
+fn a_params_drop_panicking_while_posted_removals_apply_loses_none_of_them() {
+    let mut w = World::new();
+    let held: Rc<RefCell<Vec<Registration>>> = Rc::default();
+    held.borrow_mut()
+        .push(w.exec.register(brittle("first")).unwrap());
+    held.borrow_mut()
+        .push(w.exec.register(brittle("second")).unwrap());
+    let dropping = Rc::clone(&held);
+    w.add(
+        w.action("tidy", Kind::Write, Confirm::Ask)
+            .consequence(move |_| {
+                arm();
+                dropping.borrow_mut().clear();
+                "tidy up".into()
+            }),
+    );
+    let first = w.card("first", r#"{"name":"brittle"}"#, 0);
+    let second = w.card("second", r#"{"name":"calm"}"#, 0);
+    drop(w.call("tidy", r#"{"name":"a"}"#, 1));
+    // The next operation applies what was posted; the params' panic is raised after.
+    caught(|| {
+        w.exec.live_calls();
+    });
+    assert_eq!(w.exec.registration("first"), None, "first still offered");
+    assert_eq!(w.exec.registration("second"), None, "second still offered");
+    for call in [first.call, second.call] {
+        let ends = w.terminal(call);
+        assert_eq!(ends.len(), 1, "call {call:?} did not end once");
+        assert_eq!(ends[0].reason, countersign::Reason::Unregistered);
+    }
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+    assert!(w.runs().is_empty(), "run was reached");
+}
+
+/// A shutdown whose first settled call's params panic as they are dropped still ends
+/// every call: each told once, one terminal record each, nothing left live.
+#[test]
+fn a_params_drop_panicking_during_shutdown_still_ends_every_call() {
+    let mut w = World::new();
+    w.regs.push(w.exec.register(brittle("save")).unwrap());
+    let cards: Vec<_> = (0..3)
+        .map(|i| w.card("save", r#"{"name":"brittle"}"#, i))
+        .collect();
+    arm();
+    caught(|| drop(w.exec.shutdown(at(5))));
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+    let told = told(&w.exec);
+    assert_eq!(told.len(), cards.len(), "each call told once: {told:?}");
+    for card in &cards {
+        let ends = w.terminal(card.call);
+        assert_eq!(ends.len(), 1, "call {:?} did not end once", card.call);
+        assert_eq!(ends[0].reason, countersign::Reason::PageClosed);
+    }
+}
+
+/// A timeout that settles cards whose params panic as they are dropped settles every
+/// card that timed out in the same step.
+#[test]
+fn a_params_drop_panicking_as_cards_time_out_still_ends_every_one() {
+    let mut w = World::new();
+    w.regs.push(w.exec.register(brittle("save")).unwrap());
+    let cards: Vec<_> = (0..3)
+        .map(|_| w.card("save", r#"{"name":"brittle"}"#, 0))
+        .collect();
+    arm();
+    caught(|| drop(w.exec.handle_timeout(at(10 * 60 * 1000))));
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+    for card in &cards {
+        assert_eq!(w.terminal(card.call).len(), 1, "a card did not end once");
+    }
+}
+
+/// Something an action's hook holds, whose drop panics once [`ARMED`] is set.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if !std::thread::panicking() && ARMED.with(|a| a.replace(false)) {
+            panic!("the page's hook failed as it was dropped");
+        }
+    }
+}
+
+/// The same where what panics is the removed action itself (a hook's captured state):
+/// the executor lets go of it only once the removal is made, and the next removal
+/// posted is still applied.
+#[test]
+fn an_action_whose_hooks_panic_as_they_are_dropped_loses_no_posted_removal() {
+    let mut w = World::new();
+    let held: Rc<RefCell<Vec<Registration>>> = Rc::default();
+    let bomb = Bomb;
+    let first = w
+        .action("first", Kind::Write, Confirm::Ask)
+        .available(move || {
+            let _held = &bomb;
+            true
+        });
+    held.borrow_mut().push(w.exec.register(first).unwrap());
+    held.borrow_mut().push(
+        w.exec
+            .register(w.action("second", Kind::Write, Confirm::Ask))
+            .unwrap(),
+    );
+    let dropping = Rc::clone(&held);
+    w.add(
+        w.action("tidy", Kind::Write, Confirm::Ask)
+            .consequence(move |_| {
+                arm();
+                dropping.borrow_mut().clear();
+                "tidy up".into()
+            }),
+    );
+    let second = w.card("second", r#"{"name":"a"}"#, 0);
+    drop(w.call("tidy", r#"{"name":"a"}"#, 1));
+    caught(|| {
+        w.exec.live_calls();
+    });
+    assert_eq!(w.exec.registration("first"), None, "first still offered");
+    assert_eq!(w.exec.registration("second"), None, "second still offered");
+    assert_eq!(
+        w.terminal(second.call).len(),
+        1,
+        "second's card did not end"
+    );
+    assert!(w.runs().is_empty(), "run was reached");
+}
+
+/// A params' panic kept in a step is not a sink's failure: a session grant the person
+/// gives in that step, whose record the sink kept, is in force as the trail says.
+#[test]
+fn a_params_drop_panicking_in_a_grants_step_leaves_the_grant_in_force() {
+    let mut w = World::new();
+    let held: Rc<RefCell<Vec<Registration>>> = Rc::default();
+    held.borrow_mut()
+        .push(w.exec.register(brittle("first")).unwrap());
+    let dropping = Rc::clone(&held);
+    w.add(
+        w.action("tidy", Kind::Write, Confirm::Ask)
+            .consequence(move |_| {
+                arm();
+                dropping.borrow_mut().clear();
+                "tidy up".into()
+            }),
+    );
+    w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+    drop(w.card("first", r#"{"name":"brittle"}"#, 0));
+    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+    drop(w.call("tidy", r#"{"name":"a"}"#, 1));
+    // The approval's step first applies the posted removal, whose params panic.
+    caught(|| {
+        drop(
+            w.exec
+                .approve(card.countersign(Gesture::AllowForSession), at(2)),
+        )
+    });
+    let granted = w
+        .audit
+        .records()
+        .iter()
+        .any(|r| r.event == countersign::AuditEvent::Granted);
+    assert!(granted, "the grant's record was kept");
+    let again = w.call("wipe", r#"{"name":"a"}"#, 3);
+    assert!(
+        matches!(again, countersign::Step::Perform(_)),
+        "the grant the trail holds is not in force: {again:?}"
+    );
+}
