@@ -238,7 +238,15 @@ impl Executor {
         &self,
         f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
     ) -> Result<Step, E> {
-        let next = f(&mut *self.begin()?);
+        let next = {
+            let mut state = self.begin()?;
+            // A panic what was posted meanwhile left (a dropped registration's params) is
+            // raised before the step takes anything: raised after, it would drop this
+            // step's job, and a call the person approved would end interrupted by a
+            // failure not its own.
+            state.trail.finish_step();
+            f(&mut state)
+        };
         let step = next.map(|next| self.step(next));
         if let Ok(mut state) = self.state.try_borrow_mut() {
             state.trail.finish_step();
@@ -253,8 +261,10 @@ impl Executor {
     }
 
     /// [`Executor::with`] for what hands out something it takes or makes (a settlement
-    /// off the queue, a registration): a sink's panic left by what was posted meanwhile
-    /// is raised first, so nothing taken is lost with it. `f` writes no records.
+    /// off the queue, a registration, a grant's id, a record's `seq`): a panic left by
+    /// what was posted meanwhile is raised first, so nothing taken or made is lost with
+    /// it (a host that tries again would make it twice). A panic of `f`'s own sink is
+    /// raised after it, as [`Executor::with`] does.
     fn hand_out<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Reentered> {
         self.with(|state| {
             state.trail.finish_step();
@@ -611,7 +621,7 @@ impl Executor {
         basis: &GrantBasis,
         now: Timestamp,
     ) -> Result<GrantId, RestoreError> {
-        self.with(|state| state.restore_grant(basis, now))?
+        self.hand_out(|state| state.restore_grant(basis, now))?
     }
 
     /// Revokes a grant; later calls are asked again. `false` if there was none.
@@ -659,7 +669,7 @@ impl Executor {
         unconfirmed: u64,
         now: crate::Timestamp,
     ) -> Result<u64, Reentered> {
-        self.with(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
+        self.hand_out(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
     }
 
     /// The settlement of `call` (an id of this executor's), while it is queued (until
