@@ -314,3 +314,95 @@ fn a_panic_posted_before_a_grant_is_restored_does_not_restore_it_twice() {
     assert!(w.exec.revoke(grant).unwrap());
     assert!(w.exec.grants().is_empty(), "a grant stayed in force");
 }
+
+/// A call rewritten to other arguments: the original params, let go of once the
+/// rewritten call is decided, panic as they are dropped. The rewritten call's card
+/// stays, waiting for the person (before, the panic passed for a hook's failure and cut
+/// the card short as interrupted), and the panic reaches the host after.
+#[test]
+fn a_params_drop_panicking_after_a_rewrite_leaves_the_rewritten_card_waiting() {
+    let mut w = World::new();
+    let action = brittle("save").rewrite(|p| {
+        if p.name == "brittle" {
+            countersign::Rewrite::Arguments(serde_json::json!({ "name": "calm" }))
+        } else {
+            countersign::Rewrite::Keep
+        }
+    });
+    w.regs.push(w.exec.register(action).unwrap());
+    arm();
+    caught(|| drop(w.call("save", r#"{"name":"brittle"}"#, 0)));
+    let cards = w.exec.approvals();
+    assert_eq!(cards.len(), 1, "the rewritten card was cut short");
+    assert!(w.terminal(cards[0].call).is_empty(), "it ended");
+    assert!(
+        w.allow(&cards[0], Gesture::AllowOnce, 1).is_some(),
+        "it ran"
+    );
+}
+
+/// A call refused after its params were read (here by its classifier): their drop's
+/// panic does not pass for a hook's failure; the call ends refused for its own reason.
+#[test]
+fn a_params_drop_panicking_as_a_call_is_refused_keeps_the_refusals_reason() {
+    let mut w = World::new();
+    let action = brittle("save").classify(|_| countersign::Verdict::Deny("no".into()));
+    w.regs.push(w.exec.register(action).unwrap());
+    arm();
+    caught(|| drop(w.call("save", r#"{"name":"brittle"}"#, 0)));
+    let call = w.audit.records().first().map(|r| r.call).unwrap();
+    let ends: Vec<_> = w
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| r.call == call && r.is_terminal())
+        .collect();
+    assert_eq!(ends.len(), 1, "one terminal record");
+    assert_eq!(ends[0].reason, countersign::Reason::ClassifierDenied);
+    assert_eq!(told(&w.exec).len(), 1, "told once");
+}
+
+thread_local! {
+    static DROPPED_UNWINDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Params that note whether the ones named `orig` were dropped while a panic unwound
+/// (where a drop that panics aborts the process).
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct Witness {
+    /// A name.
+    name: String,
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        if self.name == "orig" && std::thread::panicking() {
+            DROPPED_UNWINDING.with(|d| d.set(true));
+        }
+    }
+}
+
+/// A person's edit whose new call's hook panics: the original call's params were let go
+/// of before the edited call was decided, never while the hook's panic unwinds.
+#[test]
+fn an_edit_whose_hook_panics_lets_go_of_the_original_before() {
+    let mut w = World::new();
+    let action = Action::<Witness>::new("save", "Save.")
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .consequence(|p| {
+            if p.name == "boom" {
+                panic!("the page's hook failed");
+            }
+            format!("save {}", p.name)
+        })
+        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) });
+    w.regs.push(w.exec.register(action).unwrap());
+    let card = w.card("save", r#"{"name":"orig"}"#, 0);
+    caught(|| drop(w.exec.edit(card.call, r#"{"name":"boom"}"#, at(1))));
+    assert!(
+        !DROPPED_UNWINDING.with(Cell::get),
+        "the original params were dropped while the hook's panic unwound"
+    );
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+}

@@ -70,6 +70,10 @@ impl ExecutorState {
         );
         let mut trace = Trace::arriving(into, &edited, started);
         trace.resolved(&original.action, original.level);
+        let deadline = original.deadline;
+        // The original's params are the page's: let go of them before the edited call
+        // is decided, not while its hook's panic (if it has one) unwinds.
+        self.let_go(original);
         trace.validated(&value, &self.config.audit_key);
         let reason = Reason::EditedFrom { call, changed };
         self.trail.record(
@@ -82,7 +86,7 @@ impl ExecutorState {
         );
         let origin = super::pipeline::Origin {
             edited: diff,
-            restored: original.deadline,
+            restored: deadline,
             forced: Some(reason),
         };
         Ok(self.pipeline(into, edited, started, now, 0, origin))

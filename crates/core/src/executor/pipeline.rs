@@ -8,7 +8,9 @@
 //! the first refusal settles the call, and `run` is never reached.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 
+use crate::action::PreparedCall;
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
 use crate::edit::EditDiff;
@@ -58,28 +60,45 @@ impl ExecutorState {
         trace.edited = origin.edited;
         trace.restored = origin.restored;
         trace.forced = origin.forced;
+        // The call's params, held here while the gate reads them: they are the page's,
+        // and are let go of once the call is decided (see `let_go_of`).
+        let mut held = None;
         let gated = if depth == 0 {
             // A hook that panics (a native host catches it) must not leave the call half
             // way: a record with no end, and a model never told. It is refused here,
             // then the panic goes on. (A rewrite re-enters at depth 1: caught here too.)
             let gated = catch_unwind(AssertUnwindSafe(|| {
-                self.gate(&mut trace, &call, now, depth)
+                self.gate(&mut trace, &call, now, depth, &mut held)
             }));
             match gated {
                 Ok(gated) => gated,
                 Err(panic) => {
                     self.cut_short(&mut trace, &call, now);
+                    self.let_go_of(held);
                     resume_unwind(panic)
                 }
             }
         } else {
-            self.gate(&mut trace, &call, now, depth)
+            self.gate(&mut trace, &call, now, depth, &mut held)
         };
+        self.let_go_of(held);
         match gated {
             Ok(next) => next,
             Err(stop) => {
                 trace.unvalidated(&call.arguments, self);
                 Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
+            }
+        }
+    }
+
+    /// Lets go of a call's params the gate held, where this is their last owner: their
+    /// drop is the page's code, and one that panics must neither pass for a hook's
+    /// failure (a call refused, or cut short, for the wrong reason) nor drop a hook's
+    /// panic in hand. Held elsewhere too (a live call), dropping them runs none of it.
+    fn let_go_of(&mut self, held: Option<Rc<dyn PreparedCall>>) {
+        if let Some(prepared) = held {
+            if Rc::strong_count(&prepared) == 1 {
+                self.let_go(prepared);
             }
         }
     }
@@ -127,6 +146,7 @@ impl ExecutorState {
         call: &Call,
         now: Timestamp,
         depth: u8,
+        held: &mut Option<Rc<dyn PreparedCall>>,
     ) -> Result<Next, Stop> {
         // An outside agent's new call waits its turn while it already has its share
         // live (an edit or a restore continues a call: not new).
@@ -150,6 +170,7 @@ impl ExecutorState {
         let (action, generation) = self.resolve(call)?;
         trace.resolved(&action, self.level(action.meta()).policy);
         let (prepared, arguments) = self.validate(action.as_ref(), call)?;
+        let prepared = &*held.insert(prepared);
         trace.validated(&arguments, &self.config.audit_key);
         // The card's original → edited and the model's `edited_by_person` describe what
         // will run (a rewrite may have normalised the person's values), against what
@@ -219,7 +240,7 @@ impl ExecutorState {
         let decided = super::decide::Decided {
             action,
             generation,
-            prepared,
+            prepared: Rc::clone(prepared),
             arguments,
             caller: trace.caller,
             edited: trace.edited.clone(),
