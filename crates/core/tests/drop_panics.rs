@@ -406,3 +406,64 @@ fn an_edit_whose_hook_panics_lets_go_of_the_original_before() {
     );
     assert_eq!(w.exec.live_calls(), 0, "a call was left live");
 }
+
+/// A call rewritten (depth 1), whose new params' hook panics before it is live: those
+/// params are let go of before the panic goes on, never dropped while it unwinds.
+#[test]
+fn a_rewritten_call_whose_hook_panics_lets_go_of_its_params_before() {
+    let mut w = World::new();
+    let action = Action::<Witness>::new("save", "Save.")
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .rewrite(|p| {
+            if p.name == "a" {
+                countersign::Rewrite::Arguments(serde_json::json!({ "name": "orig" }))
+            } else {
+                countersign::Rewrite::Keep
+            }
+        })
+        .consequence(|p| {
+            if p.name == "orig" {
+                panic!("the page's hook failed");
+            }
+            format!("save {}", p.name)
+        })
+        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) });
+    w.regs.push(w.exec.register(action).unwrap());
+    caught(|| drop(w.call("save", r#"{"name":"a"}"#, 0)));
+    assert!(
+        !DROPPED_UNWINDING.with(Cell::get),
+        "the rewritten call's params were dropped while the hook's panic unwound"
+    );
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+    assert_eq!(told(&w.exec).len(), 1, "told once");
+}
+
+/// A new call submitted as a posted removal's panic is raised is still taken: it is
+/// recorded, ended and told once (the host cannot tell this panic from a hook's, which
+/// ends its call, so a call that vanished would never be answered).
+#[test]
+fn a_panic_posted_before_a_call_arrives_does_not_lose_the_call() {
+    let mut w = World::new();
+    w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+    post_a_panicking_removal(&mut w);
+    let call = countersign::Call::new("t9", "wipe", r#"{"name":"a"}"#);
+    caught(|| drop(w.exec.submit(call, at(2))));
+    let mine: Vec<_> = w
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| &*r.tool_call_id == "t9")
+        .collect();
+    assert!(!mine.is_empty(), "the call vanished: no record of it");
+    let waiting = w
+        .exec
+        .approvals()
+        .iter()
+        .any(|c| c.call.get() == mine[0].call);
+    let ended = mine.iter().filter(|r| r.is_terminal()).count();
+    assert!(
+        waiting || ended == 1,
+        "the call neither waits nor ended once ({ended} terminal records)"
+    );
+}

@@ -238,20 +238,26 @@ impl Executor {
         &self,
         f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
     ) -> Result<Step, E> {
-        let next = {
-            let mut state = self.begin()?;
-            // A panic what was posted meanwhile left (a dropped registration's params) is
-            // raised before the step takes anything: raised after, it would drop this
-            // step's job, and a call the person approved would end interrupted by a
-            // failure not its own.
-            state.trail.finish_step();
-            f(&mut state)
-        };
+        let next = f(&mut *self.begin()?);
         let step = next.map(|next| self.step(next));
         if let Ok(mut state) = self.state.try_borrow_mut() {
             state.trail.finish_step();
         }
         step
+    }
+
+    /// [`Executor::stepped`] for a person's gesture on a card (approve, edit): a panic
+    /// left by what was posted meanwhile (a dropped registration's params) is raised
+    /// first, before the gesture takes anything. Raised after, it would drop the step's
+    /// job, and a call the person approved would end interrupted by a failure not its
+    /// own; raised first, the card still waits, to be pressed again. (A new call is
+    /// taken, recorded and told even so: `submit` raises after, as a sink's panic.)
+    fn gesture<E: From<Reentered>>(
+        &self,
+        f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
+    ) -> Result<Step, E> {
+        self.with(|_| ())?;
+        self.stepped(f)
     }
 
     /// A query: from inside a hook it answers nothing (and the hook's call is refused).
@@ -380,7 +386,7 @@ impl Executor {
     /// ([`Step::Approval`], with `changed` saying what). Otherwise the call may run
     /// ([`Step::Perform`]), or settles if the action went away or is now refused.
     pub fn approve(&self, ticket: Ticket, now: Timestamp) -> Result<Step, TicketError> {
-        self.stepped(|state| state.approve(ticket, now))
+        self.gesture(|state| state.approve(ticket, now))
     }
 
     /// The person edited a waiting call's arguments (raw JSON, as a form sends them).
@@ -392,7 +398,7 @@ impl Executor {
     /// availability and decide again and is always asked, on a card showing original →
     /// edited ([`ApprovalRequest::edited`]). Its result tells the model what changed.
     pub fn edit(&self, call: CallId, arguments: &str, now: Timestamp) -> Result<Step, EditError> {
-        self.stepped(|state| state.edit(call, arguments, now))
+        self.gesture(|state| state.edit(call, arguments, now))
     }
 
     /// Brings back a call that was waiting for a person when the page reloaded. Only if

@@ -63,23 +63,22 @@ impl ExecutorState {
         // The call's params, held here while the gate reads them: they are the page's,
         // and are let go of once the call is decided (see `let_go_of`).
         let mut held = None;
-        let gated = if depth == 0 {
-            // A hook that panics (a native host catches it) must not leave the call half
-            // way: a record with no end, and a model never told. It is refused here,
-            // then the panic goes on. (A rewrite re-enters at depth 1: caught here too.)
-            let gated = catch_unwind(AssertUnwindSafe(|| {
-                self.gate(&mut trace, &call, now, depth, &mut held)
-            }));
-            match gated {
-                Ok(gated) => gated,
-                Err(panic) => {
-                    self.cut_short(&mut trace, &call, now);
-                    self.let_go_of(held);
-                    resume_unwind(panic)
-                }
-            }
-        } else {
+        // A hook that panics (a native host catches it) must not leave the call half
+        // way: a record with no end, and a model never told. It is refused here, then the
+        // panic goes on. (A rewrite re-enters at depth 1, where the params are let go of
+        // before the panic goes on to depth 0, which refuses the call.)
+        let gated = catch_unwind(AssertUnwindSafe(|| {
             self.gate(&mut trace, &call, now, depth, &mut held)
+        }));
+        let gated = match gated {
+            Ok(gated) => gated,
+            Err(panic) => {
+                if depth == 0 {
+                    self.cut_short(&mut trace, &call, now);
+                }
+                self.let_go_of(held);
+                resume_unwind(panic)
+            }
         };
         self.let_go_of(held);
         match gated {
