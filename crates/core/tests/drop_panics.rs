@@ -8,11 +8,10 @@
 mod common;
 
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{at, told, World};
+use common::{at, told, Loud, World};
 use countersign::{Action, Confirm, Gesture, Kind, Registration};
 
 thread_local! {
@@ -47,15 +46,20 @@ fn brittle(id: &str) -> Action<Brittle> {
         .run(|p: Brittle| async move { Ok::<_, String>(p.name.clone()) })
 }
 
-/// A hook's panic whose payload notes whether it was dropped while a panic unwound.
-struct Loud(Arc<AtomicBool>);
-
-impl Drop for Loud {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
+/// Drops `regs` inside a hook (the `tidy` action's, called here) after arming
+/// [`ARMED`]: the executor is busy, so their removals are posted, to be applied by
+/// the next operation, whatever that is.
+fn removed_in_a_hook(w: &mut World, regs: Vec<Registration>) {
+    let held = RefCell::new(regs);
+    w.add(
+        w.action("tidy", Kind::Write, Confirm::Ask)
+            .consequence(move |_| {
+                arm();
+                held.borrow_mut().clear();
+                "tidy up".into()
+            }),
+    );
+    drop(w.call("tidy", r#"{"name":"a"}"#, 1));
 }
 
 /// `f`, which panics: the host catches it and gets its payload.
@@ -103,23 +107,13 @@ fn a_params_drop_panicking_as_a_panicked_run_settles_keeps_the_runs_panic() {
 #[test]
 fn a_params_drop_panicking_while_posted_removals_apply_loses_none_of_them() {
     let mut w = World::new();
-    let held: Rc<RefCell<Vec<Registration>>> = Rc::default();
-    held.borrow_mut()
-        .push(w.exec.register(brittle("first")).unwrap());
-    held.borrow_mut()
-        .push(w.exec.register(brittle("second")).unwrap());
-    let dropping = Rc::clone(&held);
-    w.add(
-        w.action("tidy", Kind::Write, Confirm::Ask)
-            .consequence(move |_| {
-                arm();
-                dropping.borrow_mut().clear();
-                "tidy up".into()
-            }),
-    );
+    let regs = vec![
+        w.exec.register(brittle("first")).unwrap(),
+        w.exec.register(brittle("second")).unwrap(),
+    ];
     let first = w.card("first", r#"{"name":"brittle"}"#, 0);
     let second = w.card("second", r#"{"name":"calm"}"#, 0);
-    drop(w.call("tidy", r#"{"name":"a"}"#, 1));
+    removed_in_a_hook(&mut w, regs);
     // The next operation applies what was posted; the params' panic is raised after.
     caught(|| {
         w.exec.live_calls();
@@ -190,7 +184,6 @@ impl Drop for Bomb {
 #[test]
 fn an_action_whose_hooks_panic_as_they_are_dropped_loses_no_posted_removal() {
     let mut w = World::new();
-    let held: Rc<RefCell<Vec<Registration>>> = Rc::default();
     let bomb = Bomb;
     let first = w
         .action("first", Kind::Write, Confirm::Ask)
@@ -198,23 +191,14 @@ fn an_action_whose_hooks_panic_as_they_are_dropped_loses_no_posted_removal() {
             let _held = &bomb;
             true
         });
-    held.borrow_mut().push(w.exec.register(first).unwrap());
-    held.borrow_mut().push(
+    let regs = vec![
+        w.exec.register(first).unwrap(),
         w.exec
             .register(w.action("second", Kind::Write, Confirm::Ask))
             .unwrap(),
-    );
-    let dropping = Rc::clone(&held);
-    w.add(
-        w.action("tidy", Kind::Write, Confirm::Ask)
-            .consequence(move |_| {
-                arm();
-                dropping.borrow_mut().clear();
-                "tidy up".into()
-            }),
-    );
+    ];
     let second = w.card("second", r#"{"name":"a"}"#, 0);
-    drop(w.call("tidy", r#"{"name":"a"}"#, 1));
+    removed_in_a_hook(&mut w, regs);
     caught(|| {
         w.exec.live_calls();
     });
@@ -232,20 +216,9 @@ fn an_action_whose_hooks_panic_as_they_are_dropped_loses_no_posted_removal() {
 /// dropped: a hook drops its registration while the executor is busy, so the removal
 /// is applied by the next operation, whatever that is.
 fn post_a_panicking_removal(w: &mut World) {
-    let held: Rc<RefCell<Vec<Registration>>> = Rc::default();
-    held.borrow_mut()
-        .push(w.exec.register(brittle("first")).unwrap());
-    let dropping = Rc::clone(&held);
-    w.add(
-        w.action("tidy", Kind::Write, Confirm::Ask)
-            .consequence(move |_| {
-                arm();
-                dropping.borrow_mut().clear();
-                "tidy up".into()
-            }),
-    );
+    let regs = vec![w.exec.register(brittle("first")).unwrap()];
     drop(w.card("first", r#"{"name":"brittle"}"#, 0));
-    drop(w.call("tidy", r#"{"name":"a"}"#, 1));
+    removed_in_a_hook(w, regs);
 }
 
 /// The panic a posted removal left is raised before the next approval takes anything:

@@ -10,7 +10,7 @@ mod common;
 use std::cell::Cell;
 use std::rc::Rc;
 
-use common::{at, told, Named, World};
+use common::{at, told, Loud, Named, World};
 use countersign::{Action, Confirm, Gesture, Hook, Kind, Pending, Reason, Step, TicketError};
 
 /// A flag: the hook that reads it panics once after it is set.
@@ -300,17 +300,6 @@ fn a_hook_panicking_as_a_card_is_redrawn_leaves_it_waiting() {
     assert_eq!(common::code(&settled), "OK");
     assert_eq!(w.runs(), ["rename:a"]);
     every_call_ends_once(&w);
-}
-
-/// A sink's panic whose payload notes whether it was dropped while a panic unwound.
-struct Loud(std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for Loud {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
 }
 
 /// The sink fails on a rewrite's record, then the target's hook panics in the same

@@ -171,3 +171,15 @@ pub fn drive(exec: &Executor, step: Step, now: u64) -> Option<Settled> {
 pub fn code(settled: &Settled) -> &'static str {
     settled.outcome.code_str()
 }
+
+/// A panic's payload that notes whether it was dropped while a panic unwound (where a
+/// drop that panics would abort the process).
+pub struct Loud(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Loud {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
