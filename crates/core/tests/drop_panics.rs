@@ -11,32 +11,8 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{at, told, Loud, World};
+use common::{arm, at, told, Brittle, Loud, World, ARMED};
 use countersign::{Action, Confirm, Gesture, Kind, Registration};
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Params whose drop panics once after [`ARMED`] is set, while their name is
-/// `brittle` (and no panic unwinds: then a drop that panics would abort).
-#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
-struct Brittle {
-    /// A name.
-    name: String,
-}
-
-impl Drop for Brittle {
-    fn drop(&mut self) {
-        if self.name == "brittle" && !std::thread::panicking() && ARMED.with(|a| a.replace(false)) {
-            panic!("the page's params failed as they were dropped");
-        }
-    }
-}
-
-fn arm() {
-    ARMED.with(|a| a.set(true));
-}
 
 /// An action asked on a card, with `Brittle` params.
 fn brittle(id: &str) -> Action<Brittle> {

@@ -10,7 +10,7 @@ mod common;
 use std::cell::Cell;
 use std::rc::Rc;
 
-use common::{at, told, Loud, Named, World};
+use common::{arm, at, told, Brittle, Loud, Named, World};
 use countersign::{Action, Confirm, Gesture, Hook, Kind, Pending, Reason, Step, TicketError};
 
 /// A flag: the hook that reads it panics once after it is set.
@@ -213,36 +213,17 @@ fn a_hook_panicking_on_a_restored_call_still_ends_it() {
     every_call_ends_once(&w);
 }
 
-thread_local! {
-    static BOOM: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Params whose drop panics once after [`BOOM`] is set, while their name is `old`.
-#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
-struct Touchy {
-    /// A name.
-    name: String,
-}
-
-impl Drop for Touchy {
-    fn drop(&mut self) {
-        if self.name == "old" && BOOM.with(|b| b.replace(false)) {
-            panic!("the page's params failed as they were dropped");
-        }
-    }
-}
-
 /// A call rewritten, refused at once, and then a panic as the first gate lets go of the
 /// original params: the call already ended, so it is not ended (nor told) again.
 #[test]
 fn a_panic_after_a_rewritten_call_was_refused_does_not_end_it_twice() {
     let w = World::new();
-    let action = Action::<Touchy>::new("save", "Save.")
+    let action = Action::<Brittle>::new("save", "Save.")
         .kind(Kind::Write)
         .confirm(Confirm::Ask)
         .rewrite(|p| {
-            if p.name == "old" {
-                BOOM.with(|b| b.set(true));
+            if p.name == "brittle" {
+                arm();
                 countersign::Rewrite::Arguments(serde_json::json!({ "name": "new" }))
             } else {
                 countersign::Rewrite::Keep
@@ -252,9 +233,9 @@ fn a_panic_after_a_rewritten_call_was_refused_does_not_end_it_twice() {
             "new" => countersign::Verdict::Deny("no".into()),
             _ => countersign::Verdict::Allow,
         })
-        .run(|_: Touchy| async { Ok::<_, String>(()) });
+        .run(|_: Brittle| async { Ok::<_, String>(()) });
     let _reg = w.exec.register(action).unwrap();
-    caught(|| drop(w.call("save", r#"{"name":"old"}"#, 0)));
+    caught(|| drop(w.call("save", r#"{"name":"brittle"}"#, 0)));
     let told: Vec<_> = told(&w.exec).into_iter().map(|(_, code)| code).collect();
     assert_eq!(told, ["POLICY_DENIED"], "told once, as refused");
     every_call_ends_once(&w);

@@ -2,7 +2,7 @@
 //! every `run` that actually happened.
 #![allow(dead_code, unreachable_pub, missing_docs, clippy::expect_used)]
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use countersign::{
@@ -182,4 +182,28 @@ impl Drop for Loud {
             self.0.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
+}
+
+thread_local! {
+    pub static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Params whose drop panics once after [`ARMED`] is set, while their name is
+/// `brittle` (and no panic unwinds: then a drop that panics would abort).
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+pub struct Brittle {
+    /// A name.
+    pub name: String,
+}
+
+impl Drop for Brittle {
+    fn drop(&mut self) {
+        if self.name == "brittle" && !std::thread::panicking() && ARMED.with(|a| a.replace(false)) {
+            panic!("the page's params failed as they were dropped");
+        }
+    }
+}
+
+pub fn arm() {
+    ARMED.with(|a| a.set(true));
 }
