@@ -276,6 +276,9 @@ mod tests {
             "\u{2028}",
             "</script>",
             "tab\t",
+            &"long ".repeat(40),
+            &"\"quoted\" ".repeat(30),
+            &format!("{}\n{}", "a".repeat(127), "b".repeat(129)),
         ];
         for text in texts {
             let mut map = serde_json::Map::new();
@@ -287,6 +290,31 @@ mod tests {
                 ArgsDigest::of_value(&value),
                 ArgsDigest::of_bytes(compact.as_bytes()),
                 "{text:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 1000,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+        /// Any text, as a key and as a value (alone and in an array), hashes as
+        /// serde_json's compact text of it: the plain fast path and serde_json agree.
+        #[test]
+        fn any_string_hashes_as_serde_json_writes_it(
+            text in proptest::prelude::any::<String>(),
+            other in "[ -~\\x00-\\x1f\\x7f\\u{80}-\\u{10ffff}]{0,12}",
+        ) {
+            let mut map = serde_json::Map::new();
+            map.insert(text.clone(), json!(other));
+            map.insert(other.clone(), json!([text.clone(), { "k": text }]));
+            let value = Value::Object(map);
+            let compact = serde_json::to_string(&value).unwrap_or_default();
+            proptest::prop_assert_eq!(
+                ArgsDigest::of_value(&value),
+                ArgsDigest::of_bytes(compact.as_bytes())
             );
         }
     }
