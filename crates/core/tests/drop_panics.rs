@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::{arm, at, told, Brittle, Loud, World, ARMED};
-use countersign::{Action, Confirm, Gesture, Kind, Registration};
+use countersign::{Action, Call, Confirm, Gesture, Kind, Registration, Step};
 
 /// An action asked on a card, with `Brittle` params.
 fn brittle(id: &str) -> Action<Brittle> {
@@ -415,4 +415,96 @@ fn a_panic_posted_before_a_call_arrives_does_not_lose_the_call() {
         waiting || ended == 1,
         "the call neither waits nor ended once ({ended} terminal records)"
     );
+}
+
+/// A call rewritten to other arguments that then runs unasked: the original params,
+/// let go of once the rewritten call is decided, panic as they are dropped. The job is
+/// still handed back and runs (its `run` was already called to make it), and the panic
+/// reaches the host from the next step. Before, it was raised as the job was handed
+/// back: dropping the job ended the call interrupted by a failure not its own.
+#[test]
+fn a_params_drop_panicking_after_a_rewrite_does_not_interrupt_the_job() {
+    let mut w = World::new();
+    let action = Action::<Brittle>::new("peek", "Peek.")
+        .kind(Kind::Read)
+        .rewrite(|p| {
+            if p.name == "brittle" {
+                arm();
+                countersign::Rewrite::Arguments(serde_json::json!({ "name": "calm" }))
+            } else {
+                countersign::Rewrite::Keep
+            }
+        })
+        .run(|p: Brittle| async move { Ok::<_, String>(p.name.clone()) });
+    w.regs.push(w.exec.register(action).unwrap());
+    let step = w.call("peek", r#"{"name":"brittle"}"#, 0);
+    let Step::Perform(job) = step else {
+        panic!("expected the rewritten call to run, got {step:?}")
+    };
+    let completion = pollster::block_on(job.run());
+    let call = completion.call();
+    // The step after raises the held-over panic, once its own change is made.
+    caught(|| {
+        w.exec.complete(completion, at(1));
+    });
+    assert_eq!(told(&w.exec), [(call, "OK")], "told once, as done");
+    assert_eq!(w.terminal(call).len(), 1, "one terminal record");
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+    // Raised once: the next step raises nothing.
+    assert_eq!(w.exec.live_calls(), 0);
+}
+
+/// The same where the panic was posted (a removal applied as the call arrives) and the
+/// call runs under the person's session grant: the call runs, and the panic reaches the
+/// host from the next step instead of ending the call interrupted.
+#[test]
+fn a_panic_posted_before_a_granted_call_does_not_interrupt_it() {
+    let mut w = World::new();
+    w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+    let card = w.card("wipe", r#"{"name":"a"}"#, 0);
+    assert!(w.allow(&card, Gesture::AllowForSession, 1).is_some());
+    told(&w.exec);
+    post_a_panicking_removal(&mut w);
+    let step = w
+        .exec
+        .submit(Call::new("tc_2", "wipe", r#"{"name":"a"}"#), at(2));
+    let Ok(Step::Perform(job)) = step else {
+        panic!("expected the granted call to run, got {step:?}")
+    };
+    let completion = pollster::block_on(job.run());
+    let call = completion.call();
+    caught(|| {
+        w.exec.complete(completion, at(3));
+    });
+    let told_of_it: Vec<_> = told(&w.exec).into_iter().filter(|t| t.0 == call).collect();
+    assert_eq!(told_of_it, [(call, "OK")], "told once, as done");
+    assert_eq!(w.terminal(call).len(), 1, "one terminal record");
+    assert_eq!(w.runs(), ["wipe:a", "wipe:a"]);
+}
+
+/// A grant restored from storage whose params panic as they are let go of: no grant is
+/// made behind the panic (the host, which gets no id back, tries again, and revoking
+/// the id it then gets leaves none in force).
+#[test]
+fn a_params_drop_panicking_as_a_grant_is_restored_makes_no_grant() {
+    let mut w = World::new();
+    w.regs.push(w.exec.register(brittle("wipe")).unwrap());
+    let basis = countersign::GrantBasis {
+        action: "wipe".into(),
+        registration: w.exec.registration("wipe").unwrap_or_default(),
+        role: "admin".into(),
+        arguments: serde_json::json!({ "name": "brittle" }),
+        caller: countersign::Caller::Assistant,
+    };
+    arm();
+    caught(|| {
+        drop(w.exec.restore_grant(&basis, at(2)));
+    });
+    assert!(
+        w.exec.grants().is_empty(),
+        "a grant was made behind the panic"
+    );
+    let grant = w.exec.restore_grant(&basis, at(3)).unwrap();
+    assert!(w.exec.revoke(grant).unwrap());
+    assert!(w.exec.grants().is_empty(), "a grant stayed in force");
 }

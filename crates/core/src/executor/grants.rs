@@ -115,6 +115,10 @@ impl ExecutorState {
             deadline: None,
         };
         let grant = self.new_grant(&decided, rule, now, CallId::default());
+        // The params are let go of before the grant is recorded or put in force: a drop
+        // that panics here leaves nothing made behind the panic (the host, which gets no
+        // id back, would try again and make a second grant it cannot revoke).
+        drop(decided);
         let id = grant.id;
         // INVARIANT: a grant in force is on this session's trail: the records of the
         // calls it lets run cite its id, and this one says where it came from.

@@ -234,6 +234,10 @@ impl Executor {
     /// A step that may hand back a job, as [`Executor::with`], except that a panic its
     /// sink made is raised again only once the job is armed: the panic then drops the
     /// job, which settles its call, instead of leaving it running with no one to run it.
+    /// Any other panic kept (a drop of something let go of) is held over when a job is
+    /// handed back, raised by the next step (see [`Trail::hold_over`]).
+    ///
+    /// [`Trail::hold_over`]: trail::Trail::hold_over
     fn stepped<E: From<Reentered>>(
         &self,
         f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
@@ -241,7 +245,10 @@ impl Executor {
         let next = f(&mut *self.begin()?);
         let step = next.map(|next| self.step(next));
         if let Ok(mut state) = self.state.try_borrow_mut() {
-            state.trail.finish_step();
+            let job = matches!(step, Ok(Step::Perform(_)));
+            if !(job && state.trail.hold_over()) {
+                state.trail.finish_step();
+            }
         }
         step
     }

@@ -37,6 +37,9 @@ pub(crate) struct Trail {
     failed: Option<Box<dyn Any + Send>>,
     /// Whether the sink failed during this step.
     sink_failed: bool,
+    /// Whether `failed` is held over from a step that handed out a job (see
+    /// [`Trail::hold_over`]): the next step raises it, none forgets it.
+    held_over: bool,
     sink: Box<dyn AuditSink>,
 }
 
@@ -63,6 +66,7 @@ impl Trail {
             mode,
             failed: None,
             sink_failed: false,
+            held_over: false,
             sink,
         }
     }
@@ -72,6 +76,7 @@ impl Trail {
     /// the host instead, and the sink's is forgotten (not dropped: its drop could panic).
     pub(crate) fn finish_step(&mut self) {
         self.sink_failed = false;
+        self.held_over = false;
         if let Some(panic) = self.failed.take() {
             if std::thread::panicking() {
                 // Not dropped: a payload's drop could panic, which aborts now.
@@ -87,12 +92,31 @@ impl Trail {
         self.sink_failed
     }
 
-    /// Forgets a sink's panic a step left when it stopped half way (a hook panicked
-    /// after the sink did).
-    pub(crate) fn forget_failure(&mut self) {
+    /// At the start of a step: forgets a sink's panic a step left when it stopped half
+    /// way (a hook panicked after the sink did: the host saw that panic). A panic held
+    /// over (see [`Trail::hold_over`]) stays, for this step to raise.
+    pub(crate) fn forget_stale(&mut self) {
+        if !self.held_over {
+            self.forget_failure();
+        }
+    }
+
+    /// Forgets the panic in hand, whatever it is.
+    fn forget_failure(&mut self) {
         self.sink_failed = false;
+        self.held_over = false;
         // Not dropped: a payload's drop could panic (and this may run while one unwinds).
         std::mem::forget(self.failed.take());
+    }
+
+    /// For a step that hands out a job: a panic kept from something let go of (not the
+    /// sink's) is held over to the next step instead of raised now. Raised now, it would
+    /// drop the job, and a call allowed to run (its `run` already called to make the
+    /// job) would end interrupted by a failure not its own. A sink's panic is raised as
+    /// ever (its record may be lost: the job must not run). Whether it held one over.
+    pub(crate) fn hold_over(&mut self) -> bool {
+        self.held_over = self.failed.is_some() && !self.sink_failed;
+        self.held_over
     }
 
     /// Keeps a panic of the host's code caught during this step, to be raised when the
