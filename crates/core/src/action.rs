@@ -498,8 +498,12 @@ pub(crate) struct ActionMeta {
 pub(crate) trait ErasedAction {
     fn meta(&self) -> &ActionMeta;
     fn is_available(&self) -> bool;
-    /// Deserialises and validates `args` into a call bound to these params.
-    fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String>;
+    /// Deserialises and validates `args` into a call bound to these params, put in
+    /// `held` as soon as they are read: also when they are then refused, and before the
+    /// action's validator runs. Their drop is the page's code, and the caller lets go of
+    /// them (not this hook, where a drop that panics would pass for the hook's failure,
+    /// or, while the validator's panic unwinds, abort).
+    fn prepare(&self, args: &Value, held: &mut Option<Rc<dyn PreparedCall>>) -> Result<(), String>;
 }
 
 /// One call's typed params together with the action's hooks.
@@ -541,24 +545,37 @@ where
         self.action.available.as_ref().is_none_or(|check| check())
     }
 
-    fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String> {
+    fn prepare(&self, args: &Value, held: &mut Option<Rc<dyn PreparedCall>>) -> Result<(), String> {
         // Flat params that fit their schema, where serde reads every declared field:
         // no field can be passed over, so they are read as they are. Anything else, or
         // a read that fails (for its worded error), takes both guards.
         let quick = (self.meta.serde_reads_every_field && self.meta.plain.fits(args) == Some(true))
             .then(|| P::deserialize(args).ok())
             .flatten();
-        let params = match quick {
-            Some(params) => params,
-            None => self.guarded_params(args)?,
+        let read = match quick {
+            Some(params) => Ok(params),
+            None => self.guarded_params(args),
         };
-        if let Some(check) = &self.action.validator {
-            check(&params)?;
-        }
-        Ok(Rc::new(Bound {
+        let (params, refused) = match read {
+            Ok(params) => (params, None),
+            Err((why, Some(params))) => (params, Some(why)),
+            Err((why, None)) => return Err(why),
+        };
+        let bound = Rc::new(Bound {
             params: std::cell::RefCell::new(Some(params)),
             action: Rc::clone(&self.action),
-        }))
+        });
+        *held = Some(Rc::clone(&bound) as Rc<dyn PreparedCall>);
+        if let Some(why) = refused {
+            return Err(why);
+        }
+        match &self.action.validator {
+            // The params were just put there: `with` always finds them.
+            Some(check) => bound
+                .with(|params| check(params))
+                .unwrap_or_else(|| Err("its params were not kept".to_owned())),
+            None => Ok(()),
+        }
     }
 }
 
@@ -568,14 +585,16 @@ where
 {
     /// The params read under both guards against a field the model was not shown:
     /// `serde_ignored` (a field serde passes over), then the schema check.
-    fn guarded_params(&self, args: &Value) -> Result<P, String> {
-        let params: P = crate::arguments::into_params(args)?;
+    /// Params read and then refused come back with the reason (see
+    /// [`crate::arguments::read_params`]).
+    fn guarded_params(&self, args: &Value) -> Result<P, (String, Option<P>)> {
+        let params: P = crate::arguments::read_params(args)?;
         // INVARIANT: a field the model was not shown is refused in every serde shape
         // (tagged and untagged enums, flatten), not only where serde notices it.
         if let Some(why) =
             crate::schema_check::misfit_compiled(&self.meta.plain, &self.meta.schema, args)
         {
-            return Err(why);
+            return Err((why, Some(params)));
         }
         Ok(params)
     }
@@ -702,9 +721,11 @@ mod tests {
             .rewrite(|_| Rewrite::Keep)
             .run(|p: Path| async move { Ok::<_, String>(p.path) })
             .into_erased();
-        let prepared = action
-            .prepare(&serde_json::json!({ "path": "drafts/a" }))
+        let mut held = None;
+        action
+            .prepare(&serde_json::json!({ "path": "drafts/a" }), &mut held)
             .unwrap_or_else(|e| panic!("{e}"));
+        let prepared = held.unwrap_or_else(|| panic!("no params held"));
         // Before run: each hook answers from the params.
         assert!(matches!(prepared.classify(), Verdict::Allow));
         assert!(matches!(prepared.rewrite(), Some(Rewrite::Keep)));

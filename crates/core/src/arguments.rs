@@ -43,6 +43,13 @@ pub(crate) fn means_no_arguments(raw: &str) -> bool {
 /// Deserialises an object into `P`, refusing unknown fields at any depth, whether or
 /// not `P` says `#[serde(deny_unknown_fields)]`.
 pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, String> {
+    read_params(value).map_err(|(why, _)| why)
+}
+
+/// [`into_params`], handing back params that were read and then refused (an unknown
+/// field) with the reason, so that their owner lets go of them where it chooses: their
+/// drop is the page's code.
+pub(crate) fn read_params<P: DeserializeOwned>(value: &Value) -> Result<P, (String, Option<P>)> {
     let mut unknown = Vec::new();
     let params = {
         // serde_ignored writes `?` for an `Option`'s inside; the model knows no such step.
@@ -60,14 +67,15 @@ pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, Strin
         // same value again gives the same error, now with where it happened.
         match P::deserialize(ignored) {
             Ok(params) => params,
-            Err(_) => return Err(worded_error::<P>(value)),
+            Err(_) => return Err((worded_error::<P>(value), None)),
         }
     };
     if let Some(first) = unknown.first() {
-        return Err(format!(
+        let why = format!(
             "unknown field {}; only the action's declared params are accepted",
             quote(first, 64)
-        ));
+        );
+        return Err((why, Some(params)));
     }
     Ok(params)
 }

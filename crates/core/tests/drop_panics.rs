@@ -508,3 +508,79 @@ fn a_params_drop_panicking_as_a_grant_is_restored_makes_no_grant() {
     assert!(w.exec.revoke(grant).unwrap());
     assert!(w.exec.grants().is_empty(), "a grant stayed in force");
 }
+
+/// The terminal records of the first call on the trail.
+fn first_calls_ends(w: &World) -> Vec<countersign::AuditRecord> {
+    let call = w.audit.records().first().map(|r| r.call).unwrap();
+    w.audit
+        .records()
+        .into_iter()
+        .filter(|r| r.call == call && r.is_terminal())
+        .collect()
+}
+
+/// Params the action's validator refuses, or with a field the model was not shown,
+/// panic as they are dropped: the call is refused for its arguments (the params are let
+/// go of once it is refused), not as the validate hook's failure.
+#[test]
+fn a_params_drop_panicking_as_arguments_are_refused_keeps_invalid_arguments() {
+    let refusing = || {
+        brittle("save").validate(|p| match p.name.as_str() {
+            "brittle" => Err("no such name".into()),
+            _ => Ok(()),
+        })
+    };
+    let cases = [
+        (refusing(), r#"{"name":"brittle"}"#),
+        (brittle("save"), r#"{"name":"brittle","extra":1}"#),
+    ];
+    for (action, args) in cases {
+        let mut w = World::new();
+        w.regs.push(w.exec.register(action).unwrap());
+        arm();
+        caught(|| drop(w.call("save", args, 0)));
+        let ends = first_calls_ends(&w);
+        assert_eq!(ends.len(), 1, "one terminal record for {args}");
+        assert_eq!(
+            ends[0].reason,
+            countersign::Reason::InvalidArguments,
+            "for {args}"
+        );
+        let told: Vec<_> = told(&w.exec).into_iter().map(|t| t.1).collect();
+        assert_eq!(told, ["INVALID_ARGS"], "for {args}");
+        assert!(w.runs().is_empty());
+    }
+}
+
+/// An action's validator that panics: the params it was given are not dropped while its
+/// panic unwinds (a drop that panicked then would abort the process); the call is
+/// refused as the validate hook's failure.
+#[test]
+fn a_validator_panicking_lets_go_of_its_params_after() {
+    let mut w = World::new();
+    let action = Action::<Witness>::new("save", "Save.")
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .validate(|p| {
+            if p.name == "orig" {
+                panic!("the page's validator failed");
+            }
+            Ok(())
+        })
+        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) });
+    w.regs.push(w.exec.register(action).unwrap());
+    caught(|| drop(w.call("save", r#"{"name":"orig"}"#, 0)));
+    assert!(
+        !DROPPED_UNWINDING.with(Cell::get),
+        "the params were dropped while the validator's panic unwound"
+    );
+    let ends = first_calls_ends(&w);
+    assert_eq!(ends.len(), 1, "one terminal record");
+    assert_eq!(
+        ends[0].reason,
+        countersign::Reason::HookFailed {
+            hook: countersign::Hook::Validate
+        }
+    );
+    assert_eq!(told(&w.exec).len(), 1, "told once");
+}

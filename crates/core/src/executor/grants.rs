@@ -97,10 +97,14 @@ impl ExecutorState {
             return Err(RestoreError::NotOffered(meta.id.to_string()));
         }
         let reentered = |_| RestoreError::Reentered;
-        let prepared = self
-            .hook(Hook::Validate, || action.prepare(&basis.arguments))
-            .map_err(reentered)?
-            .map_err(|_| RestoreError::InvalidArguments(meta.id.to_string()))?;
+        let invalid = || RestoreError::InvalidArguments(meta.id.to_string());
+        let mut held = None;
+        self.hook(Hook::Validate, || {
+            action.prepare(&basis.arguments, &mut held)
+        })
+        .map_err(reentered)?
+        .map_err(|_| invalid())?;
+        let prepared = held.ok_or_else(invalid)?;
         let rule = self
             .hook(Hook::Remember, || prepared.grant_rule())
             .map_err(reentered)?

@@ -817,10 +817,10 @@ impl Executor {
                 .resolve(&Call::new("", action, ""))
                 .map_err(|_| "no such action".to_owned())?;
             let call = Call::new("", action.meta().id.to_string(), arguments);
-            state
-                .validate(action.as_ref(), &call)
-                .map(|(_, value)| value)
-                .map_err(|stop| stop.detail.unwrap_or_default())
+            let mut held = None;
+            let checked = state.validate(action.as_ref(), &call, &mut held);
+            state.let_go(held);
+            checked.map_err(|stop| stop.detail.unwrap_or_default())
         })
         .unwrap_or_else(|_| Err(busy()))
     }

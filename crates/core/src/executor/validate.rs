@@ -13,19 +13,21 @@ use crate::reason::{Hook, Reason};
 use super::state::{ExecutorState, Stop};
 
 impl ExecutorState {
-    /// The call's params bound to the action's hooks, and the arguments as a value.
+    /// The arguments as a value, and in `held` the call's params bound to the action's
+    /// hooks, put there as soon as they are read (also when they are then refused), for
+    /// the caller to let go of: their drop is the page's code.
     pub(crate) fn validate(
         &self,
         action: &dyn ErasedAction,
         call: &Call,
-    ) -> Result<(Rc<dyn PreparedCall>, Value), Stop> {
+        held: &mut Option<Rc<dyn PreparedCall>>,
+    ) -> Result<Value, Stop> {
         let invalid =
             |detail: String| Stop::new(Reason::InvalidArguments, Decider::Pipeline).with(detail);
         let value = crate::arguments::parse_object(&call.arguments, self.config.max_argument_bytes)
             .map_err(invalid)?;
-        let prepared = self
-            .hook(Hook::Validate, || action.prepare(&value))?
+        self.hook(Hook::Validate, || action.prepare(&value, held))?
             .map_err(invalid)?;
-        Ok((prepared, value))
+        Ok(value)
     }
 }
