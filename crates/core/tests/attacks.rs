@@ -12,7 +12,7 @@ mod common;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use common::{at, code, drive, told, Named, World};
+use common::{at, code, drive, told, world_with_a_failing_sink, Named, World};
 use countersign::{
     has_dot_segment, Action, Call, Confirm, Gesture, GrantRule, Kind, Matcher, Mode, PolicyFile,
     Reason, Registration, Step, TicketError, Verdict,
@@ -1368,35 +1368,6 @@ fn world_failing_on(event: countersign::AuditEvent) -> (World, Rc<std::cell::Cel
 /// is lost.
 fn world_losing(event: countersign::AuditEvent) -> (World, Rc<std::cell::Cell<bool>>) {
     world_with_a_failing_sink(event, false)
-}
-
-fn world_with_a_failing_sink(
-    event: countersign::AuditEvent,
-    keeps: bool,
-) -> (World, Rc<std::cell::Cell<bool>>) {
-    use countersign::{AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
-    use std::cell::Cell;
-    let audit = MemoryAudit::new();
-    let armed = Rc::new(Cell::new(false));
-    let (mut kept, arm) = (audit.clone(), Rc::clone(&armed));
-    let sink = move |r: AuditRecord| {
-        let fail = arm.get() && r.event == event;
-        if fail && !keeps {
-            panic!("the disk is full");
-        }
-        kept.record(r);
-        if fail {
-            panic!("the disk is full");
-        }
-    };
-    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
-    let world = World {
-        exec: Executor::new(config, sink),
-        audit,
-        runs: Rc::default(),
-        regs: Vec::new(),
-    };
-    (world, armed)
 }
 
 /// `f`, whose sink fails: it must panic (the host catches it).

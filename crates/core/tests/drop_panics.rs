@@ -11,7 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{arm, at, told, Brittle, Loud, World, ARMED};
+use common::{arm, at, told, world_with_a_failing_sink, Brittle, Loud, World, ARMED};
 use countersign::{Action, Call, Confirm, Gesture, Kind, Registration, Step};
 
 /// An action asked on a card, with `Brittle` params.
@@ -583,4 +583,66 @@ fn a_validator_panicking_lets_go_of_its_params_after() {
         }
     );
     assert_eq!(told(&w.exec).len(), 1, "told once");
+}
+
+/// The message of a panic's payload.
+fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|m| (*m).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+/// A call checked by `verify` settles, its terminal record fails in the sink, and then
+/// the call's params (last held by the step's own copy) panic as they are dropped:
+/// they are let go of inside the step, so the sink's panic, the first, is the one the
+/// host gets. Before, the copy was dropped as the step unwound, outside its catch, and
+/// the host got the params' panic, never told that the record may be lost.
+#[test]
+fn a_params_drop_panicking_after_a_failing_terminal_record_raises_the_sinks() {
+    let (mut w, failing) = world_with_a_failing_sink(countersign::AuditEvent::Settled, true);
+    let action = Action::<Brittle>::new("peek", "Peek.")
+        .kind(Kind::Read)
+        .verify(|_, _| Ok(()))
+        .run(|p: Brittle| async move { Ok::<_, String>(p.name.clone()) });
+    w.regs.push(w.exec.register(action).unwrap());
+    let Step::Perform(job) = w.call("peek", r#"{"name":"brittle"}"#, 0) else {
+        panic!("a Read action runs without asking")
+    };
+    let completion = pollster::block_on(job.run());
+    let call = completion.call();
+    failing.set(true);
+    arm();
+    let payload = caught(|| {
+        w.exec.complete(completion, at(1));
+    });
+    failing.set(false);
+    assert_eq!(message(&*payload), "the disk is full");
+    assert_eq!(w.terminal(call).len(), 1, "one terminal record");
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+}
+
+/// The same after a person's approval, where the card drawn again is refused (the
+/// classifier now denies): the step's own copy of the call's params is let go of inside
+/// the step, and the host gets the sink's panic, the first.
+#[test]
+fn a_params_drop_panicking_after_a_refused_redraw_raises_the_sinks() {
+    let (mut w, failing) = world_with_a_failing_sink(countersign::AuditEvent::Settled, true);
+    let deny = std::rc::Rc::new(Cell::new(false));
+    let denying = std::rc::Rc::clone(&deny);
+    let action = brittle("save").classify(move |_| match denying.get() {
+        true => countersign::Verdict::Deny("no longer".into()),
+        false => countersign::Verdict::Allow,
+    });
+    w.regs.push(w.exec.register(action).unwrap());
+    let card = w.card("save", r#"{"name":"brittle"}"#, 0);
+    deny.set(true);
+    failing.set(true);
+    arm();
+    let payload = caught(|| drop(w.exec.approve(card.countersign(Gesture::AllowOnce), at(1))));
+    failing.set(false);
+    assert_eq!(message(&*payload), "the disk is full");
+    assert_eq!(w.terminal(card.call).len(), 1, "one terminal record");
+    assert!(w.runs().is_empty(), "run was reached");
 }

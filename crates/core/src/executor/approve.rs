@@ -69,10 +69,7 @@ impl ExecutorState {
             deadline: live.deadline,
         };
         match self.redraw(&decided, &card) {
-            Err(stop) => {
-                self.settle_stop(call, stop, now);
-                Ok(Next::Settled(Box::new(self.last_settled_for(call)?)))
-            }
+            Err(stop) => self.settle_decided(call, decided, stop, now),
             Ok(face) => {
                 let changed = face.changes_from(&CardFace::of(&card));
                 if changed.is_empty() {
@@ -90,7 +87,10 @@ impl ExecutorState {
                         resume_unwind(panic)
                     })
                 } else {
-                    self.show_again(call, &decided, &card, face, changed, now)
+                    let next = self.show_again(call, &decided, &card, face, changed, now);
+                    // Settled there, the call's params may have this last owner.
+                    self.let_go(decided);
+                    next
                 }
             }
         }
@@ -223,10 +223,7 @@ impl ExecutorState {
             // from a second card with its own nonce.
             let face = match self.draw_card(&decided, card.policy, 2) {
                 Ok(face) => face,
-                Err(stop) => {
-                    self.settle_stop(call, stop, now);
-                    return Ok(Next::Settled(Box::new(self.last_settled_for(call)?)));
-                }
+                Err(stop) => return self.settle_decided(call, decided, stop, now),
             };
             let second = self.card(call, &decided, face, 2, 0, Vec::new(), now);
             self.record_live(
@@ -248,11 +245,23 @@ impl ExecutorState {
             .unwrap_or_else(|| "".into());
         match self.work(call, &tool_call_id, &decided, Some(approval)) {
             Ok(work) => Ok(Next::Perform(call, work)),
-            Err(stop) => {
-                self.settle_stop(call, stop, now);
-                Ok(Next::Settled(Box::new(self.last_settled_for(call)?)))
-            }
+            Err(stop) => self.settle_decided(call, decided, stop, now),
         }
+    }
+
+    /// Settles a call refused after the person's gesture. `decided` shares the call's
+    /// params and hooks, and may be their last owner once the call is settled: it is let
+    /// go of as the call's are (a drop that panics does not stop the step half way).
+    fn settle_decided(
+        &mut self,
+        call: CallId,
+        decided: Decided,
+        stop: Stop,
+        now: Timestamp,
+    ) -> Result<Next, TicketError> {
+        self.settle_stop(call, stop, now);
+        self.let_go(decided);
+        Ok(Next::Settled(Box::new(self.last_settled_for(call)?)))
     }
 
     pub(crate) fn deny(

@@ -21,6 +21,9 @@ impl ExecutorState {
         };
         let prepared = std::rc::Rc::clone(&live.prepared);
         let checked = self.hook(Hook::Verify, || prepared.verify(&output));
+        // Not kept past the settlement: the call's params are let go of there (this
+        // copy would otherwise be their last owner, dropped outside the step's catch).
+        drop(prepared);
         match checked {
             Err(stop) => self.settle_stop(call, stop, now),
             Ok(Err(e)) => self.settle_stop(

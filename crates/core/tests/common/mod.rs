@@ -207,3 +207,33 @@ impl Drop for Brittle {
 pub fn arm() {
     ARMED.with(|a| a.set(true));
 }
+
+/// A world whose sink stores each record (unless `keeps` is false) and then panics
+/// with "the disk is full" on every `event` while the returned flag is set.
+pub fn world_with_a_failing_sink(
+    event: countersign::AuditEvent,
+    keeps: bool,
+) -> (World, std::rc::Rc<Cell<bool>>) {
+    use countersign::{AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
+    let audit = MemoryAudit::new();
+    let armed = std::rc::Rc::new(Cell::new(false));
+    let (mut kept, arm) = (audit.clone(), std::rc::Rc::clone(&armed));
+    let sink = move |r: AuditRecord| {
+        let fail = arm.get() && r.event == event;
+        if fail && !keeps {
+            panic!("the disk is full");
+        }
+        kept.record(r);
+        if fail {
+            panic!("the disk is full");
+        }
+    };
+    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
+    let world = World {
+        exec: Executor::new(config, sink),
+        audit,
+        runs: std::rc::Rc::default(),
+        regs: Vec::new(),
+    };
+    (world, armed)
+}
