@@ -417,14 +417,14 @@ fn a_panic_posted_before_a_call_arrives_does_not_lose_the_call() {
     );
 }
 
-/// A call rewritten to other arguments that then runs unasked: the original params,
-/// let go of once the rewritten call is decided, panic as they are dropped. The job is
-/// still handed back and runs (its `run` was already called to make it), and the panic
-/// reaches the host from the next step. Before, it was raised as the job was handed
-/// back: dropping the job ended the call interrupted by a failure not its own.
-#[test]
-fn a_params_drop_panicking_after_a_rewrite_does_not_interrupt_the_job() {
-    let mut w = World::new();
+/// An action whose call is rewritten to other arguments and then runs unasked, its
+/// `run` reading the executor; the original params panic as they are let go of once
+/// the rewritten call is decided. The returned flag makes the sink fail on terminal
+/// records.
+fn rewritten_to_run() -> (World, std::rc::Rc<Cell<bool>>) {
+    let (mut w, failing) = world_with_a_failing_sink(countersign::AuditEvent::Settled, true);
+    failing.set(false);
+    let exec = w.exec.clone();
     let action = Action::<Brittle>::new("peek", "Peek.")
         .kind(Kind::Read)
         .rewrite(|p| {
@@ -435,23 +435,80 @@ fn a_params_drop_panicking_after_a_rewrite_does_not_interrupt_the_job() {
                 countersign::Rewrite::Keep
             }
         })
-        .run(|p: Brittle| async move { Ok::<_, String>(p.name.clone()) });
+        .run(move |p: Brittle| {
+            let exec = exec.clone();
+            async move {
+                // The page's run reads the executor as it goes.
+                let seen = exec.live_calls();
+                Ok::<_, String>(format!("{} of {seen}", p.name))
+            }
+        });
     w.regs.push(w.exec.register(action).unwrap());
+    (w, failing)
+}
+
+/// A call rewritten to other arguments that then runs unasked: the original params,
+/// let go of once the rewritten call is decided, panic as they are dropped. The job is
+/// still handed back, and neither the host reading the queue first (as its loop does)
+/// nor `run` reading the executor meets the panic: `complete` raises it, once the call
+/// is settled as done. Before, it was raised as the job was handed back (dropping the
+/// job ended the call interrupted by a failure not its own), and then, held over, by
+/// whatever step came next.
+#[test]
+fn a_params_drop_panicking_after_a_rewrite_does_not_interrupt_the_job() {
+    let (w, _) = rewritten_to_run();
     let step = w.call("peek", r#"{"name":"brittle"}"#, 0);
     let Step::Perform(job) = step else {
         panic!("expected the rewritten call to run, got {step:?}")
     };
+    assert!(told(&w.exec).is_empty(), "nothing settled yet");
     let completion = pollster::block_on(job.run());
     let call = completion.call();
-    // The step after raises the held-over panic, once its own change is made.
-    caught(|| {
+    let payload = caught(|| {
         w.exec.complete(completion, at(1));
     });
+    assert_eq!(
+        message(&*payload),
+        "the page's params failed as they were dropped"
+    );
     assert_eq!(told(&w.exec), [(call, "OK")], "told once, as done");
     assert_eq!(w.terminal(call).len(), 1, "one terminal record");
     assert_eq!(w.exec.live_calls(), 0, "a call was left live");
-    // Raised once: the next step raises nothing.
-    assert_eq!(w.exec.live_calls(), 0);
+}
+
+/// The same where the call's terminal record fails in the sink: the host gets the
+/// sink's panic (a record may be lost), not the params' one the job carried.
+#[test]
+fn a_job_carrying_a_drop_panic_raises_the_sinks_first() {
+    let (w, failing) = rewritten_to_run();
+    let Step::Perform(job) = w.call("peek", r#"{"name":"brittle"}"#, 0) else {
+        panic!("expected the rewritten call to run")
+    };
+    let completion = pollster::block_on(job.run());
+    failing.set(true);
+    let payload = caught(|| {
+        w.exec.complete(completion, at(1));
+    });
+    failing.set(false);
+    assert_eq!(message(&*payload), "the disk is full");
+}
+
+/// A job carrying a drop's panic that the host drops instead of running: the call
+/// settles as interrupted (the host gave it up) and the panic is raised there.
+#[test]
+fn a_job_carrying_a_drop_panic_raises_it_when_dropped() {
+    let (w, _) = rewritten_to_run();
+    let Step::Perform(job) = w.call("peek", r#"{"name":"brittle"}"#, 0) else {
+        panic!("expected the rewritten call to run")
+    };
+    let call = job.call();
+    let payload = caught(|| drop(job));
+    assert_eq!(
+        message(&*payload),
+        "the page's params failed as they were dropped"
+    );
+    assert_eq!(told(&w.exec), [(call, "EXECUTION_FAILED")]);
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
 }
 
 /// The same where the panic was posted (a removal applied as the call arrives) and the
@@ -645,4 +702,18 @@ fn a_params_drop_panicking_after_a_refused_redraw_raises_the_sinks() {
     assert_eq!(message(&*payload), "the disk is full");
     assert_eq!(w.terminal(card.call).len(), 1, "one terminal record");
     assert!(w.runs().is_empty(), "run was reached");
+}
+
+/// A posted removal's drop panics as the next call arrives, and that call's record
+/// then fails in the sink: the host gets the sink's panic (a record may be lost), not
+/// the drop's.
+#[test]
+fn a_sink_panic_after_a_posted_drop_panic_is_the_one_raised() {
+    let (mut w, failing) = world_with_a_failing_sink(countersign::AuditEvent::Asked, true);
+    w.add(w.action("wipe", Kind::Write, Confirm::Ask));
+    post_a_panicking_removal(&mut w);
+    failing.set(true);
+    let payload = caught(|| drop(w.call("wipe", r#"{"name":"a"}"#, 2)));
+    failing.set(false);
+    assert_eq!(message(&*payload), "the disk is full");
 }

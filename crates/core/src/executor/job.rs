@@ -2,6 +2,7 @@
 //! and settled as `EXECUTION_FAILED` if dropped before it is handed back.
 
 use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Weak;
 
 use serde_json::Value;
@@ -19,10 +20,15 @@ pub(crate) struct Guard {
     pub(crate) mailbox: Weak<RefCell<Vec<Deferred>>>,
     pub(crate) reentered: Weak<Cell<bool>>,
     pub(crate) armed: bool,
+    /// A panic of the page's code the step that made the job caught (a drop of params
+    /// it let go of, not this call's), raised when the job is handed back or dropped,
+    /// so that it neither ends this call nor surfaces in an unrelated step.
+    pub(crate) held_over: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        let held_over = self.held_over.take();
         // A job or completion dropped before `complete`: settle instead of hanging.
         if self.armed {
             let to = Post {
@@ -30,13 +36,32 @@ impl Drop for Guard {
                 mailbox: Weak::clone(&self.mailbox),
                 reentered: Weak::clone(&self.reentered),
             };
-            post(&to, Deferred::Abandoned(self.call));
+            let posted = catch_unwind(AssertUnwindSafe(|| {
+                post(&to, Deferred::Abandoned(self.call));
+            }));
+            if let Err(panic) = posted {
+                // Not dropped: a payload's drop could panic while this one unwinds.
+                std::mem::forget(held_over);
+                resume_unwind(panic);
+            }
+        }
+        if let Some(panic) = held_over {
+            if std::thread::panicking() {
+                // Not dropped: a payload's drop could panic, which aborts now.
+                std::mem::forget(panic);
+            } else {
+                resume_unwind(panic);
+            }
         }
     }
 }
 
 /// A call allowed to run. Await [`Job::run`] and pass its [`Completion`] to
 /// [`crate::Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
+///
+/// A panic of the page's code that the step making the job caught, not this call's own
+/// (params of another call panicking as they were dropped), travels with it: `complete`
+/// raises it once the call is settled, or dropping the job or completion does.
 #[must_use = "a job does nothing until run; dropping it settles the call as failed"]
 pub struct Job {
     pub(crate) work: Work,

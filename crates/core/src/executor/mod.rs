@@ -234,21 +234,19 @@ impl Executor {
     /// A step that may hand back a job, as [`Executor::with`], except that a panic its
     /// sink made is raised again only once the job is armed: the panic then drops the
     /// job, which settles its call, instead of leaving it running with no one to run it.
-    /// Any other panic kept (a drop of something let go of) is held over when a job is
-    /// handed back, raised by the next step (see [`Trail::hold_over`]).
-    ///
-    /// [`Trail::hold_over`]: trail::Trail::hold_over
+    /// Any other panic kept (a drop of something let go of) travels with a job handed
+    /// back, raised when the job is (see [`Job`]).
     fn stepped<E: From<Reentered>>(
         &self,
         f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
     ) -> Result<Step, E> {
         let next = f(&mut *self.begin()?);
-        let step = next.map(|next| self.step(next));
+        let mut step = next.map(|next| self.step(next));
         if let Ok(mut state) = self.state.try_borrow_mut() {
-            let job = matches!(step, Ok(Step::Perform(_)));
-            if !(job && state.trail.hold_over()) {
-                state.trail.finish_step();
+            if let Ok(Step::Perform(job)) = &mut step {
+                job.guard.held_over = state.trail.take_for_job();
             }
+            state.trail.finish_step();
         }
         step
     }
@@ -505,6 +503,11 @@ impl Executor {
         self.with(|state| {
             let settled = state.executor == executor && state.complete(call, result, now);
             guard.armed = !settled;
+            // A panic the job carried is raised once its call is settled (after a
+            // sink's panic of this step, which the host must see first).
+            if let Some(panic) = guard.held_over.take() {
+                state.trail.keep(panic);
+            }
             settled
         })
         .unwrap_or(false)
@@ -864,6 +867,7 @@ impl Executor {
                     mailbox: Rc::downgrade(&self.mailbox),
                     reentered: Rc::downgrade(&self.reentered),
                     armed: true,
+                    held_over: None,
                 },
             }),
         }

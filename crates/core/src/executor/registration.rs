@@ -17,10 +17,10 @@ pub(crate) enum Deferred {
 pub(crate) type Mailbox = Rc<RefCell<Vec<Deferred>>>;
 
 /// The start of every step: a sink's panic a step cut short left is forgotten (the host
-/// saw that step's panic, and this one must not raise it as its own; a panic held over
-/// stays, for this step to raise), then what was posted meanwhile is applied.
+/// saw that step's panic, and this one must not raise it as its own), then what was
+/// posted meanwhile is applied.
 pub(crate) fn begin_step(state: &mut ExecutorState, mailbox: &RefCell<Vec<Deferred>>) {
-    state.trail.forget_stale();
+    state.trail.forget_failure();
     state.in_hook.set(None);
     let deferred = std::mem::take(&mut *mailbox.borrow_mut());
     for item in deferred {

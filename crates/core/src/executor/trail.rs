@@ -37,9 +37,6 @@ pub(crate) struct Trail {
     failed: Option<Box<dyn Any + Send>>,
     /// Whether the sink failed during this step.
     sink_failed: bool,
-    /// Whether `failed` is held over from a step that handed out a job (see
-    /// [`Trail::hold_over`]): the next step raises it, none forgets it.
-    held_over: bool,
     sink: Box<dyn AuditSink>,
 }
 
@@ -66,7 +63,6 @@ impl Trail {
             mode,
             failed: None,
             sink_failed: false,
-            held_over: false,
             sink,
         }
     }
@@ -76,7 +72,6 @@ impl Trail {
     /// the host instead, and the sink's is forgotten (not dropped: its drop could panic).
     pub(crate) fn finish_step(&mut self) {
         self.sink_failed = false;
-        self.held_over = false;
         if let Some(panic) = self.failed.take() {
             if std::thread::panicking() {
                 // Not dropped: a payload's drop could panic, which aborts now.
@@ -92,31 +87,26 @@ impl Trail {
         self.sink_failed
     }
 
-    /// At the start of a step: forgets a sink's panic a step left when it stopped half
-    /// way (a hook panicked after the sink did: the host saw that panic). A panic held
-    /// over (see [`Trail::hold_over`]) stays, for this step to raise.
-    pub(crate) fn forget_stale(&mut self) {
-        if !self.held_over {
-            self.forget_failure();
-        }
-    }
-
-    /// Forgets the panic in hand, whatever it is.
-    fn forget_failure(&mut self) {
+    /// Forgets a sink's panic a step left when it stopped half way (a hook panicked
+    /// after the sink did).
+    pub(crate) fn forget_failure(&mut self) {
         self.sink_failed = false;
-        self.held_over = false;
         // Not dropped: a payload's drop could panic (and this may run while one unwinds).
         std::mem::forget(self.failed.take());
     }
 
-    /// For a step that hands out a job: a panic kept from something let go of (not the
-    /// sink's) is held over to the next step instead of raised now. Raised now, it would
-    /// drop the job, and a call allowed to run (its `run` already called to make the
-    /// job) would end interrupted by a failure not its own. A sink's panic is raised as
-    /// ever (its record may be lost: the job must not run). Whether it held one over.
-    pub(crate) fn hold_over(&mut self) -> bool {
-        self.held_over = self.failed.is_some() && !self.sink_failed;
-        self.held_over
+    /// For a step that hands out a job: the panic kept from something let go of (not
+    /// the sink's), taken to travel with the job and be raised when it is handed back
+    /// (see `Job`). Raised now, it would drop the job, and a call allowed to run (its
+    /// `run` already called to make the job) would end interrupted by a failure not its
+    /// own. A sink's panic stays, to be raised as ever (its record may be lost: the job
+    /// must not run).
+    pub(crate) fn take_for_job(&mut self) -> Option<Box<dyn Any + Send>> {
+        if self.sink_failed {
+            None
+        } else {
+            self.failed.take()
+        }
     }
 
     /// Keeps a panic of the host's code caught during this step, to be raised when the
@@ -134,6 +124,11 @@ impl Trail {
     fn deliver(&mut self, record: AuditRecord) {
         let sink = &mut self.sink;
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| sink.record(record))) {
+            // The sink's panic is the one the host must see (a record may be lost): it
+            // replaces one kept from a drop, which is forgotten (its drop could panic).
+            if !self.sink_failed {
+                std::mem::forget(self.failed.take());
+            }
             self.sink_failed = true;
             self.keep(panic);
         }
