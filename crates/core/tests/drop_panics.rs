@@ -717,3 +717,67 @@ fn a_sink_panic_after_a_posted_drop_panic_is_the_one_raised() {
     failing.set(false);
     assert_eq!(message(&*payload), "the disk is full");
 }
+
+/// A `save` action of `Witness` params, asked on a card, whose validator and `remember`
+/// hook panic for the params named `orig`.
+fn witness_panicking_on_orig() -> Action<Witness> {
+    let fail = |p: &Witness| {
+        if p.name == "orig" {
+            panic!("the page's hook failed");
+        }
+    };
+    Action::<Witness>::new("save", "Save.")
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .validate(move |p| {
+            fail(p);
+            Ok(())
+        })
+        .remember(move |p| {
+            fail(p);
+            countersign::GrantRule::every_call()
+        })
+        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) })
+}
+
+/// Outside the gate (an edit checked before anything changes, a form's check, a grant
+/// restored from storage), a validator or `remember` hook that panics: the params it
+/// was given are let go of before its panic goes on, never dropped while it unwinds.
+#[test]
+fn hooks_panicking_outside_the_gate_let_go_of_their_params_first() {
+    fn basis(w: &World) -> countersign::GrantBasis {
+        countersign::GrantBasis {
+            action: "save".into(),
+            registration: w.exec.registration("save").unwrap_or_default(),
+            role: "admin".into(),
+            arguments: serde_json::json!({ "name": "orig" }),
+            caller: countersign::Caller::Assistant,
+        }
+    }
+    type Step3 = fn(&World, countersign::CallId);
+    let steps: [(&str, Step3); 3] = [
+        ("edit", |w, call| {
+            drop(w.exec.edit(call, r#"{"name":"orig"}"#, at(1)))
+        }),
+        ("check_arguments", |w, _| {
+            drop(w.exec.check_arguments("save", r#"{"name":"orig"}"#))
+        }),
+        ("restore_grant", |w, _| {
+            drop(w.exec.restore_grant(&basis(w), at(1)))
+        }),
+    ];
+    for (name, step) in steps {
+        let mut w = World::new();
+        w.regs
+            .push(w.exec.register(witness_panicking_on_orig()).unwrap());
+        let card = w.card("save", r#"{"name":"a"}"#, 0);
+        DROPPED_UNWINDING.with(|d| d.set(false));
+        caught(|| step(&w, card.call));
+        assert!(
+            !DROPPED_UNWINDING.with(Cell::get),
+            "{name}: the params were dropped while the hook's panic unwound"
+        );
+        assert_eq!(w.exec.live_calls(), 1, "{name}: the card no longer waits");
+        assert!(w.exec.grants().is_empty(), "{name}: a grant was made");
+    }
+}

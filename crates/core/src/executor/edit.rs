@@ -38,9 +38,10 @@ impl ExecutorState {
         // Checked before anything changes: an edit that does not validate leaves the
         // original card waiting, and the form says why.
         // (The params read here are dropped as it returns, before anything changes.)
-        let value = self
-            .validate(live.action.as_ref(), &edited, &mut None)
-            .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
+        let value = super::validate::holding(&mut None, |held| {
+            self.validate(live.action.as_ref(), &edited, held)
+        })
+        .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
         if value == live.arguments {
             return Err(EditError::Unchanged);
         }

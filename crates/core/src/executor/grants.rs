@@ -99,16 +99,16 @@ impl ExecutorState {
         let reentered = |_| RestoreError::Reentered;
         let invalid = || RestoreError::InvalidArguments(meta.id.to_string());
         let mut held = None;
-        self.hook(Hook::Validate, || {
-            action.prepare(&basis.arguments, &mut held)
-        })
-        .map_err(reentered)?
-        .map_err(|_| invalid())?;
+        let rule = super::validate::holding(&mut held, |held| {
+            self.hook(Hook::Validate, || action.prepare(&basis.arguments, held))
+                .map_err(reentered)?
+                .map_err(|_| invalid())?;
+            let prepared = held.as_ref().ok_or_else(invalid)?;
+            self.hook(Hook::Remember, || prepared.grant_rule())
+                .map_err(reentered)
+        })?
+        .unwrap_or_else(GrantRule::every_call);
         let prepared = held.ok_or_else(invalid)?;
-        let rule = self
-            .hook(Hook::Remember, || prepared.grant_rule())
-            .map_err(reentered)?
-            .unwrap_or_else(GrantRule::every_call);
         let decided = Decided {
             action: Rc::clone(&action),
             generation,

@@ -821,7 +821,9 @@ impl Executor {
                 .map_err(|_| "no such action".to_owned())?;
             let call = Call::new("", action.meta().id.to_string(), arguments);
             let mut held = None;
-            let checked = state.validate(action.as_ref(), &call, &mut held);
+            let checked = validate::holding(&mut held, |held| {
+                state.validate(action.as_ref(), &call, held)
+            });
             state.let_go(held);
             checked.map_err(|stop| stop.detail.unwrap_or_default())
         })

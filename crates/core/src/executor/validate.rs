@@ -1,6 +1,7 @@
 //! validate: raw text → JSON object → typed params (unknown fields refused in every serde
 //! shape) → the action's own validator.
 
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -29,5 +30,27 @@ impl ExecutorState {
         self.hook(Hook::Validate, || action.prepare(&value, held))?
             .map_err(invalid)?;
         Ok(value)
+    }
+}
+
+/// Runs `f`, which reads a call's params into `held`, for a caller outside the gate's
+/// catch (an edit's check, a form's, a restored grant's): if a hook in it panics, the
+/// params are let go of before the panic goes on, not dropped while it unwinds (where a
+/// drop that panics too aborts the process). Their own panic is then forgotten: the
+/// hook's goes on.
+pub(crate) fn holding<R>(
+    held: &mut Option<Rc<dyn PreparedCall>>,
+    f: impl FnOnce(&mut Option<Rc<dyn PreparedCall>>) -> R,
+) -> R {
+    match catch_unwind(AssertUnwindSafe(|| f(held))) {
+        Ok(out) => out,
+        Err(panic) => {
+            let params = held.take();
+            if let Err(also) = catch_unwind(AssertUnwindSafe(move || drop(params))) {
+                // Not dropped: a payload's drop could panic too.
+                std::mem::forget(also);
+            }
+            resume_unwind(panic)
+        }
     }
 }
