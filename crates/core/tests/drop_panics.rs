@@ -781,3 +781,61 @@ fn hooks_panicking_outside_the_gate_let_go_of_their_params_first() {
         assert!(w.exec.grants().is_empty(), "{name}: a grant was made");
     }
 }
+
+/// A hook that hands back a completion carrying a drop's panic while the executor is
+/// busy (here `verify`, completing another call): `complete` answers `Reentered` and
+/// the completion is dropped there, as ever, but the panic it carried is not raised
+/// inside the hook (where it passed for the hook's own failure and ended the hook's
+/// call interrupted): the hook's call is refused as `hook_reentered`, like any hook
+/// that reaches into the executor, and the executor's next operation raises the panic.
+#[test]
+fn a_carried_panic_handed_back_inside_a_hook_is_raised_by_the_next_step() {
+    let (mut w, _) = rewritten_to_run();
+    let Step::Perform(job) = w.call("peek", r#"{"name":"brittle"}"#, 0) else {
+        panic!("expected the rewritten call to run")
+    };
+    let carrying = pollster::block_on(job.run());
+    let first = carrying.call();
+    let slot = std::rc::Rc::new(RefCell::new(Some(carrying)));
+    let (exec, held) = (w.exec.clone(), std::rc::Rc::clone(&slot));
+    let check = Action::<Brittle>::new("check", "Check.")
+        .kind(Kind::Read)
+        .verify(move |_, _| {
+            if let Some(completion) = held.borrow_mut().take() {
+                exec.complete(completion, at(1));
+            }
+            Ok(())
+        })
+        .run(|p: Brittle| async move { Ok::<_, String>(p.name.clone()) });
+    w.regs.push(w.exec.register(check).unwrap());
+    let Step::Perform(job) = w.call("check", r#"{"name":"calm"}"#, 1) else {
+        panic!("a Read action runs without asking")
+    };
+    let completion = pollster::block_on(job.run());
+    let second = completion.call();
+    assert!(
+        w.exec.complete(completion, at(2)),
+        "complete panicked or failed"
+    );
+    let ends = w.terminal(second);
+    assert_eq!(ends.len(), 1, "one terminal record");
+    assert_eq!(
+        ends[0].reason,
+        countersign::Reason::HookReentered {
+            hook: countersign::Hook::Verify
+        }
+    );
+    let payload = caught(|| {
+        w.exec.live_calls();
+    });
+    assert_eq!(
+        message(&*payload),
+        "the page's params failed as they were dropped"
+    );
+    assert_eq!(
+        w.terminal(first).len(),
+        1,
+        "the first call did not end once"
+    );
+    assert_eq!(w.exec.live_calls(), 0, "a call was left live");
+}

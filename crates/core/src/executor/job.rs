@@ -2,7 +2,6 @@
 //! and settled as `EXECUTION_FAILED` if dropped before it is handed back.
 
 use std::cell::{Cell, RefCell};
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Weak;
 
 use serde_json::Value;
@@ -10,7 +9,7 @@ use serde_json::Value;
 use crate::call::CallId;
 
 use super::countersign::{RunError, Work};
-use super::registration::{post, Deferred, Post};
+use super::registration::{post, Carried, Deferred, Post};
 use super::state::ExecutorState;
 
 pub(crate) struct Guard {
@@ -22,36 +21,28 @@ pub(crate) struct Guard {
     pub(crate) armed: bool,
     /// A panic of the page's code the step that made the job caught (a drop of params
     /// it let go of, not this call's), raised when the job is handed back or dropped,
-    /// so that it neither ends this call nor surfaces in an unrelated step.
+    /// so that it does not end this call.
     pub(crate) held_over: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let held_over = self.held_over.take();
-        // A job or completion dropped before `complete`: settle instead of hanging.
-        if self.armed {
+        // A job or completion dropped before `complete`: settle instead of hanging. A
+        // panic it carried goes the same way, first: raised by the step that applies
+        // them (now, if the executor is idle; its next step, if a hook dropped the job
+        // while the executor was busy), never here inside someone else's code.
+        let carried = self
+            .held_over
+            .take()
+            .map(|panic| Deferred::Raise(Carried(Some(panic))));
+        let abandoned = self.armed.then_some(Deferred::Abandoned(self.call));
+        if carried.is_some() || abandoned.is_some() {
             let to = Post {
                 state: Weak::clone(&self.state),
                 mailbox: Weak::clone(&self.mailbox),
                 reentered: Weak::clone(&self.reentered),
             };
-            let posted = catch_unwind(AssertUnwindSafe(|| {
-                post(&to, Deferred::Abandoned(self.call));
-            }));
-            if let Err(panic) = posted {
-                // Not dropped: a payload's drop could panic while this one unwinds.
-                std::mem::forget(held_over);
-                resume_unwind(panic);
-            }
-        }
-        if let Some(panic) = held_over {
-            if std::thread::panicking() {
-                // Not dropped: a payload's drop could panic, which aborts now.
-                std::mem::forget(panic);
-            } else {
-                resume_unwind(panic);
-            }
+            post(&to, carried.into_iter().chain(abandoned));
         }
     }
 }
@@ -61,7 +52,8 @@ impl Drop for Guard {
 ///
 /// A panic of the page's code that the step making the job caught, not this call's own
 /// (params of another call panicking as they were dropped), travels with it: `complete`
-/// raises it once the call is settled, or dropping the job or completion does.
+/// raises it once the call is settled, or dropping the job or completion does (if that
+/// happens inside a hook, while the executor is busy, its next operation does).
 #[must_use = "a job does nothing until run; dropping it settles the call as failed"]
 pub struct Job {
     pub(crate) work: Work,

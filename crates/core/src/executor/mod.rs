@@ -256,7 +256,8 @@ impl Executor {
     /// first, before the gesture takes anything. Raised after, it would drop the step's
     /// job, and a call the person approved would end interrupted by a failure not its
     /// own; raised first, the card still waits, to be pressed again. (A new call is
-    /// taken, recorded and told even so: `submit` raises after, as a sink's panic.)
+    /// taken, recorded and told even so: `submit` raises after, as a sink's panic, or
+    /// hands it to the job it makes.)
     fn gesture<E: From<Reentered>>(
         &self,
         f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
@@ -503,8 +504,8 @@ impl Executor {
         self.with(|state| {
             let settled = state.executor == executor && state.complete(call, result, now);
             guard.armed = !settled;
-            // A panic the job carried is raised once its call is settled (after a
-            // sink's panic of this step, which the host must see first).
+            // A panic the job carried is raised once its call is settled (unless this
+            // step has one of its own to raise, a sink's above all).
             if let Some(panic) = guard.held_over.take() {
                 state.trail.keep(panic);
             }

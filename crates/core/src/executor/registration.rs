@@ -10,8 +10,23 @@ use crate::call::CallId;
 use super::state::ExecutorState;
 
 pub(crate) enum Deferred {
-    Unregister { id: String, generation: u64 },
+    Unregister {
+        id: String,
+        generation: u64,
+    },
     Abandoned(CallId),
+    /// A panic a job carried (see `Guard::held_over`), raised by the step that applies it.
+    Raise(Carried),
+}
+
+/// A panic's payload on its way through the mailbox: forgotten, never dropped, if the
+/// executor goes before a step takes it (a payload's drop could panic).
+pub(crate) struct Carried(pub(crate) Option<Box<dyn std::any::Any + Send>>);
+
+impl Drop for Carried {
+    fn drop(&mut self) {
+        std::mem::forget(self.0.take());
+    }
 }
 
 pub(crate) type Mailbox = Rc<RefCell<Vec<Deferred>>>;
@@ -27,6 +42,11 @@ pub(crate) fn begin_step(state: &mut ExecutorState, mailbox: &RefCell<Vec<Deferr
         match item {
             Deferred::Unregister { id, generation } => state.unregister(&id, generation),
             Deferred::Abandoned(call) => state.abandon(call),
+            Deferred::Raise(mut carried) => {
+                if let Some(panic) = carried.0.take() {
+                    state.trail.keep(panic);
+                }
+            }
         }
     }
 }
@@ -39,11 +59,11 @@ pub(crate) struct Post {
     pub(crate) reentered: Weak<Cell<bool>>,
 }
 
-pub(crate) fn post(to: &Post, item: Deferred) {
+pub(crate) fn post(to: &Post, items: impl IntoIterator<Item = Deferred>) {
     let (Some(state), Some(mailbox)) = (to.state.upgrade(), to.mailbox.upgrade()) else {
         return;
     };
-    mailbox.borrow_mut().push(item);
+    mailbox.borrow_mut().extend(items);
     // Apply now if the executor is idle. If it is busy, a hook dropped a registration or
     // a job while its call was being decided: the next operation applies the change
     // first, and the call whose hook did it is refused (its answer was made while the
@@ -104,7 +124,7 @@ impl Registration {
                 mailbox: Weak::clone(&self.mailbox),
                 reentered: Weak::clone(&self.reentered),
             };
-            post(&to, item);
+            post(&to, [item]);
         }
     }
 }
