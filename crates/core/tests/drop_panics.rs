@@ -299,13 +299,7 @@ fn a_params_drop_panicking_as_a_call_is_refused_keeps_the_refusals_reason() {
     w.regs.push(w.exec.register(action).unwrap());
     arm();
     caught(|| drop(w.call("save", r#"{"name":"brittle"}"#, 0)));
-    let call = w.audit.records().first().map(|r| r.call).unwrap();
-    let ends: Vec<_> = w
-        .audit
-        .records()
-        .into_iter()
-        .filter(|r| r.call == call && r.is_terminal())
-        .collect();
+    let ends = w.first_calls_ends();
     assert_eq!(ends.len(), 1, "one terminal record");
     assert_eq!(ends[0].reason, countersign::Reason::ClassifierDenied);
     assert_eq!(told(&w.exec).len(), 1, "told once");
@@ -566,16 +560,6 @@ fn a_params_drop_panicking_as_a_grant_is_restored_makes_no_grant() {
     assert!(w.exec.grants().is_empty(), "a grant stayed in force");
 }
 
-/// The terminal records of the first call on the trail.
-fn first_calls_ends(w: &World) -> Vec<countersign::AuditRecord> {
-    let call = w.audit.records().first().map(|r| r.call).unwrap();
-    w.audit
-        .records()
-        .into_iter()
-        .filter(|r| r.call == call && r.is_terminal())
-        .collect()
-}
-
 /// Params the action's validator refuses, or with a field the model was not shown,
 /// panic as they are dropped: the call is refused for its arguments (the params are let
 /// go of once it is refused), not as the validate hook's failure.
@@ -596,7 +580,7 @@ fn a_params_drop_panicking_as_arguments_are_refused_keeps_invalid_arguments() {
         w.regs.push(w.exec.register(action).unwrap());
         arm();
         caught(|| drop(w.call("save", args, 0)));
-        let ends = first_calls_ends(&w);
+        let ends = w.first_calls_ends();
         assert_eq!(ends.len(), 1, "one terminal record for {args}");
         assert_eq!(
             ends[0].reason,
@@ -631,7 +615,7 @@ fn a_validator_panicking_lets_go_of_its_params_after() {
         !DROPPED_UNWINDING.with(Cell::get),
         "the params were dropped while the validator's panic unwound"
     );
-    let ends = first_calls_ends(&w);
+    let ends = w.first_calls_ends();
     assert_eq!(ends.len(), 1, "one terminal record");
     assert_eq!(
         ends[0].reason,

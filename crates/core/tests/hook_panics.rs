@@ -58,12 +58,7 @@ fn assert_refused_by(w: &World, call: u64, hook: Hook, code: &str) {
         .map(|(c, s)| (c.get(), s))
         .collect();
     assert_eq!(told, [(call, code)], "what the model is told");
-    let ends: Vec<_> = w
-        .audit
-        .records()
-        .into_iter()
-        .filter(|r| r.call == call && r.is_terminal())
-        .collect();
+    let ends = w.ends_of(call);
     assert_eq!(ends.len(), 1, "one terminal record");
     assert_eq!(ends[0].reason, Reason::HookFailed { hook });
     assert!(w.runs().is_empty(), "run was reached");
@@ -81,12 +76,7 @@ fn every_call_ends_once(w: &World) {
     calls.retain(|c| *c != 0);
     calls.dedup();
     for call in calls {
-        let ends = w
-            .audit
-            .records()
-            .iter()
-            .filter(|r| r.call == call && r.is_terminal())
-            .count();
+        let ends = w.ends_of(call).len();
         assert_eq!(ends, 1, "call {call} has {ends} terminal records");
     }
 }

@@ -132,6 +132,21 @@ impl World {
         self.runs.borrow().clone()
     }
 
+    /// The terminal records of the call numbered `call` on the trail.
+    pub fn ends_of(&self, call: u64) -> Vec<AuditRecord> {
+        self.audit
+            .records()
+            .into_iter()
+            .filter(|r| r.call == call && r.is_terminal())
+            .collect()
+    }
+
+    /// The terminal records of the first call on the trail.
+    pub fn first_calls_ends(&self) -> Vec<AuditRecord> {
+        let call = self.audit.records().first().map_or(0, |r| r.call);
+        self.ends_of(call)
+    }
+
     pub fn terminal(&self, call: CallId) -> Vec<AuditRecord> {
         self.audit
             .for_call(call)
