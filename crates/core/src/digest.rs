@@ -301,7 +301,7 @@ mod tests {
             ..proptest::prelude::ProptestConfig::default()
         })]
         /// Any text, as a key and as a value (alone and in an array), hashes as
-        /// serde_json's compact text of it: the plain fast path and serde_json agree.
+        /// serde_json's compact text of it.
         #[test]
         fn any_string_hashes_as_serde_json_writes_it(
             text in proptest::prelude::any::<String>(),
