@@ -9,8 +9,9 @@ use serde_json::Value;
 use crate::call::CallId;
 
 use super::countersign::{RunError, Work};
-use super::registration::{post, Carried, Deferred, Post};
+use super::registration::{post, Deferred, Post};
 use super::state::ExecutorState;
+use super::trail::Caught;
 
 pub(crate) struct Guard {
     pub(crate) call: CallId,
@@ -22,7 +23,7 @@ pub(crate) struct Guard {
     /// A panic of the page's code the step that made the job caught (a drop of params
     /// it let go of, not this call's), raised when the job is handed back or dropped,
     /// so that it does not end this call.
-    pub(crate) held_over: Option<Box<dyn std::any::Any + Send>>,
+    pub(crate) carried: Option<Caught>,
 }
 
 impl Drop for Guard {
@@ -31,10 +32,7 @@ impl Drop for Guard {
         // panic it carried goes the same way, first: raised by the step that applies
         // them (now, if the executor is idle; its next step, if a hook dropped the job
         // while the executor was busy), never here inside someone else's code.
-        let carried = self
-            .held_over
-            .take()
-            .map(|panic| Deferred::Raise(Carried(Some(panic))));
+        let carried = self.carried.take().map(Deferred::Raise);
         let abandoned = self.armed.then_some(Deferred::Abandoned(self.call));
         if carried.is_some() || abandoned.is_some() {
             let to = Post {

@@ -244,7 +244,7 @@ impl Executor {
         let mut step = next.map(|next| self.step(next));
         if let Ok(mut state) = self.state.try_borrow_mut() {
             if let Ok(Step::Perform(job)) = &mut step {
-                job.guard.held_over = state.trail.take_for_job();
+                job.guard.carried = state.trail.take_for_job();
             }
             state.trail.finish_step();
         }
@@ -506,7 +506,7 @@ impl Executor {
             guard.armed = !settled;
             // A panic the job carried is raised once its call is settled (unless this
             // step has one of its own to raise, a sink's above all).
-            if let Some(panic) = guard.held_over.take() {
+            if let Some(panic) = guard.carried.take() {
                 state.trail.keep(panic);
             }
             settled
@@ -870,7 +870,7 @@ impl Executor {
                     mailbox: Rc::downgrade(&self.mailbox),
                     reentered: Rc::downgrade(&self.reentered),
                     armed: true,
-                    held_over: None,
+                    carried: None,
                 },
             }),
         }

@@ -8,6 +8,7 @@ use std::rc::{Rc, Weak};
 use crate::call::CallId;
 
 use super::state::ExecutorState;
+use super::trail::Caught;
 
 pub(crate) enum Deferred {
     Unregister {
@@ -15,18 +16,8 @@ pub(crate) enum Deferred {
         generation: u64,
     },
     Abandoned(CallId),
-    /// A panic a job carried (see `Guard::held_over`), raised by the step that applies it.
-    Raise(Carried),
-}
-
-/// A panic's payload on its way through the mailbox: forgotten, never dropped, if the
-/// executor goes before a step takes it (a payload's drop could panic).
-pub(crate) struct Carried(pub(crate) Option<Box<dyn std::any::Any + Send>>);
-
-impl Drop for Carried {
-    fn drop(&mut self) {
-        std::mem::forget(self.0.take());
-    }
+    /// A panic a job carried (see `Guard::carried`), raised by the step that applies it.
+    Raise(Caught),
 }
 
 pub(crate) type Mailbox = Rc<RefCell<Vec<Deferred>>>;
@@ -42,11 +33,7 @@ pub(crate) fn begin_step(state: &mut ExecutorState, mailbox: &RefCell<Vec<Deferr
         match item {
             Deferred::Unregister { id, generation } => state.unregister(&id, generation),
             Deferred::Abandoned(call) => state.abandon(call),
-            Deferred::Raise(mut carried) => {
-                if let Some(panic) = carried.0.take() {
-                    state.trail.keep(panic);
-                }
-            }
+            Deferred::Raise(panic) => state.trail.keep(panic),
         }
     }
 }

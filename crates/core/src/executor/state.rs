@@ -245,7 +245,7 @@ impl ExecutorState {
     /// Its panic is kept, and raised when the step is done.
     pub(crate) fn let_go<T>(&mut self, value: T) {
         if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-            self.trail.keep(panic);
+            self.trail.keep(super::trail::Caught::new(panic));
         }
     }
 

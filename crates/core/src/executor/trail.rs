@@ -34,18 +34,40 @@ pub(crate) struct Trail {
     mode: Rc<Cell<Mode>>,
     /// The first panic of the host's code caught during this step (the sink's, or the
     /// drop of a call's params), raised again when the step is done.
-    failed: Option<Box<dyn Any + Send>>,
+    failed: Option<Caught>,
     /// Whether the sink failed during this step.
     sink_failed: bool,
     sink: Box<dyn AuditSink>,
 }
 
-impl Drop for Trail {
-    /// A sink's panic a step left behind (a hook's panic cut the step short before it
-    /// could be raised) is forgotten, not dropped: the executor may be dropped while that
-    /// hook's panic unwinds, and a payload's drop that panics then aborts the process.
+/// A panic of the page's code the executor caught, on its way to the host: raised again
+/// when its step is done, and forgotten, never dropped, if it is let go of unraised (a
+/// payload's drop is the page's code too, and one that panics while another panic
+/// unwinds aborts the process: the executor may be dropped during a hook's panic, a
+/// step may keep only one panic, a job carrying one may be dropped unrun).
+pub(crate) struct Caught(Option<Box<dyn Any + Send>>);
+
+impl Caught {
+    pub(crate) fn new(payload: Box<dyn Any + Send>) -> Self {
+        Self(Some(payload))
+    }
+
+    /// Raises the panic again; while another one unwinds, that one reaches the host
+    /// instead, and this one is forgotten.
+    fn raise(mut self) {
+        if let Some(payload) = self.0.take() {
+            if std::thread::panicking() {
+                std::mem::forget(payload);
+            } else {
+                std::panic::resume_unwind(payload);
+            }
+        }
+    }
+}
+
+impl Drop for Caught {
     fn drop(&mut self) {
-        self.forget_failure();
+        std::mem::forget(self.0.take());
     }
 }
 
@@ -73,12 +95,7 @@ impl Trail {
     pub(crate) fn finish_step(&mut self) {
         self.sink_failed = false;
         if let Some(panic) = self.failed.take() {
-            if std::thread::panicking() {
-                // Not dropped: a payload's drop could panic, which aborts now.
-                std::mem::forget(panic);
-            } else {
-                std::panic::resume_unwind(panic);
-            }
+            panic.raise();
         }
     }
 
@@ -91,8 +108,7 @@ impl Trail {
     /// after the sink did).
     pub(crate) fn forget_failure(&mut self) {
         self.sink_failed = false;
-        // Not dropped: a payload's drop could panic (and this may run while one unwinds).
-        std::mem::forget(self.failed.take());
+        self.failed = None;
     }
 
     /// For a step that hands out a job: the panic kept from something let go of (not
@@ -101,7 +117,7 @@ impl Trail {
     /// `run` already called to make the job) would end interrupted by a failure not its
     /// own. A sink's panic stays, to be raised as ever (its record may be lost: the job
     /// must not run).
-    pub(crate) fn take_for_job(&mut self) -> Option<Box<dyn Any + Send>> {
+    pub(crate) fn take_for_job(&mut self) -> Option<Caught> {
         if self.sink_failed {
             None
         } else {
@@ -110,11 +126,10 @@ impl Trail {
     }
 
     /// Keeps a panic of the host's code caught during this step, to be raised when the
-    /// step is done: the first one; a later one is forgotten (its drop could panic).
-    pub(crate) fn keep(&mut self, panic: Box<dyn Any + Send>) {
-        match self.failed {
-            Some(_) => std::mem::forget(panic),
-            None => self.failed = Some(panic),
+    /// step is done: the first one; a later one is forgotten.
+    pub(crate) fn keep(&mut self, panic: Caught) {
+        if self.failed.is_none() {
+            self.failed = Some(panic);
         }
     }
 
@@ -125,12 +140,12 @@ impl Trail {
         let sink = &mut self.sink;
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| sink.record(record))) {
             // The sink's panic is the one the host must see (a record may be lost): it
-            // replaces one kept from a drop, which is forgotten (its drop could panic).
+            // replaces one kept from a drop, which is forgotten.
             if !self.sink_failed {
-                std::mem::forget(self.failed.take());
+                self.failed = None;
             }
             self.sink_failed = true;
-            self.keep(panic);
+            self.keep(Caught::new(panic));
         }
     }
 
