@@ -503,7 +503,11 @@ pub(crate) trait ErasedAction {
     /// action's validator runs. Their drop is the page's code, and the caller lets go of
     /// them (not this hook, where a drop that panics would pass for the hook's failure,
     /// or, while the validator's panic unwinds, abort).
-    fn prepare(&self, args: &Value, held: &mut Option<Rc<dyn PreparedCall>>) -> Result<(), String>;
+    fn prepare<'h>(
+        &self,
+        args: &Value,
+        held: &'h mut Option<Rc<dyn PreparedCall>>,
+    ) -> Result<&'h Rc<dyn PreparedCall>, String>;
 }
 
 /// One call's typed params together with the action's hooks.
@@ -545,7 +549,11 @@ where
         self.action.available.as_ref().is_none_or(|check| check())
     }
 
-    fn prepare(&self, args: &Value, held: &mut Option<Rc<dyn PreparedCall>>) -> Result<(), String> {
+    fn prepare<'h>(
+        &self,
+        args: &Value,
+        held: &'h mut Option<Rc<dyn PreparedCall>>,
+    ) -> Result<&'h Rc<dyn PreparedCall>, String> {
         // Flat params that fit their schema, where serde reads every declared field:
         // no field can be passed over, so they are read as they are. Anything else, or
         // a read that fails (for its worded error), takes both guards.
@@ -565,17 +573,17 @@ where
             params: std::cell::RefCell::new(Some(params)),
             action: Rc::clone(&self.action),
         });
-        *held = Some(Rc::clone(&bound) as Rc<dyn PreparedCall>);
+        let prepared = held.insert(Rc::clone(&bound) as Rc<dyn PreparedCall>);
         if let Some(why) = refused {
             return Err(why);
         }
-        match &self.action.validator {
+        if let Some(check) = &self.action.validator {
             // The params were just put there: `with` always finds them.
-            Some(check) => bound
+            bound
                 .with(|params| check(params))
-                .unwrap_or_else(|| Err("its params were not kept".to_owned())),
-            None => Ok(()),
+                .unwrap_or_else(|| Err("its params were not kept".to_owned()))?;
         }
+        Ok(prepared)
     }
 }
 
@@ -722,10 +730,9 @@ mod tests {
             .run(|p: Path| async move { Ok::<_, String>(p.path) })
             .into_erased();
         let mut held = None;
-        action
+        let prepared = action
             .prepare(&serde_json::json!({ "path": "drafts/a" }), &mut held)
             .unwrap_or_else(|e| panic!("{e}"));
-        let prepared = held.unwrap_or_else(|| panic!("no params held"));
         // Before run: each hook answers from the params.
         assert!(matches!(prepared.classify(), Verdict::Allow));
         assert!(matches!(prepared.rewrite(), Some(Rewrite::Keep)));

@@ -40,6 +40,7 @@ impl ExecutorState {
         // (The params read here are dropped as it returns, before anything changes.)
         let value = super::validate::holding(&mut None, |held| {
             self.validate(live.action.as_ref(), &edited, held)
+                .map(|(_, value)| value)
         })
         .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
         if value == live.arguments {

@@ -100,10 +100,10 @@ impl ExecutorState {
         let invalid = || RestoreError::InvalidArguments(meta.id.to_string());
         let mut held = None;
         let rule = super::validate::holding(&mut held, |held| {
-            self.hook(Hook::Validate, || action.prepare(&basis.arguments, held))
+            let prepared = self
+                .hook(Hook::Validate, || action.prepare(&basis.arguments, held))
                 .map_err(reentered)?
                 .map_err(|_| invalid())?;
-            let prepared = held.as_ref().ok_or_else(invalid)?;
             self.hook(Hook::Remember, || prepared.grant_rule())
                 .map_err(reentered)
         })?

@@ -823,7 +823,9 @@ impl Executor {
             let call = Call::new("", action.meta().id.to_string(), arguments);
             let mut held = None;
             let checked = validate::holding(&mut held, |held| {
-                state.validate(action.as_ref(), &call, held)
+                state
+                    .validate(action.as_ref(), &call, held)
+                    .map(|(_, value)| value)
             });
             state.let_go(held);
             checked.map_err(|stop| stop.detail.unwrap_or_default())

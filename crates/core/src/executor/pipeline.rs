@@ -168,11 +168,7 @@ impl ExecutorState {
         }
         let (action, generation) = self.resolve(call)?;
         trace.resolved(&action, self.level(action.meta()).policy);
-        let arguments = self.validate(action.as_ref(), call, held)?;
-        let Some(prepared) = held.as_ref() else {
-            // Not reachable: params that validate are held. Kept closed.
-            return Err(Stop::new(Reason::InvalidArguments, Decider::Pipeline));
-        };
+        let (prepared, arguments) = self.validate(action.as_ref(), call, held)?;
         trace.validated(&arguments, &self.config.audit_key);
         // The card's original → edited and the model's `edited_by_person` describe what
         // will run (a rewrite may have normalised the person's values), against what

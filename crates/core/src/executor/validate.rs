@@ -17,19 +17,20 @@ impl ExecutorState {
     /// The arguments as a value, and in `held` the call's params bound to the action's
     /// hooks, put there as soon as they are read (also when they are then refused), for
     /// the caller to let go of: their drop is the page's code.
-    pub(crate) fn validate(
+    pub(crate) fn validate<'h>(
         &self,
         action: &dyn ErasedAction,
         call: &Call,
-        held: &mut Option<Rc<dyn PreparedCall>>,
-    ) -> Result<Value, Stop> {
+        held: &'h mut Option<Rc<dyn PreparedCall>>,
+    ) -> Result<(&'h Rc<dyn PreparedCall>, Value), Stop> {
         let invalid =
             |detail: String| Stop::new(Reason::InvalidArguments, Decider::Pipeline).with(detail);
         let value = crate::arguments::parse_object(&call.arguments, self.config.max_argument_bytes)
             .map_err(invalid)?;
-        self.hook(Hook::Validate, || action.prepare(&value, held))?
+        let prepared = self
+            .hook(Hook::Validate, || action.prepare(&value, held))?
             .map_err(invalid)?;
-        Ok(value)
+        Ok((prepared, value))
     }
 }
 
