@@ -325,21 +325,25 @@ impl Drop for Witness {
     }
 }
 
+/// A `save` action of `Witness` params, asked on a card.
+fn witness() -> Action<Witness> {
+    Action::<Witness>::new("save", "Save.")
+        .kind(Kind::Write)
+        .confirm(Confirm::Ask)
+        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) })
+}
+
 /// A person's edit whose new call's hook panics: the original call's params were let go
 /// of before the edited call was decided, never while the hook's panic unwinds.
 #[test]
 fn an_edit_whose_hook_panics_lets_go_of_the_original_before() {
     let mut w = World::new();
-    let action = Action::<Witness>::new("save", "Save.")
-        .kind(Kind::Write)
-        .confirm(Confirm::Ask)
-        .consequence(|p| {
-            if p.name == "boom" {
-                panic!("the page's hook failed");
-            }
-            format!("save {}", p.name)
-        })
-        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) });
+    let action = witness().consequence(|p| {
+        if p.name == "boom" {
+            panic!("the page's hook failed");
+        }
+        format!("save {}", p.name)
+    });
     w.regs.push(w.exec.register(action).unwrap());
     let card = w.card("save", r#"{"name":"orig"}"#, 0);
     caught(|| drop(w.exec.edit(card.call, r#"{"name":"boom"}"#, at(1))));
@@ -355,9 +359,7 @@ fn an_edit_whose_hook_panics_lets_go_of_the_original_before() {
 #[test]
 fn a_rewritten_call_whose_hook_panics_lets_go_of_its_params_before() {
     let mut w = World::new();
-    let action = Action::<Witness>::new("save", "Save.")
-        .kind(Kind::Write)
-        .confirm(Confirm::Ask)
+    let action = witness()
         .rewrite(|p| {
             if p.name == "a" {
                 countersign::Rewrite::Arguments(serde_json::json!({ "name": "orig" }))
@@ -370,8 +372,7 @@ fn a_rewritten_call_whose_hook_panics_lets_go_of_its_params_before() {
                 panic!("the page's hook failed");
             }
             format!("save {}", p.name)
-        })
-        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) });
+        });
     w.regs.push(w.exec.register(action).unwrap());
     caught(|| drop(w.call("save", r#"{"name":"a"}"#, 0)));
     assert!(
@@ -599,16 +600,12 @@ fn a_params_drop_panicking_as_arguments_are_refused_keeps_invalid_arguments() {
 #[test]
 fn a_validator_panicking_lets_go_of_its_params_after() {
     let mut w = World::new();
-    let action = Action::<Witness>::new("save", "Save.")
-        .kind(Kind::Write)
-        .confirm(Confirm::Ask)
-        .validate(|p| {
-            if p.name == "orig" {
-                panic!("the page's validator failed");
-            }
-            Ok(())
-        })
-        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) });
+    let action = witness().validate(|p| {
+        if p.name == "orig" {
+            panic!("the page's validator failed");
+        }
+        Ok(())
+    });
     w.regs.push(w.exec.register(action).unwrap());
     caught(|| drop(w.call("save", r#"{"name":"orig"}"#, 0)));
     assert!(
@@ -710,9 +707,7 @@ fn witness_panicking_on_orig() -> Action<Witness> {
             panic!("the page's hook failed");
         }
     };
-    Action::<Witness>::new("save", "Save.")
-        .kind(Kind::Write)
-        .confirm(Confirm::Ask)
+    witness()
         .validate(move |p| {
             fail(p);
             Ok(())
@@ -721,7 +716,6 @@ fn witness_panicking_on_orig() -> Action<Witness> {
             fail(p);
             countersign::GrantRule::every_call()
         })
-        .run(|p: Witness| async move { Ok::<_, String>(p.name.clone()) })
 }
 
 /// Outside the gate (an edit checked before anything changes, a form's check, a grant
