@@ -476,10 +476,7 @@ fn a_params_drop_panicking_after_a_rewrite_does_not_interrupt_the_job() {
 #[test]
 fn a_job_carrying_a_drop_panic_raises_the_sinks_first() {
     let (w, failing) = rewritten_to_run();
-    let Step::Perform(job) = w.call("peek", r#"{"name":"brittle"}"#, 0) else {
-        panic!("expected the rewritten call to run")
-    };
-    let completion = pollster::block_on(job.run());
+    let completion = ran(&w, "peek", r#"{"name":"brittle"}"#, 0);
     failing.set(true);
     let payload = caught(|| {
         w.exec.complete(completion, at(1));
@@ -623,6 +620,15 @@ fn a_validator_panicking_lets_go_of_its_params_after() {
     assert_eq!(told(&w.exec).len(), 1, "told once");
 }
 
+/// Submits a call that runs unasked and runs its job: the completion, not yet handed
+/// back.
+fn ran(w: &World, action: &str, args: &str, at: u64) -> countersign::Completion {
+    let Step::Perform(job) = w.call(action, args, at) else {
+        panic!("expected {action} to run unasked")
+    };
+    pollster::block_on(job.run())
+}
+
 /// The message of a panic's payload.
 fn message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
@@ -645,10 +651,7 @@ fn a_params_drop_panicking_after_a_failing_terminal_record_raises_the_sinks() {
         .verify(|_, _| Ok(()))
         .run(|p: Brittle| async move { Ok::<_, String>(p.name.clone()) });
     w.regs.push(w.exec.register(action).unwrap());
-    let Step::Perform(job) = w.call("peek", r#"{"name":"brittle"}"#, 0) else {
-        panic!("a Read action runs without asking")
-    };
-    let completion = pollster::block_on(job.run());
+    let completion = ran(&w, "peek", r#"{"name":"brittle"}"#, 0);
     let call = completion.call();
     failing.set(true);
     arm();
@@ -769,10 +772,7 @@ fn hooks_panicking_outside_the_gate_let_go_of_their_params_first() {
 #[test]
 fn a_carried_panic_handed_back_inside_a_hook_is_raised_by_the_next_step() {
     let (mut w, _) = rewritten_to_run();
-    let Step::Perform(job) = w.call("peek", r#"{"name":"brittle"}"#, 0) else {
-        panic!("expected the rewritten call to run")
-    };
-    let carrying = pollster::block_on(job.run());
+    let carrying = ran(&w, "peek", r#"{"name":"brittle"}"#, 0);
     let first = carrying.call();
     let slot = std::rc::Rc::new(RefCell::new(Some(carrying)));
     let (exec, held) = (w.exec.clone(), std::rc::Rc::clone(&slot));
@@ -786,10 +786,7 @@ fn a_carried_panic_handed_back_inside_a_hook_is_raised_by_the_next_step() {
         })
         .run(|p: Brittle| async move { Ok::<_, String>(p.name.clone()) });
     w.regs.push(w.exec.register(check).unwrap());
-    let Step::Perform(job) = w.call("check", r#"{"name":"calm"}"#, 1) else {
-        panic!("a Read action runs without asking")
-    };
-    let completion = pollster::block_on(job.run());
+    let completion = ran(&w, "check", r#"{"name":"calm"}"#, 1);
     let second = completion.call();
     assert!(
         w.exec.complete(completion, at(2)),
