@@ -508,6 +508,16 @@ pub(crate) trait ErasedAction {
         args: &Value,
         held: &'h mut Option<Rc<dyn PreparedCall>>,
     ) -> Result<&'h Rc<dyn PreparedCall>, String>;
+
+    /// [`ErasedAction::prepare`] for arguments whose text read as flat fields: the
+    /// params are read from the fields where they may be (see [`crate::flat`]), and from
+    /// the value of `args` otherwise, exactly as `prepare` reads them.
+    fn prepare_flat<'h>(
+        &self,
+        flat: &crate::flat::FlatArgs<'_>,
+        args: &crate::arguments::Arguments,
+        held: &'h mut Option<Rc<dyn PreparedCall>>,
+    ) -> Result<&'h Rc<dyn PreparedCall>, String>;
 }
 
 /// One call's typed params together with the action's hooks.
@@ -560,15 +570,47 @@ where
         let quick = (self.meta.serde_reads_every_field && self.meta.plain.fits(args) == Some(true))
             .then(|| P::deserialize(args).ok())
             .flatten();
-        let read = match quick {
-            Some(params) => Ok(params),
-            None => self.guarded_params(args),
-        };
-        let (params, refused) = match read {
-            Ok(params) => (params, None),
-            Err((why, Some(params))) => (params, Some(why)),
-            Err((why, None)) => return Err(why),
-        };
+        match quick {
+            Some(params) => self.bind(params, None, held),
+            None => match self.guarded_params(args) {
+                Ok(params) => self.bind(params, None, held),
+                Err((why, Some(params))) => self.bind(params, Some(why), held),
+                Err((why, None)) => Err(why),
+            },
+        }
+    }
+
+    fn prepare_flat<'h>(
+        &self,
+        flat: &crate::flat::FlatArgs<'_>,
+        args: &crate::arguments::Arguments,
+        held: &'h mut Option<Rc<dyn PreparedCall>>,
+    ) -> Result<&'h Rc<dyn PreparedCall>, String> {
+        // The same condition as `prepare`'s quick read, asked of the fields; the params
+        // read from them as `&Value` reads them from the value they parse to.
+        let quick = (self.meta.serde_reads_every_field
+            && self.meta.plain.fits_flat(flat) == Some(true))
+        .then(|| P::deserialize(flat).ok())
+        .flatten();
+        match quick {
+            Some(params) => self.bind(params, None, held),
+            None => self.prepare(args.value(), held),
+        }
+    }
+}
+
+impl<P> Typed<P>
+where
+    P: DeserializeOwned + JsonSchema + Clone + 'static,
+{
+    /// Binds read params to the action's hooks and puts them in `held` (also params
+    /// then refused, `refused` saying why), then runs the action's validator.
+    fn bind<'h>(
+        &self,
+        params: P,
+        refused: Option<String>,
+        held: &'h mut Option<Rc<dyn PreparedCall>>,
+    ) -> Result<&'h Rc<dyn PreparedCall>, String> {
         let bound = Rc::new(Bound {
             params: std::cell::RefCell::new(Some(params)),
             action: Rc::clone(&self.action),
@@ -585,12 +627,7 @@ where
         }
         Ok(prepared)
     }
-}
 
-impl<P> Typed<P>
-where
-    P: DeserializeOwned + JsonSchema + Clone + 'static,
-{
     /// The params read under both guards against a field the model was not shown:
     /// `serde_ignored` (a field serde passes over), then the schema check.
     /// Params read and then refused come back with the reason (see

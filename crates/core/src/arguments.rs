@@ -33,6 +33,47 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
     Ok(value)
 }
 
+/// A validated call's arguments as a JSON value, parsed from the call's text only when a
+/// later stage first asks for it: a call whose arguments were read as flat fields (see
+/// [`crate::flat`]) and that runs unasked never builds it.
+pub(crate) struct Arguments {
+    /// The text the value is parsed from (empty once parsed when it was made).
+    raw: Box<str>,
+    value: std::cell::OnceCell<Value>,
+}
+
+impl Arguments {
+    /// Arguments already parsed.
+    pub(crate) fn parsed(value: Value) -> Self {
+        Self {
+            raw: Box::default(),
+            value: std::cell::OnceCell::from(value),
+        }
+    }
+
+    /// Arguments whose text was read as flat fields, parsed when first asked for.
+    pub(crate) fn unparsed(raw: &str) -> Self {
+        Self {
+            raw: raw.into(),
+            value: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The arguments as a value, taken.
+    pub(crate) fn into_value(self) -> Value {
+        self.value();
+        self.value.into_inner().unwrap_or(Value::Null)
+    }
+
+    /// The arguments as a value.
+    pub(crate) fn value(&self) -> &Value {
+        // Text that read as flat fields is a JSON object serde_json reads, so it parses
+        // (a test holds this); `null`, which no schema of params fits, if it ever did not.
+        self.value
+            .get_or_init(|| serde_json::from_str(&self.raw).unwrap_or(Value::Null))
+    }
+}
+
 /// Whether raw text stands for `{}`: empty or all whitespace, as models send for
 /// actions without params. The validate stage and the audit digest read it alike.
 pub(crate) fn means_no_arguments(raw: &str) -> bool {

@@ -125,6 +125,27 @@ impl AuditKey {
         ArgsDigest(hasher.finalize().into())
     }
 
+    /// The keyed digest of flat arguments: the same as [`AuditKey::digest`] of the value
+    /// they parse to (a test holds the two together).
+    pub(crate) fn digest_flat(&self, flat: &crate::flat::FlatArgs<'_>) -> ArgsDigest {
+        let mut hasher = self.0.clone();
+        hasher.update(b"{");
+        for (i, (key, item)) in flat.fields().iter().enumerate() {
+            if i > 0 {
+                hasher.update(b",");
+            }
+            write_scalar(&**key, &mut hasher);
+            hasher.update(b":");
+            match item {
+                crate::flat::Scalar::Str(text) => write_scalar(&**text, &mut hasher),
+                crate::flat::Scalar::Bool(b) => write_scalar(b, &mut hasher),
+                crate::flat::Scalar::Null => hasher.update(b"null"),
+            }
+        }
+        hasher.update(b"}");
+        ArgsDigest(hasher.finalize().into())
+    }
+
     /// The keyed digest of raw arguments: canonical when they parse, the bytes otherwise.
     pub fn digest_raw(&self, raw: &str) -> ArgsDigest {
         match serde_json::from_str::<Value>(raw) {

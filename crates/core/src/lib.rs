@@ -10,6 +10,7 @@ mod digest;
 mod digest_text;
 mod edit;
 mod executor;
+mod flat;
 mod grant_rule;
 mod handoff;
 mod mode;

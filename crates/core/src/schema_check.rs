@@ -293,6 +293,59 @@ impl Plain {
             .collect()
     }
 
+    /// What [`Plain::fits`] answers for the value flat arguments parse to, where the
+    /// schema is an object schema with declared properties and no `const` or `enum` of
+    /// its own; `None` for any other schema (the value is checked then). A test holds the
+    /// two together.
+    pub(crate) fn fits_flat(&self, flat: &crate::flat::FlatArgs<'_>) -> Option<bool> {
+        let Plain::Node(node) = self else {
+            return None;
+        };
+        if node.constant.is_some() || node.options.is_some() || node.types & 1 == 0 {
+            return None;
+        }
+        let properties = node.properties.as_deref()?;
+        if node.required.iter().any(|n| flat.get(n).is_none()) {
+            return Some(false);
+        }
+        for (key, item) in flat.fields() {
+            let declared = properties
+                .binary_search_by(|(name, _)| name.as_str().cmp(key))
+                .ok()
+                .and_then(|at| properties.get(at))
+                .map(|(_, sub)| sub);
+            let Some(sub) = declared.or(node.extra.as_ref()) else {
+                return Some(false);
+            };
+            if !sub.fits_scalar(item)? {
+                return Some(false);
+            }
+        }
+        Some(true)
+    }
+
+    /// What [`Plain::fits`] answers for a string, a boolean or null.
+    fn fits_scalar(&self, item: &crate::flat::Scalar<'_>) -> Option<bool> {
+        let node = match self {
+            Plain::Bool(fits) => return Some(*fits),
+            Plain::Complex => return None,
+            Plain::Node(node) => node,
+        };
+        let bits = match item {
+            crate::flat::Scalar::Str(_) => type_bit("string"),
+            crate::flat::Scalar::Bool(_) => type_bit("boolean"),
+            crate::flat::Scalar::Null => type_bit("null"),
+        };
+        Some(
+            !(node.constant.as_ref().is_some_and(|c| !item.is(c))
+                || node
+                    .options
+                    .as_ref()
+                    .is_some_and(|o| !o.iter().any(|v| item.is(v)))
+                || node.types & bits == 0),
+        )
+    }
+
     /// What [`plain_fits`] answers for the schema this was compiled from.
     pub(crate) fn fits(&self, value: &Value) -> Option<bool> {
         let node = match self {

@@ -63,7 +63,7 @@ impl ExecutorState {
             action: Rc::clone(&live.action),
             generation: live.generation,
             prepared: Rc::clone(&live.prepared),
-            arguments: live.arguments.clone(),
+            arguments: crate::arguments::Arguments::parsed(live.arguments.value().clone()),
             caller: live.caller,
             edited: live.edited.clone(),
             deadline: live.deadline,

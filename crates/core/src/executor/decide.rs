@@ -7,6 +7,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use crate::action::{ActionMeta, ErasedAction, PreparedCall, Verdict};
+use crate::arguments::Arguments;
 use crate::audit::{AuditEvent, Decider};
 use crate::handoff::HandoffMachine;
 use crate::mode::Mode;
@@ -36,7 +37,7 @@ pub(crate) struct Decided {
     pub(crate) action: Rc<dyn ErasedAction>,
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,
-    pub(crate) arguments: Value,
+    pub(crate) arguments: Arguments,
     /// Who asked.
     pub(crate) caller: crate::Caller,
     /// The person's edit, when the call came from one.
@@ -56,7 +57,7 @@ impl ExecutorState {
         &self,
         meta: &ActionMeta,
         prepared: &dyn PreparedCall,
-        arguments: &Value,
+        arguments: &Arguments,
         generation: u64,
         caller: crate::Caller,
     ) -> Result<Decision, Stop> {
@@ -158,7 +159,7 @@ impl ExecutorState {
         &self,
         meta: &ActionMeta,
         prepared: &dyn PreparedCall,
-        arguments: &Value,
+        arguments: &Arguments,
     ) -> Result<Option<Rewritten>, Stop> {
         let Some(rewrite) = self.hook(Hook::Rewrite, || prepared.rewrite())? else {
             return Ok(None);
@@ -166,7 +167,7 @@ impl ExecutorState {
         Ok(match rewrite {
             crate::Rewrite::Keep => None,
             crate::Rewrite::Arguments(new) => (crate::ArgsDigest::of_value(&new)
-                != crate::ArgsDigest::of_value(arguments))
+                != crate::ArgsDigest::of_value(arguments.value()))
             .then(|| Rewritten {
                 action: meta.id.to_string(),
                 arguments: new,
@@ -310,8 +311,8 @@ impl ExecutorState {
         consequence: Option<String>,
         digest: Option<crate::ArgsDigest>,
         state: LiveState,
-    ) -> Live {
-        Live {
+    ) -> Box<Live> {
+        Box::new(Live {
             tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
             shown: trace.take_shown(),
             caller: trace.caller,
@@ -328,7 +329,7 @@ impl ExecutorState {
             edited: decided.edited,
             deadline: decided.deadline,
             state,
-        }
+        })
     }
 
     /// The grant covering this call, if any.
@@ -336,7 +337,7 @@ impl ExecutorState {
         &self,
         meta: &ActionMeta,
         generation: u64,
-        arguments: &Value,
+        arguments: &Arguments,
         caller: crate::Caller,
     ) -> Option<crate::GrantId> {
         self.grants
@@ -346,7 +347,7 @@ impl ExecutorState {
                     && g.generation == generation
                     && g.basis.registration == meta.declaration
                     && g.basis.caller == caller
-                    && g.rule.matcher.matches(arguments)
+                    && g.rule.matcher.matches(arguments.value())
             })
             .map(|g| g.id)
     }

@@ -40,19 +40,19 @@ impl ExecutorState {
         // (The params read here are dropped as it returns, before anything changes.)
         let value = super::validate::holding(&mut None, |held| {
             self.validate(live.action.as_ref(), &edited, held)
-                .map(|(_, value)| value)
+                .map(|validated| validated.arguments.into_value())
         })
         .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
-        if value == live.arguments {
+        if value == *live.arguments.value() {
             return Err(EditError::Unchanged);
         }
         // The step's own change, for the trail; the diff the card and the model see is
         // always against what the model sent, however many edits it took.
-        let changed = EditDiff::between(call, &live.arguments, &value)
+        let changed = EditDiff::between(call, live.arguments.value(), &value)
             .declared_fields(&live.action.meta().schema);
         let model = live.edited.as_ref().map_or_else(
-            || live.arguments.clone(),
-            |d| d.model_arguments(&live.arguments),
+            || live.arguments.value().clone(),
+            |d| d.model_arguments(live.arguments.value()),
         );
         let diff = EditDiff::between(call, &model, &value);
         let diff = (!diff.changes.is_empty()).then_some(diff);

@@ -573,7 +573,7 @@ impl Executor {
                         call: Call::new(
                             live.tool_call_id.to_string(),
                             meta.id.to_string(),
-                            live.arguments.to_string(),
+                            live.arguments.value().to_string(),
                         )
                         .by(live.caller),
                         declaration: meta.declaration.clone(),
@@ -825,7 +825,7 @@ impl Executor {
             let checked = validate::holding(&mut held, |held| {
                 state
                     .validate(action.as_ref(), &call, held)
-                    .map(|(_, value)| value)
+                    .map(|validated| validated.arguments.into_value())
             });
             state.let_go(held);
             checked.map_err(|stop| stop.detail.unwrap_or_default())

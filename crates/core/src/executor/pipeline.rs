@@ -168,12 +168,19 @@ impl ExecutorState {
         }
         let (action, generation) = self.resolve(call)?;
         trace.resolved(&action, self.level(action.meta()).policy);
-        let (prepared, arguments) = self.validate(action.as_ref(), call, held)?;
-        trace.validated(&arguments, &self.config.audit_key);
+        let super::validate::Validated {
+            prepared,
+            arguments,
+            audit_digest,
+        } = self.validate(action.as_ref(), call, held)?;
+        trace.validated_as(audit_digest);
         // The card's original → edited and the model's `edited_by_person` describe what
         // will run (a rewrite may have normalised the person's values), against what
         // the model sent.
-        trace.edited = trace.edited.take().and_then(|d| d.rebased(&arguments));
+        trace.edited = trace
+            .edited
+            .take()
+            .and_then(|d| d.rebased(arguments.value()));
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
         let mut decision = self.decide(

@@ -170,7 +170,12 @@ impl<'a> Trace<'a> {
     }
 
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
-        self.audit_digest = key.digest(arguments);
+        self.validated_as(key.digest(arguments));
+    }
+
+    /// The arguments validated, with this keyed digest.
+    pub(crate) fn validated_as(&mut self, audit_digest: ArgsDigest) {
+        self.audit_digest = audit_digest;
         self.validated = true;
     }
 }

@@ -6,7 +6,6 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
-use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::registry::Registry;
@@ -35,8 +34,10 @@ pub(crate) enum LiveState {
 /// A call past the decide stage that has not settled.
 /// The calls not yet settled, in call-id order. A vector: few calls are live at once,
 /// ids only grow (a new call goes last), and it keeps its room from one call to the next.
+/// Each call is boxed: a live call is a few hundred bytes, put in and taken out whole,
+/// and a box is built where it stays and moved as a pointer, not copied in and out.
 #[derive(Default)]
-pub(crate) struct LiveCalls(Vec<(CallId, Live)>);
+pub(crate) struct LiveCalls(Vec<(CallId, Box<Live>)>);
 
 impl LiveCalls {
     fn position(&self, call: &CallId) -> Result<usize, usize> {
@@ -45,12 +46,12 @@ impl LiveCalls {
 
     pub(crate) fn get(&self, call: &CallId) -> Option<&Live> {
         let at = self.position(call).ok()?;
-        self.0.get(at).map(|(_, live)| live)
+        self.0.get(at).map(|(_, live)| &**live)
     }
 
     pub(crate) fn get_mut(&mut self, call: &CallId) -> Option<&mut Live> {
         let at = self.position(call).ok()?;
-        self.0.get_mut(at).map(|(_, live)| live)
+        self.0.get_mut(at).map(|(_, live)| &mut **live)
     }
 
     pub(crate) fn contains_key(&self, call: &CallId) -> bool {
@@ -58,7 +59,7 @@ impl LiveCalls {
     }
 
     /// Adds a call, or replaces the one with its id.
-    pub(crate) fn insert(&mut self, call: CallId, live: Live) {
+    pub(crate) fn insert(&mut self, call: CallId, live: Box<Live>) {
         match self.position(&call) {
             Ok(at) => {
                 if let Some(slot) = self.0.get_mut(at) {
@@ -69,7 +70,7 @@ impl LiveCalls {
         }
     }
 
-    pub(crate) fn remove(&mut self, call: &CallId) -> Option<Live> {
+    pub(crate) fn remove(&mut self, call: &CallId) -> Option<Box<Live>> {
         let at = self.position(call).ok()?;
         Some(self.0.remove(at).1)
     }
@@ -80,7 +81,7 @@ impl LiveCalls {
 
     /// The calls in id order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&CallId, &Live)> {
-        self.0.iter().map(|(call, live)| (call, live))
+        self.0.iter().map(|(call, live)| (call, &**live))
     }
 
     pub(crate) fn keys(&self) -> impl Iterator<Item = &CallId> {
@@ -88,7 +89,7 @@ impl LiveCalls {
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &Live> {
-        self.0.iter().map(|(_, live)| live)
+        self.0.iter().map(|(_, live)| &**live)
     }
 }
 
@@ -106,7 +107,8 @@ pub(crate) struct Live {
     pub(crate) action: Rc<dyn ErasedAction>,
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,
-    pub(crate) arguments: Value,
+    /// The arguments (parsed to a value when first asked for).
+    pub(crate) arguments: crate::arguments::Arguments,
     /// The plain digest a ticket binds (calls waiting for a card only: the path that
     /// needs no approval does not pay for it).
     pub(crate) digest: Option<ArgsDigest>,

@@ -4,33 +4,68 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
-use serde_json::Value;
-
 use crate::action::{ErasedAction, PreparedCall};
+use crate::arguments::Arguments;
 use crate::audit::Decider;
 use crate::call::Call;
+use crate::digest::ArgsDigest;
+use crate::flat::FlatArgs;
 use crate::reason::{Hook, Reason};
 
 use super::state::{ExecutorState, Stop};
 
+/// What the validate stage hands on: the params, the arguments, and their keyed digest.
+pub(crate) struct Validated<'h> {
+    /// The call's params bound to the action's hooks (in the gate's `held`).
+    pub(crate) prepared: &'h Rc<dyn PreparedCall>,
+    /// The arguments, as a value when asked for.
+    pub(crate) arguments: Arguments,
+    /// The keyed digest of the canonical arguments, as the audit records it.
+    pub(crate) audit_digest: ArgsDigest,
+}
+
 impl ExecutorState {
-    /// The arguments as a value, and in `held` the call's params bound to the action's
-    /// hooks, put there as soon as they are read (also when they are then refused), for
-    /// the caller to let go of: their drop is the page's code.
+    /// The arguments, and in `held` the call's params bound to the action's hooks, put
+    /// there as soon as they are read (also when they are then refused), for the caller
+    /// to let go of: their drop is the page's code.
+    ///
+    /// Arguments whose text reads as flat fields (see [`crate::flat`]) are checked,
+    /// hashed and read from the fields, and parsed to a value only if a later stage asks;
+    /// any other text is parsed to a value first, as ever.
     pub(crate) fn validate<'h>(
         &self,
         action: &dyn ErasedAction,
         call: &Call,
         held: &'h mut Option<Rc<dyn PreparedCall>>,
-    ) -> Result<(&'h Rc<dyn PreparedCall>, Value), Stop> {
+    ) -> Result<Validated<'h>, Stop> {
         let invalid =
             |detail: String| Stop::new(Reason::InvalidArguments, Decider::Pipeline).with(detail);
-        let value = crate::arguments::parse_object(&call.arguments, self.config.max_argument_bytes)
-            .map_err(invalid)?;
+        let raw = &call.arguments;
+        let max = self.config.max_argument_bytes;
+        let key = &self.config.audit_key;
+        let mut flat = FlatArgs::new();
+        if raw.len() <= max && !crate::arguments::means_no_arguments(raw) && flat.read(raw) {
+            let arguments = Arguments::unparsed(raw);
+            let prepared = self
+                .hook(Hook::Validate, || {
+                    action.prepare_flat(&flat, &arguments, held)
+                })?
+                .map_err(invalid)?;
+            return Ok(Validated {
+                prepared,
+                audit_digest: key.digest_flat(&flat),
+                arguments,
+            });
+        }
+        let value = crate::arguments::parse_object(raw, max).map_err(invalid)?;
         let prepared = self
             .hook(Hook::Validate, || action.prepare(&value, held))?
             .map_err(invalid)?;
-        Ok((prepared, value))
+        Ok(Validated {
+            prepared,
+            audit_digest: key.digest(&value),
+            arguments: Arguments::parsed(value),
+        })
     }
 }
 
