@@ -188,3 +188,38 @@ fn a_grant_covers_flat_arguments_by_their_value() {
     assert_eq!(w.exec.approvals().len(), 2, "both archive notes wait");
     let _ = at(0);
 }
+
+#[test]
+fn a_key_of_serde_jsons_own_is_recorded_as_the_value_it_parses_to() {
+    // With serde_json's `raw_value` feature on anywhere in the build (the gateway turns
+    // it on), this text parses to the object its string holds; without it, to an object
+    // with one unknown field. Either way the card, grants, `run` and the audit read the
+    // same value: the text is never read as flat fields.
+    let raw = r#"{"$serde_json::private::RawValue":"{\"text\":\"a\",\"folder\":\"inbox\"}"}"#;
+    let (w, ran) = world(Kind::Read);
+    let settled = drive(&w.exec, w.call("note", raw, 0), 1).expect("it ends at once");
+    let value: Value = serde_json::from_str(raw).unwrap();
+    let records = w.audit.records();
+    assert!(!records.is_empty());
+    for record in &records {
+        assert_eq!(
+            record.args_digest.to_string(),
+            the_audit_key_digest(&value),
+            "the digest of what the value path reads"
+        );
+    }
+    match common::code(&settled) {
+        "OK" => assert_eq!(
+            *ran.borrow(),
+            [Note {
+                text: "a".into(),
+                pinned: None,
+                folder: Folder::Inbox
+            }]
+        ),
+        code => {
+            assert_eq!(code, "INVALID_ARGS");
+            assert!(ran.borrow().is_empty());
+        }
+    }
+}

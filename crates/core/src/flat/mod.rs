@@ -8,9 +8,11 @@
 //! Anything else does not read as flat, and the validate stage parses a value as it
 //! always did: a number (a `u128` read from the text would be exact where the value
 //! rounds it through `f64`, and the card and `run` would disagree), an array, an object,
-//! a repeated key (the value keeps the last, serde a duplicate error), more fields, or
-//! text that is not a JSON object. The fields are sorted by key, the order the value's
-//! map keeps, so the params are read in the order the value path reads them.
+//! a repeated key (the value keeps the last, serde a duplicate error), more fields, a
+//! key of serde_json's own (see [`is_serde_json_token`]), or text that is not a JSON
+//! object. The fields are sorted by key, the order of the value's map in serde_json's
+//! default build (with its `preserve_order` feature the value keeps the text's order;
+//! the params a derived `Deserialize` reads do not depend on it, and no key repeats).
 //!
 //! [`FlatArgs`] is a serde `Deserializer` that answers as `&serde_json::Value` does for
 //! the same object, method by method; where that would take work it does not mirror (a
@@ -110,6 +112,9 @@ impl<'de> Visitor<'de> for Reader<'_, 'de> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let flat = self.0;
         while let Some(key) = map.next_key_seed(Text)? {
+            if is_serde_json_token(&key) {
+                return Err(de::Error::custom("a key of serde_json's own"));
+            }
             let value = map.next_value_seed(ScalarSeed)?;
             let slot = flat
                 .fields
@@ -120,6 +125,16 @@ impl<'de> Visitor<'de> for Reader<'_, 'de> {
         }
         Ok(())
     }
+}
+
+/// Whether a key is one serde_json gives a meaning of its own when it parses a value
+/// (with its `raw_value` feature, an object whose first key is
+/// `$serde_json::private::RawValue` parses to the value its string holds; with
+/// `arbitrary_precision`, `$serde_json::private::Number` to a number). Another crate in
+/// the build may switch either on, so such text is never read as flat: its fields would
+/// say one thing and the value, which the card, grants and `run` read, another.
+fn is_serde_json_token(key: &str) -> bool {
+    key.starts_with("$serde_json::")
 }
 
 /// A string, borrowed from the text when it has no escapes.

@@ -47,7 +47,15 @@ fn key() -> impl Strategy<Value = String> {
         r#""none""#,
         r#""unit""#,
     ];
-    let any = vec![r#""a""#, r#""color""#, r#""z""#, r#""""#, r#""x\u002dy""#];
+    let any = vec![
+        r#""a""#,
+        r#""color""#,
+        r#""z""#,
+        r#""""#,
+        r#""x\u002dy""#,
+        r#""$serde_json::private::RawValue""#,
+        r#""$serde_json::private::Number""#,
+    ];
     prop_oneof![
         prop::sample::select(strings),
         prop::sample::select(shapes),
@@ -162,6 +170,11 @@ fn what_is_not_flat_is_not_read_as_flat() {
         "",
         r#"{"a":"\ud800"}"#,
         r#"{"1":"","2":"","3":"","4":"","5":"","6":"","7":"","8":"","9":""}"#,
+        // serde_json's own keys: a value parsed with its `raw_value` or
+        // `arbitrary_precision` feature is what the string holds, not this object.
+        r#"{"$serde_json::private::RawValue":"{\"a\":\"x\"}"}"#,
+        r#"{"$serde_json::private::Number":"1"}"#,
+        r#"{"a":"x","\u0024serde_json::private::RawValue":"1"}"#,
     ] {
         assert!(!FlatArgs::new().read(text), "{text}");
     }
