@@ -33,12 +33,15 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
     Ok(value)
 }
 
-/// A validated call's arguments as a JSON value, parsed from the call's text only when a
-/// later stage first asks for it: a call whose arguments were read as flat fields (see
-/// [`crate::flat`]) and that runs unasked never builds it.
+/// A validated call's arguments as a JSON value: parsed when the call was validated, or,
+/// for arguments read as flat fields (see [`crate::flat`]), built from those fields when a
+/// later stage first asks for it (a call run unasked never builds it). Built from the
+/// fields, not parsed again: the value a card shows, a grant's rule matches and a
+/// countersignature binds is then the very fields the params were read from and the
+/// audit digest hashed.
 pub(crate) struct Arguments {
-    /// The text the value is parsed from (empty once parsed when it was made).
-    raw: Box<str>,
+    /// The text read as flat fields (empty for arguments parsed when validated).
+    flat_text: Box<str>,
     value: std::cell::OnceCell<Value>,
 }
 
@@ -46,15 +49,16 @@ impl Arguments {
     /// Arguments already parsed.
     pub(crate) fn parsed(value: Value) -> Self {
         Self {
-            raw: Box::default(),
+            flat_text: Box::default(),
             value: std::cell::OnceCell::from(value),
         }
     }
 
-    /// Arguments whose text was read as flat fields, parsed when first asked for.
-    pub(crate) fn unparsed(raw: &str) -> Self {
+    /// Arguments whose text `raw` was read as flat fields: their value is built from the
+    /// fields when first asked for.
+    pub(crate) fn flat(raw: &str) -> Self {
         Self {
-            raw: raw.into(),
+            flat_text: raw.into(),
             value: std::cell::OnceCell::new(),
         }
     }
@@ -67,10 +71,17 @@ impl Arguments {
 
     /// The arguments as a value.
     pub(crate) fn value(&self) -> &Value {
-        // Text that read as flat fields is a JSON object serde_json reads, so it parses
-        // (a test holds this); `null`, which no schema of params fits, if it ever did not.
-        self.value
-            .get_or_init(|| serde_json::from_str(&self.raw).unwrap_or(Value::Null))
+        self.value.get_or_init(|| {
+            // The text is read again as it was when the call was validated: reading is a
+            // function of the text alone, so it reads as the same fields again (`null`,
+            // which no params' schema fits, cannot be reached).
+            let mut fields = crate::flat::FlatArgs::new();
+            if fields.read(&self.flat_text) {
+                fields.to_value()
+            } else {
+                Value::Null
+            }
+        })
     }
 }
 

@@ -1,5 +1,7 @@
 //! validate: raw text → JSON object → typed params (unknown fields refused in every serde
-//! shape) → the action's own validator.
+//! shape) → the action's own validator. A flat object (strings, booleans and null; see
+//! [`crate::flat`]) is read as its fields, and a JSON value parsed from its text only
+//! when a later stage asks for one.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
@@ -45,7 +47,7 @@ impl ExecutorState {
         let key = &self.config.audit_key;
         let mut flat = FlatArgs::new();
         if raw.len() <= max && !crate::arguments::means_no_arguments(raw) && flat.read(raw) {
-            let arguments = Arguments::unparsed(raw);
+            let arguments = Arguments::flat(raw);
             let prepared = self
                 .hook(Hook::Validate, || {
                     action.prepare_flat(&flat, &arguments, held)

@@ -90,6 +90,21 @@ impl<'a> FlatArgs<'a> {
         self.fields.get(..self.len).unwrap_or_default()
     }
 
+    /// The object as a JSON value (the value serde_json parses the same text to: a test
+    /// holds the two together).
+    pub(crate) fn to_value(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        for (key, scalar) in self.fields() {
+            let value = match scalar {
+                Scalar::Str(text) => Value::String(text.clone().into_owned()),
+                Scalar::Bool(b) => Value::Bool(*b),
+                Scalar::Null => Value::Null,
+            };
+            map.insert(key.clone().into_owned(), value);
+        }
+        Value::Object(map)
+    }
+
     /// The value of `key`, if the object has it.
     pub(crate) fn get(&self, key: &str) -> Option<&Scalar<'a>> {
         let fields = self.fields();
