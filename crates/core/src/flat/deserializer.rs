@@ -11,9 +11,10 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use super::{FlatArgs, Scalar};
 
 /// Methods that fail with [`not_mirrored`]: the validate stage then reads the value.
+/// Each is named with the types of its arguments between the receiver and the visitor.
 macro_rules! fails {
-    ($($method:ident)*) => {
-        $(fn $method<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, Error> {
+    ($($method:ident($($arg:ty),*))*) => {
+        $(fn $method<V: Visitor<'de>>(self, $(_: $arg,)* _visitor: V) -> Result<V::Value, Error> {
             Err(not_mirrored())
         })*
     };
@@ -73,45 +74,14 @@ impl<'de> de::Deserializer<'de> for &'de FlatArgs<'_> {
     }
 
     fails! {
-        deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64
-        deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64
-        deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char deserialize_str
-        deserialize_string deserialize_bytes deserialize_byte_buf deserialize_unit
-        deserialize_seq deserialize_identifier
-    }
-
-    fn deserialize_unit_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(
-        self,
-        _len: usize,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _len: usize,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _variants: &'static [&'static str],
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
+        deserialize_bool() deserialize_i8() deserialize_i16() deserialize_i32()
+        deserialize_i64() deserialize_i128() deserialize_u8() deserialize_u16()
+        deserialize_u32() deserialize_u64() deserialize_u128() deserialize_f32()
+        deserialize_f64() deserialize_char() deserialize_str() deserialize_string()
+        deserialize_bytes() deserialize_byte_buf() deserialize_unit() deserialize_seq()
+        deserialize_identifier() deserialize_unit_struct(&'static str)
+        deserialize_tuple(usize) deserialize_tuple_struct(&'static str, usize)
+        deserialize_enum(&'static str, &'static [&'static str])
     }
 }
 
@@ -174,61 +144,15 @@ impl<'de> de::Deserializer<'de> for Key<'de> {
     }
 
     fails! {
-        deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64
-        deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64
-        deserialize_u128 deserialize_f32 deserialize_f64 deserialize_option
-        deserialize_unit deserialize_seq deserialize_map
-    }
-
-    fn deserialize_unit_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(
-        self,
-        _len: usize,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _len: usize,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _fields: &'static [&'static str],
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _variants: &'static [&'static str],
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
+        deserialize_bool() deserialize_i8() deserialize_i16() deserialize_i32()
+        deserialize_i64() deserialize_i128() deserialize_u8() deserialize_u16()
+        deserialize_u32() deserialize_u64() deserialize_u128() deserialize_f32()
+        deserialize_f64() deserialize_option() deserialize_unit() deserialize_seq()
+        deserialize_map() deserialize_unit_struct(&'static str)
+        deserialize_newtype_struct(&'static str) deserialize_tuple(usize)
+        deserialize_tuple_struct(&'static str, usize)
+        deserialize_struct(&'static str, &'static [&'static str])
+        deserialize_enum(&'static str, &'static [&'static str])
     }
 }
 
@@ -333,34 +257,11 @@ impl<'de> de::Deserializer<'de> for &'de Scalar<'_> {
     }
 
     fails! {
-        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
-        deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
-        deserialize_f32 deserialize_f64 deserialize_seq deserialize_map
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(
-        self,
-        _len: usize,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _len: usize,
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _fields: &'static [&'static str],
-        _visitor: V,
-    ) -> Result<V::Value, Error> {
-        Err(not_mirrored())
+        deserialize_i8() deserialize_i16() deserialize_i32() deserialize_i64()
+        deserialize_i128() deserialize_u8() deserialize_u16() deserialize_u32()
+        deserialize_u64() deserialize_u128() deserialize_f32() deserialize_f64()
+        deserialize_seq() deserialize_map() deserialize_tuple(usize)
+        deserialize_tuple_struct(&'static str, usize)
+        deserialize_struct(&'static str, &'static [&'static str])
     }
 }
