@@ -128,21 +128,14 @@ impl AuditKey {
     /// The keyed digest of flat arguments: the same as [`AuditKey::digest`] of the value
     /// they parse to (a test holds the two together).
     pub(crate) fn digest_flat(&self, flat: &crate::flat::FlatArgs<'_>) -> ArgsDigest {
+        use crate::flat::Scalar;
         let mut hasher = self.0.clone();
-        hasher.update(b"{");
-        for (i, (key, item)) in flat.fields().iter().enumerate() {
-            if i > 0 {
-                hasher.update(b",");
-            }
-            write_scalar(&**key, &mut hasher);
-            hasher.update(b":");
-            match item {
-                crate::flat::Scalar::Str(text) => write_scalar(&**text, &mut hasher),
-                crate::flat::Scalar::Bool(b) => write_scalar(b, &mut hasher),
-                crate::flat::Scalar::Null => hasher.update(b"null"),
-            }
-        }
-        hasher.update(b"}");
+        let fields = flat.fields().iter().map(|(key, item)| (&**key, item));
+        write_object(fields, &mut hasher, |item, out| match item {
+            Scalar::Str(text) => write_scalar(&**text, out),
+            Scalar::Bool(b) => write_scalar(b, out),
+            Scalar::Null => out.update(b"null"),
+        });
         ArgsDigest(hasher.finalize().into())
     }
 
@@ -214,11 +207,18 @@ fn nibble(c: u8) -> Result<u8, BadDigest> {
 fn write_canonical(value: &Value, out: &mut Sha256) {
     match value {
         // Already in order (the default map is sorted): written as it is, no sort.
-        Value::Object(map) if map.keys().is_sorted() => write_object(map.iter(), out),
+        Value::Object(map) if map.keys().is_sorted() => {
+            write_object(
+                map.iter().map(|(k, v)| (k.as_str(), v)),
+                out,
+                write_canonical,
+            );
+        }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            let mut entries: Vec<(&str, &Value)> =
+                map.iter().map(|(k, v)| (k.as_str(), v)).collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            write_object(entries.into_iter(), out);
+            write_object(entries.into_iter(), out, write_canonical);
         }
         Value::Array(items) => {
             out.update(b"[");
@@ -234,7 +234,14 @@ fn write_canonical(value: &Value, out: &mut Sha256) {
     }
 }
 
-fn write_object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Sha256) {
+/// An object's canonical text, its entries already in key order, each value written by
+/// `write_value` (a value's, or flat arguments' field's: the same text for the same
+/// object).
+fn write_object<'a, V>(
+    entries: impl Iterator<Item = (&'a str, V)>,
+    out: &mut Sha256,
+    write_value: impl Fn(V, &mut Sha256),
+) {
     out.update(b"{");
     for (i, (key, item)) in entries.enumerate() {
         if i > 0 {
@@ -242,7 +249,7 @@ fn write_object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out:
         }
         write_scalar(key, out);
         out.update(b":");
-        write_canonical(item, out);
+        write_value(item, out);
     }
     out.update(b"}");
 }

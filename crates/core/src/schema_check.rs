@@ -179,6 +179,20 @@ pub(crate) struct PlainNode {
     items: Option<Plain>,
 }
 
+impl PlainNode {
+    /// The rule a field named `key` must fit: its declared property's, else
+    /// `additionalProperties`'s; none when no such field is allowed.
+    fn rule_for(&self, key: &str) -> Option<&Plain> {
+        let declared = self.properties.as_deref().and_then(|p| {
+            p.binary_search_by(|(name, _)| name.as_str().cmp(key))
+                .ok()
+                .and_then(|at| p.get(at))
+                .map(|(_, sub)| sub)
+        });
+        declared.or(self.extra.as_ref())
+    }
+}
+
 const ALL_TYPES: u8 = 0x7f;
 
 /// The bit of one JSON Schema type name; every bit for a name it does not know.
@@ -301,20 +315,16 @@ impl Plain {
         let Plain::Node(node) = self else {
             return None;
         };
-        if node.constant.is_some() || node.options.is_some() || node.types & 1 == 0 {
+        if node.constant.is_some() || node.options.is_some() || node.types & type_bit("object") == 0
+        {
             return None;
         }
-        let properties = node.properties.as_deref()?;
+        node.properties.as_ref()?;
         if node.required.iter().any(|n| flat.get(n).is_none()) {
             return Some(false);
         }
         for (key, item) in flat.fields() {
-            let declared = properties
-                .binary_search_by(|(name, _)| name.as_str().cmp(key))
-                .ok()
-                .and_then(|at| properties.get(at))
-                .map(|(_, sub)| sub);
-            let Some(sub) = declared.or(node.extra.as_ref()) else {
+            let Some(sub) = node.rule_for(key) else {
                 return Some(false);
             };
             if !sub.fits_scalar(item)? {
@@ -369,13 +379,7 @@ impl Plain {
                     return Some(false);
                 }
                 for (key, item) in fields {
-                    let declared = properties.and_then(|p| {
-                        p.binary_search_by(|(name, _)| name.as_str().cmp(key.as_str()))
-                            .ok()
-                            .and_then(|at| p.get(at))
-                            .map(|(_, sub)| sub)
-                    });
-                    let Some(sub) = declared.or(node.extra.as_ref()) else {
+                    let Some(sub) = node.rule_for(key) else {
                         return Some(false);
                     };
                     if !sub.fits(item)? {

@@ -20,6 +20,28 @@ macro_rules! fails {
     };
 }
 
+/// The two methods the object and a field's value answer alike, as `&Value` does: a
+/// newtype is read from itself (serde_json's raw value is not mirrored), and a value
+/// passed over is a unit.
+macro_rules! newtype_and_ignored_any {
+    () => {
+        fn deserialize_newtype_struct<V: Visitor<'de>>(
+            self,
+            name: &'static str,
+            visitor: V,
+        ) -> Result<V::Value, Error> {
+            if is_raw_value(name) {
+                return Err(not_mirrored());
+            }
+            visitor.visit_newtype_struct(self)
+        }
+
+        fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+            visitor.visit_unit()
+        }
+    };
+}
+
 /// The object, as `&Value`'s `Object` answers: a map whatever is asked, but for an
 /// option (`Some` of it) and a newtype (itself); anything else fails.
 impl<'de> de::Deserializer<'de> for &'de FlatArgs<'_> {
@@ -58,20 +80,7 @@ impl<'de> de::Deserializer<'de> for &'de FlatArgs<'_> {
         visitor.visit_some(self)
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        if is_raw_value(name) {
-            return Err(not_mirrored());
-        }
-        visitor.visit_newtype_struct(self)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
-    }
+    newtype_and_ignored_any!();
 
     fails! {
         deserialize_bool() deserialize_i8() deserialize_i16() deserialize_i32()
@@ -192,16 +201,7 @@ impl<'de> de::Deserializer<'de> for &'de Scalar<'_> {
         }
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        if is_raw_value(name) {
-            return Err(not_mirrored());
-        }
-        visitor.visit_newtype_struct(self)
-    }
+    newtype_and_ignored_any!();
 
     fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self {
@@ -250,10 +250,6 @@ impl<'de> de::Deserializer<'de> for &'de Scalar<'_> {
 
     fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         self.deserialize_str(visitor)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
     }
 
     fails! {

@@ -32,7 +32,7 @@ mod tests;
 pub(crate) const MAX_FLAT_FIELDS: usize = 8;
 
 /// One field's value in flat arguments.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub(crate) enum Scalar<'a> {
     /// A string, unescaped (borrowed from the text when it had no escapes).
     Str(Cow<'a, str>),
@@ -43,6 +43,15 @@ pub(crate) enum Scalar<'a> {
 }
 
 impl Scalar<'_> {
+    /// This scalar as a JSON value.
+    fn to_value(&self) -> Value {
+        match self {
+            Scalar::Str(text) => Value::String(text.clone().into_owned()),
+            Scalar::Bool(b) => Value::Bool(*b),
+            Scalar::Null => Value::Null,
+        }
+    }
+
     /// Whether `value` is this scalar.
     pub(crate) fn is(&self, value: &Value) -> bool {
         match (self, value) {
@@ -95,12 +104,7 @@ impl<'a> FlatArgs<'a> {
     pub(crate) fn to_value(&self) -> Value {
         let mut map = serde_json::Map::new();
         for (key, scalar) in self.fields() {
-            let value = match scalar {
-                Scalar::Str(text) => Value::String(text.clone().into_owned()),
-                Scalar::Bool(b) => Value::Bool(*b),
-                Scalar::Null => Value::Null,
-            };
-            map.insert(key.clone().into_owned(), value);
+            map.insert(key.clone().into_owned(), scalar.to_value());
         }
         Value::Object(map)
     }
