@@ -65,19 +65,13 @@ pub enum Rewrite {
 /// Hooks (`available`, `validate`, `classify`, `consequence`, `preview`, `rewrite`,
 /// `remember`, `confirm_twice`, the synchronous part of `run`, `verify`, and a handoff's
 /// `expect`) run while the executor decides and must not call back into it: a call
-/// that tries gets [`crate::Reentered`] (queries get nothing), and the call whose hook
+/// that tries gets [`crate::Blocked::Reentered`] (queries get nothing), and the call whose hook
 /// tried is refused with the reason `hook_reentered`. Reading
 /// [`crate::Executor::mode`] is the one exception. `run`'s future is driven after the
 /// decision, outside the executor, and may use it freely.
 ///
-/// A hook that panics (where a native host catches the panic; in wasm a panic aborts)
-/// goes on to the host, and leaves no call half way. One that panics while a call is
-/// decided, or after the person's ticket was spent (the second question, `run` making
-/// its future), ends that call: refused with the reason `hook_failed` naming the hook,
-/// the model told once, one terminal record. One that panics while a waiting card is
-/// drawn again, or in a handoff's `expect` or a question's check, changes nothing: the
-/// call waits as before, its ticket unspent. A `verify` that panics leaves its
-/// completion dropped: the call settles as interrupted.
+/// A hook that panics (possible only in a native host; the page aborts) poisons the
+/// executor: every later operation is refused (see [`crate::Executor::is_poisoned`]).
 ///
 /// The JSON Schema the model sees is derived from `P`, and the model's arguments are
 /// deserialised into `P` with unknown fields refused, so the two cannot drift.
@@ -217,21 +211,21 @@ where
 
     /// A check against live page state; `false` refuses calls with `UNAVAILABLE` and
     /// hides the action from the projection. Default: always available. Runs again when
-    /// the person approves. Must not call back into the executor (see [`crate::Reentered`]).
+    /// the person approves. Must not call back into the executor (see [`crate::Blocked::Reentered`]).
     pub fn available(mut self, check: impl Fn() -> bool + 'static) -> Self {
         self.available = Some(Rc::new(check));
         self
     }
 
     /// Extra validation of typed params, after deserialisation. An `Err` is `INVALID_ARGS`.
-    /// Must not call back into the executor (see [`crate::Reentered`]).
+    /// Must not call back into the executor (see [`crate::Blocked::Reentered`]).
     pub fn validate(mut self, check: impl Fn(&P) -> Result<(), String> + 'static) -> Self {
         self.validator = Some(Rc::new(check));
         self
     }
 
     /// The action's own allow / ask / deny judgement of each call's params. Runs again
-    /// when the person approves. Must not call back into the executor (see [`crate::Reentered`]).
+    /// when the person approves. Must not call back into the executor (see [`crate::Blocked::Reentered`]).
     pub fn classify(mut self, classify: impl Fn(&P) -> Verdict + 'static) -> Self {
         self.classify = Some(Rc::new(classify));
         self
@@ -240,7 +234,7 @@ where
     /// What the call will do, computed from the params and current state; the approval
     /// card and the model's messages use it, never the model's own prose. Computed again
     /// when the person approves: if it changed, the card is shown again instead of running.
-    /// Must not call back into the executor (see [`crate::Reentered`]).
+    /// Must not call back into the executor (see [`crate::Blocked::Reentered`]).
     pub fn consequence(mut self, text: impl Fn(&P) -> String + 'static) -> Self {
         self.consequence = Some(Rc::new(text));
         self
@@ -248,7 +242,7 @@ where
 
     /// What the action does. Its output goes into the receipt; an `Err` is `EXECUTION_FAILED`.
     /// The closure itself (not the future it returns) must not call back into the
-    /// executor (see [`crate::Reentered`]).
+    /// executor (see [`crate::Blocked::Reentered`]).
     pub fn run<F, Fut, T, E>(mut self, run: F) -> Self
     where
         F: Fn(P) -> Fut + 'static,
@@ -307,7 +301,7 @@ where
     }
 
     /// Reads real state after `run` to confirm the effect; an `Err` is `VERIFY_FAILED`.
-    /// Must not call back into the executor (see [`crate::Reentered`]).
+    /// Must not call back into the executor (see [`crate::Blocked::Reentered`]).
     pub fn verify(mut self, verify: impl Fn(&P, &Value) -> Result<(), String> + 'static) -> Self {
         self.verify = Some(Rc::new(verify));
         self
@@ -317,7 +311,7 @@ where
     /// its arguments (a prefix, a glob, an exact value), so the grant covers the calls the
     /// person meant, not every future call. Default: every call of the action. A grant
     /// restored from storage is derived again with this hook. Must not call back into
-    /// the executor (see [`crate::Reentered`]).
+    /// the executor (see [`crate::Blocked::Reentered`]).
     pub fn remember(mut self, rule: impl Fn(&P) -> crate::GrantRule + 'static) -> Self {
         self.remember = Some(Rc::new(rule));
         self
@@ -325,7 +319,7 @@ where
 
     /// A dry run: what the call would change, computed without side effects and shown on
     /// the approval card (a text diff, counts of what will be deleted). Computed again when
-    /// the person approves. Must not call back into the executor (see [`crate::Reentered`]).
+    /// the person approves. Must not call back into the executor (see [`crate::Blocked::Reentered`]).
     pub fn preview(mut self, dry_run: impl Fn(&P) -> crate::Preview + 'static) -> Self {
         self.preview = Some(Rc::new(dry_run));
         self
@@ -333,7 +327,7 @@ where
 
     /// Double confirmation: after the person's first yes, a second, differently worded
     /// question must be answered yes too. Such an action never offers "always allow", and
-    /// no grant ever skips it. Must not call back into the executor (see [`crate::Reentered`]).
+    /// no grant ever skips it. Must not call back into the executor (see [`crate::Blocked::Reentered`]).
     pub fn confirm_twice(mut self, question: impl Fn(&P) -> String + 'static) -> Self {
         self.second_question = Some(Rc::new(question));
         self
@@ -342,7 +336,7 @@ where
     /// Rewrites calls between decide and approve: normalise arguments, or replace this
     /// action with a reversible one. Any change re-enters the pipeline from the start, so
     /// the replacement is validated, scoped and decided on its own terms. Must not call
-    /// back into the executor (see [`crate::Reentered`]).
+    /// back into the executor (see [`crate::Blocked::Reentered`]).
     pub fn rewrite(mut self, hook: impl Fn(&P) -> Rewrite + 'static) -> Self {
         self.rewrite = Some(Rc::new(hook));
         self
@@ -395,15 +389,6 @@ where
             "callers": self.callers,
         }))
         .to_hex();
-        let plain = crate::schema_check::Plain::compile(&schema);
-        let serde_reads_every_field = plain.flat_properties().is_some_and(|declared| {
-            crate::serde_fields::struct_fields::<P>().is_some_and(|read| {
-                declared.iter().all(|name| read.contains(name))
-                    && read
-                        .iter()
-                        .all(|field| crate::serde_fields::reads_its_value::<P>(field))
-            })
-        });
         let meta = ActionMeta {
             declaration,
             title: self.title.as_deref().unwrap_or(&self.id).into(),
@@ -413,8 +398,6 @@ where
             confirm: self.confirm,
             policy,
             scope: self.scope.clone(),
-            plain,
-            serde_reads_every_field,
             schema,
             handoff: self.handoff.clone(),
             reversal: self.reversal,
@@ -471,14 +454,6 @@ pub(crate) struct ActionMeta {
     pub(crate) policy: ApprovalPolicy,
     pub(crate) scope: Option<String>,
     pub(crate) schema: Value,
-    /// `schema` compiled for the check every call makes.
-    pub(crate) plain: crate::schema_check::Plain,
-    /// Whether `schema` is flat (no field below a field: see
-    /// [`crate::schema_check::Plain::flat_properties`]), each of its properties is a
-    /// field the params' `Deserialize` reads, and it reads each field's value as a value
-    /// (never passing it over): then arguments the schema check lets through hold no
-    /// field serde would pass over, and `serde_ignored` is not needed.
-    pub(crate) serde_reads_every_field: bool,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) reversal: bool,
     pub(crate) confirm_twice: bool,
@@ -498,26 +473,8 @@ pub(crate) struct ActionMeta {
 pub(crate) trait ErasedAction {
     fn meta(&self) -> &ActionMeta;
     fn is_available(&self) -> bool;
-    /// Deserialises and validates `args` into a call bound to these params, put in
-    /// `held` as soon as they are read: also when they are then refused, and before the
-    /// action's validator runs. Their drop is the page's code, and the caller lets go of
-    /// them (not this hook, where a drop that panics would pass for the hook's failure,
-    /// or, while the validator's panic unwinds, abort).
-    fn prepare<'h>(
-        &self,
-        args: &Value,
-        held: &'h mut Option<Rc<dyn PreparedCall>>,
-    ) -> Result<&'h Rc<dyn PreparedCall>, String>;
-
-    /// [`ErasedAction::prepare`] for arguments whose text read as flat fields: the
-    /// params are read from the fields where they may be (see [`crate::flat`]), and from
-    /// the value of `args` otherwise, exactly as `prepare` reads them.
-    fn prepare_flat<'h>(
-        &self,
-        flat: &crate::flat::FlatArgs<'_>,
-        args: &crate::arguments::Arguments,
-        held: &'h mut Option<Rc<dyn PreparedCall>>,
-    ) -> Result<&'h Rc<dyn PreparedCall>, String>;
+    /// Deserialises and validates `args` into a call bound to these params.
+    fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String>;
 }
 
 /// One call's typed params together with the action's hooks.
@@ -559,43 +516,15 @@ where
         self.action.available.as_ref().is_none_or(|check| check())
     }
 
-    fn prepare<'h>(
-        &self,
-        args: &Value,
-        held: &'h mut Option<Rc<dyn PreparedCall>>,
-    ) -> Result<&'h Rc<dyn PreparedCall>, String> {
-        // Flat params that fit their schema, where serde reads every declared field:
-        // no field can be passed over, so they are read as they are. Anything else, or
-        // a read that fails (for its worded error), takes both guards.
-        let quick = (self.meta.serde_reads_every_field && self.meta.plain.fits(args) == Some(true))
-            .then(|| P::deserialize(args).ok())
-            .flatten();
-        match quick {
-            Some(params) => self.bind(params, None, held),
-            None => match self.guarded_params(args) {
-                Ok(params) => self.bind(params, None, held),
-                Err((why, Some(params))) => self.bind(params, Some(why), held),
-                Err((why, None)) => Err(why),
-            },
+    fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String> {
+        let params = self.guarded_params(args)?;
+        if let Some(check) = &self.action.validator {
+            check(&params)?;
         }
-    }
-
-    fn prepare_flat<'h>(
-        &self,
-        flat: &crate::flat::FlatArgs<'_>,
-        args: &crate::arguments::Arguments,
-        held: &'h mut Option<Rc<dyn PreparedCall>>,
-    ) -> Result<&'h Rc<dyn PreparedCall>, String> {
-        // The same condition as `prepare`'s quick read, asked of the fields; the params
-        // read from them as `&Value` reads them from the value they parse to.
-        let quick = (self.meta.serde_reads_every_field
-            && self.meta.plain.fits_flat(flat) == Some(true))
-        .then(|| P::deserialize(flat).ok())
-        .flatten();
-        match quick {
-            Some(params) => self.bind(params, None, held),
-            None => self.prepare(args.value(), held),
-        }
+        Ok(Rc::new(Bound {
+            params: std::cell::RefCell::new(Some(params)),
+            action: Rc::clone(&self.action),
+        }))
     }
 }
 
@@ -603,43 +532,14 @@ impl<P> Typed<P>
 where
     P: DeserializeOwned + JsonSchema + Clone + 'static,
 {
-    /// Binds read params to the action's hooks and puts them in `held` (also params
-    /// then refused, `refused` saying why), then runs the action's validator.
-    fn bind<'h>(
-        &self,
-        params: P,
-        refused: Option<String>,
-        held: &'h mut Option<Rc<dyn PreparedCall>>,
-    ) -> Result<&'h Rc<dyn PreparedCall>, String> {
-        let bound = Rc::new(Bound {
-            params: std::cell::RefCell::new(Some(params)),
-            action: Rc::clone(&self.action),
-        });
-        let prepared = held.insert(Rc::clone(&bound) as Rc<dyn PreparedCall>);
-        if let Some(why) = refused {
-            return Err(why);
-        }
-        if let Some(check) = &self.action.validator {
-            // The params were just put there: `with` always finds them.
-            bound
-                .with(|params| check(params))
-                .unwrap_or_else(|| Err("its params were not kept".to_owned()))?;
-        }
-        Ok(prepared)
-    }
-
     /// The params read under both guards against a field the model was not shown:
     /// `serde_ignored` (a field serde passes over), then the schema check.
-    /// Params read and then refused come back with the reason (see
-    /// [`crate::arguments::read_params`]).
-    fn guarded_params(&self, args: &Value) -> Result<P, (String, Option<P>)> {
-        let params: P = crate::arguments::read_params(args)?;
+    fn guarded_params(&self, args: &Value) -> Result<P, String> {
+        let params: P = crate::arguments::into_params(args)?;
         // INVARIANT: a field the model was not shown is refused in every serde shape
         // (tagged and untagged enums, flatten), not only where serde notices it.
-        if let Some(why) =
-            crate::schema_check::misfit_compiled(&self.meta.plain, &self.meta.schema, args)
-        {
-            return Err((why, Some(params)));
+        if let Some(why) = crate::schema_check::misfit(&self.meta.schema, args) {
+            return Err(why);
         }
         Ok(params)
     }
@@ -766,9 +666,8 @@ mod tests {
             .rewrite(|_| Rewrite::Keep)
             .run(|p: Path| async move { Ok::<_, String>(p.path) })
             .into_erased();
-        let mut held = None;
         let prepared = action
-            .prepare(&serde_json::json!({ "path": "drafts/a" }), &mut held)
+            .prepare(&serde_json::json!({ "path": "drafts/a" }))
             .unwrap_or_else(|e| panic!("{e}"));
         // Before run: each hook answers from the params.
         assert!(matches!(prepared.classify(), Verdict::Allow));

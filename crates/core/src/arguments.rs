@@ -33,58 +33,6 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
     Ok(value)
 }
 
-/// A validated call's arguments as a JSON value: parsed when the call was validated, or,
-/// for arguments read as flat fields (see [`crate::flat`]), built from those fields when a
-/// later stage first asks for it (a call run unasked never builds it). Built from the
-/// fields, not parsed again: the value a card shows, a grant's rule matches and a
-/// countersignature binds is then the very fields the params were read from and the
-/// audit digest hashed.
-pub(crate) struct Arguments {
-    /// The text read as flat fields (empty for arguments parsed when validated).
-    flat_text: Box<str>,
-    value: std::cell::OnceCell<Value>,
-}
-
-impl Arguments {
-    /// Arguments already parsed.
-    pub(crate) fn parsed(value: Value) -> Self {
-        Self {
-            flat_text: Box::default(),
-            value: std::cell::OnceCell::from(value),
-        }
-    }
-
-    /// Arguments whose text `raw` was read as flat fields: their value is built from the
-    /// fields when first asked for.
-    pub(crate) fn flat(raw: &str) -> Self {
-        Self {
-            flat_text: raw.into(),
-            value: std::cell::OnceCell::new(),
-        }
-    }
-
-    /// The arguments as a value, taken.
-    pub(crate) fn into_value(self) -> Value {
-        self.value();
-        self.value.into_inner().unwrap_or(Value::Null)
-    }
-
-    /// The arguments as a value.
-    pub(crate) fn value(&self) -> &Value {
-        self.value.get_or_init(|| {
-            // The text is read again as it was when the call was validated: reading is a
-            // function of the text alone, so it reads as the same fields again (`null`,
-            // which no params' schema fits, cannot be reached).
-            let mut fields = crate::flat::FlatArgs::new();
-            if fields.read(&self.flat_text) {
-                fields.to_value()
-            } else {
-                Value::Null
-            }
-        })
-    }
-}
-
 /// Whether raw text stands for `{}`: empty or all whitespace, as models send for
 /// actions without params. The validate stage and the audit digest read it alike.
 pub(crate) fn means_no_arguments(raw: &str) -> bool {
@@ -95,13 +43,6 @@ pub(crate) fn means_no_arguments(raw: &str) -> bool {
 /// Deserialises an object into `P`, refusing unknown fields at any depth, whether or
 /// not `P` says `#[serde(deny_unknown_fields)]`.
 pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, String> {
-    read_params(value).map_err(|(why, _)| why)
-}
-
-/// [`into_params`], handing back params that were read and then refused (an unknown
-/// field) with the reason, so that their owner lets go of them where it chooses: their
-/// drop is the page's code.
-pub(crate) fn read_params<P: DeserializeOwned>(value: &Value) -> Result<P, (String, Option<P>)> {
     let mut unknown = Vec::new();
     let params = {
         // serde_ignored writes `?` for an `Option`'s inside; the model knows no such step.
@@ -117,17 +58,13 @@ pub(crate) fn read_params<P: DeserializeOwned>(value: &Value) -> Result<P, (Stri
         let ignored = serde_ignored::Deserializer::new(value, &mut note);
         // The path of a failure is tracked only once there is one: deserialising the
         // same value again gives the same error, now with where it happened.
-        match P::deserialize(ignored) {
-            Ok(params) => params,
-            Err(_) => return Err((worded_error::<P>(value), None)),
-        }
+        P::deserialize(ignored).map_err(|_| worded_error::<P>(value))?
     };
     if let Some(first) = unknown.first() {
-        let why = format!(
+        return Err(format!(
             "unknown field {}; only the action's declared params are accepted",
             quote(first, 64)
-        );
-        return Err((why, Some(params)));
+        ));
     }
     Ok(params)
 }

@@ -1,9 +1,7 @@
 //! Audit records: one per decision, arguments only as a digest.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -87,27 +85,25 @@ pub enum Decider {
 /// (see [`crate::AuditKey`] for who can check a claimed argument against it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
-    /// Unique and stable: `{session_id}-{seq}`. Stores deduplicate by it. Reads and
-    /// serialises as text; the gate writes the text only when it is read.
-    pub id: crate::RecordId,
+    /// Unique and stable: `{session_id}-{seq}`. Stores deduplicate by it.
+    pub id: String,
     /// The record's position in this executor's trail, from 1.
     pub seq: u64,
-    /// The executor's session id (shared by every record of the session).
-    pub session: Arc<str>,
-    /// The session's role (shared by every record of the session).
-    pub role: Arc<str>,
+    /// The executor's session id.
+    pub session: String,
+    /// The session's role.
+    pub role: String,
     /// When, in the host's milliseconds.
     pub at_ms: u64,
     /// The executor's call id.
     pub call: u64,
-    /// The model's tool call id (truncated to 128 chars; shared by the call's records).
-    pub tool_call_id: Arc<str>,
+    /// The model's tool call id (truncated to 128 chars).
+    pub tool_call_id: String,
     /// Who asked: omitted for the page's own assistant.
     #[serde(default, skip_serializing_if = "crate::Caller::is_assistant")]
     pub caller: crate::Caller,
-    /// The action id as asked (truncated and escaped if hostile; shared by the call's
-    /// records).
-    pub action: Arc<str>,
+    /// The action id as asked (truncated and escaped if hostile).
+    pub action: String,
     /// The action's kind, once resolved.
     pub kind: Option<Kind>,
     /// The declaration's confirm override, once resolved (`off` is recorded as such).
@@ -126,19 +122,17 @@ pub struct AuditRecord {
     /// Who decided.
     pub decided_by: Decider,
     /// `OK` or a refusal code, on the terminal `settled` record only.
-    pub outcome: Option<Cow<'static, str>>,
+    pub outcome: Option<String>,
     /// The rule that decided (typed; never the arguments themselves).
     pub reason: Reason,
     /// The grant that allowed the call or that the person made, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<GrantId>,
     /// The reason in words, for people reading the trail (derived from `reason`).
-    pub summary: Cow<'static, str>,
+    pub summary: String,
     /// The keyed SHA-256 of the canonical arguments under the session's
-    /// [`crate::AuditKey`], as 64 lowercase hex digits. Text, not [`crate::ArgsDigest`]:
-    /// a trail stored by an older gateway, which took any text here, must still read
-    /// back ([`crate::DigestText`] holds either, and writes the hex when it is read).
-    pub args_digest: crate::DigestText,
+    /// [`crate::AuditKey`], as 64 lowercase hex digits.
+    pub args_digest: String,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
     /// The id (`jti`) of the countersignature minted, on `countersigned` records only.
@@ -158,12 +152,9 @@ impl AuditRecord {
 
 /// Where audit records go. Implemented for closures, like tower's `Predicate`.
 pub trait AuditSink {
-    /// Takes one record. Called in order, once per decision. A sink that panics (a full
-    /// disk, caught by a native host) leaves no step half made: the executor finishes
-    /// the step it was in (a session grant whose record failed is not put in force, and
-    /// a call whose job was made is settled as interrupted), then raises the panic
-    /// again. Calling back into the executor from here is refused
-    /// ([`crate::Reentered`]).
+    /// Takes one record. Called in order, once per decision. A sink that panics poisons
+    /// the executor (see [`crate::Executor::is_poisoned`]). Calling back into the
+    /// executor from here is refused ([`crate::Blocked::Reentered`]).
     fn record(&mut self, record: AuditRecord);
 }
 

@@ -125,20 +125,6 @@ impl AuditKey {
         ArgsDigest(hasher.finalize().into())
     }
 
-    /// The keyed digest of flat arguments: the same as [`AuditKey::digest`] of the value
-    /// they parse to (a test holds the two together).
-    pub(crate) fn digest_flat(&self, flat: &crate::flat::FlatArgs<'_>) -> ArgsDigest {
-        use crate::flat::Scalar;
-        let mut hasher = self.0.clone();
-        let fields = flat.fields().iter().map(|(key, item)| (&**key, item));
-        write_object(fields, &mut hasher, |item, out| match item {
-            Scalar::Str(text) => write_scalar(&**text, out),
-            Scalar::Bool(b) => write_scalar(b, out),
-            Scalar::Null => out.update(b"null"),
-        });
-        ArgsDigest(hasher.finalize().into())
-    }
-
     /// The keyed digest of raw arguments: canonical when they parse, the bytes otherwise.
     pub fn digest_raw(&self, raw: &str) -> ArgsDigest {
         match serde_json::from_str::<Value>(raw) {
@@ -206,19 +192,19 @@ fn nibble(c: u8) -> Result<u8, BadDigest> {
 // The canonical text goes straight into the hasher: it is never held whole.
 fn write_canonical(value: &Value, out: &mut Sha256) {
     match value {
-        // Already in order (the default map is sorted): written as it is, no sort.
-        Value::Object(map) if map.keys().is_sorted() => {
-            write_object(
-                map.iter().map(|(k, v)| (k.as_str(), v)),
-                out,
-                write_canonical,
-            );
-        }
         Value::Object(map) => {
-            let mut entries: Vec<(&str, &Value)> =
-                map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            write_object(entries.into_iter(), out, write_canonical);
+            out.update(b"{");
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.update(b",");
+                }
+                write_scalar(key, out);
+                out.update(b":");
+                write_canonical(item, out);
+            }
+            out.update(b"}");
         }
         Value::Array(items) => {
             out.update(b"[");
@@ -232,26 +218,6 @@ fn write_canonical(value: &Value, out: &mut Sha256) {
         }
         scalar => write_scalar(scalar, out),
     }
-}
-
-/// An object's canonical text, its entries already in key order, each value written by
-/// `write_value` (a value's, or flat arguments' field's: the same text for the same
-/// object).
-fn write_object<'a, V>(
-    entries: impl Iterator<Item = (&'a str, V)>,
-    out: &mut Sha256,
-    write_value: impl Fn(V, &mut Sha256),
-) {
-    out.update(b"{");
-    for (i, (key, item)) in entries.enumerate() {
-        if i > 0 {
-            out.update(b",");
-        }
-        write_scalar(key, out);
-        out.update(b":");
-        write_value(item, out);
-    }
-    out.update(b"}");
 }
 
 fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Sha256) {

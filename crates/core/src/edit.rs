@@ -146,9 +146,9 @@ pub enum EditError {
     Unchanged,
 }
 
-impl From<crate::Reentered> for EditError {
-    fn from(_: crate::Reentered) -> Self {
-        EditError::Ticket(TicketError::Reentered)
+impl From<crate::Blocked> for EditError {
+    fn from(blocked: crate::Blocked) -> Self {
+        EditError::Ticket(TicketError::Blocked(blocked))
     }
 }
 

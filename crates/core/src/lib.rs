@@ -7,10 +7,8 @@ mod audit;
 mod call;
 mod countersignature;
 mod digest;
-mod digest_text;
 mod edit;
 mod executor;
-mod flat;
 mod grant_rule;
 mod handoff;
 mod mode;
@@ -21,10 +19,8 @@ mod preview;
 mod projection;
 mod question;
 mod reason;
-mod record_id;
 mod reveal;
 mod schema_check;
-mod serde_fields;
 mod ticket;
 mod time;
 
@@ -37,7 +33,6 @@ pub use audit::{
 pub use call::{is_traceparent, Call, CallId, Caller, Session};
 pub use countersignature::{ApprovedBy, Countersignature, Countersigner, MintRequest, Presence};
 pub use digest::{ArgsDigest, AuditKey, BadDigest};
-pub use digest_text::DigestText;
 pub use edit::{EditDiff, EditError, FieldChange};
 pub use executor::{
     Completion, Config, Executor, HandoffView, Job, Pending, RegisterError, Registration, Step,
@@ -55,10 +50,9 @@ pub use preview::{line_diff, Preview};
 pub use projection::{openai_tools, ToolAnnotations, ToolSpec};
 pub use question::{AnswerError, Question, QuestionView, DEFAULT_QUESTION_TIMEOUT};
 pub use reason::{CardChange, Control, Hook, Level, LevelSource, Reason, RestoreMiss};
-pub use record_id::RecordId;
 pub use reveal::{is_bidi_control, is_format_char, reveal, reveal_name, Revealed};
 pub use ticket::{
-    ApprovalRequest, CardDigest, Gesture, Grant, GrantBasis, GrantId, Reentered, RestoreError,
+    ApprovalRequest, CardDigest, Gesture, Grant, GrantBasis, GrantId, Blocked, RestoreError,
     Ticket, TicketError,
 };
 pub use time::Timestamp;

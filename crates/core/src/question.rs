@@ -121,8 +121,8 @@ pub enum AnswerError {
     Invalid(String),
 }
 
-impl From<crate::Reentered> for AnswerError {
-    fn from(_: crate::Reentered) -> Self {
-        AnswerError::Ticket(crate::TicketError::Reentered)
+impl From<crate::Blocked> for AnswerError {
+    fn from(blocked: crate::Blocked) -> Self {
+        AnswerError::Ticket(crate::TicketError::Blocked(blocked))
     }
 }

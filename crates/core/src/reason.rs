@@ -378,12 +378,6 @@ pub enum Reason {
         /// The hook.
         hook: Hook,
     },
-    /// A hook panicked (a native host caught the panic) while the call was decided, or
-    /// as its run was started; the call was refused, and nothing more of it was done.
-    HookFailed {
-        /// The hook.
-        hook: Hook,
-    },
 }
 
 /// The words a reason's sentence needs besides the reason: the action and details from
@@ -444,7 +438,7 @@ impl Reason {
             | R::HandoffCompleted
             | R::HandoffFailed
             | R::TrailGap { .. } => Stage::Verify,
-            R::HookReentered { hook } | R::HookFailed { hook } => match hook {
+            R::HookReentered { hook } => match hook {
                 Hook::Available => Stage::Availability,
                 Hook::Validate => Stage::Validate,
                 Hook::Classify | Hook::Rewrite => Stage::Decide,
@@ -485,7 +479,7 @@ impl Reason {
             R::HandoffCancelled => Code::HandoffCancelled,
             R::HandoffTimeout => Code::HandoffTimeout,
             R::HandoffFailed => Code::HandoffFailed,
-            R::HookReentered { hook } | R::HookFailed { hook } => match hook {
+            R::HookReentered { hook } => match hook {
                 Hook::Run => Code::ExecutionFailed,
                 Hook::Verify => Code::VerifyFailed,
                 Hook::Expect => Code::HandoffFailed,
@@ -588,7 +582,6 @@ impl Reason {
             R::HandoffCompleted => "handoff_completed",
             R::HandoffFailed => "handoff_failed",
             R::HookReentered { .. } => "hook_reentered",
-            R::HookFailed { .. } => "hook_failed",
         }
     }
 
@@ -729,9 +722,6 @@ impl Reason {
                 "the action's `{}` hook called back into the executor",
                 hook.as_str()
             ),
-            R::HookFailed { hook } => {
-                written!("the action's `{}` hook panicked", hook.as_str())
-            }
         }
     }
 
@@ -833,10 +823,6 @@ impl Reason {
             ),
             R::HookReentered { hook } => format!(
                 "{name} could not be decided safely: its `{}` hook called back into the assistant's gate; nothing more was done. tell the user",
-                hook.as_str()
-            ),
-            R::HookFailed { hook } => format!(
-                "{name} failed in the page: its `{}` hook stopped with an error; nothing more was done. tell the user",
                 hook.as_str()
             ),
             other => format!("{name}: {}", other.summary()),

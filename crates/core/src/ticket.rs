@@ -166,9 +166,9 @@ pub enum TicketError {
     /// The ticket's action, arguments, card or nonce differ from the pending call's.
     #[error("the ticket does not match the pending call")]
     Mismatch,
-    /// An action's hook called back into the executor while it was busy deciding.
-    #[error("the executor is busy: an action's hook called back into it")]
-    Reentered,
+    /// The executor took no step (see [`Blocked`]).
+    #[error(transparent)]
+    Blocked(#[from] Blocked),
     /// The approval deadline had passed.
     #[error("the approval came after its deadline")]
     Expired,
@@ -181,16 +181,17 @@ pub enum TicketError {
     BatchNotOffered,
 }
 
-/// An action's hook called back into the executor while it was deciding or running a
-/// call. The operation that tried did nothing; the call whose hook tried is refused.
+/// Why the executor took no step at all: the operation did nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the executor is busy: an action's hook called back into it")]
-pub struct Reentered;
-
-impl From<Reentered> for TicketError {
-    fn from(_: Reentered) -> Self {
-        TicketError::Reentered
-    }
+pub enum Blocked {
+    /// An action's hook called back into the executor while it was deciding a call; the
+    /// call whose hook tried is refused.
+    #[error("the executor is busy: an action's hook called back into it")]
+    Reentered,
+    /// A panic (a hook's, a sink's, a drop's: possible only in a native host, the page
+    /// aborts) left a step half made. The executor refuses everything from then on.
+    #[error("the executor is poisoned: a panic left a step half made")]
+    Poisoned,
 }
 
 /// Why a stored grant was not restored.
@@ -213,15 +214,9 @@ pub enum RestoreError {
     /// The stored arguments are no longer valid params of the action.
     #[error("the stored arguments are not valid for the action `{0}`")]
     InvalidArguments(String),
-    /// An action's hook called back into the executor.
-    #[error("the executor is busy: an action's hook called back into it")]
-    Reentered,
-}
-
-impl From<Reentered> for RestoreError {
-    fn from(_: Reentered) -> Self {
-        RestoreError::Reentered
-    }
+    /// The executor took no step (see [`Blocked`]).
+    #[error(transparent)]
+    Blocked(#[from] Blocked),
 }
 
 /// What a grant is derived from, and all a page may store to restore it: the action,

@@ -2,7 +2,6 @@
 //! is drawn again from the current state; if what the person saw changed, it is shown
 //! again (new nonce, "this changed since you looked") instead of running.
 
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
 use crate::audit::{AuditEvent, Decider};
@@ -63,34 +62,19 @@ impl ExecutorState {
             action: Rc::clone(&live.action),
             generation: live.generation,
             prepared: Rc::clone(&live.prepared),
-            arguments: crate::arguments::Arguments::parsed(live.arguments.value().clone()),
+            arguments: live.arguments.clone(),
             caller: live.caller,
             edited: live.edited.clone(),
             deadline: live.deadline,
         };
         match self.redraw(&decided, &card) {
-            Err(stop) => self.settle_decided(call, decided, stop, now),
+            Err(stop) => self.settle_refused(call, stop, now),
             Ok(face) => {
                 let changed = face.changes_from(&CardFace::of(&card));
                 if changed.is_empty() {
-                    // A hook that panics once the ticket is spent (the second question's,
-                    // `run` making its future; a native host catches it) must not leave
-                    // the call performing with no job: it ends here, then the panic goes
-                    // on.
-                    let gesture = ticket.gesture;
-                    catch_unwind(AssertUnwindSafe(|| {
-                        self.countersigned(call, decided, card, gesture, now)
-                    }))
-                    .unwrap_or_else(|panic| {
-                        let stop = self.failed_hook();
-                        self.settle_stop(call, stop, now);
-                        resume_unwind(panic)
-                    })
+                    self.countersigned(call, decided, card, ticket.gesture, now)
                 } else {
-                    let next = self.show_again(call, &decided, &card, face, changed, now);
-                    // Settled there, the call's params may have this last owner.
-                    self.let_go(decided);
-                    next
+                    self.show_again(call, &decided, &card, face, changed, now)
                 }
             }
         }
@@ -175,10 +159,8 @@ impl ExecutorState {
         gesture: Gesture,
         now: Timestamp,
     ) -> Result<Next, TicketError> {
-        // INVARIANT: the ticket is spent before anything else: if this step stops half
-        // way (a hook that panics, caught by a native host), the same ticket finds nothing
-        // pending, so nothing is approved, granted or run twice (and `approve` ends
-        // the call).
+        // INVARIANT: the ticket is spent before anything else, so the same ticket finds
+        // nothing pending: nothing is approved, granted or run twice.
         if let Some(live) = self.live.get_mut(&call) {
             live.state = LiveState::Performing;
         }
@@ -223,7 +205,7 @@ impl ExecutorState {
             // from a second card with its own nonce.
             let face = match self.draw_card(&decided, card.policy, 2) {
                 Ok(face) => face,
-                Err(stop) => return self.settle_decided(call, decided, stop, now),
+                Err(stop) => return self.settle_refused(call, stop, now),
             };
             let second = self.card(call, &decided, face, 2, 0, Vec::new(), now);
             self.record_live(
@@ -245,22 +227,18 @@ impl ExecutorState {
             .unwrap_or_else(|| "".into());
         match self.work(call, &tool_call_id, &decided, Some(approval)) {
             Ok(work) => Ok(Next::Perform(call, work)),
-            Err(stop) => self.settle_decided(call, decided, stop, now),
+            Err(stop) => self.settle_refused(call, stop, now),
         }
     }
 
-    /// Settles a call refused after the person's gesture. `decided` shares the call's
-    /// params and hooks, and may be their last owner once the call is settled: it is let
-    /// go of as the call's are (a drop that panics does not stop the step half way).
-    fn settle_decided(
+    /// Settles a call refused after the person's gesture.
+    fn settle_refused(
         &mut self,
         call: CallId,
-        decided: Decided,
         stop: Stop,
         now: Timestamp,
     ) -> Result<Next, TicketError> {
         self.settle_stop(call, stop, now);
-        self.let_go(decided);
         Ok(Next::Settled(Box::new(self.last_settled_for(call)?)))
     }
 

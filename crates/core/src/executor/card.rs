@@ -101,7 +101,7 @@ impl ExecutorState {
         now: Timestamp,
     ) -> ApprovalRequest {
         let meta = decided.action.meta();
-        let args_sha256 = ArgsDigest::of_value(decided.arguments.value());
+        let args_sha256 = ArgsDigest::of_value(&decided.arguments);
         let card_sha256 = CardDigest(ArgsDigest::of_value(&json!({
             "action": meta.id,
             "caller": decided.caller,
@@ -126,7 +126,7 @@ impl ExecutorState {
             kind: meta.kind,
             policy: face.policy,
             consequence: face.consequence,
-            arguments: decided.arguments.value().clone(),
+            arguments: decided.arguments.clone(),
             args_sha256,
             offers_session_grant: face.grant_rule.is_some(),
             grant_rule: face.grant_rule,

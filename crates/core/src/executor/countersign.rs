@@ -132,7 +132,7 @@ impl ExecutorState {
             call,
             tool_call_id: tool_call_id.to_owned(),
             action: decided.action.meta().id.to_string(),
-            args_sha256: ArgsDigest::of_value(decided.arguments.value()),
+            args_sha256: ArgsDigest::of_value(&decided.arguments),
             card_sha256: approval.card,
             approved_by: approval.by,
             grant: approval.grant,
@@ -141,7 +141,7 @@ impl ExecutorState {
             presence,
             caller: decided.caller,
         };
-        let arguments = decided.arguments.value().clone();
+        let arguments = decided.arguments.clone();
         let mint = Box::pin(async move {
             signer
                 .mint(request)

@@ -7,7 +7,6 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use crate::action::{ActionMeta, ErasedAction, PreparedCall, Verdict};
-use crate::arguments::Arguments;
 use crate::audit::{AuditEvent, Decider};
 use crate::handoff::HandoffMachine;
 use crate::mode::Mode;
@@ -37,7 +36,7 @@ pub(crate) struct Decided {
     pub(crate) action: Rc<dyn ErasedAction>,
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,
-    pub(crate) arguments: Arguments,
+    pub(crate) arguments: Value,
     /// Who asked.
     pub(crate) caller: crate::Caller,
     /// The person's edit, when the call came from one.
@@ -57,7 +56,7 @@ impl ExecutorState {
         &self,
         meta: &ActionMeta,
         prepared: &dyn PreparedCall,
-        arguments: &Arguments,
+        arguments: &Value,
         generation: u64,
         caller: crate::Caller,
     ) -> Result<Decision, Stop> {
@@ -159,7 +158,7 @@ impl ExecutorState {
         &self,
         meta: &ActionMeta,
         prepared: &dyn PreparedCall,
-        arguments: &Arguments,
+        arguments: &Value,
     ) -> Result<Option<Rewritten>, Stop> {
         let Some(rewrite) = self.hook(Hook::Rewrite, || prepared.rewrite())? else {
             return Ok(None);
@@ -167,7 +166,7 @@ impl ExecutorState {
         Ok(match rewrite {
             crate::Rewrite::Keep => None,
             crate::Rewrite::Arguments(new) => (crate::ArgsDigest::of_value(&new)
-                != crate::ArgsDigest::of_value(arguments.value()))
+                != crate::ArgsDigest::of_value(arguments))
             .then(|| Rewritten {
                 action: meta.id.to_string(),
                 arguments: new,
@@ -337,7 +336,7 @@ impl ExecutorState {
         &self,
         meta: &ActionMeta,
         generation: u64,
-        arguments: &Arguments,
+        arguments: &Value,
         caller: crate::Caller,
     ) -> Option<crate::GrantId> {
         self.grants
@@ -347,7 +346,7 @@ impl ExecutorState {
                     && g.generation == generation
                     && g.basis.registration == meta.declaration
                     && g.basis.caller == caller
-                    && g.rule.matcher.matches(arguments.value())
+                    && g.rule.matcher.matches(arguments)
             })
             .map(|g| g.id)
     }

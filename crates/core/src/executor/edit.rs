@@ -37,22 +37,20 @@ impl ExecutorState {
         };
         // Checked before anything changes: an edit that does not validate leaves the
         // original card waiting, and the form says why.
-        // (The params read here are dropped as it returns, before anything changes.)
-        let value = super::validate::holding(&mut None, |held| {
-            self.validate(live.action.as_ref(), &edited, held)
-                .map(|validated| validated.arguments.into_value())
-        })
-        .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
-        if value == *live.arguments.value() {
+        let value = self
+            .validate(live.action.as_ref(), &edited)
+            .map(|validated| validated.arguments)
+            .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
+        if value == live.arguments {
             return Err(EditError::Unchanged);
         }
         // The step's own change, for the trail; the diff the card and the model see is
         // always against what the model sent, however many edits it took.
-        let changed = EditDiff::between(call, live.arguments.value(), &value)
+        let changed = EditDiff::between(call, &live.arguments, &value)
             .declared_fields(&live.action.meta().schema);
         let model = live.edited.as_ref().map_or_else(
-            || live.arguments.value().clone(),
-            |d| d.model_arguments(live.arguments.value()),
+            || live.arguments.clone(),
+            |d| d.model_arguments(&live.arguments),
         );
         let diff = EditDiff::between(call, &model, &value);
         let diff = (!diff.changes.is_empty()).then_some(diff);
@@ -74,9 +72,6 @@ impl ExecutorState {
         let mut trace = Trace::arriving(into, &edited, started);
         trace.resolved(&original.action, original.level);
         let deadline = original.deadline;
-        // The original's params are the page's: let go of them before the edited call
-        // is decided, not while its hook's panic (if it has one) unwinds.
-        self.let_go(original);
         trace.validated(&value, &self.config.audit_key);
         let reason = Reason::EditedFrom { call, changed };
         self.trail.record(

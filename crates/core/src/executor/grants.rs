@@ -37,19 +37,16 @@ impl ExecutorState {
                 action: meta.id.to_string(),
                 registration: meta.declaration.clone(),
                 role: self.config.session.role.clone(),
-                arguments: decided.arguments.value().clone(),
+                arguments: decided.arguments.clone(),
                 caller: decided.caller,
             },
             generation: decided.generation,
         }
     }
 
-    /// Puts a grant in force once its record is written, unless the sink failed during
-    /// this step (it may not have kept the record; the step raises its panic).
+    /// Puts a grant in force once its record is written.
     pub(crate) fn put_in_force(&mut self, grant: Grant) {
-        if !self.trail.failing() {
-            self.grants.push(grant);
-        }
+        self.grants.push(grant);
     }
 
     pub(crate) fn revoke(&mut self, grant: GrantId) -> bool {
@@ -96,33 +93,26 @@ impl ExecutorState {
         {
             return Err(RestoreError::NotOffered(meta.id.to_string()));
         }
-        let reentered = |_| RestoreError::Reentered;
+        let reentered = |_| RestoreError::Blocked(crate::Blocked::Reentered);
         let invalid = || RestoreError::InvalidArguments(meta.id.to_string());
-        let mut held = None;
-        let rule = super::validate::holding(&mut held, |held| {
-            let prepared = self
-                .hook(Hook::Validate, || action.prepare(&basis.arguments, held))
-                .map_err(reentered)?
-                .map_err(|_| invalid())?;
-            self.hook(Hook::Remember, || prepared.grant_rule())
-                .map_err(reentered)
-        })?
-        .unwrap_or_else(GrantRule::every_call);
-        let prepared = held.ok_or_else(invalid)?;
+        let prepared = self
+            .hook(Hook::Validate, || action.prepare(&basis.arguments))
+            .map_err(reentered)?
+            .map_err(|_| invalid())?;
+        let rule = self
+            .hook(Hook::Remember, || prepared.grant_rule())
+            .map_err(reentered)?
+            .unwrap_or_else(GrantRule::every_call);
         let decided = Decided {
             action: Rc::clone(&action),
             generation,
             prepared,
-            arguments: crate::arguments::Arguments::parsed(basis.arguments.clone()),
+            arguments: basis.arguments.clone(),
             caller: basis.caller,
             edited: None,
             deadline: None,
         };
         let grant = self.new_grant(&decided, rule, now, CallId::default());
-        // The params are let go of before the grant is recorded or put in force: a drop
-        // that panics here leaves nothing made behind the panic (the host, which gets no
-        // id back, would try again and make a second grant it cannot revoke).
-        drop(decided);
         let id = grant.id;
         // INVARIANT: a grant in force is on this session's trail: the records of the
         // calls it lets run cite its id, and this one says where it came from.

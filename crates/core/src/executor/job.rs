@@ -1,57 +1,33 @@
 //! Jobs and completions: a call allowed to run, driven by the host outside the executor,
 //! and settled as `EXECUTION_FAILED` if dropped before it is handed back.
 
-use std::cell::{Cell, RefCell};
-use std::rc::Weak;
 
 use serde_json::Value;
 
 use crate::call::CallId;
 
 use super::countersign::{RunError, Work};
-use super::registration::{post, Deferred, Post};
-use super::state::ExecutorState;
-use super::trail::Caught;
+use super::registration::{Deferred, Post};
 
+/// Settles its call as `EXECUTION_FAILED` (interrupted) if dropped while armed: a job or
+/// completion dropped before [`crate::Executor::complete`] never leaves a call hanging.
 pub(crate) struct Guard {
     pub(crate) call: CallId,
     pub(crate) executor: u64,
-    pub(crate) state: Weak<RefCell<ExecutorState>>,
-    pub(crate) mailbox: Weak<RefCell<Vec<Deferred>>>,
-    pub(crate) reentered: Weak<Cell<bool>>,
+    pub(crate) to: Post,
     pub(crate) armed: bool,
-    /// A panic of the page's code the step that made the job caught (a drop of params
-    /// it let go of, not this call's), raised when the job is handed back or dropped,
-    /// so that it does not end this call.
-    pub(crate) carried: Option<Caught>,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        // A job or completion dropped before `complete`: settle instead of hanging. A
-        // panic it carried goes the same way, first: raised by the step that applies
-        // them (now, if the executor is idle; its next step, if a hook dropped the job
-        // while the executor was busy), never here inside someone else's code.
-        let carried = self.carried.take().map(Deferred::Raise);
-        let abandoned = self.armed.then_some(Deferred::Abandoned(self.call));
-        if carried.is_some() || abandoned.is_some() {
-            let to = Post {
-                state: Weak::clone(&self.state),
-                mailbox: Weak::clone(&self.mailbox),
-                reentered: Weak::clone(&self.reentered),
-            };
-            post(&to, carried.into_iter().chain(abandoned));
+        if self.armed {
+            self.to.send(Deferred::Abandoned(self.call));
         }
     }
 }
 
 /// A call allowed to run. Await [`Job::run`] and pass its [`Completion`] to
 /// [`crate::Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
-///
-/// A panic of the page's code that the step making the job caught, not this call's own
-/// (params of another call panicking as they were dropped), travels with it: `complete`
-/// raises it once the call is settled, or dropping the job or completion does (if that
-/// happens inside a hook, while the executor is busy, its next operation does).
 #[must_use = "a job does nothing until run; dropping it settles the call as failed"]
 pub struct Job {
     pub(crate) work: Work,
@@ -68,7 +44,7 @@ impl Job {
     /// token first, and runs only with one).
     pub async fn run(self) -> Completion {
         let Job { work, guard } = self;
-        let (state, call) = (std::rc::Weak::clone(&guard.state), guard.call);
+        let (state, call) = (std::rc::Weak::clone(&guard.to.state), guard.call);
         let still_wanted = move || {
             state.upgrade().is_some_and(|state| {
                 state.try_borrow().is_ok_and(|state| {

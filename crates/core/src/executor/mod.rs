@@ -51,7 +51,7 @@ use crate::mode::Mode;
 use crate::outcome::Settled;
 use crate::projection::{describe, ToolAnnotations, ToolSpec};
 use crate::ticket::{
-    ApprovalRequest, Grant, GrantBasis, GrantId, Reentered, RestoreError, Ticket, TicketError,
+    ApprovalRequest, Blocked, Grant, GrantBasis, GrantId, RestoreError, Ticket, TicketError,
 };
 use crate::time::Timestamp;
 
@@ -61,7 +61,7 @@ pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
 pub use restore::Pending;
 
 use job::Guard;
-use registration::{begin_step, Mailbox};
+use registration::Mailbox;
 use state::{ExecutorState, LiveState, PolicyState};
 
 /// How long an approval card waits unless configured otherwise.
@@ -166,7 +166,7 @@ pub(crate) enum Next {
 ///
 /// Single-threaded by design (page code runs on one thread). An action's hooks run
 /// while the executor decides and must not call back into it: from inside a hook,
-/// commands return [`Reentered`] (or an error type holding it), queries return nothing,
+/// commands return [`Blocked::Reentered`] (or an error type holding it), queries return nothing,
 /// and the call whose hook tried is refused (reason `hook_reentered`). Only
 /// [`Executor::mode`] may be read from a hook.
 #[derive(Clone)]
@@ -211,93 +211,37 @@ impl Executor {
         }
     }
 
-    /// Runs `f` on the state, after applying what was posted meanwhile. From inside a
-    /// hook the state is borrowed: that is [`Reentered`], and the hook's call is refused.
-    fn with<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Reentered> {
-        let mut state = self.begin()?;
-        let out = f(&mut state);
-        // INVARIANT: a sink's panic is raised only once the step is done.
-        state.trail.finish_step();
-        Ok(out)
+    /// Runs `f` on the state as one step (see [`registration::begin`]).
+    fn step<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Blocked> {
+        let mut state = registration::begin(&self.state, &self.mailbox, &self.reentered)?;
+        Ok(f(&mut state))
     }
 
-    /// The state, borrowed for one step, with what was posted meanwhile applied.
-    fn begin(&self) -> Result<std::cell::RefMut<'_, ExecutorState>, Reentered> {
-        let Ok(mut state) = self.state.try_borrow_mut() else {
-            self.reentered.set(true);
-            return Err(Reentered);
-        };
-        begin_step(&mut state, &self.mailbox);
-        Ok(state)
-    }
-
-    /// A step that may hand back a job, as [`Executor::with`], except that a panic its
-    /// sink made is raised again only once the job is armed: the panic then drops the
-    /// job, which settles its call, instead of leaving it running with no one to run it.
-    /// Any other panic kept (a drop of something let go of) travels with a job handed
-    /// back, raised when the job is (see [`Job`]).
-    fn stepped<E: From<Reentered>>(
-        &self,
-        f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
-    ) -> Result<Step, E> {
-        let next = f(&mut *self.begin()?);
-        let mut step = next.map(|next| self.step(next));
-        if let Ok(mut state) = self.state.try_borrow_mut() {
-            if let Ok(Step::Perform(job)) = &mut step {
-                job.guard.carried = state.trail.take_for_job();
-            }
-            state.trail.finish_step();
-        }
-        step
-    }
-
-    /// [`Executor::stepped`] for a person's gesture on a card (approve, edit): a panic
-    /// left by what was posted meanwhile (a dropped registration's params) is raised
-    /// first, before the gesture takes anything. Raised after, it would drop the step's
-    /// job, and a call the person approved would end interrupted by a failure not its
-    /// own; raised first, the card still waits, to be pressed again. (A new call is
-    /// taken, recorded and told even so: `submit` raises after, as a sink's panic, or
-    /// hands it to the job it makes.)
-    fn gesture<E: From<Reentered>>(
-        &self,
-        f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
-    ) -> Result<Step, E> {
-        self.with(|_| ())?;
-        self.stepped(f)
-    }
-
-    /// A query: from inside a hook it answers nothing (and the hook's call is refused).
-    /// See [`Executor::hand_out`].
+    /// A query: from inside a hook, or once poisoned, it answers nothing.
     fn read<R: Default>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> R {
-        self.hand_out(f).unwrap_or_default()
+        self.step(f).unwrap_or_default()
     }
 
-    /// [`Executor::with`] for what hands out something it takes or makes (a settlement
-    /// off the queue, a registration, a grant's id, a record's `seq`): a panic left by
-    /// what was posted meanwhile is raised first, so nothing taken or made is lost with
-    /// it (a host that tries again would make it twice). A panic of `f`'s own sink is
-    /// raised after it, as [`Executor::with`] does.
-    fn hand_out<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Reentered> {
-        self.with(|state| {
-            state.trail.finish_step();
-            f(state)
-        })
+    /// A step that tells the host what happens next to a call.
+    fn next<E: From<Blocked>>(
+        &self,
+        f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
+    ) -> Result<Step, E> {
+        self.step(|state| f(state).map(|next| self.to_step(state, next)))?
     }
 
-    /// A view of the step [`Executor::stepped`] is building: raises nothing (the step
-    /// raises its sink's panic once it is built).
-    fn peek<R: Default>(&self, f: impl FnOnce(&ExecutorState) -> R) -> R {
-        self.state
-            .try_borrow()
-            .map(|state| f(&state))
-            .unwrap_or_default()
+    /// Whether a panic left a step half made (possible only in a native host): the
+    /// executor then refuses every operation ([`Blocked::Poisoned`]), and queries answer
+    /// nothing. Build a new executor (the page reloads).
+    pub fn is_poisoned(&self) -> bool {
+        self.state.try_borrow().is_ok_and(|state| state.poisoned)
     }
 
     /// Sets who mints countersignatures for actions declared with
     /// [`Action::run_countersigned`] (the page's asks its gateway). Without one such
     /// actions are still asked, and settle as `NOT_COUNTERSIGNED` once approved.
-    pub fn set_countersigner(&self, signer: Rc<dyn crate::Countersigner>) -> Result<(), Reentered> {
-        self.with(|state| state.set_countersigner(signer))
+    pub fn set_countersigner(&self, signer: Rc<dyn crate::Countersigner>) -> Result<(), Blocked> {
+        self.step(|state| state.set_countersigner(signer))
     }
 
     /// Registers an action. Dropping the returned [`Registration`] (or calling
@@ -310,13 +254,11 @@ impl Executor {
         registry::check_declaration(&action)?;
         let erased = action.into_erased();
         let id = erased.meta().id.to_string();
-        let generation = self.hand_out(|state| state.registry.insert(erased))??;
+        let generation = self.step(|state| state.registry.insert(erased))??;
         Ok(Registration {
             id,
             generation,
-            state: Rc::downgrade(&self.state),
-            mailbox: Rc::downgrade(&self.mailbox),
-            reentered: Rc::downgrade(&self.reentered),
+            to: self.post(),
             done: false,
         })
     }
@@ -331,9 +273,9 @@ impl Executor {
 
     /// The projection as `caller` sees it: [`Executor::projection`] without the actions
     /// kept from it ([`crate::Action::only_for`]). From inside an action's hook it is
-    /// [`Reentered`] (not an empty list, which would read as "every tool is gone").
-    pub fn projection_for(&self, caller: crate::Caller) -> Result<Vec<ToolSpec>, Reentered> {
-        self.with(|state| {
+    /// [`Blocked::Reentered`] (not an empty list, which would read as "every tool is gone").
+    pub fn projection_for(&self, caller: crate::Caller) -> Result<Vec<ToolSpec>, Blocked> {
+        self.step(|state| {
             let mut tools: Vec<ToolSpec> = state
                 .registry
                 .entries()
@@ -383,8 +325,8 @@ impl Executor {
 
     /// Takes one call from the model through resolve, validate, scope, availability and
     /// decide. Stops at the first refusal; `run` is never reached then.
-    pub fn submit(&self, call: Call, now: Timestamp) -> Result<Step, Reentered> {
-        self.stepped(|state| Ok(state.submit(call, now)))
+    pub fn submit(&self, call: Call, now: Timestamp) -> Result<Step, Blocked> {
+        self.next(|state| Ok(state.submit(call, now)))
     }
 
     /// Applies a person's ticket. The card is drawn again from the current state first:
@@ -392,7 +334,7 @@ impl Executor {
     /// ([`Step::Approval`], with `changed` saying what). Otherwise the call may run
     /// ([`Step::Perform`]), or settles if the action went away or is now refused.
     pub fn approve(&self, ticket: Ticket, now: Timestamp) -> Result<Step, TicketError> {
-        self.gesture(|state| state.approve(ticket, now))
+        self.next(|state| state.approve(ticket, now))
     }
 
     /// The person edited a waiting call's arguments (raw JSON, as a form sends them).
@@ -404,7 +346,7 @@ impl Executor {
     /// availability and decide again and is always asked, on a card showing original →
     /// edited ([`ApprovalRequest::edited`]). Its result tells the model what changed.
     pub fn edit(&self, call: CallId, arguments: &str, now: Timestamp) -> Result<Step, EditError> {
-        self.gesture(|state| state.edit(call, arguments, now))
+        self.next(|state| state.edit(call, arguments, now))
     }
 
     /// Brings back a call that was waiting for a person when the page reloaded. Only if
@@ -412,8 +354,8 @@ impl Executor {
     /// left does it pass the pipeline again and wait on a new card (or handoff) with
     /// its old deadline; it is always asked, never run by itself. Otherwise it settles
     /// at once as `APPROVAL_EXPIRED` (`HANDOFF_TIMEOUT` for a handoff).
-    pub fn restore_pending(&self, pending: Pending, now: Timestamp) -> Result<Step, Reentered> {
-        self.stepped(|state| Ok(state.restore(pending, now)))
+    pub fn restore_pending(&self, pending: Pending, now: Timestamp) -> Result<Step, Blocked> {
+        self.next(|state| Ok(state.restore(pending, now)))
     }
 
     /// Settles a stored call that will not be brought back here (another tab of the
@@ -423,12 +365,8 @@ impl Executor {
         pending: Pending,
         why: crate::RestoreMiss,
         now: Timestamp,
-    ) -> Result<Settled, Reentered> {
-        match self.stepped(|state| Ok(state.drop_pending(pending, why, now)))? {
-            Step::Settled(settled) => Ok(settled),
-            // Not reachable: a dropped call always settles.
-            _ => Err(Reentered),
-        }
+    ) -> Result<Settled, Blocked> {
+        self.step(|state| state.drop_pending(pending, why, now))
     }
 
     /// A control on this call's card, handoff or question was pressed by a script, not a
@@ -440,7 +378,7 @@ impl Executor {
         control: crate::Control,
         now: Timestamp,
     ) -> Result<(), TicketError> {
-        self.with(|state| {
+        self.step(|state| {
             let now = state.tick(now);
             let waiting = state
                 .live
@@ -467,7 +405,7 @@ impl Executor {
         reason: Option<&str>,
         now: Timestamp,
     ) -> Result<Settled, TicketError> {
-        self.with(|state| state.deny(call, reason, now))?
+        self.step(|state| state.deny(call, reason, now))?
     }
 
     /// The caller withdrew its call `tool_call_id` (an agent cancelled it, or went away):
@@ -482,7 +420,7 @@ impl Executor {
         tool_call_id: &str,
         now: Timestamp,
     ) -> Vec<Settled> {
-        self.with(|state| state.withdraw(caller, tool_call_id, now))
+        self.step(|state| state.withdraw(caller, tool_call_id, now))
             .unwrap_or_default()
     }
 
@@ -498,36 +436,29 @@ impl Executor {
             &mut completion.result,
             Err(countersign::RunError::Failed(String::new())),
         );
-        let guard = &mut completion.guard;
-        // Disarmed only once handed back: one that is not (another executor's, or a
-        // sink's panic raised after this step) settles its call when dropped.
-        self.with(|state| {
-            let settled = state.executor == executor && state.complete(call, result, now);
-            guard.armed = !settled;
-            // A panic the job carried is raised once its call is settled (unless this
-            // step has one of its own to raise, a sink's above all).
-            if let Some(panic) = guard.carried.take() {
-                state.trail.keep(panic);
-            }
-            settled
-        })
-        .unwrap_or(false)
+        // Disarmed only once handed back: one that is not (another executor's) settles
+        // its call when dropped.
+        let settled = self
+            .step(|state| state.executor == executor && state.complete(call, result, now))
+            .unwrap_or(false);
+        completion.guard.armed = !settled;
+        settled
     }
 
     /// The person says the handoff is done: the `expect` check reads the page now;
     /// a receipt if it holds, `HANDOFF_FAILED` if not.
     pub fn handoff_done(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
-        self.with(|state| state.handoff_event(call, true, now))?
+        self.step(|state| state.handoff_event(call, true, now))?
     }
 
     /// The person cancels the handoff: `HANDOFF_CANCELLED`.
     pub fn handoff_cancel(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
-        self.with(|state| state.handoff_event(call, false, now))?
+        self.step(|state| state.handoff_event(call, false, now))?
     }
 
     /// Moves a handoff's highlight to step `index`.
     pub fn show_step(&self, call: CallId, index: usize) -> Result<(), TicketError> {
-        self.with(|state| state.show_step(call, index))?
+        self.step(|state| state.show_step(call, index))?
     }
 
     /// Pending approval cards, oldest first.
@@ -573,7 +504,7 @@ impl Executor {
                         call: Call::new(
                             live.tool_call_id.to_string(),
                             meta.id.to_string(),
-                            live.arguments.value().to_string(),
+                            live.arguments.to_string(),
                         )
                         .by(live.caller),
                         declaration: meta.declaration.clone(),
@@ -607,20 +538,19 @@ impl Executor {
         answer: &str,
         now: Timestamp,
     ) -> Result<Settled, crate::AnswerError> {
-        self.with(|state| state.answer(call, answer, now))?
+        self.step(|state| state.answer(call, answer, now))?
     }
 
     /// The person declines the question: `QUESTION_DECLINED`.
     pub fn decline_question(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
-        self.with(|state| state.decline_question(call, now))?
+        self.step(|state| state.decline_question(call, now))?
     }
 
     /// Checks a raw answer to a registered question action, as the form does while the
     /// person types. Nothing is recorded.
     pub fn check_answer(&self, action: &str, answer: &str) -> Result<Value, String> {
-        let busy = || Reentered.to_string();
-        self.with(|state| state.check_answer(action, answer))
-            .unwrap_or_else(|_| Err(busy()))
+        self.step(|state| state.check_answer(action, answer))
+            .unwrap_or_else(|blocked| Err(blocked.to_string()))
     }
 
     /// The session grants in force.
@@ -638,12 +568,12 @@ impl Executor {
         basis: &GrantBasis,
         now: Timestamp,
     ) -> Result<GrantId, RestoreError> {
-        self.hand_out(|state| state.restore_grant(basis, now))?
+        self.step(|state| state.restore_grant(basis, now))?
     }
 
     /// Revokes a grant; later calls are asked again. `false` if there was none.
-    pub fn revoke(&self, grant: GrantId) -> Result<bool, Reentered> {
-        self.with(|state| state.revoke(grant))
+    pub fn revoke(&self, grant: GrantId) -> Result<bool, Blocked> {
+        self.step(|state| state.revoke(grant))
     }
 
     /// The earliest deadline of any waiting call: call [`Executor::handle_timeout`] then.
@@ -655,7 +585,7 @@ impl Executor {
     /// Settles every call whose deadline is at or before `now`; returns them.
     pub fn handle_timeout(&self, now: Timestamp) -> Vec<Settled> {
         // A step: what it returns are copies (the settlements stay queued).
-        self.with(|state| {
+        self.step(|state| {
             let before = state.settled.len();
             state.handle_timeout(now);
             state.settled.iter().skip(before).cloned().collect()
@@ -666,7 +596,7 @@ impl Executor {
     /// Settles every live call as `UNAVAILABLE` (the page is closing or navigating away).
     pub fn shutdown(&self, now: Timestamp) -> Vec<Settled> {
         // A step: what it returns are copies (the settlements stay queued).
-        self.with(|state| {
+        self.step(|state| {
             let before = state.settled.len();
             state.shutdown(now);
             state.settled.iter().skip(before).cloned().collect()
@@ -685,8 +615,8 @@ impl Executor {
         last_seq: u64,
         unconfirmed: u64,
         now: crate::Timestamp,
-    ) -> Result<u64, Reentered> {
-        self.hand_out(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
+    ) -> Result<u64, Blocked> {
+        self.step(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
     }
 
     /// The settlement of `call` (an id of this executor's), while it is queued (until
@@ -718,12 +648,7 @@ impl Executor {
     /// valid file is loaded, and reversals keep the last good file's scopes and levels.
     pub fn load_policy(&self, text: &str) -> Result<(), crate::PolicyError> {
         let parsed = crate::PolicyFile::from_json(text);
-        let busy = crate::PolicyError {
-            line: 0,
-            column: 0,
-            message: Reentered.to_string(),
-        };
-        self.with(|state| {
+        self.step(|state| {
             let role = &state.config.session.role;
             let checked = parsed.and_then(|file| match file.role_for(role) {
                 Some(_) => Ok(file),
@@ -746,13 +671,19 @@ impl Executor {
                 }
             }
         })
-        .unwrap_or(Err(busy))
+        .unwrap_or_else(|blocked| {
+            Err(crate::PolicyError {
+                line: 0,
+                column: 0,
+                message: blocked.to_string(),
+            })
+        })
     }
 
     /// Marks the policy as unusable (e.g. the file could not be fetched): every call but
     /// reversals is refused with `error` until a valid file is loaded.
-    pub fn fail_policy(&self, error: crate::PolicyError) -> Result<(), Reentered> {
-        self.with(|state| state.break_policy(error))
+    pub fn fail_policy(&self, error: crate::PolicyError) -> Result<(), Blocked> {
+        self.step(|state| state.break_policy(error))
     }
 
     /// The error of the last policy file, while the executor refuses calls because of it.
@@ -764,10 +695,10 @@ impl Executor {
     }
 
     /// Switches the session's mode; later decisions use (and record) it. Calls already
-    /// waiting for a person keep waiting. From inside a hook it is [`Reentered`]: a hook
+    /// waiting for a person keep waiting. From inside a hook it is [`Blocked::Reentered`]: a hook
     /// must never switch the mode its own call is decided in.
-    pub fn set_mode(&self, mode: Mode) -> Result<(), Reentered> {
-        self.with(|_| self.mode.set(mode))
+    pub fn set_mode(&self, mode: Mode) -> Result<(), Blocked> {
+        self.step(|_| self.mode.set(mode))
     }
 
     /// The session's mode. The one query a hook may make.
@@ -815,22 +746,17 @@ impl Executor {
     /// typed params and its own validator) without making a call: what an edit form
     /// runs as the person types. Nothing is recorded.
     pub fn check_arguments(&self, action: &str, arguments: &str) -> Result<Value, String> {
-        let busy = || Reentered.to_string();
-        self.with(|state| {
+        self.step(|state| {
             let (action, _) = state
                 .resolve(&Call::new("", action, ""))
                 .map_err(|_| "no such action".to_owned())?;
             let call = Call::new("", action.meta().id.to_string(), arguments);
-            let mut held = None;
-            let checked = validate::holding(&mut held, |held| {
-                state
-                    .validate(action.as_ref(), &call, held)
-                    .map(|validated| validated.arguments.into_value())
-            });
-            state.let_go(held);
-            checked.map_err(|stop| stop.detail.unwrap_or_default())
+            state
+                .validate(action.as_ref(), &call)
+                .map(|validated| validated.arguments)
+                .map_err(|stop| stop.detail.unwrap_or_default())
         })
-        .unwrap_or_else(|_| Err(busy()))
+        .unwrap_or_else(|blocked| Err(blocked.to_string()))
     }
 
     /// The cap on a call's raw arguments, in bytes (what the gate refuses above).
@@ -843,38 +769,35 @@ impl Executor {
         self.read(|state| state.registry.ids())
     }
 
-    fn step(&self, next: Next) -> Step {
+    fn to_step(&self, state: &ExecutorState, next: Next) -> Step {
         match next {
             Next::Settled(s) => Step::Settled(*s),
             Next::Approval(r) => Step::Approval(r),
-            Next::Handoff(call) => {
-                let view = self.peek(|state| handoff_view(state, call));
-                match view {
-                    Some(view) => Step::Handoff(Box::new(view)),
-                    // Not reachable: a handoff just started is live. Kept total.
-                    None => Step::Settled(
-                        self.peek(|state| state.last_settled_for(call).ok())
-                            .unwrap_or_else(|| lost(call)),
-                    ),
-                }
-            }
-            Next::Question(call) => match self.peek(|state| question_view(state, call)) {
-                Some(view) => Step::Question(Box::new(view)),
-                // Not reachable: a question just asked is live. Kept total.
-                None => Step::Settled(lost(call)),
-            },
+            // Not reachable: a handoff or question just started is live. Kept total.
+            Next::Handoff(call) => handoff_view(state, call)
+                .map(|view| Step::Handoff(Box::new(view)))
+                .unwrap_or_else(|| Step::Settled(lost(call))),
+            Next::Question(call) => question_view(state, call)
+                .map(|view| Step::Question(Box::new(view)))
+                .unwrap_or_else(|| Step::Settled(lost(call))),
             Next::Perform(call, work) => Step::Perform(Job {
                 work,
                 guard: Guard {
                     call,
                     executor: self.id,
-                    state: Rc::downgrade(&self.state),
-                    mailbox: Rc::downgrade(&self.mailbox),
-                    reentered: Rc::downgrade(&self.reentered),
+                    to: self.post(),
                     armed: true,
-                    carried: None,
                 },
             }),
+        }
+    }
+
+    /// Where a drop (of a job, a registration) posts its change.
+    fn post(&self) -> registration::Post {
+        registration::Post {
+            state: Rc::downgrade(&self.state),
+            mailbox: Rc::downgrade(&self.mailbox),
+            reentered: Rc::downgrade(&self.reentered),
         }
     }
 }

@@ -7,10 +7,7 @@
 //! Each stage is a method in the file named after it and returns `Err(Stop)` to refuse;
 //! the first refusal settles the call, and `run` is never reached.
 
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::rc::Rc;
 
-use crate::action::PreparedCall;
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
 use crate::edit::EditDiff;
@@ -60,64 +57,12 @@ impl ExecutorState {
         trace.edited = origin.edited;
         trace.restored = origin.restored;
         trace.forced = origin.forced;
-        // The call's params, held here while the gate reads them: they are the page's,
-        // and are let go of once the call is decided (see `let_go_of`).
-        let mut held = None;
-        // A hook that panics (a native host catches it) must not leave the call half
-        // way: a record with no end, and a model never told. It is refused here, then the
-        // panic goes on. (A rewrite re-enters at depth 1, where the params are let go of
-        // before the panic goes on to depth 0, which refuses the call.)
-        let gated = catch_unwind(AssertUnwindSafe(|| {
-            self.gate(&mut trace, &call, now, depth, &mut held)
-        }));
-        let gated = match gated {
-            Ok(gated) => gated,
-            Err(panic) => {
-                if depth == 0 {
-                    self.cut_short(&mut trace, &call, now);
-                }
-                self.let_go_of(held);
-                resume_unwind(panic)
-            }
-        };
-        self.let_go_of(held);
-        match gated {
+        match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
                 trace.unvalidated(&call.arguments, self);
                 Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
             }
-        }
-    }
-
-    /// Lets go of a call's params the gate held, where this is their last owner: their
-    /// drop is the page's code, and one that panics must neither pass for a hook's
-    /// failure (a call refused, or cut short, for the wrong reason) nor drop a hook's
-    /// panic in hand. Held elsewhere too (a live call), dropping them runs none of it.
-    fn let_go_of(&mut self, held: Option<Rc<dyn PreparedCall>>) {
-        if let Some(prepared) = held {
-            if Rc::strong_count(&prepared) == 1 {
-                self.let_go(prepared);
-            }
-        }
-    }
-
-    /// Refuses a call whose gate a panic cut short: the hook that panicked is the
-    /// reason. A call that became live is settled; one that did not ends here; one that
-    /// already ended in this gate (a rewrite refused, then a panic as the gate unwound)
-    /// is left as it ended.
-    fn cut_short(&mut self, trace: &mut Trace, call: &Call, now: Timestamp) {
-        let stop = self.failed_hook();
-        // Nothing takes from the queue during a step, and the call's id is new to this
-        // step's pipeline: a settlement of it here was made in this gate.
-        if self.settled.iter().any(|s| s.call == trace.call) {
-            return;
-        }
-        if self.live.contains_key(&trace.call) {
-            self.settle_stop(trace.call, stop, now);
-        } else {
-            trace.unvalidated(&call.arguments, self);
-            self.refuse_early(trace, stop, now);
         }
     }
 
@@ -145,7 +90,6 @@ impl ExecutorState {
         call: &Call,
         now: Timestamp,
         depth: u8,
-        held: &mut Option<Rc<dyn PreparedCall>>,
     ) -> Result<Next, Stop> {
         // An outside agent's new call waits its turn while it already has its share
         // live (an edit or a restore continues a call: not new).
@@ -172,7 +116,7 @@ impl ExecutorState {
             prepared,
             arguments,
             audit_digest,
-        } = self.validate(action.as_ref(), call, held)?;
+        } = self.validate(action.as_ref(), call)?;
         trace.validated_as(audit_digest);
         // The card's original → edited and the model's `edited_by_person` describe what
         // will run (a rewrite may have normalised the person's values), against what
@@ -180,7 +124,7 @@ impl ExecutorState {
         trace.edited = trace
             .edited
             .take()
-            .and_then(|d| d.rebased(arguments.value()));
+            .and_then(|d| d.rebased(&arguments));
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
         let mut decision = self.decide(
@@ -233,19 +177,17 @@ impl ExecutorState {
                 caller: call.caller,
                 trace: call.trace.clone(),
             };
-            // Copied, not taken: a call a panic cuts short is refused with this trace,
-            // and the model is still told what the person edited.
             let origin = Origin {
-                edited: trace.edited.clone(),
+                edited: trace.edited.take(),
                 restored: trace.restored,
-                forced: trace.forced.clone(),
+                forced: trace.forced.take(),
             };
             return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, origin));
         }
         let decided = super::decide::Decided {
             action,
             generation,
-            prepared: Rc::clone(prepared),
+            prepared,
             arguments,
             caller: trace.caller,
             edited: trace.edited.clone(),

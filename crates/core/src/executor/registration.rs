@@ -2,39 +2,80 @@
 //! an action's hook, while the executor is busy; the drop is posted and applied before the
 //! executor's next operation.
 
-use std::cell::{Cell, RefCell};
-use std::rc::{Rc, Weak};
+use std::cell::{Cell, RefCell, RefMut};
+use std::rc::Weak;
 
 use crate::call::CallId;
+use crate::ticket::Blocked;
 
 use super::state::ExecutorState;
-use super::trail::Caught;
 
+/// A change a drop posts, applied at the start of the executor's next step.
 pub(crate) enum Deferred {
-    Unregister {
-        id: String,
-        generation: u64,
-    },
+    Unregister { id: String, generation: u64 },
     Abandoned(CallId),
-    /// A panic a job carried (see `Guard::carried`), raised by the step that applies it.
-    Raise(Caught),
 }
 
-pub(crate) type Mailbox = Rc<RefCell<Vec<Deferred>>>;
+pub(crate) type Mailbox = std::rc::Rc<RefCell<Vec<Deferred>>>;
 
-/// The start of every step: a sink's panic a step cut short left is forgotten (the host
-/// saw that step's panic, and this one must not raise it as its own), then what was
-/// posted meanwhile is applied.
-pub(crate) fn begin_step(state: &mut ExecutorState, mailbox: &RefCell<Vec<Deferred>>) {
-    state.trail.forget_failure();
-    state.in_hook.set(None);
+/// The state borrowed for one step, with what was posted meanwhile applied.
+///
+/// A panic that leaves the step (a hook's, a sink's, a drop's: possible only in a native
+/// host, the page aborts) poisons the executor, as `std::sync::Mutex` is poisoned: the
+/// step may be half made, so every later one is refused ([`Blocked::Poisoned`]).
+pub(crate) struct Stepping<'a> {
+    state: RefMut<'a, ExecutorState>,
+    /// Whether a panic was already unwinding when the step began (a job dropped by
+    /// one): that panic is not this step's.
+    was_panicking: bool,
+}
+
+/// Begins a step: [`Blocked::Reentered`] from inside a hook (the state is borrowed; the
+/// flag tells the hook's call), [`Blocked::Poisoned`] after a panic left a step.
+pub(crate) fn begin<'a>(
+    state: &'a RefCell<ExecutorState>,
+    mailbox: &RefCell<Vec<Deferred>>,
+    reentered: &Cell<bool>,
+) -> Result<Stepping<'a>, Blocked> {
+    let Ok(state) = state.try_borrow_mut() else {
+        reentered.set(true);
+        return Err(Blocked::Reentered);
+    };
+    if state.poisoned {
+        return Err(Blocked::Poisoned);
+    }
+    let mut step = Stepping {
+        state,
+        was_panicking: std::thread::panicking(),
+    };
     let deferred = std::mem::take(&mut *mailbox.borrow_mut());
     for item in deferred {
         match item {
-            Deferred::Unregister { id, generation } => state.unregister(&id, generation),
-            Deferred::Abandoned(call) => state.abandon(call),
-            Deferred::Raise(panic) => state.trail.keep(panic),
+            Deferred::Unregister { id, generation } => step.unregister(&id, generation),
+            Deferred::Abandoned(call) => step.abandon(call),
         }
+    }
+    Ok(step)
+}
+
+impl Drop for Stepping<'_> {
+    fn drop(&mut self) {
+        if !self.was_panicking && std::thread::panicking() {
+            self.state.poisoned = true;
+        }
+    }
+}
+
+impl std::ops::Deref for Stepping<'_> {
+    type Target = ExecutorState;
+    fn deref(&self) -> &ExecutorState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Stepping<'_> {
+    fn deref_mut(&mut self) -> &mut ExecutorState {
+        &mut self.state
     }
 }
 
@@ -46,27 +87,20 @@ pub(crate) struct Post {
     pub(crate) reentered: Weak<Cell<bool>>,
 }
 
-pub(crate) fn post(to: &Post, items: impl IntoIterator<Item = Deferred>) {
-    let (Some(state), Some(mailbox)) = (to.state.upgrade(), to.mailbox.upgrade()) else {
-        return;
-    };
-    mailbox.borrow_mut().extend(items);
-    // Apply now if the executor is idle. If it is busy, a hook dropped a registration or
-    // a job while its call was being decided: the next operation applies the change
-    // first, and the call whose hook did it is refused (its answer was made while the
-    // page changed under it).
-    let busy = match state.try_borrow_mut() {
-        Ok(mut idle) => {
-            begin_step(&mut idle, &mailbox);
-            idle.trail.finish_step();
-            false
-        }
-        Err(_) => true,
-    };
-    if busy {
-        if let Some(flag) = to.reentered.upgrade() {
-            flag.set(true);
-        }
+impl Post {
+    /// Posts `item` and applies it now if the executor is idle. If it is busy, a hook
+    /// dropped a registration or a job while its call was decided: the next step applies
+    /// it first, and the call whose hook did it is refused (the page changed under it).
+    pub(crate) fn send(&self, item: Deferred) {
+        let (Some(state), Some(mailbox), Some(reentered)) = (
+            self.state.upgrade(),
+            self.mailbox.upgrade(),
+            self.reentered.upgrade(),
+        ) else {
+            return;
+        };
+        mailbox.borrow_mut().push(item);
+        let _applied = begin(&state, &mailbox, &reentered);
     }
 }
 
@@ -76,9 +110,7 @@ pub(crate) fn post(to: &Post, items: impl IntoIterator<Item = Deferred>) {
 pub struct Registration {
     pub(crate) id: String,
     pub(crate) generation: u64,
-    pub(crate) state: Weak<RefCell<ExecutorState>>,
-    pub(crate) mailbox: Weak<RefCell<Vec<Deferred>>>,
-    pub(crate) reentered: Weak<Cell<bool>>,
+    pub(crate) to: Post,
     pub(crate) done: bool,
 }
 
@@ -102,16 +134,10 @@ impl Registration {
     fn release(&mut self) {
         if !self.done {
             self.done = true;
-            let item = Deferred::Unregister {
+            self.to.send(Deferred::Unregister {
                 id: self.id.clone(),
                 generation: self.generation,
-            };
-            let to = Post {
-                state: Weak::clone(&self.state),
-                mailbox: Weak::clone(&self.mailbox),
-                reentered: Weak::clone(&self.reentered),
-            };
-            post(&to, [item]);
+            });
         }
     }
 }

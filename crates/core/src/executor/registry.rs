@@ -42,15 +42,9 @@ pub enum RegisterError {
     /// so nobody could ever approve it.
     #[error("action `{0}` has an approval timeout of zero; nobody could approve it")]
     ZeroApprovalTimeout(String),
-    /// An action's hook called back into the executor while it was busy.
-    #[error("the executor is busy: an action's hook called back into it")]
-    Reentered,
-}
-
-impl From<crate::Reentered> for RegisterError {
-    fn from(_: crate::Reentered) -> Self {
-        RegisterError::Reentered
-    }
+    /// The executor took no step (see [`crate::Blocked`]).
+    #[error(transparent)]
+    Blocked(#[from] crate::Blocked),
 }
 
 /// Checks a declaration before it is registered.

@@ -38,7 +38,7 @@ impl ExecutorState {
         let now = self.tick(now);
         let id = self.new_call_id();
         match self.restorable(&pending) {
-            Err(why) => self.not_restored(id, &pending, why, now),
+            Err(why) => Next::Settled(Box::new(self.not_restored(id, &pending, why, now))),
             Ok(remaining) => {
                 self.restored_ids.insert(pending.call.tool_call_id.clone());
                 let mut trace = Trace::arriving(id, &pending.call, now);
@@ -69,7 +69,7 @@ impl ExecutorState {
         pending: Pending,
         why: RestoreMiss,
         now: Timestamp,
-    ) -> Next {
+    ) -> crate::Settled {
         let now = self.tick(now);
         let id = self.new_call_id();
         self.not_restored(id, &pending, why, now)
@@ -123,7 +123,7 @@ impl ExecutorState {
         pending: &Pending,
         why: RestoreMiss,
         now: Timestamp,
-    ) -> Next {
+    ) -> crate::Settled {
         let mut trace = Trace::arriving(id, &pending.call, now);
         if let Some(entry) = self.registry.get(&pending.call.action) {
             let action = std::rc::Rc::clone(&entry.action);
@@ -137,7 +137,7 @@ impl ExecutorState {
             },
             Decider::Host,
         );
-        Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
+        self.refuse_early(&trace, stop, now)
     }
 
     pub(crate) fn new_call_id(&mut self) -> CallId {

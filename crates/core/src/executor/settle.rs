@@ -199,11 +199,7 @@ impl ExecutorState {
 
     /// Ends a live call: removes it, queues the result, writes its one terminal record.
     pub(crate) fn settle(&mut self, call: CallId, outcome: Outcome, by: Decider, now: Timestamp) {
-        // INVARIANT: a call leaves `live` exactly once, so it settles exactly once. It
-        // leaves, and its result is queued, before its terminal record is written: a
-        // sink that fails while writing it (a panic a native host catches) can neither
-        // leave a call the trail says ended still live, to be approved or settled again,
-        // nor keep its result from the model.
+        // INVARIANT: a call leaves `live` exactly once, so it settles exactly once.
         let Some(mut live) = self.live.remove(&call) else {
             return;
         };
@@ -225,7 +221,6 @@ impl ExecutorState {
             self.settled.back().map(|s| &s.outcome),
             now,
         );
-        self.let_go(live);
     }
 
     /// Ends a call refused before it became live.
@@ -376,7 +371,7 @@ impl ExecutorState {
     /// Removes one registration (if still the same generation), revokes its grants and
     /// settles its calls that wait for a person: the page no longer offers them.
     pub(crate) fn unregister(&mut self, id: &str, generation: u64) {
-        let removed = self.registry.remove(id, generation);
+        self.registry.remove(id, generation);
         self.revoke_registration(id, generation);
         let waiting: Vec<CallId> = self
             .live
@@ -392,7 +387,6 @@ impl ExecutorState {
         for call in waiting {
             self.settle_stop(call, Stop::new(Reason::Unregistered, Decider::Host), now);
         }
-        self.let_go(removed);
     }
 }
 

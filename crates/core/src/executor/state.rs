@@ -3,7 +3,6 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
 use sha2::{Digest as _, Sha256};
@@ -108,7 +107,7 @@ pub(crate) struct Live {
     pub(crate) generation: u64,
     pub(crate) prepared: Rc<dyn PreparedCall>,
     /// The arguments (parsed to a value when first asked for).
-    pub(crate) arguments: crate::arguments::Arguments,
+    pub(crate) arguments: serde_json::Value,
     /// The plain digest a ticket binds (calls waiting for a card only: the path that
     /// needs no approval does not pay for it).
     pub(crate) digest: Option<ArgsDigest>,
@@ -187,9 +186,8 @@ pub(crate) struct ExecutorState {
     pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
     /// Mints the tokens of actions whose run takes a countersignature.
     pub(crate) countersigner: Option<Rc<dyn crate::Countersigner>>,
-    /// The hook running now: still set as a panic leaves a step, it names the hook that
-    /// panicked ([`Reason::HookFailed`]).
-    pub(crate) in_hook: Cell<Option<Hook>>,
+    /// Set when a panic left a step half made: every later step is refused.
+    pub(crate) poisoned: bool,
 }
 
 impl ExecutorState {
@@ -228,26 +226,7 @@ impl ExecutorState {
             next_call: 1,
             restored_ids: std::collections::HashSet::new(),
             countersigner: None,
-            in_hook: Cell::new(None),
-        }
-    }
-
-    /// Why a step a panic cut short refuses its call: the hook that panicked, or (a
-    /// panic outside every hook) that the call was interrupted.
-    pub(crate) fn failed_hook(&self) -> Stop {
-        match self.in_hook.take() {
-            Some(hook) => Stop::new(Reason::HookFailed { hook }, Decider::Action),
-            None => Stop::new(Reason::Interrupted, Decider::Host),
-        }
-    }
-
-    /// Drops what a step lets go of that may hold the page's code (a settled call's
-    /// params, a removed action's hooks): a drop that panics must not stop the step half
-    /// way (a loop of settlements, what was posted), nor drop a panic that is in hand.
-    /// Its panic is kept, and raised when the step is done.
-    pub(crate) fn let_go<T>(&mut self, value: T) {
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-            self.trail.keep(super::trail::Caught::new(panic));
+            poisoned: false,
         }
     }
 
@@ -263,9 +242,7 @@ impl ExecutorState {
     /// executor (its answer was made without the executor and cannot be trusted).
     pub(crate) fn hook<T>(&self, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Stop> {
         self.reentered.set(false);
-        self.in_hook.set(Some(hook));
         let out = f();
-        self.in_hook.set(None);
         if self.reentered.replace(false) {
             Err(Stop::new(Reason::HookReentered { hook }, Decider::Action))
         } else {
