@@ -106,17 +106,6 @@ fn criterion_ns(id: &str) -> Option<f64> {
     number.parse().ok()
 }
 
-/// The least a call through the gate could cost: its parts alone (the text parsed to a
-/// value and the params, the keyed digest, two records) and the handler itself, from
-/// typed params (the parse to params is already one of the parts).
-fn gate_floor(parts: [Option<f64>; 3], handler_typed: Option<f64>) -> Option<f64> {
-    parts
-        .iter()
-        .try_fold(0.0, |sum, part| part.map(|p| sum + p))
-        .zip(handler_typed)
-        .map(|(sum, handler)| sum + handler)
-}
-
 fn table(figures: &BTreeMap<String, f64>, sizes: &crate::Sizes) {
     let b = |name: &str| figures.get(name).copied();
     let ms = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.2} ms"));
@@ -184,24 +173,6 @@ fn table(figures: &BTreeMap<String, f64>, sizes: &crate::Sizes) {
             ns(native_direct)
         ),
     );
-    let part = |name: &str| criterion_ns(&format!("gate_floor/{name}"));
-    let parts = [
-        part("parse_to_value_then_params"),
-        part("keyed_digest"),
-        part("two_records"),
-    ];
-    let floor = gate_floor(parts, criterion_ns("gate_per_call/direct_handler_typed"));
-    row(
-        "gate floor, native: its parts alone + the typed handler / handler from JSON",
-        x(ratio(floor, native_direct)),
-        format!(
-            "parse {}, keyed digest {}, two records {}; the rest of the gate is {}",
-            ns(parts[0]),
-            ns(parts[1]),
-            ns(parts[2]),
-            ns(native_gate.zip(floor).map(|(g, f)| g - f))
-        ),
-    );
     let (wasm_direct, wasm_gate) = (b("gate.wasm.direct_ns"), b("gate.wasm.through_gate_ns"));
     row(
         "gate per call, wasm32 in Chromium: through the gate / handler",
@@ -244,17 +215,5 @@ fn table(figures: &BTreeMap<String, f64>, sizes: &crate::Sizes) {
     println!("\n| measure | value | detail |\n| --- | --- | --- |");
     for (what, value, note) in rows {
         println!("| {what} | {value} | {note} |");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::gate_floor;
-
-    #[test]
-    fn the_floor_counts_the_parse_to_params_once() {
-        let floor = gate_floor([Some(300.0), Some(100.0), Some(200.0)], Some(150.0));
-        assert_eq!(floor, Some(750.0));
-        assert_eq!(gate_floor([Some(1.0), None, Some(1.0)], Some(1.0)), None);
     }
 }

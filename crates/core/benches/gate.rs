@@ -22,7 +22,7 @@ use std::hint::black_box;
 
 use countersign::Call;
 use criterion::{criterion_group, BenchmarkId, Criterion};
-use gate_workload::{direct_from_json, executor, floor, handler, ready, through_gate, Lookup, RAW};
+use gate_workload::{direct_from_json, executor, handler, ready, through_gate, Lookup, RAW};
 
 fn gate_per_call(c: &mut Criterion) {
     let (exec, _regs, _records) = executor(1);
@@ -40,26 +40,6 @@ fn gate_per_call(c: &mut Criterion) {
     });
     group.bench_function("through_gate", |b| {
         b.iter(|| through_gate(&exec, black_box(Call::new("tc_1", "read_0", raw))))
-    });
-    group.finish();
-}
-
-/// The parts every call through the gate pays for, each alone, beside the handler:
-/// the floor of this design (see BENCHMARKS.md).
-fn gate_floor(c: &mut Criterion) {
-    let key = countersign::AuditKey::new([5; 32]);
-    let value: serde_json::Value = serde_json::from_str(RAW).unwrap();
-    let digest = key.digest(&value);
-    let names = ("bench".into(), "admin".into(), "read_0".into());
-    let mut group = c.benchmark_group("gate_floor");
-    group.bench_function("parse_to_value_then_params", |b| {
-        b.iter(|| floor::parse_twice(black_box(RAW)))
-    });
-    group.bench_function("keyed_digest", |b| {
-        b.iter(|| floor::keyed_digest(&key, &value))
-    });
-    group.bench_function("two_records", |b| {
-        b.iter(|| floor::two_records(&names, black_box(&digest)))
     });
     group.finish();
 }
@@ -98,7 +78,7 @@ fn paired() {
     }
 }
 
-criterion_group!(benches, gate_per_call, gate_floor, resolve_and_project);
+criterion_group!(benches, gate_per_call, resolve_and_project);
 
 fn main() {
     benches();

@@ -355,14 +355,14 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     assert_eq!((ok.lines, ok.keyed), (7, true));
     // The same id with other contents is a conflict, never a silent duplicate.
     let mut changed = common::records(1, "v", 4);
-    changed[0].summary.to_mut().push_str(" (changed)");
+    changed[0].summary.push_str(" (changed)");
     assert!(matches!(
         store.append(changed).await,
         Err(StoreError::Conflict(id)) if id == "v-4"
     ));
     let mut inside = common::records(2, "w", 0);
     inside.push(inside[1].clone());
-    inside[2].summary.to_mut().push_str(" (changed)");
+    inside[2].summary.push_str(" (changed)");
     assert!(matches!(
         store.append(inside).await,
         Err(StoreError::Conflict(id)) if id == "w-1"

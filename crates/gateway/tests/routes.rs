@@ -301,13 +301,13 @@ async fn an_audit_batch_is_appended_durably_and_idempotently() {
     // Another record under a stored id, or twice in one batch with other contents, is
     // a conflict: 409, nothing of the batch written, never dropped as a "duplicate".
     let mut other = records(6);
-    other[2].summary.to_mut().push_str(" (other)");
+    other[2].summary.push_str(" (other)");
     let mut twice = records(7);
     twice[5] = twice[6].clone();
-    twice[5].summary.to_mut().push_str(" (other)");
+    twice[5].summary.push_str(" (other)");
     twice[6].id = "fresh-one".into();
     twice.push(twice[5].clone());
-    twice[7].summary.to_mut().push_str(" again");
+    twice[7].summary.push_str(" again");
     for batch in [other, twice] {
         let (status, json, _) = send(
             &app,

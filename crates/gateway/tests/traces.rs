@@ -313,7 +313,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
             }
             for record in &records {
                 assert!(
-                    !value.contains(&*record.args_digest.as_text()),
+                    !value.contains(&*record.args_digest.as_str()),
                     "{key} holds the digest"
                 );
             }

@@ -209,16 +209,16 @@ impl FileStore {
             let digest = super::record_digest(&record);
             // Sent again under its id: a duplicate if it is the same record, a conflict
             // (the whole batch refused, nothing written) if it is not.
-            let id = record.id.as_text();
+            let id = record.id.as_str();
             match inner.ids.get(&*id).or_else(|| fresh.get(&*id)) {
                 Some(stored) if *stored == digest => {
                     duplicates += 1;
                     continue;
                 }
-                Some(_) => return Err(StoreError::Conflict(id.into_owned())),
+                Some(_) => return Err(StoreError::Conflict(id.to_owned())),
                 None => {}
             }
-            fresh.insert(id.into_owned(), digest);
+            fresh.insert(id.to_owned(), digest);
             seq += 1;
             let (line, mac) = seal(&inner.key, seq, &head, &record)?;
             head = mac;

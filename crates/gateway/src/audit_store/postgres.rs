@@ -321,12 +321,12 @@ impl PgStore {
         let mut batch = Vec::with_capacity(records.len());
         for record in records {
             let digest = super::record_digest(&record);
-            let id = record.id.as_text();
+            let id = record.id.as_str();
             match fresh.get(&*id) {
                 Some(seen) if *seen == digest => duplicates += 1,
-                Some(_) => return Err(StoreError::Conflict(id.into_owned())),
+                Some(_) => return Err(StoreError::Conflict(id.to_owned())),
                 None => {
-                    fresh.insert(id.into_owned(), digest);
+                    fresh.insert(id.to_owned(), digest);
                     batch.push(record);
                 }
             }
@@ -359,7 +359,7 @@ impl PgStore {
         let (mut seq, mut last) = (head.seq, head.last);
         let (mut seqs, mut record_ids, mut lines) = (Vec::new(), Vec::new(), Vec::new());
         for record in &batch {
-            if stored.contains(&*record.id.as_text()) {
+            if stored.contains(&*record.id.as_str()) {
                 duplicates += 1;
                 continue;
             }

@@ -85,7 +85,7 @@ async fn append(
         ));
     }
     if let Some((i, _)) = records.iter().enumerate().find(|(_, r)| {
-        let id = r.id.as_text();
+        let id = r.id.as_str();
         id.is_empty() || id.len() > 200 || id.chars().any(char::is_control)
     }) {
         return Err(ApiError::new(

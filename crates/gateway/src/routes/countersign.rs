@@ -295,7 +295,7 @@ fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
         event: AuditEvent::Countersigned,
         decided_by: Decider::Person,
         outcome: None,
-        summary: reason.summary(),
+        summary: reason.summary().into_owned(),
         grant,
         reason,
         args_digest: claims.args_sha256.as_str().into(),
