@@ -1,24 +1,17 @@
-//! "Always allow this session" remembers the pattern the person approved, not the
-//! whole action: the action supplies it from the arguments.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
+//! A session grant covers only the rule the person approved, in the registration it was made in.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use common::{at, drive, World};
 use countersign::{
-    Action, Confirm, Decider, Gesture, GrantBasis, GrantRule, Kind, Matcher, RestoreError, Step,
+    Action, AuditEvent, Confirm, Decider, Gesture, GrantBasis, GrantRule, Kind, Matcher, Reason,
+    RestoreError, Step, TicketError,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
+
+use crate::common::{at, drive, stateful, World};
 
 #[derive(Clone, Deserialize, JsonSchema)]
 struct WriteFile {
@@ -263,4 +256,108 @@ fn a_restored_grant_is_on_the_trail_before_a_call_cites_it() {
         record.args_digest, allowed.args_digest,
         "the record names the arguments the grant was made for"
     );
+}
+
+#[test]
+fn a_grant_never_covers_a_reregistered_action_even_with_the_same_declaration() {
+    let w = World::new();
+    let reg = w
+        .exec
+        .register(w.action("save", Kind::Write, Confirm::Ask))
+        .unwrap();
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
+    // A second card waits while the registration is swapped.
+    let waiting = w.card("save", r#"{"name":"b"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 1);
+    let basis = w.exec.grants()[0].basis.clone();
+    let ticket = waiting.countersign(Gesture::AllowOnce);
+    reg.unregister();
+    let _again = w
+        .exec
+        .register(w.action("save", Kind::Write, Confirm::Ask))
+        .unwrap();
+    assert!(w.exec.grants().is_empty());
+    assert_eq!(
+        w.exec.approve(ticket, at(2)).unwrap_err(),
+        TicketError::NotPending
+    );
+    assert!(matches!(
+        w.call("save", r#"{"name":"c"}"#, 3),
+        Step::Approval(_)
+    ));
+    assert_eq!(w.runs(), ["save:a"]);
+    // Only the basis brings it back, derived again.
+    w.exec.restore_grant(&basis, at(4)).unwrap();
+    assert!(matches!(
+        w.call("save", r#"{"name":"d"}"#, 5),
+        Step::Perform(_)
+    ));
+}
+
+/// AllowForSession where what "always allow" would remember changed under the card.
+#[test]
+fn a_grant_is_never_made_from_a_card_whose_rule_changed() {
+    let mut w = World::new();
+    let state = Rc::new(RefCell::new(String::from("A")));
+    w.add(stateful(&w, "save", Confirm::Ask, &state));
+    let card = w.card("save", r#"{"name":"x"}"#, 0);
+    *state.borrow_mut() = "B".into();
+    let step = w
+        .exec
+        .approve(card.countersign(Gesture::AllowForSession), at(1))
+        .unwrap();
+    assert!(matches!(step, Step::Approval(_)));
+    assert!(w.exec.grants().is_empty());
+}
+
+#[test]
+fn grants_die_with_their_registration_and_never_cover_a_new_declaration() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 1);
+    let step = w.call("save", r#"{"name":"b"}"#, 2);
+    assert!(matches!(step, Step::Perform(_)));
+    drive(&w.exec, step, 2);
+    // Unregister: the grant is revoked.
+    w.regs.clear();
+    assert!(w.exec.grants().is_empty());
+    // A different declaration under the same id (asked twice) inherits nothing.
+    w.add(
+        w.action("save", Kind::Write, Confirm::Ask)
+            .confirm_twice(|_| "really?".into()),
+    );
+    let Step::Approval(first) = w.call("save", r#"{"name":"c"}"#, 3) else {
+        panic!("a new registration is asked")
+    };
+    assert_eq!(first.round, 1);
+    assert!(!first.offers_session_grant);
+    // Even the same declaration registered again starts without grants.
+    w.regs.clear();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    assert!(matches!(
+        w.call("save", r#"{"name":"d"}"#, 4),
+        Step::Approval(_)
+    ));
+    assert_eq!(w.runs(), ["save:a", "save:b"]);
+}
+
+#[test]
+fn the_grant_that_allowed_a_call_is_in_its_record() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 1);
+    let grant = w.exec.grants()[0].id;
+    let granted = w
+        .audit
+        .for_call(card.call)
+        .into_iter()
+        .find(|r| r.event == AuditEvent::Granted)
+        .unwrap();
+    assert_eq!(granted.grant, Some(grant));
+    let s = drive(&w.exec, w.call("save", r#"{"name":"b"}"#, 2), 2).unwrap();
+    let allowed = &w.audit.for_call(s.call)[0];
+    assert_eq!(allowed.reason, Reason::Grant { grant });
+    assert_eq!(allowed.grant, Some(grant));
 }

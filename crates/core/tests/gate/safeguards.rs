@@ -1,17 +1,10 @@
-//! Previews, double confirmation and reversal actions.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+//! Previews, rewrites, double confirmation and reversals: what is shown runs, no mode skips a yes.
 
-mod common;
-
-use common::{at, code, drive, World};
 use countersign::{
     ApprovalPolicy, AuditEvent, Confirm, Gesture, Kind, Mode, Preview, Step, TicketError,
 };
+
+use crate::common::{at, code, drive, World};
 
 #[test]
 fn the_card_carries_the_dry_runs_preview_and_the_dry_run_changes_nothing() {
@@ -321,4 +314,67 @@ fn rewrites_cannot_loop_or_escape_the_pipeline() {
     );
     assert!(w.runs().is_empty());
     assert_eq!(w.terminal(s.call).len(), 1);
+}
+
+#[test]
+fn a_first_round_ticket_cannot_answer_the_second_question() {
+    let mut w = World::new();
+    w.add(
+        w.action("purge", Kind::Write, Confirm::Ask)
+            .confirm_twice(|_| "sure?".into()),
+    );
+    let first = w.card("purge", r#"{"name":"x"}"#, 0);
+    assert!(!first.offers_session_grant);
+    let (a, b) = (
+        first.countersign(Gesture::AllowOnce),
+        first.countersign(Gesture::AllowOnce),
+    );
+    assert_eq!(
+        w.exec
+            .approve(first.countersign(Gesture::AllowForSession), at(1))
+            .unwrap_err(),
+        TicketError::GrantNotOffered
+    );
+    let Step::Approval(second) = w.exec.approve(a, at(1)).unwrap() else {
+        panic!("ran after one yes")
+    };
+    assert_eq!(second.round, 2);
+    assert_eq!(w.exec.approve(b, at(2)).unwrap_err(), TicketError::Mismatch);
+    assert!(w.runs().is_empty());
+}
+
+/// Unattended stands in for a person on `Ask`; but a double-confirmed action asks a
+/// person twice, and no stand-in may skip both questions.
+#[test]
+fn unattended_mode_does_not_skip_a_double_confirmation() {
+    let mut w = World::new();
+    w.add(
+        w.action("purge", Kind::Write, Confirm::Ask)
+            .confirm_twice(|_| "this cannot be undone; sure?".into()),
+    );
+    w.exec.set_mode(Mode::Unattended).unwrap();
+    let step = w.call("purge", r#"{"name":"x"}"#, 0);
+    drive(&w.exec, step, 1);
+    assert!(
+        w.runs().is_empty(),
+        "a double-confirmed action ran with no answer at all: {:?}",
+        w.runs()
+    );
+}
+
+/// The promise as briefed: no mode lowers a reversal. Bypass skips every approval, a
+/// reversal's too.
+#[test]
+fn bypass_does_not_lower_a_reversal() {
+    let mut w = World::new();
+    w.add(w.action("restore", Kind::Danger, Confirm::Unset).reversal());
+    assert!(w.exec.load_policy("{").is_err());
+    w.exec.set_mode(Mode::Bypass).unwrap();
+    let step = w.call("restore", r#"{"name":"x"}"#, 0);
+    drive(&w.exec, step, 1);
+    assert!(
+        w.runs().is_empty(),
+        "an AskAlways reversal under a broken file ran in bypass: {:?}",
+        w.runs()
+    );
 }

@@ -1,13 +1,8 @@
-//! One gate, many callers: a call from an agent outside the page (WebMCP, MCP) goes
-//! through the same pipeline, its card and every record name the caller, a grant covers
-//! only the caller it was made for, an action can be kept from a caller, and a caller
-//! that withdraws its call settles it as `CANCELLED` without `run`.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+//! An agent outside the page goes through the same gate, named, covered only by its own grants.
 
-mod common;
-
-use common::{at, code, drive, World};
 use countersign::{Call, Caller, Confirm, Gesture, Kind, Step};
+
+use crate::common::{at, code, drive, World};
 
 fn submit(w: &World, caller: Caller, id: &str, action: &str, args: &str, now: u64) -> Step {
     w.exec
@@ -301,7 +296,7 @@ fn an_agent_has_only_its_share_of_live_calls() {
 fn a_handoff_is_the_persons_and_is_not_withdrawn() {
     let mut w = world();
     w.add(
-        countersign::Action::<common::Named>::new("publish", "Publish.")
+        countersign::Action::<crate::common::Named>::new("publish", "Publish.")
             .kind(Kind::Danger)
             .handoff(
                 countersign::Handoff::new(

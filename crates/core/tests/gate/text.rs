@@ -1,14 +1,4 @@
-//! A fresh attacker's review of `reveal`: text the model controls must not hide
-//! characters from the person reading an approval card. Each test asserts the promise
-//! (invisible, bidi-control and look-alike characters are shown), so a failing test is
-//! a break.
-#![allow(
-    missing_docs,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+//! Text the model controls cannot hide characters from the person reading a card.
 
 use countersign::{reveal, reveal_name};
 

@@ -1,37 +1,17 @@
-//! Property tests over random sequences of calls, approvals, denials, timeouts,
-//! unregisters and handoff events:
-//! - nothing with policy `Ask`/`AskAlways` runs without a ticket minted from its own card
-//!   (or, for `Ask` only, a session grant that existed when it arrived);
-//! - `AskAlways` never runs on a grant;
-//! - under every mode: away lets nothing gated run, unattended stands in for a person
-//!   only on `Ask`, bypass never turns a handoff into a run;
-//! - every call ends in exactly one terminal outcome and one terminal audit record;
-//! - a card approved after the page changed under it never runs: what runs is what the
-//!   countersigned card showed (the `ask` action's consequence reads the page);
-//! - a grant only covers calls of the registration it was made for, even when an action
-//!   is registered again under the same id with another declaration;
-//! - reversals are never lowered by a mode, and a broken-then-repaired file is followed.
-
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
+//! No random sequence of steps runs a gated call without its ticket, or settles a call twice.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 
-use common::{at, Named};
 use countersign::{
     Action, ApprovalPolicy, ApprovalRequest, AuditEvent, Call, CallId, Config, Confirm, Decider,
     Executor, Expect, Gesture, Handoff, Job, Kind, MemoryAudit, Mode, Registration, Session, Step,
 };
 use proptest::prelude::*;
+
+use crate::common::{at, Named};
 
 const ACTIONS: [(&str, Kind, Confirm); 6] = [
     ("plain", Kind::Write, Confirm::Unset),
@@ -455,6 +435,19 @@ fn step_call(step: &Step) -> CallId {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
 
+    /// Over random sequences of calls, approvals, denials, timeouts, unregisters and
+    /// handoff events:
+    /// - nothing with policy `Ask`/`AskAlways` runs without a ticket minted from its own
+    ///   card (or, for `Ask` only, a session grant that existed when it arrived);
+    /// - `AskAlways` never runs on a grant;
+    /// - under every mode: away lets nothing gated run, unattended stands in for a person
+    ///   only on `Ask`, bypass never turns a handoff into a run;
+    /// - every call ends in exactly one terminal outcome and one terminal audit record;
+    /// - a card approved after the page changed under it never runs: what runs is what the
+    ///   countersigned card showed (the `ask` action's consequence reads the page);
+    /// - a grant only covers calls of the registration it was made for, even when an
+    ///   action is registered again under the same id with another declaration;
+    /// - reversals are never lowered by a mode, and a broken-then-repaired file is followed.
     #[test]
     fn no_gated_call_runs_without_its_ticket_and_every_call_settles_once(ops in prop::collection::vec(op(), 1..60)) {
         let mut sim = Sim::new();

@@ -1,18 +1,10 @@
-//! Modes, table-driven: what each mode does to each kind of decision, whether `run`
-//! ran, and that the audit records the mode and who decided.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
+//! Each mode treats each kind of decision as its table says, and never answers a waiting card.
 
 use std::time::Duration;
 
-use common::{code, drive, World};
 use countersign::{Action, Confirm, Decider, Expect, Handoff, Kind, Mode, NoParams, Step, Verdict};
+
+use crate::common::{code, drive, World};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Seen {

@@ -1,13 +1,15 @@
-//! A small world for integration tests: an executor, its audit trail, and a log of
-//! every `run` that actually happened.
+//! A small world for the gate's tests: an executor, its audit trail, and a log of
+//! every `run` that actually happened; and the steps many tests take in it.
 #![allow(dead_code, unreachable_pub, missing_docs, clippy::expect_used)]
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::time::Duration;
 
 use countersign::{
-    Action, AuditRecord, Call, CallId, Completion, Config, Confirm, Executor, Kind, MemoryAudit,
-    Registration, Session, Settled, Step, Timestamp,
+    Action, ApprovalRequest, AuditRecord, Call, CallId, Completion, Config, Confirm, Executor,
+    GrantRule, Kind, MemoryAudit, Pending, Registration, Session, Settled, Step, Timestamp,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -61,6 +63,13 @@ impl World {
         Self::with_session(Session::new("admin", ["workspace.write"]))
     }
 
+    /// A world with `rename`, a write action asked on a card (`Confirm::Ask`).
+    pub fn with_rename() -> Self {
+        let mut w = Self::new();
+        w.add(w.action("rename", Kind::Write, Confirm::Ask));
+        w
+    }
+
     pub fn with_session(session: Session) -> Self {
         Self::with_config(Config::new("test", session, [42; 32]))
     }
@@ -106,7 +115,7 @@ impl World {
     }
 
     /// Submits a call that must wait for a card, and returns the card.
-    pub fn card(&self, action: &str, args: &str, at: u64) -> countersign::ApprovalRequest {
+    pub fn card(&self, action: &str, args: &str, at: u64) -> ApprovalRequest {
         match self.call(action, args, at) {
             Step::Approval(card) => *card,
             other => panic!("expected a card for {action}, got {other:?}"),
@@ -117,7 +126,7 @@ impl World {
     /// (`None` if it waits again: a second question, a redrawn card).
     pub fn allow(
         &self,
-        card: &countersign::ApprovalRequest,
+        card: &ApprovalRequest,
         gesture: countersign::Gesture,
         at_ms: u64,
     ) -> Option<Settled> {
@@ -132,21 +141,6 @@ impl World {
         self.runs.borrow().clone()
     }
 
-    /// The terminal records of the call numbered `call` on the trail.
-    pub fn ends_of(&self, call: u64) -> Vec<AuditRecord> {
-        self.audit
-            .records()
-            .into_iter()
-            .filter(|r| r.call == call && r.is_terminal())
-            .collect()
-    }
-
-    /// The terminal records of the first call on the trail.
-    pub fn first_calls_ends(&self) -> Vec<AuditRecord> {
-        let call = self.audit.records().first().map_or(0, |r| r.call);
-        self.ends_of(call)
-    }
-
     pub fn terminal(&self, call: CallId) -> Vec<AuditRecord> {
         self.audit
             .for_call(call)
@@ -154,14 +148,6 @@ impl World {
             .filter(|r| r.is_terminal())
             .collect()
     }
-}
-
-/// What the model is told, in order: every settlement queued, taken off the queue.
-pub fn told(exec: &Executor) -> Vec<(CallId, &'static str)> {
-    exec.drain_settled()
-        .iter()
-        .map(|s| (s.call, code(s)))
-        .collect()
 }
 
 pub fn at(ms: u64) -> Timestamp {
@@ -187,68 +173,87 @@ pub fn code(settled: &Settled) -> &'static str {
     settled.outcome.code_str()
 }
 
-/// A panic's payload that notes whether it was dropped while a panic unwound (where a
-/// drop that panics would abort the process).
-pub struct Loud(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for Loud {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
+/// The card `step` must be (`what` names it in the failure).
+pub fn approval(step: Step, what: &str) -> ApprovalRequest {
+    match step {
+        Step::Approval(card) => *card,
+        other => panic!("{what}: expected a card, got {other:?}"),
     }
 }
 
-thread_local! {
-    pub static ARMED: Cell<bool> = const { Cell::new(false) };
+/// The person edits `card` to `args`; the edited call must be asked again.
+pub fn edit(w: &World, card: &ApprovalRequest, args: &str, now: u64) -> ApprovalRequest {
+    approval(
+        w.exec
+            .edit(card.call, args, at(now))
+            .expect("the edit is taken"),
+        "an edit is asked again",
+    )
 }
 
-/// Params whose drop panics once after [`ARMED`] is set, while their name is
-/// `brittle` (and no panic unwinds: then a drop that panics would abort).
-#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
-pub struct Brittle {
-    /// A name.
-    pub name: String,
-}
-
-impl Drop for Brittle {
-    fn drop(&mut self) {
-        if self.name == "brittle" && !std::thread::panicking() && ARMED.with(|a| a.replace(false)) {
-            panic!("the page's params failed as they were dropped");
-        }
+/// A call of `action` as the page stored it before a reload, `remaining` left on it.
+pub fn pending(w: &World, action: &str, args: &str, remaining: Duration) -> Pending {
+    Pending {
+        call: Call::new("tc-old", action, args),
+        declaration: w.exec.registration(action).unwrap_or_default(),
+        handoff: false,
+        remaining,
+        edited: None,
     }
 }
 
-pub fn arm() {
-    ARMED.with(|a| a.set(true));
+/// Every call in the trail has at most one terminal record.
+pub fn at_most_one_terminal_each(w: &World) {
+    let mut terminals: BTreeMap<u64, usize> = BTreeMap::new();
+    for r in w.audit.records() {
+        if r.is_terminal() {
+            *terminals.entry(r.call).or_default() += 1;
+        }
+    }
+    for (call, n) in terminals {
+        assert_eq!(n, 1, "call {call} has {n} terminal records");
+    }
 }
 
-/// A world whose sink stores each record (unless `keeps` is false) and then panics
-/// with "the disk is full" on every `event` while the returned flag is set.
-pub fn world_with_a_failing_sink(
-    event: countersign::AuditEvent,
-    keeps: bool,
-) -> (World, std::rc::Rc<Cell<bool>>) {
-    use countersign::{AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
-    let audit = MemoryAudit::new();
-    let armed = std::rc::Rc::new(Cell::new(false));
-    let (mut kept, arm) = (audit.clone(), std::rc::Rc::clone(&armed));
-    let sink = move |r: AuditRecord| {
-        let fail = arm.get() && r.event == event;
-        if fail && !keeps {
-            panic!("the disk is full");
+/// An action whose consequence and "always allow" rule read a shared cell (the page
+/// state).
+pub fn stateful(
+    w: &World,
+    id: &str,
+    confirm: Confirm,
+    state: &Rc<RefCell<String>>,
+) -> Action<Named> {
+    let shown = Rc::clone(state);
+    let rule = Rc::clone(state);
+    w.action(id, Kind::Write, confirm)
+        .consequence(move |p| format!("{} -> {}", shown.borrow(), p.name))
+        .remember(move |p| {
+            GrantRule::exact(
+                format!("{} {}", rule.borrow(), p.name),
+                "/name",
+                p.name.clone(),
+            )
+        })
+}
+
+/// Submits a call that must be refused at once: one terminal record and no decision
+/// record before it. Returns its code and the message the model reads.
+pub fn refused(w: &World, action: &str, args: &str) -> (String, String) {
+    match w.call(action, args, 0) {
+        Step::Settled(s) => {
+            assert_eq!(w.terminal(s.call).len(), 1, "one terminal record");
+            assert_eq!(
+                w.audit.for_call(s.call).len(),
+                1,
+                "no decision record before a refusal"
+            );
+            let json = s.outcome.to_model_json();
+            assert_eq!(json["ok"], false);
+            (
+                code(&s).to_owned(),
+                json["error"]["message"].as_str().unwrap().to_owned(),
+            )
         }
-        kept.record(r);
-        if fail {
-            panic!("the disk is full");
-        }
-    };
-    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
-    let world = World {
-        exec: Executor::new(config, sink),
-        audit,
-        runs: std::rc::Rc::default(),
-        regs: Vec::new(),
-    };
-    (world, armed)
+        other => panic!("{action} {args}: not refused: {other:?}"),
+    }
 }

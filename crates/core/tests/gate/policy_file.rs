@@ -1,18 +1,12 @@
-//! The deployment's policy file: per-role scopes and levels, fail-closed on a bad file,
-//! and handoffs that no file can turn into automatic runs.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+//! The policy file sets each role's scopes and levels, is read strictly, and fails closed.
 
-mod common;
-
-use common::{code, drive, World};
 use countersign::{
-    Action, ApprovalPolicy, Confirm, Expect, Handoff, Kind, NoParams, Session, Step,
+    Action, ApprovalPolicy, Confirm, Expect, Gesture, Handoff, Kind, Mode, NoParams, PolicyFile,
+    Reason, Session, Step,
 };
+use serde_json::json;
+
+use crate::common::{at, code, drive, World};
 
 const POLICY: &str = r#"{
   "roles": {
@@ -153,4 +147,79 @@ fn a_malformed_file_is_refused_with_its_line_and_then_nothing_runs() {
         code(&drive(&w.exec, w.call("note", r#"{"name":"a"}"#, 1), 2).unwrap()),
         "OK"
     );
+}
+
+#[test]
+fn a_policy_file_that_spells_a_key_twice_with_escapes_is_refused() {
+    for text in [
+        r#"{"roles":{"viewer":{"scopes":[]},"vi\u0065wer":{"scopes":["workspace.write"]}}}"#,
+        r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always"},"s\u0061ve":{"confirm":"off"}}}}}"#,
+        r#"{"roles":{"admin":{}},"default_role":"admin","default_role":"admin"}"#,
+        r#"{"roles":{"admin":{}},"roles":{"admin":{"scopes":["x"]}}}"#,
+        r#"{"roles":{"admin":{"scopes":[],"scopes":["x"]}}}"#,
+        r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always","confirm":"off"}}}}}"#,
+        r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always","c\u006fnfirm":"off"}}}}}"#,
+        r#"{"roles":{"admin":{}},"default_r\u006fle":"x"}"#,
+    ] {
+        assert!(PolicyFile::from_json(text).is_err(), "{text}");
+    }
+}
+
+#[test]
+fn a_broken_file_stops_waiting_cards_grants_and_restores_of_non_reversals() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    w.add(
+        w.action("undo", Kind::Write, Confirm::Ask)
+            .reversal()
+            .rewrite(|p| {
+                if p.name == "escape" {
+                    countersign::Rewrite::Action {
+                        action: "save".into(),
+                        arguments: json!({"name": "escaped"}),
+                        why: "w".into(),
+                    }
+                } else {
+                    countersign::Rewrite::Keep
+                }
+            }),
+    );
+    w.exec
+        .load_policy(r#"{"roles":{"admin":{"scopes":["workspace.write"]}}}"#)
+        .unwrap();
+    let first = w.card("save", r#"{"name":"a"}"#, 0);
+    let waiting = w.card("save", r#"{"name":"b"}"#, 0);
+    w.allow(&first, Gesture::AllowForSession, 1);
+    let basis = w.exec.grants()[0].basis.clone();
+    assert!(w
+        .exec
+        .load_policy(r#"{"roles":{"admin":{"scopes":["workspace.write"]}},}"#)
+        .is_err());
+    let Step::Settled(s) = w
+        .exec
+        .approve(waiting.countersign(Gesture::AllowOnce), at(2))
+        .unwrap()
+    else {
+        panic!("a waiting non-reversal went on under a broken file")
+    };
+    assert_eq!(s.outcome.reason(), Reason::PolicyFileBroken { line: 1 });
+    let Step::Settled(s) = w.call("save", r#"{"name":"c"}"#, 3) else {
+        panic!("a grant covered a call under a broken file")
+    };
+    assert_eq!(s.outcome.reason().rule(), "policy_file_broken");
+    w.exec.revoke(w.exec.grants()[0].id).unwrap();
+    assert!(w.exec.restore_grant(&basis, at(4)).is_err());
+    // A reversal rewritten into a non-reversal is stopped like one.
+    let Step::Settled(s) = w.call("undo", r#"{"name":"escape"}"#, 5) else {
+        panic!("the rewrite escaped")
+    };
+    assert_eq!(s.outcome.reason().rule(), "policy_file_broken");
+    let names: Vec<String> = w.exec.projection().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["undo"]);
+    assert_eq!(w.runs(), ["save:a"]);
+    // The reversal itself still asks (the last good file keeps `Ask`); a mode never lowers it
+    // below what a person could do.
+    w.exec.set_mode(Mode::Away).unwrap();
+    let s = drive(&w.exec, w.call("undo", r#"{"name":"u"}"#, 6), 7).unwrap();
+    assert_eq!(s.outcome.reason(), Reason::ModeRefused { mode: Mode::Away });
 }

@@ -1,18 +1,14 @@
-//! Countersigned actions: after the person approves, a token is minted for exactly that
-//! approval and `run` receives it; without a token (no signer, a refusal) `run` is never
-//! reached. Such an action is always asked, and no mode runs it for the person.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
-
-mod common;
+//! A countersigned action runs only with a token minted for exactly the person's approval.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use common::{at, code, drive, Counted, Named, World};
 use countersign::{
     Action, ApprovedBy, ArgsDigest, AuditEvent, Countersignature, Countersigner, Gesture, Kind,
     LocalBoxFuture, MintRequest, Mode, Reason, Step,
 };
+
+use crate::common::{at, code, drive, Counted, Named, World};
 
 /// A signer that logs every request and answers with `answer` (a token or a refusal).
 #[derive(Clone)]

@@ -1,17 +1,8 @@
-//! The full kind × confirm × person-response matrix, table-driven: outcome, whether
-//! `run` ran, and the audit trail.
+//! Every kind × confirm × person response ends as the table says: outcome, run, audit trail.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
-
-use common::{at, code, drive, World};
 use countersign::{ApprovalPolicy, AuditEvent, Confirm, Decider, Gesture, Kind, Step, TicketError};
+
+use crate::common::{at, code, drive, World};
 
 #[derive(Clone, Copy, Debug)]
 enum Response {
