@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use countersign::{ApprovalPolicy, ToolAnnotations, ToolSpec};
+use countersign::{policy::ApprovalPolicy, wire::ToolAnnotations, wire::ToolSpec};
 use countersign_leptos::assistant::{ChatMessage, ModelRequest, ModelTurn, Role, ToolCall};
 use countersign_leptos::Locale;
 use serde_json::{json, Value};

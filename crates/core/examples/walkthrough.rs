@@ -15,8 +15,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    Action, Call, Config, Confirm, Executor, Expect, Gesture, Handoff, Kind, MemoryAudit, NoParams,
-    Session, Settled, Step, Timestamp,
+    action::NoParams, Action, Call, Config, Confirm, Executor, Expect, Gesture, Handoff, Kind,
+    MemoryAudit, Session, Settled, Step, Timestamp,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;

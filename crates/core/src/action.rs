@@ -32,13 +32,14 @@ pub enum Verdict {
 }
 
 type RunFn<P> = dyn Fn(P) -> LocalBoxFuture<Result<Value, String>>;
-type SignedRunFn<P> = dyn Fn(P, crate::Countersignature) -> LocalBoxFuture<Result<Value, String>>;
+type SignedRunFn<P> =
+    dyn Fn(P, crate::countersignature::Countersignature) -> LocalBoxFuture<Result<Value, String>>;
 type CheckFn<P> = dyn Fn(&P) -> Result<(), String>;
 type ClassifyFn<P> = dyn Fn(&P) -> Verdict;
 type TextFn<P> = dyn Fn(&P) -> String;
 type VerifyFn<P> = dyn Fn(&P, &Value) -> Result<(), String>;
-type RememberFn<P> = dyn Fn(&P) -> crate::GrantRule;
-type PreviewFn<P> = dyn Fn(&P) -> crate::Preview;
+type RememberFn<P> = dyn Fn(&P) -> crate::grant_rule::GrantRule;
+type PreviewFn<P> = dyn Fn(&P) -> crate::preview::Preview;
 type QuestionFn<P> = dyn Fn(&P) -> String;
 type RewriteFn<P> = dyn Fn(&P) -> Rewrite;
 
@@ -65,17 +66,17 @@ pub enum Rewrite {
 /// Hooks (`available`, `validate`, `classify`, `consequence`, `preview`, `rewrite`,
 /// `remember`, `confirm_twice`, the synchronous part of `run`, `verify`, and a handoff's
 /// `expect`) run while the executor decides and must not call back into it: a call
-/// that tries gets [`crate::Blocked::Reentered`] (queries get nothing), and the call whose hook
+/// that tries gets [`crate::ticket::Blocked::Reentered`] (queries get nothing), and the call whose hook
 /// tried is refused with the reason `hook_reentered`. Reading
-/// [`crate::Executor::mode`] is the one exception. `run`'s future is driven after the
+/// [`crate::executor::Executor::mode`] is the one exception. `run`'s future is driven after the
 /// decision, outside the executor, and may use it freely.
 ///
 /// A hook that panics (possible only in a native host; the page aborts) poisons the
-/// executor: every later operation is refused (see [`crate::Executor::is_poisoned`]).
+/// executor: every later operation is refused (see [`crate::executor::Executor::is_poisoned`]).
 ///
 /// The JSON Schema the model sees is derived from `P`, and the model's arguments are
 /// deserialised into `P` with unknown fields refused, so the two cannot drift.
-/// An action either `run`s or has a [`Handoff`]; [`crate::Executor::register`] refuses
+/// An action either `run`s or has a [`Handoff`]; [`crate::executor::Executor::register`] refuses
 /// one with neither or both.
 ///
 /// ```
@@ -110,9 +111,9 @@ pub struct Action<P> {
     pub(crate) consequence: Option<Rc<TextFn<P>>>,
     pub(crate) run: Option<Rc<RunFn<P>>>,
     pub(crate) run_signed: Option<Rc<SignedRunFn<P>>>,
-    pub(crate) presence: crate::Presence,
+    pub(crate) presence: crate::countersignature::Presence,
     /// Who may call it (every caller unless [`Action::only_for`] narrowed it).
-    pub(crate) callers: Vec<crate::Caller>,
+    pub(crate) callers: Vec<crate::call::Caller>,
     pub(crate) verify: Option<Rc<VerifyFn<P>>>,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) remember: Option<Rc<RememberFn<P>>>,
@@ -121,7 +122,7 @@ pub struct Action<P> {
     pub(crate) reversal: bool,
     pub(crate) rewrite: Option<Rc<RewriteFn<P>>>,
     pub(crate) approval_timeout: Option<std::time::Duration>,
-    pub(crate) question: Option<crate::Question>,
+    pub(crate) question: Option<crate::question::Question>,
 }
 
 impl<P> std::fmt::Debug for Action<P> {
@@ -158,8 +159,8 @@ where
             consequence: None,
             run: None,
             run_signed: None,
-            presence: crate::Presence::Click,
-            callers: crate::Caller::ALL.to_vec(),
+            presence: crate::countersignature::Presence::Click,
+            callers: crate::call::Caller::ALL.to_vec(),
             verify: None,
             handoff: None,
             remember: None,
@@ -175,7 +176,7 @@ where
     /// Makes the action a question for the person: nothing runs; the dock shows a form
     /// for the answer's type and the person's validated answer is the result. Declining
     /// is `QUESTION_DECLINED`. The form's words come from the declaration only.
-    pub fn question(mut self, question: crate::Question) -> Self {
+    pub fn question(mut self, question: crate::question::Question) -> Self {
         self.question = Some(question);
         self
     }
@@ -211,21 +212,21 @@ where
 
     /// A check against live page state; `false` refuses calls with `UNAVAILABLE` and
     /// hides the action from the projection. Default: always available. Runs again when
-    /// the person approves. Must not call back into the executor (see [`crate::Blocked::Reentered`]).
+    /// the person approves. Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn available(mut self, check: impl Fn() -> bool + 'static) -> Self {
         self.available = Some(Rc::new(check));
         self
     }
 
     /// Extra validation of typed params, after deserialisation. An `Err` is `INVALID_ARGS`.
-    /// Must not call back into the executor (see [`crate::Blocked::Reentered`]).
+    /// Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn validate(mut self, check: impl Fn(&P) -> Result<(), String> + 'static) -> Self {
         self.validator = Some(Rc::new(check));
         self
     }
 
     /// The action's own allow / ask / deny judgement of each call's params. Runs again
-    /// when the person approves. Must not call back into the executor (see [`crate::Blocked::Reentered`]).
+    /// when the person approves. Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn classify(mut self, classify: impl Fn(&P) -> Verdict + 'static) -> Self {
         self.classify = Some(Rc::new(classify));
         self
@@ -234,7 +235,7 @@ where
     /// What the call will do, computed from the params and current state; the approval
     /// card and the model's messages use it, never the model's own prose. Computed again
     /// when the person approves: if it changed, the card is shown again instead of running.
-    /// Must not call back into the executor (see [`crate::Blocked::Reentered`]).
+    /// Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn consequence(mut self, text: impl Fn(&P) -> String + 'static) -> Self {
         self.consequence = Some(Rc::new(text));
         self
@@ -242,7 +243,7 @@ where
 
     /// What the action does. Its output goes into the receipt; an `Err` is `EXECUTION_FAILED`.
     /// The closure itself (not the future it returns) must not call back into the
-    /// executor (see [`crate::Blocked::Reentered`]).
+    /// executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn run<F, Fut, T, E>(mut self, run: F) -> Self
     where
         F: Fn(P) -> Fut + 'static,
@@ -257,7 +258,7 @@ where
 
     /// What the action does, for an action whose backend wants proof that a person
     /// approved this exact call: `run` receives the call's
-    /// [`Countersignature`](crate::Countersignature), minted after the person approved and before anything
+    /// [`Countersignature`](crate::countersignature::Countersignature), minted after the person approved and before anything
     /// runs, and sends it with its own request; the backend checks it (the
     /// `countersign-verify` crate, or any JOSE library). Such an action is always asked
     /// (never below `Ask`, never run by a mode) and a session grant covers it only with a
@@ -265,7 +266,7 @@ where
     /// settles as `NOT_COUNTERSIGNED` and `run` is never reached. Replaces [`Action::run`].
     pub fn run_countersigned<F, Fut, T, E>(mut self, run: F) -> Self
     where
-        F: Fn(P, crate::Countersignature) -> Fut + 'static,
+        F: Fn(P, crate::countersignature::Countersignature) -> Fut + 'static,
         Fut: Future<Output = Result<T, E>> + 'static,
         T: Serialize + 'static,
         E: Display,
@@ -284,7 +285,7 @@ where
     /// assertion: `NOT_COUNTERSIGNED`, and `run` is never reached. Needs
     /// [`Action::run_countersigned`] (registering without it is an error).
     pub fn needs_passkey(mut self) -> Self {
-        self.presence = crate::Presence::Passkey;
+        self.presence = crate::countersignature::Presence::Passkey;
         self
     }
 
@@ -292,8 +293,8 @@ where
     /// projection and a call of it is `UNKNOWN_ACTION`, decided in the executor (so an
     /// agent outside the page cannot reach it whatever it sends). For example
     /// `.only_for([Caller::Assistant])` keeps an action from WebMCP and MCP agents.
-    pub fn only_for(mut self, callers: impl IntoIterator<Item = crate::Caller>) -> Self {
-        let mut callers: Vec<crate::Caller> = callers.into_iter().collect();
+    pub fn only_for(mut self, callers: impl IntoIterator<Item = crate::call::Caller>) -> Self {
+        let mut callers: Vec<crate::call::Caller> = callers.into_iter().collect();
         callers.sort_unstable();
         callers.dedup();
         self.callers = callers;
@@ -301,7 +302,7 @@ where
     }
 
     /// Reads real state after `run` to confirm the effect; an `Err` is `VERIFY_FAILED`.
-    /// Must not call back into the executor (see [`crate::Blocked::Reentered`]).
+    /// Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn verify(mut self, verify: impl Fn(&P, &Value) -> Result<(), String> + 'static) -> Self {
         self.verify = Some(Rc::new(verify));
         self
@@ -311,23 +312,23 @@ where
     /// its arguments (a prefix, a glob, an exact value), so the grant covers the calls the
     /// person meant, not every future call. Default: every call of the action. A grant
     /// restored from storage is derived again with this hook. Must not call back into
-    /// the executor (see [`crate::Blocked::Reentered`]).
-    pub fn remember(mut self, rule: impl Fn(&P) -> crate::GrantRule + 'static) -> Self {
+    /// the executor (see [`crate::ticket::Blocked::Reentered`]).
+    pub fn remember(mut self, rule: impl Fn(&P) -> crate::grant_rule::GrantRule + 'static) -> Self {
         self.remember = Some(Rc::new(rule));
         self
     }
 
     /// A dry run: what the call would change, computed without side effects and shown on
     /// the approval card (a text diff, counts of what will be deleted). Computed again when
-    /// the person approves. Must not call back into the executor (see [`crate::Blocked::Reentered`]).
-    pub fn preview(mut self, dry_run: impl Fn(&P) -> crate::Preview + 'static) -> Self {
+    /// the person approves. Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
+    pub fn preview(mut self, dry_run: impl Fn(&P) -> crate::preview::Preview + 'static) -> Self {
         self.preview = Some(Rc::new(dry_run));
         self
     }
 
     /// Double confirmation: after the person's first yes, a second, differently worded
     /// question must be answered yes too. Such an action never offers "always allow", and
-    /// no grant ever skips it. Must not call back into the executor (see [`crate::Blocked::Reentered`]).
+    /// no grant ever skips it. Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn confirm_twice(mut self, question: impl Fn(&P) -> String + 'static) -> Self {
         self.second_question = Some(Rc::new(question));
         self
@@ -336,7 +337,7 @@ where
     /// Rewrites calls between decide and approve: normalise arguments, or replace this
     /// action with a reversible one. Any change re-enters the pipeline from the start, so
     /// the replacement is validated, scoped and decided on its own terms. Must not call
-    /// back into the executor (see [`crate::Blocked::Reentered`]).
+    /// back into the executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn rewrite(mut self, hook: impl Fn(&P) -> Rewrite + 'static) -> Self {
         self.rewrite = Some(Rc::new(hook));
         self
@@ -354,7 +355,7 @@ where
 
     /// How long this action's cards wait for the person before the call settles as
     /// `APPROVAL_TIMEOUT`; without it, the executor's
-    /// [`approval_timeout`](crate::Config::approval_timeout) (five minutes by
+    /// [`approval_timeout`](crate::executor::Config::approval_timeout) (five minutes by
     /// default). A redrawn card gets a fresh deadline of the same length.
     pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.approval_timeout = Some(timeout);
@@ -373,7 +374,7 @@ where
         let policy = ApprovalPolicy::resolve(self.kind, self.confirm);
         // The declaration as a grant binds it: a later action under the same id that
         // differs in any of these never inherits a grant made for this one.
-        let declaration = crate::ArgsDigest::of_value(&serde_json::json!({
+        let declaration = crate::digest::ArgsDigest::of_value(&serde_json::json!({
             "id": self.id,
             "kind": self.kind,
             "confirm": self.confirm,
@@ -460,13 +461,13 @@ pub(crate) struct ActionMeta {
     /// The action's own approval timeout, if it set one.
     pub(crate) approval_timeout: Option<std::time::Duration>,
     /// The question it asks the person, if it is one.
-    pub(crate) question: Option<crate::Question>,
+    pub(crate) question: Option<crate::question::Question>,
     /// Whether its run takes a countersignature (always asked; runs only with a token).
     pub(crate) countersigned: bool,
     /// What must prove the person was there before its token is minted.
-    pub(crate) presence: crate::Presence,
+    pub(crate) presence: crate::countersignature::Presence,
     /// Who may call it.
-    pub(crate) callers: Vec<crate::Caller>,
+    pub(crate) callers: Vec<crate::call::Caller>,
 }
 
 /// A registered action with its param type erased.
@@ -484,11 +485,11 @@ pub(crate) trait PreparedCall {
     fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>>;
     fn run_countersigned(
         &self,
-        token: crate::Countersignature,
+        token: crate::countersignature::Countersignature,
     ) -> Option<LocalBoxFuture<Result<Value, String>>>;
     fn verify(&self, output: &Value) -> Result<(), String>;
-    fn grant_rule(&self) -> Option<crate::GrantRule>;
-    fn preview(&self) -> Option<crate::Preview>;
+    fn grant_rule(&self) -> Option<crate::grant_rule::GrantRule>;
+    fn preview(&self) -> Option<crate::preview::Preview>;
     fn second_question(&self) -> Option<String>;
     fn rewrite(&self) -> Option<Rewrite>;
 }
@@ -586,7 +587,7 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
 
     fn run_countersigned(
         &self,
-        token: crate::Countersignature,
+        token: crate::countersignature::Countersignature,
     ) -> Option<LocalBoxFuture<Result<Value, String>>> {
         let run = self.action.run_signed.as_ref()?;
         self.params_to_run().map(|params| run(params, token))
@@ -601,17 +602,17 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
         }
     }
 
-    fn grant_rule(&self) -> Option<crate::GrantRule> {
+    fn grant_rule(&self) -> Option<crate::grant_rule::GrantRule> {
         let rule = self.action.remember.as_ref()?;
         // Without the params there is no rule to derive: a grant covering nothing, never
         // the default rule (every call).
         Some(
             self.with(|params| rule(params))
-                .unwrap_or_else(|| crate::GrantRule::exact(SPENT, "", Value::Null)),
+                .unwrap_or_else(|| crate::grant_rule::GrantRule::exact(SPENT, "", Value::Null)),
         )
     }
 
-    fn preview(&self) -> Option<crate::Preview> {
+    fn preview(&self) -> Option<crate::preview::Preview> {
         let dry_run = self.action.preview.as_ref()?;
         self.with(|params| dry_run(params))
     }
@@ -661,7 +662,7 @@ mod tests {
             .kind(Kind::Write)
             .classify(|_| Verdict::Allow)
             .consequence(|p| format!("writes {}", p.path))
-            .remember(|p| crate::GrantRule::prefix("under it", "/path", p.path.clone()))
+            .remember(|p| crate::grant_rule::GrantRule::prefix("under it", "/path", p.path.clone()))
             .confirm_twice(|p| format!("really {}?", p.path))
             .rewrite(|_| Rewrite::Keep)
             .run(|p: Path| async move { Ok::<_, String>(p.path) })
@@ -677,7 +678,7 @@ mod tests {
         assert!(matches!(prepared.classify(), Verdict::Ask));
         let rule = prepared
             .grant_rule()
-            .unwrap_or_else(crate::GrantRule::every_call);
+            .unwrap_or_else(crate::grant_rule::GrantRule::every_call);
         assert!(!rule
             .matcher
             .matches(&serde_json::json!({ "path": "drafts/a" })));

@@ -5,6 +5,8 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::digest::{ArgsDigest, AuditKey, BadDigest};
+
 use crate::outcome::Stage;
 use crate::policy::{ApprovalPolicy, Confirm, Kind};
 use crate::reason::Reason;
@@ -50,7 +52,7 @@ pub enum AuditEvent {
     /// `args_digest` is the plain SHA-256 the token binds).
     Countersigned,
     /// Not a call's: records before this one were pushed out of the page's bounded
-    /// trail before the gateway acknowledged them; `reason` ([`crate::Reason::TrailGap`])
+    /// trail before the gateway acknowledged them; `reason` ([`crate::reason::Reason::TrailGap`])
     /// names their `seq`s. The page writes it when its shipping skips them.
     TrailGap,
 }
@@ -82,7 +84,7 @@ pub enum Decider {
 }
 
 /// One line of the audit trail. Arguments appear only as `args_digest`, a keyed digest
-/// (see [`crate::AuditKey`] for who can check a claimed argument against it).
+/// (see [`crate::digest::AuditKey`] for who can check a claimed argument against it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
     /// Unique and stable: `{session_id}-{seq}`. Stores deduplicate by it.
@@ -100,8 +102,8 @@ pub struct AuditRecord {
     /// The model's tool call id (truncated to 128 chars).
     pub tool_call_id: String,
     /// Who asked: omitted for the page's own assistant.
-    #[serde(default, skip_serializing_if = "crate::Caller::is_assistant")]
-    pub caller: crate::Caller,
+    #[serde(default, skip_serializing_if = "crate::call::Caller::is_assistant")]
+    pub caller: crate::call::Caller,
     /// The action id as asked (truncated and escaped if hostile).
     pub action: String,
     /// The action's kind, once resolved.
@@ -114,7 +116,7 @@ pub struct AuditRecord {
     pub policy: Option<ApprovalPolicy>,
     /// The session's mode when the decision was made.
     #[serde(default)]
-    pub mode: crate::Mode,
+    pub mode: crate::mode::Mode,
     /// The stage that made the decision.
     pub stage: Stage,
     /// What happened.
@@ -131,14 +133,14 @@ pub struct AuditRecord {
     /// The reason in words, for people reading the trail (derived from `reason`).
     pub summary: String,
     /// The keyed SHA-256 of the canonical arguments under the session's
-    /// [`crate::AuditKey`], as 64 lowercase hex digits.
+    /// [`crate::digest::AuditKey`], as 64 lowercase hex digits.
     pub args_digest: String,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
     /// The id (`jti`) of the countersignature minted, on `countersigned` records only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub countersignature: Option<String>,
-    /// The W3C `traceparent` the call came with ([`crate::Call::trace`]), if traced.
+    /// The W3C `traceparent` the call came with ([`crate::call::Call::trace`]), if traced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
 }
@@ -153,8 +155,8 @@ impl AuditRecord {
 /// Where audit records go. Implemented for closures, like tower's `Predicate`.
 pub trait AuditSink {
     /// Takes one record. Called in order, once per decision. A sink that panics poisons
-    /// the executor (see [`crate::Executor::is_poisoned`]). Calling back into the
-    /// executor from here is refused ([`crate::Blocked::Reentered`]).
+    /// the executor (see [`crate::executor::Executor::is_poisoned`]). Calling back into the
+    /// executor from here is refused ([`crate::ticket::Blocked::Reentered`]).
     fn record(&mut self, record: AuditRecord);
 }
 
@@ -235,7 +237,7 @@ impl MemoryAudit {
     }
 
     /// The held records of one call, in order.
-    pub fn for_call(&self, call: crate::CallId) -> Vec<AuditRecord> {
+    pub fn for_call(&self, call: crate::call::CallId) -> Vec<AuditRecord> {
         self.0
             .borrow()
             .held

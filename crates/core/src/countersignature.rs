@@ -4,7 +4,7 @@
 //!
 //! The core does no I/O: the host gives the executor a [`Countersigner`] (the page's
 //! asks the gateway), and an action declared with
-//! [`Action::run_countersigned`](crate::Action::run_countersigned) runs only once its
+//! [`Action::run_countersigned`](crate::action::Action::run_countersigned) runs only once its
 //! token has arrived. No token, no run: the call settles as `NOT_COUNTERSIGNED`.
 
 use serde::Serialize;
@@ -107,11 +107,11 @@ pub struct MintRequest {
     /// The session's role.
     pub role: String,
     /// What must prove the person was there ([`Presence::Passkey`] for an action
-    /// declared with [`crate::Action::needs_passkey`]).
+    /// declared with [`crate::action::Action::needs_passkey`]).
     pub presence: Presence,
     /// Who asked for the call: omitted for the page's own assistant.
-    #[serde(skip_serializing_if = "crate::Caller::is_assistant")]
-    pub caller: crate::Caller,
+    #[serde(skip_serializing_if = "crate::call::Caller::is_assistant")]
+    pub caller: crate::call::Caller,
 }
 
 /// Mints countersignatures for the executor: the host's side of the bargain (the page

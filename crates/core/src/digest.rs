@@ -96,10 +96,10 @@ impl From<ArgsDigest> for String {
 /// low-entropy argument.
 ///
 /// Who can check a claimed argument against the trail: whoever holds this key, and
-/// nobody else. By default ([`crate::Config::new`]) it is derived from the page
+/// nobody else. By default ([`crate::executor::Config::new`]) it is derived from the page
 /// session's secret and never leaves the page, so once the page is gone nobody (not the
 /// gateway's operator, not a reader of the trail) can confirm a guessed argument. A
-/// deployment that must settle disputes later sets [`crate::Config::audit_key`] from a
+/// deployment that must settle disputes later sets [`crate::executor::Config::audit_key`] from a
 /// key it keeps; then it alone can run [`AuditKey::digest`] over a claimed argument and
 /// compare the result with a record's `args_digest`.
 #[derive(Clone)]

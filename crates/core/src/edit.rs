@@ -2,7 +2,7 @@
 //! linked to the original, that passes the whole pipeline again from validate.
 //!
 //! An edit approves nothing. The original call ends (its terminal record is
-//! [`crate::AuditEvent::Superseded`]); the edited arguments become a new call whose card
+//! [`crate::audit::AuditEvent::Superseded`]); the edited arguments become a new call whose card
 //! shows the original → edited diff and needs its own ticket. The model's result for the
 //! tool call says it ran with the person's arguments, and which fields changed.
 
@@ -146,8 +146,8 @@ pub enum EditError {
     Unchanged,
 }
 
-impl From<crate::Blocked> for EditError {
-    fn from(blocked: crate::Blocked) -> Self {
+impl From<crate::ticket::Blocked> for EditError {
+    fn from(blocked: crate::ticket::Blocked) -> Self {
         EditError::Ticket(TicketError::Blocked(blocked))
     }
 }

@@ -29,7 +29,7 @@ pub struct Expect {
 impl Expect {
     /// An expectation described as `description` and checked by `check` when the person
     /// says the step is done. `check` must not call back into the executor (see
-    /// [`crate::Blocked::Reentered`]); if it does, the handoff settles as `HANDOFF_FAILED`.
+    /// [`crate::ticket::Blocked::Reentered`]); if it does, the handoff settles as `HANDOFF_FAILED`.
     pub fn new(description: impl Into<String>, check: impl Fn() -> bool + 'static) -> Self {
         Self {
             description: description.into(),

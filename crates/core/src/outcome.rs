@@ -346,19 +346,19 @@ pub struct Settled {
     /// The id the model gave its tool call, to answer it.
     pub tool_call_id: std::sync::Arc<str>,
     /// Who asked (the result goes back to it).
-    #[serde(skip_serializing_if = "crate::Caller::is_assistant")]
-    pub caller: crate::Caller,
+    #[serde(skip_serializing_if = "crate::call::Caller::is_assistant")]
+    pub caller: crate::call::Caller,
     /// The action id as the model sent it: at most 64 characters, with control and
     /// format characters escaped (`\u{0}`, `\n`, `\u{202e}`), so a hostile id cannot
     /// break a log line or reorder it. Look-alike letters stay: display them with
-    /// [`crate::reveal_name`]. Shared with the registration once the call was live.
+    /// [`crate::reveal::reveal_name`]. Shared with the registration once the call was live.
     pub action: std::sync::Arc<str>,
     /// How it ended.
     pub outcome: Outcome,
     /// The person's edit, when the call went ahead (or was refused) with the person's
     /// arguments instead of the model's.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub edited: Option<crate::EditDiff>,
+    pub edited: Option<crate::edit::EditDiff>,
 }
 
 impl Settled {

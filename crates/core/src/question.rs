@@ -41,7 +41,7 @@ impl Question {
     /// (unknown fields refused) before it reaches the model.
     ///
     /// ```
-    /// use countersign::{Action, NoParams, Question};
+    /// use countersign::{Action, action::NoParams, Question};
     /// # use schemars::JsonSchema; use serde::{Deserialize, Serialize};
     /// #[derive(Deserialize, Serialize, JsonSchema)]
     /// struct Pick {
@@ -95,9 +95,9 @@ impl Question {
 #[derive(Clone, Debug, Serialize)]
 pub struct QuestionView {
     /// The call waiting.
-    pub call: crate::CallId,
+    pub call: crate::call::CallId,
     /// Who asked.
-    pub caller: crate::Caller,
+    pub caller: crate::call::Caller,
     /// The action's id.
     pub action: String,
     /// The action's title.
@@ -107,7 +107,7 @@ pub struct QuestionView {
     /// The answer's JSON Schema (the form is generated from it).
     pub schema: Value,
     /// When it times out.
-    pub deadline: crate::Timestamp,
+    pub deadline: crate::time::Timestamp,
 }
 
 /// Why an answer was not taken. Nothing changed: the question still waits.
@@ -115,14 +115,14 @@ pub struct QuestionView {
 pub enum AnswerError {
     /// The call is not waiting on a question.
     #[error(transparent)]
-    Ticket(#[from] crate::TicketError),
+    Ticket(#[from] crate::ticket::TicketError),
     /// The answer is not an answer of the declared type; the form shows why.
     #[error("{0}")]
     Invalid(String),
 }
 
-impl From<crate::Blocked> for AnswerError {
-    fn from(blocked: crate::Blocked) -> Self {
-        AnswerError::Ticket(crate::TicketError::Blocked(blocked))
+impl From<crate::ticket::Blocked> for AnswerError {
+    fn from(blocked: crate::ticket::Blocked) -> Self {
+        AnswerError::Ticket(crate::ticket::TicketError::Blocked(blocked))
     }
 }

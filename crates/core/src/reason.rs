@@ -225,10 +225,10 @@ pub enum Reason {
     /// availability: the action's `available` check says no.
     Unavailable,
     /// availability: the agent outside the page already has as many calls live as it
-    /// may ([`crate::Config::max_live_per_agent`]).
+    /// may ([`crate::executor::Config::max_live_per_agent`]).
     TooManyLive {
         /// Who asked.
-        caller: crate::Caller,
+        caller: crate::call::Caller,
     },
     /// availability: the action was unregistered before the call ended.
     Unregistered,
@@ -236,7 +236,7 @@ pub enum Reason {
     PageClosed,
     /// verify (of the trail itself, not a call): records were pushed out of the page's
     /// bounded trail before the gateway acknowledged them. Written as its own record
-    /// (event [`crate::AuditEvent::TrailGap`]) so the loss is in the trail, not only a
+    /// (event [`crate::audit::AuditEvent::TrailGap`]) so the loss is in the trail, not only a
     /// jump in `seq`.
     TrailGap {
         /// The `seq` of the first record pushed out.
@@ -308,7 +308,7 @@ pub enum Reason {
     /// approve: the person edited the arguments; the edited call carries on as `call`.
     EditedInto {
         /// The new call.
-        call: crate::CallId,
+        call: crate::call::CallId,
     },
     /// approve: a script, not a person, pressed this control (an untrusted event); nothing
     /// changed.
@@ -329,7 +329,7 @@ pub enum Reason {
     /// approve: this call holds the person's edit of `call`, and is always asked again.
     EditedFrom {
         /// The call that was edited.
-        call: crate::CallId,
+        call: crate::call::CallId,
         /// The declared fields changed (`…` for any other).
         changed: Vec<String>,
     },
@@ -345,7 +345,7 @@ pub enum Reason {
     /// mode).
     OutsideCaller {
         /// Who asked.
-        caller: crate::Caller,
+        caller: crate::call::Caller,
     },
     /// perform: the call was approved, but no countersignature could be minted for it
     /// (no gateway, the gateway refused, or it was unreachable); its run was not reached.
@@ -370,7 +370,7 @@ pub enum Reason {
     /// it waited for a person; nothing was done.
     Withdrawn {
         /// Who asked, and withdrew.
-        caller: crate::Caller,
+        caller: crate::call::Caller,
     },
     /// A hook called back into the executor while it was deciding; its answer could not
     /// be trusted, so the call was refused.

@@ -3,6 +3,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::grant_rule::{GrantRule, Matcher};
+
 use crate::call::CallId;
 use crate::digest::ArgsDigest;
 use crate::policy::{ApprovalPolicy, Kind};
@@ -54,7 +56,7 @@ pub struct ApprovalRequest {
     /// The action's id.
     pub action: String,
     /// Who asked (the card names an agent outside the page).
-    pub caller: crate::Caller,
+    pub caller: crate::call::Caller,
     /// The action's title.
     pub title: String,
     /// The action's kind (the card's risk colour).
@@ -70,9 +72,9 @@ pub struct ApprovalRequest {
     /// Whether the card may offer "always allow this session".
     pub offers_session_grant: bool,
     /// What that grant would remember, when offered.
-    pub grant_rule: Option<crate::GrantRule>,
+    pub grant_rule: Option<crate::grant_rule::GrantRule>,
     /// The dry run's preview of the effect, if the action has one.
-    pub preview: Option<crate::Preview>,
+    pub preview: Option<crate::preview::Preview>,
     /// 1 for the first question; 2 for a double-confirmed action's second one.
     pub round: u8,
     /// The second question's words (round 2 only), from the action.
@@ -87,7 +89,7 @@ pub struct ApprovalRequest {
     /// Whether the action asks twice (a second, differently worded card follows this one).
     pub asks_twice: bool,
     /// The person's edit this call carries: the card shows original → edited.
-    pub edited: Option<crate::EditDiff>,
+    pub edited: Option<crate::edit::EditDiff>,
     /// Whether the call was brought back after a reload (the card says so).
     pub restored: bool,
     /// The digest of everything above that the person reads; the ticket binds it.
@@ -125,7 +127,7 @@ impl ApprovalRequest {
 
 /// A person's approval of one call: bound to the call, the action, the digest of the
 /// exact arguments, the digest of the card as shown and the card's nonce; consumed by
-/// [`crate::Executor::approve`].
+/// [`crate::executor::Executor::approve`].
 ///
 /// Deliberately neither `Clone` nor `Deserialize`.
 #[derive(Debug)]
@@ -236,8 +238,8 @@ pub struct GrantBasis {
     /// The arguments of the call the person approved with "always allow".
     pub arguments: Value,
     /// The caller the grant trusts: it covers only that caller's calls.
-    #[serde(default, skip_serializing_if = "crate::Caller::is_assistant")]
-    pub caller: crate::Caller,
+    #[serde(default, skip_serializing_if = "crate::call::Caller::is_assistant")]
+    pub caller: crate::call::Caller,
 }
 
 /// An id for a session grant.
@@ -268,7 +270,7 @@ pub struct Grant {
     /// The call whose card the person pressed it on.
     pub from_call: CallId,
     /// Which later calls it covers.
-    pub rule: crate::GrantRule,
+    pub rule: crate::grant_rule::GrantRule,
     /// What it was derived from (for storing it across page loads).
     pub basis: GrantBasis,
     /// The registration it belongs to: unregistering the action revokes the grant.

@@ -373,7 +373,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
                 );
                 return ExitCode::FAILURE;
             }
-            Ok(text) => match countersign::PolicyFile::from_json(&text) {
+            Ok(text) => match countersign::policy::PolicyFile::from_json(&text) {
                 Ok(_) => Some(text),
                 Err(e) => {
                     eprintln!("countersign-gateway: {}: {e}", path.display());

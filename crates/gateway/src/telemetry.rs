@@ -57,7 +57,7 @@ fn parent_of(headers: &HeaderMap) -> Context {
 
 /// The context of a record's own `traceparent`, if it has a well-formed one.
 fn context_of(traceparent: &str) -> Option<SpanContext> {
-    if !countersign::is_traceparent(traceparent) {
+    if !countersign::call::is_traceparent(traceparent) {
         return None;
     }
     let mut headers = HeaderMap::new();

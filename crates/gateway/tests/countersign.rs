@@ -12,14 +12,14 @@
 mod common;
 
 use common::{config, page_post, serve, state};
-use countersign::AuditEvent;
+use countersign::audit::AuditEvent;
 use countersign_verify::{ApprovedBy, Claims, Expected, Presence, Signer, Verifier};
 use serde_json::{json, Value};
 
 const SEED: [u8; 32] = [9; 32];
 
 fn digest(args: &Value) -> String {
-    countersign::ArgsDigest::of_value(args).to_hex()
+    countersign::audit::ArgsDigest::of_value(args).to_hex()
 }
 
 fn mint_body(action: &str, args: &Value) -> Value {

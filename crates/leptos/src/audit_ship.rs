@@ -5,8 +5,8 @@
 //! every later one; the records before it in its batch are sent on their own first.
 //! Acknowledged records are let go of at once ([`MemoryAudit::forget_before`]), so a long
 //! session holds only what the gateway has not confirmed. While the gateway is away the
-//! page's trail holds at most its capacity ([`countersign::DEFAULT_MEMORY_AUDIT_CAPACITY`]);
-//! past it the oldest records are pushed out ([`countersign::Dropped`]); shipping skips
+//! page's trail holds at most its capacity ([`countersign::audit::DEFAULT_MEMORY_AUDIT_CAPACITY`]);
+//! past it the oldest records are pushed out ([`countersign::audit::Dropped`]); shipping skips
 //! them, counts them ([`ShippingStatus::dropped`], and `unconfirmed` for those sent
 //! without an answer), warns in the console, and once the gateway answers writes a
 //! `trail_gap` record naming their `seq`s (again, if that record was pushed out too).
@@ -15,7 +15,7 @@
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
-use countersign::{AuditEvent, MemoryAudit};
+use countersign::{audit::AuditEvent, MemoryAudit};
 
 use crate::audit_spill as spill;
 use crate::http::fetch;

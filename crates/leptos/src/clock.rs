@@ -38,5 +38,5 @@ pub(crate) fn new_traceparent() -> Option<String> {
         hex(bytes.get(..16)?),
         hex(bytes.get(16..24)?)
     );
-    countersign::is_traceparent(&traceparent).then_some(traceparent)
+    countersign::call::is_traceparent(&traceparent).then_some(traceparent)
 }

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    Action, AnswerError, ApprovalRequest, Call, CallId, EditError, Executor, Gesture, GrantId,
-    MemoryAudit, Outcome, Settled, TicketError,
+    edit::EditError, question::AnswerError, ticket::GrantId, ticket::TicketError, Action,
+    ApprovalRequest, Call, CallId, Executor, Gesture, MemoryAudit, Outcome, Settled,
 };
 use futures_channel::oneshot;
 use leptos::prelude::*;
@@ -36,7 +36,7 @@ pub(crate) struct Shared {
     pub(crate) unclaimed: RefCell<HashMap<CallId, Settled>>,
     pub(crate) timer: RefCell<Option<gloo_timers::callback::Timeout>>,
     pub(crate) ticker: RefCell<Option<gloo_timers::callback::Interval>>,
-    pub(crate) builtins: RefCell<Vec<countersign::Registration>>,
+    pub(crate) builtins: RefCell<Vec<countersign::executor::Registration>>,
     pub(crate) shipping: Shipping,
     pub(crate) grant_store: GrantStoreSlot,
     /// How many audit records the activity list has looked at.
@@ -132,9 +132,9 @@ impl Countersign {
                     call: CallId::default(),
                     tool_call_id: "".into(),
                     caller,
-                    outcome: Outcome::Refused(countersign::Refusal::of(
+                    outcome: Outcome::Refused(countersign::outcome::Refusal::of(
                         countersign::Reason::HookReentered {
-                            hook: countersign::Hook::Run,
+                            hook: countersign::reason::Hook::Run,
                         },
                         &action,
                     )),
@@ -238,9 +238,9 @@ impl Countersign {
         &self,
         event: &web_sys::Event,
         call: CallId,
-        control: countersign::Control,
+        control: countersign::reason::Control,
     ) -> bool {
-        use countersign::Control as C;
+        use countersign::reason::Control as C;
         // A real event, not an object a script made up with `isTrusted: true`: the
         // native `timeStamp` getter refuses anything that is not an Event.
         let real = wasm_bindgen::JsCast::is_instance_of::<web_sys::Event>(event)
@@ -356,7 +356,7 @@ impl Countersign {
     /// Loads the deployment's policy file (JSON). A malformed file is refused with its
     /// line; the executor then refuses every call but reversals until a valid one is
     /// loaded, and the dock says why.
-    pub fn load_policy(&self, text: &str) -> Result<(), countersign::PolicyError> {
+    pub fn load_policy(&self, text: &str) -> Result<(), countersign::policy::PolicyError> {
         let result = self.0.executor.load_policy(text);
         self.0
             .dock
@@ -368,8 +368,11 @@ impl Countersign {
 
     /// Fetches the policy file from `url` (same origin) and loads it. A file that cannot
     /// be fetched counts as broken: fail closed.
-    pub async fn load_policy_from(&self, url: &str) -> Result<(), countersign::PolicyError> {
-        let unavailable = |why: String| countersign::PolicyError {
+    pub async fn load_policy_from(
+        &self,
+        url: &str,
+    ) -> Result<(), countersign::policy::PolicyError> {
+        let unavailable = |why: String| countersign::policy::PolicyError {
             line: 0,
             column: 0,
             message: why,
@@ -395,7 +398,10 @@ impl Countersign {
     }
 
     /// Registers an action for the page's whole life (not tied to a component).
-    pub fn register_static<P>(&self, action: Action<P>) -> Result<(), countersign::RegisterError>
+    pub fn register_static<P>(
+        &self,
+        action: Action<P>,
+    ) -> Result<(), countersign::executor::RegisterError>
     where
         P: serde::de::DeserializeOwned + JsonSchema + Clone + 'static,
     {

@@ -2,7 +2,10 @@
 //! approved call. No gateway, or a refusal, is a reason in words; the call then settles
 //! as `NOT_COUNTERSIGNED` and its run is never reached.
 
-use countersign::{Countersignature, Countersigner, LocalBoxFuture, MintRequest};
+use countersign::{
+    action::LocalBoxFuture, countersignature::Countersignature, countersignature::Countersigner,
+    countersignature::MintRequest,
+};
 use serde_json::Value;
 
 use crate::http::fetch;
@@ -62,10 +65,12 @@ impl Countersigner for GatewayCountersigner {
         let endpoint = self.endpoint.clone();
         Box::pin(async move {
             let body = match request.presence {
-                countersign::Presence::Click => {
+                countersign::countersignature::Presence::Click => {
                     serde_json::to_string(&request).map_err(|e| e.to_string())?
                 }
-                countersign::Presence::Passkey => with_assertion(&endpoint, &request).await?,
+                countersign::countersignature::Presence::Passkey => {
+                    with_assertion(&endpoint, &request).await?
+                }
             };
             let (status, text) = fetch("POST", &endpoint, Some(&body), 15_000)
                 .await

@@ -1,7 +1,9 @@
 //! What the dock renders: read-only signals for components, and the crate's writer
 //! behind them (only the runtime changes them, after each executor step).
 
-use countersign::{ApprovalRequest, Code, Grant, GrantId, HandoffView, Mode, Reason};
+use countersign::{
+    executor::HandoffView, ticket::GrantId, ApprovalRequest, Code, Grant, Mode, Reason,
+};
 use leptos::prelude::*;
 
 /// One entry in the dock's conversation log.
@@ -53,7 +55,7 @@ pub struct DockState {
     /// Handoffs waiting for the person.
     pub handoffs: ReadSignal<Vec<HandoffView>>,
     /// Questions waiting for the person's answer.
-    pub questions: ReadSignal<Vec<countersign::QuestionView>>,
+    pub questions: ReadSignal<Vec<countersign::question::QuestionView>>,
     /// Session grants in force.
     pub grants: ReadSignal<Vec<Grant>>,
     /// The conversation and action log.
@@ -88,7 +90,7 @@ pub struct DockState {
 pub(crate) struct DockSignals {
     pub(crate) approvals: RwSignal<Vec<ApprovalRequest>>,
     pub(crate) handoffs: RwSignal<Vec<HandoffView>>,
-    pub(crate) questions: RwSignal<Vec<countersign::QuestionView>>,
+    pub(crate) questions: RwSignal<Vec<countersign::question::QuestionView>>,
     pub(crate) grants: RwSignal<Vec<Grant>>,
     pub(crate) log: RwSignal<Vec<LogEntry>>,
     pub(crate) working: RwSignal<bool>,

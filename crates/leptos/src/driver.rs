@@ -176,7 +176,7 @@ impl Countersign {
             .audit
             .slice(from, total - from)
             .into_iter()
-            .filter(|r| r.event == countersign::AuditEvent::Allowed)
+            .filter(|r| r.event == countersign::audit::AuditEvent::Allowed)
             .map(|r| Activity {
                 call: r.call,
                 title: self.title_of(&r.action),
@@ -267,7 +267,7 @@ pub(crate) fn lost(call: CallId) -> Settled {
         tool_call_id: "".into(),
         caller: countersign::Caller::Assistant,
         action: "".into(),
-        outcome: Outcome::Refused(countersign::Refusal::of(
+        outcome: Outcome::Refused(countersign::outcome::Refusal::of(
             countersign::Reason::PageClosed,
             "",
         )),

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use countersign::{Caller, GrantBasis};
+use countersign::{ticket::GrantBasis, Caller};
 use serde::{Deserialize, Serialize};
 
 use countersign::Executor;

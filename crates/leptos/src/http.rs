@@ -45,7 +45,7 @@ pub(crate) async fn fetch_full(
 /// (`countersign-verify`, or any JOSE library) against the action and that body.
 pub async fn post_countersigned(
     url: &str,
-    token: &countersign::Countersignature,
+    token: &countersign::countersignature::Countersignature,
 ) -> Result<(u16, String), String> {
     let body = serde_json::to_string(token.arguments()).map_err(|e| e.to_string())?;
     let header = ("countersignature", token.as_str());

@@ -348,8 +348,8 @@ impl Strings {
     }
 
     /// What changed on a card, in words.
-    pub const fn card_change(&self, change: countersign::CardChange) -> &'static str {
-        use countersign::CardChange as C;
+    pub const fn card_change(&self, change: countersign::reason::CardChange) -> &'static str {
+        use countersign::reason::CardChange as C;
         match change {
             C::Consequence => self.changed_consequence,
             C::Preview => self.changed_preview,

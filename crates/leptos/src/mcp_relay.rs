@@ -16,7 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 
-use countersign::{Call, Caller, ToolSpec};
+use countersign::{wire::ToolSpec, Call, Caller};
 use leptos::prelude::{GetUntracked, Set};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsCast;
@@ -398,7 +398,7 @@ fn received(cs: &Countersign, event: Event) {
             }
             drop(seen);
             if cs.0.shipping.backlogged() {
-                let refusal = countersign::Refusal::of_detail(
+                let refusal = countersign::outcome::Refusal::of_detail(
                     countersign::Reason::Unavailable,
                     &name,
                     BACKLOGGED,

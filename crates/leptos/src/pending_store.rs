@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use countersign::{Call, CallId, Pending};
+use countersign::{executor::Pending, Call, CallId};
 use serde::{Deserialize, Serialize};
 
 /// At most this many stored items are read back (hostile storage cannot flood the dock).
@@ -41,7 +41,7 @@ pub(crate) struct StoredPending {
     pub(crate) deadline_at_ms: f64,
     /// The person's edit the call carried (checked against the arguments on restore).
     #[serde(default)]
-    pub(crate) edited: Option<countersign::EditDiff>,
+    pub(crate) edited: Option<countersign::edit::EditDiff>,
     /// The model turn it belonged to (restored items of one turn stay one batch).
     #[serde(default)]
     pub(crate) batch: Option<String>,

@@ -65,7 +65,7 @@ pub struct CountersignOptions {
     /// clients, declare it with [`countersign::Action::only_for`].
     pub mcp_relay: Option<String>,
     /// The most audit records the page holds before a gateway has acknowledged them
-    /// ([`countersign::DEFAULT_MEMORY_AUDIT_CAPACITY`] when `None`). Acknowledged records
+    /// ([`countersign::audit::DEFAULT_MEMORY_AUDIT_CAPACITY`] when `None`). Acknowledged records
     /// are let go at once; while the gateway is away, records past this many push out
     /// the oldest, counted in [`crate::ShippingStatus::dropped`] and visible in the
     /// gateway's trail as a jump in `seq` and named by a `trail_gap` record. Bounds the

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use countersign::{CallId, RestoreMiss, Settled, Step};
+use countersign::{reason::RestoreMiss, CallId, Settled, Step};
 use futures_channel::oneshot;
 use gloo_timers::future::TimeoutFuture;
 

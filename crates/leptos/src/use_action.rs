@@ -44,7 +44,7 @@ pub struct UseActionReturn {
 /// ## Usage
 ///
 /// ```no_run
-/// use countersign::{Action, Confirm, Kind, NoParams};
+/// use countersign::{Action, Confirm, Kind, action::NoParams};
 /// use countersign_leptos::use_action;
 ///
 /// # fn component() {

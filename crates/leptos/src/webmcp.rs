@@ -14,7 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 
-use countersign::{Call, Caller, ToolSpec};
+use countersign::{wire::ToolSpec, Call, Caller};
 use js_sys::{Function, Object, Promise, Reflect, JSON};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
@@ -275,10 +275,12 @@ fn execute(
             let reason = countersign::Reason::Withdrawn {
                 caller: Caller::WebMcp,
             };
-            return Promise::resolve(&refused_early(countersign::Refusal::of(reason, &action)));
+            return Promise::resolve(&refused_early(countersign::outcome::Refusal::of(
+                reason, &action,
+            )));
         }
         if cs.0.shipping.backlogged() {
-            return Promise::resolve(&refused_early(countersign::Refusal::of_detail(
+            return Promise::resolve(&refused_early(countersign::outcome::Refusal::of_detail(
                 countersign::Reason::Unavailable,
                 &action,
                 crate::mcp_relay::BACKLOGGED,
@@ -289,7 +291,7 @@ fn execute(
             Ok(text) => text,
             Err(message) => {
                 let reason = countersign::Reason::InvalidArguments;
-                return Promise::resolve(&refused_early(countersign::Refusal::of_detail(
+                return Promise::resolve(&refused_early(countersign::outcome::Refusal::of_detail(
                     reason, &action, &message,
                 )));
             }
@@ -343,7 +345,7 @@ fn arguments_text(input: &JsValue, limit: usize) -> Result<String, String> {
 }
 
 /// The result for a call that never reached the gate: the same JSON as a refusal from it.
-fn refused_early(refusal: countersign::Refusal) -> JsValue {
+fn refused_early(refusal: countersign::outcome::Refusal) -> JsValue {
     let content = countersign::Outcome::Refused(refusal).to_model_content();
     JSON::parse(&content).unwrap_or(JsValue::NULL)
 }

@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use countersign::{Action, Confirm, Expect, Handoff, Kind, NoParams, Session};
+use countersign::{action::NoParams, Action, Confirm, Expect, Handoff, Kind, Session};
 use countersign_leptos::{
     use_action, use_action_with_options, use_page_state, use_target, AgentDock, Assistant,
     CountersignOptions, Locale, Rule, Scripted, UseActionOptions, HIGHLIGHT_CLASS,
@@ -207,7 +207,7 @@ fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoVie
     use_action(logging("archive", Kind::Danger, Confirm::Ask, &runs));
     use_action(
         logging("rewrite", Kind::Write, Confirm::Ask, &runs).preview(|p| {
-            countersign::Preview::of_text("title: Atlas", &format!("title: {}", p.name))
+            countersign::text::Preview::of_text("title: Atlas", &format!("title: {}", p.name))
                 .count("files touched", 1)
         }),
     );
@@ -1286,8 +1286,8 @@ async fn an_edit_makes_a_new_card_with_the_diff_and_only_its_approval_runs() {
     assert_eq!(
         events,
         [
-            countersign::AuditEvent::Superseded,
-            countersign::AuditEvent::Settled
+            countersign::audit::AuditEvent::Superseded,
+            countersign::audit::AuditEvent::Settled
         ]
     );
 }
@@ -1495,7 +1495,7 @@ async fn a_pending_approval_and_its_conversation_survive_a_reload_and_run_only_w
         "the chat came back"
     );
     let first = page.cs.audit().records()[0].clone();
-    assert_eq!(first.event, countersign::AuditEvent::Restored);
+    assert_eq!(first.event, countersign::audit::AuditEvent::Restored);
     assert!(
         !page.q(".cs-working").unwrap().hidden(),
         "the turn is still open"
@@ -1581,7 +1581,7 @@ async fn a_second_tab_never_re_arms_a_call_the_first_still_holds() {
     assert!(matches!(
         records[0].reason,
         countersign::Reason::NotRestored {
-            why: countersign::RestoreMiss::ElsewhereOrDone,
+            why: countersign::reason::RestoreMiss::ElsewhereOrDone,
             ..
         }
     ));
@@ -1959,7 +1959,7 @@ async fn each_model_request_is_traced_and_its_calls_records_carry_the_trace() {
     let traces = FakeFetch::traceparents();
     assert_eq!(traces.len(), 2, "{traces:?}");
     for trace in &traces {
-        assert!(countersign::is_traceparent(trace), "{trace}");
+        assert!(countersign::call::is_traceparent(trace), "{trace}");
     }
     assert_ne!(traces[0], traces[1], "one trace per request");
     // The call came from the first request's answer: each of its records carries that
@@ -2516,7 +2516,7 @@ fn refused_gestures(page: &Page) -> Vec<countersign::Reason> {
         .audit()
         .records()
         .into_iter()
-        .filter(|r| r.event == countersign::AuditEvent::GestureRefused)
+        .filter(|r| r.event == countersign::audit::AuditEvent::GestureRefused)
         .map(|r| r.reason)
         .collect()
 }
@@ -2560,7 +2560,7 @@ async fn a_script_s_clicks_on_a_card_change_nothing_and_are_recorded() {
         "a script opened the edit form"
     );
     assert_eq!(page.terminal_records(), 0);
-    use countersign::Control as C;
+    use countersign::reason::Control as C;
     assert_eq!(
         refused_gestures(&page),
         [C::AllowOnce, C::AlwaysAllow, C::Deny, C::Edit]
@@ -2625,7 +2625,7 @@ async fn a_script_cannot_allow_a_whole_batch() {
     assert_eq!(
         refused_gestures(&page),
         [countersign::Reason::SyntheticGesture {
-            control: countersign::Control::AllowBatch
+            control: countersign::reason::Control::AllowBatch
         }]
     );
     drop(page);

@@ -15,7 +15,7 @@ fn claims(jti: u64) -> Claims {
         call: 1,
         tool_call_id: "call_1".into(),
         action: "save_workspace_name".into(),
-        args_sha256: countersign::ArgsDigest::of_value(&json!({"name": "Apollo"})).to_hex(),
+        args_sha256: countersign::audit::ArgsDigest::of_value(&json!({"name": "Apollo"})).to_hex(),
         card_sha256: Some("ab".repeat(32)),
         approved_by: ApprovedBy::Once,
         grant: None,
@@ -32,7 +32,7 @@ fn bench(c: &mut Criterion) {
     let args = json!({"name": "Apollo"});
     let mut group = c.benchmark_group("countersignature");
     group.bench_function("digest_arguments", |b| {
-        b.iter(|| countersign::ArgsDigest::of_value(std::hint::black_box(&args)))
+        b.iter(|| countersign::audit::ArgsDigest::of_value(std::hint::black_box(&args)))
     });
     group.bench_function("mint", |b| {
         let c = claims(1);

@@ -4,7 +4,7 @@ use base64::alphabet::URL_SAFE;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
-use countersign::ArgsDigest;
+use countersign::audit::ArgsDigest;
 use ed25519_dalek::{Signature, VerifyingKey};
 use serde::Deserialize;
 

@@ -21,7 +21,7 @@ fn claims() -> Claims {
         call: 7,
         tool_call_id: "call_1".into(),
         action: "archive_workspace".into(),
-        args_sha256: countersign::ArgsDigest::of_value(&json!({})).to_hex(),
+        args_sha256: countersign::audit::ArgsDigest::of_value(&json!({})).to_hex(),
         card_sha256: Some("ab".repeat(32)),
         approved_by: ApprovedBy::Once,
         grant: None,

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 use countersign::{
-    Action, Confirm, GrantRule, Kind, Mode, NoParams, Preview, Rewrite, Session, Verdict,
+    action::NoParams, action::Rewrite, text::Preview, ticket::GrantRule, Action, Confirm, Kind,
+    Mode, Session, Verdict,
 };
 use countersign_leptos::{
     provide_countersign, use_action, use_countersign, AgentDock, Assistant, CountersignOptions,

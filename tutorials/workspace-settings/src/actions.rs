@@ -1,6 +1,6 @@
 //! The page's four actions, declared from the settings component.
 
-use countersign::{Action, Confirm, Expect, Handoff, Kind, NoParams};
+use countersign::{action::NoParams, Action, Confirm, Expect, Handoff, Kind};
 use countersign_leptos::{use_action_with_options, UseActionOptions};
 use leptos::prelude::*;
 use schemars::JsonSchema;
@@ -151,7 +151,10 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
 /// gateway's `--demo-backend`), which checks the token against the action and those
 /// arguments, and refuses a replay. Returns the token's id and how it was approved, as the
 /// backend saw them.
-async fn backend(action: &str, token: &countersign::Countersignature) -> Result<Value, String> {
+async fn backend(
+    action: &str,
+    token: &countersign::countersignature::Countersignature,
+) -> Result<Value, String> {
     let url = format!("/v1/demo/{action}");
     let (status, body) = countersign_leptos::post_countersigned(&url, token).await?;
     let answer: Value = serde_json::from_str(&body).unwrap_or(Value::Null);

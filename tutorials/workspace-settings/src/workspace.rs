@@ -69,7 +69,7 @@ pub(crate) fn validate_name(name: &str) -> Result<(), String> {
     if name.chars().any(char::is_control) {
         return Err("the name must not contain control characters".into());
     }
-    if let Some(c) = name.chars().find(|c| countersign::is_format_char(*c)) {
+    if let Some(c) = name.chars().find(|c| countersign::text::is_format_char(*c)) {
         return Err(format!(
             "the name must not contain invisible format characters (it has U+{:04X})",
             u32::from(c)
@@ -88,7 +88,7 @@ pub(crate) fn validate_description(text: &str) -> Result<(), String> {
     }
     if text
         .chars()
-        .any(|c| c.is_control() || countersign::is_format_char(c))
+        .any(|c| c.is_control() || countersign::text::is_format_char(c))
     {
         return Err("the description must not contain control or invisible characters".into());
     }

@@ -12,7 +12,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use countersign::{
-    Action, AuditRecord, Call, Config, Executor, Kind, Registration, Session, Step, Timestamp,
+    executor::Registration, Action, AuditRecord, Call, Config, Executor, Kind, Session, Step,
+    Timestamp,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;

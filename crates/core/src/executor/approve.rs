@@ -4,6 +4,7 @@
 
 use std::rc::Rc;
 
+use crate::action::Verdict;
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
 use crate::countersignature::ApprovedBy;
@@ -11,7 +12,6 @@ use crate::policy::ApprovalPolicy;
 use crate::reason::{Hook, Reason};
 use crate::ticket::{ApprovalRequest, Gesture, Ticket, TicketError};
 use crate::time::Timestamp;
-use crate::Verdict;
 
 use super::card::CardFace;
 use super::countersign::Approval;
@@ -181,7 +181,7 @@ impl ExecutorState {
                 let rule = card
                     .grant_rule
                     .clone()
-                    .unwrap_or_else(crate::GrantRule::every_call);
+                    .unwrap_or_else(crate::grant_rule::GrantRule::every_call);
                 let grant = self.new_grant(&decided, rule, now, call);
                 (
                     AuditEvent::Granted,
@@ -247,7 +247,7 @@ impl ExecutorState {
         call: CallId,
         reason: Option<&str>,
         now: Timestamp,
-    ) -> Result<crate::Settled, TicketError> {
+    ) -> Result<crate::outcome::Settled, TicketError> {
         let now = self.tick(now);
         let live = self.live.get(&call).ok_or(TicketError::NotPending)?;
         if !matches!(live.state, LiveState::Approval(_)) {
@@ -265,10 +265,10 @@ impl ExecutorState {
     /// whose step the person may already have done.
     pub(crate) fn withdraw(
         &mut self,
-        caller: crate::Caller,
+        caller: crate::call::Caller,
         tool_call_id: &str,
         now: Timestamp,
-    ) -> Vec<crate::Settled> {
+    ) -> Vec<crate::outcome::Settled> {
         let now = self.tick(now);
         let waiting: Vec<CallId> = self
             .live

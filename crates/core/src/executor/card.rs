@@ -5,11 +5,11 @@ use serde_json::json;
 
 use crate::call::CallId;
 use crate::digest::ArgsDigest;
+use crate::grant_rule::GrantRule;
 use crate::policy::ApprovalPolicy;
 use crate::reason::{CardChange, Hook};
 use crate::ticket::{ApprovalRequest, CardDigest};
 use crate::time::Timestamp;
-use crate::GrantRule;
 
 use super::decide::Decided;
 use super::state::{ExecutorState, Stop};
@@ -19,7 +19,7 @@ use super::state::{ExecutorState, Stop};
 pub(crate) struct CardFace {
     pub(crate) policy: ApprovalPolicy,
     pub(crate) consequence: Option<String>,
-    pub(crate) preview: Option<crate::Preview>,
+    pub(crate) preview: Option<crate::preview::Preview>,
     pub(crate) question: Option<String>,
     pub(crate) grant_rule: Option<GrantRule>,
 }

@@ -39,10 +39,13 @@ pub(crate) enum Work {
 }
 
 impl Work {
-    /// Runs the work; `still_wanted` is asked between the mint and the run, so a call
-    /// settled meanwhile (the page shut down, the action unregistered) never runs.
+    /// Runs the work; `still_wanted` is asked before the run (and the mint's run), so a
+    /// call settled meanwhile (the page shut down) or a poisoned executor never runs it.
     pub(crate) async fn finish(self, still_wanted: impl Fn() -> bool) -> Result<Value, RunError> {
         match self {
+            Work::Run(_) if !still_wanted() => Err(RunError::Failed(
+                "the call ended before it could run".into(),
+            )),
             Work::Run(run) => run.await.map_err(RunError::Failed),
             Work::Countersigned { mint, prepared } => {
                 let token = mint.await.map_err(RunError::NotCountersigned)?;
@@ -69,7 +72,7 @@ pub(crate) struct Approval {
 }
 
 impl ExecutorState {
-    /// The host's countersigner, set once by [`crate::Executor::set_countersigner`].
+    /// The host's countersigner, set once by [`crate::executor::Executor::set_countersigner`].
     pub(crate) fn set_countersigner(&mut self, signer: Rc<dyn Countersigner>) {
         self.countersigner = Some(signer);
     }
@@ -103,12 +106,12 @@ impl ExecutorState {
             && !decided.caller.is_assistant()
             && meta.countersigned
         {
-            crate::Presence::Passkey
+            crate::countersignature::Presence::Passkey
         } else {
             presence
         };
         if !meta.countersigned {
-            if presence == crate::Presence::Passkey {
+            if presence == crate::countersignature::Presence::Passkey {
                 return Err(Stop::new(Reason::NotCountersigned, Decider::Policy).with(
                     "the policy file asks a passkey for this action, but its run takes no countersignature",
                 ));

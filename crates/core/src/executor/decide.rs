@@ -1,35 +1,21 @@
-//! decide: the level in force, session grants, the action's classifier and the mode
-//! turn a call into run / ask / hand off, or refuse it. Then the rewrite hook, and the
-//! call's way onward: straight to perform, to an approval card, or to the person.
+//! decide: the facts of a call (the classifier's verdict, the level in force, the mode,
+//! a covering grant) for the pure [`crate::policy::decide`]. Then the rewrite hook, and
+//! the call's way onward: straight to perform, to an approval card, or to the person.
 
 use std::rc::Rc;
 
 use serde_json::Value;
 
-use crate::action::{ActionMeta, ErasedAction, PreparedCall, Verdict};
+use crate::action::{ActionMeta, ErasedAction, PreparedCall};
 use crate::audit::{AuditEvent, Decider};
 use crate::handoff::HandoffMachine;
-use crate::mode::Mode;
-use crate::policy::ApprovalPolicy;
+use crate::policy::{ApprovalPolicy, Facts};
 use crate::reason::{Hook, Reason};
 use crate::time::Timestamp;
 
 use super::settle::Trace;
 use super::state::{ExecutorState, Live, LiveState, Stop};
 use super::Next;
-
-/// What the decide stage concluded (a refusal is `Err(Stop)`).
-#[derive(Debug)]
-pub(crate) enum Decision {
-    /// Go straight to perform.
-    Run(Reason, Decider),
-    /// Wait for a person's ticket under this policy.
-    Ask(ApprovalPolicy, Reason, Decider),
-    /// Hand the last step to the person.
-    Handoff,
-    /// Ask the person the action's question.
-    Question,
-}
 
 /// A call that passed decide, with what the next stages need.
 pub(crate) struct Decided {
@@ -38,9 +24,9 @@ pub(crate) struct Decided {
     pub(crate) prepared: Rc<dyn PreparedCall>,
     pub(crate) arguments: Value,
     /// Who asked.
-    pub(crate) caller: crate::Caller,
+    pub(crate) caller: crate::call::Caller,
     /// The person's edit, when the call came from one.
-    pub(crate) edited: Option<crate::EditDiff>,
+    pub(crate) edited: Option<crate::edit::EditDiff>,
     /// A deadline the card or handoff keeps (a call restored after a reload).
     pub(crate) deadline: Option<Timestamp>,
 }
@@ -52,105 +38,32 @@ pub(crate) struct Rewritten {
 }
 
 impl ExecutorState {
-    pub(crate) fn decide(
+    /// The facts the decision reads: the classifier's verdict (the one hook it needs),
+    /// the level, the mode and a covering grant.
+    pub(crate) fn facts(
         &self,
         meta: &ActionMeta,
         prepared: &dyn PreparedCall,
         arguments: &Value,
         generation: u64,
-        caller: crate::Caller,
-    ) -> Result<Decision, Stop> {
+        caller: crate::call::Caller,
+    ) -> Result<Facts, Stop> {
         // The mode is read before any hook runs (and no hook may switch it).
         let mode = self.mode.get();
         let verdict = self.hook(Hook::Classify, || prepared.classify())?;
-        if let Verdict::Deny(why) = verdict {
-            return Err(Stop::new(Reason::ClassifierDenied, Decider::Classifier).with(why));
-        }
-        let refused = |mode| Stop::new(Reason::ModeRefused { mode }, Decider::Mode);
-        // An agent outside the page (WebMCP, MCP): no mode speaks for the person to it,
-        // and it is asked for anything more than a read whatever the declared level.
-        let outside = !caller.is_assistant();
-        let outside_write = outside && meta.kind != crate::Kind::Read;
-        if meta.handoff.is_some() {
-            // INVARIANT: a handoff is never also put behind an approval, and no mode turns
-            // it into a run.
-            return match mode {
-                Mode::Default | Mode::Bypass => Ok(Decision::Handoff),
-                Mode::Away | Mode::Unattended => Err(refused(mode)),
-            };
-        }
-        if meta.question.is_some() {
-            // A question needs the person; no mode answers it for them.
-            return match mode {
-                Mode::Default | Mode::Bypass => Ok(Decision::Question),
-                Mode::Away | Mode::Unattended => Err(refused(mode)),
-            };
-        }
-        let level = self.level(meta);
-        let (policy, reason, by) = match (verdict, level.policy) {
-            // A classifier can only raise the bar: its `Ask` is `AskAlways`, because a
-            // grant for the whole action must not cover the arguments it flagged.
-            (Verdict::Ask, _) => (
-                ApprovalPolicy::AskAlways,
-                Reason::ClassifierAsked,
-                Decider::Classifier,
-            ),
-            (_, ApprovalPolicy::None) if !meta.countersigned && !outside_write => {
-                return Ok(Decision::Run(Reason::Level(level), Decider::Policy))
-            }
-            // INVARIANT: a countersignature states a person's approval: an action that
-            // takes one is never below `Ask`; only the person's own grant runs it unasked.
-            // Nor is anything but a read asked for by an agent outside the page: a level
-            // of `None` was declared for the page's own assistant.
-            (_, ApprovalPolicy::None) => {
-                if !meta.confirm_twice {
-                    if let Some(grant) = self.grant_covering(meta, generation, arguments, caller) {
-                        return Ok(Decision::Run(
-                            Reason::Grant { grant },
-                            Decider::SessionGrant,
-                        ));
-                    }
-                }
-                let reason = if meta.countersigned {
-                    Reason::NeedsCountersignature
-                } else {
-                    Reason::OutsideCaller { caller }
-                };
-                (ApprovalPolicy::Ask, reason, Decider::Policy)
-            }
-            (_, policy) => {
-                // INVARIANT: a grant covers only `Ask`, only the registration and the
-                // caller it was made for, and never an action that asks twice.
-                if policy == ApprovalPolicy::Ask && !meta.confirm_twice {
-                    if let Some(grant) = self.grant_covering(meta, generation, arguments, caller) {
-                        let reason = Reason::Grant { grant };
-                        return Ok(Decision::Run(reason, Decider::SessionGrant));
-                    }
-                }
-                (policy, Reason::Level(level), Decider::Policy)
-            }
-        };
-        // The mode decides what "ask" means right now. No mode lowers a level where a
-        // person is needed and absent: away refuses; unattended stands in only for `Ask`.
-        // INVARIANT: unattended stands in for a person only on a plain `Ask`: never on
-        // `AskAlways`, a classifier's ask, or a double confirmation.
-        let plain_ask =
-            policy == ApprovalPolicy::Ask && !meta.confirm_twice && !meta.countersigned && !outside;
-        // INVARIANT: no mode lowers a reversal's level, not even bypass: an undo that
-        // needs a person asks one, or is refused when nobody is there.
-        match mode {
-            Mode::Default => Ok(Decision::Ask(policy, reason, by)),
-            // Nor a countersigned action's: its token must state a person's approval.
-            // Nor an outside agent's: a mode speaks for the page's own assistant only.
-            Mode::Bypass if meta.reversal || meta.countersigned || outside => {
-                Ok(Decision::Ask(policy, reason, by))
-            }
-            Mode::Bypass => Ok(Decision::Run(Reason::ModeAllowed { mode }, Decider::Mode)),
-            Mode::Unattended if plain_ask => {
-                Ok(Decision::Run(Reason::ModeAllowed { mode }, Decider::Mode))
-            }
-            Mode::Away | Mode::Unattended => Err(refused(mode)),
-        }
+        Ok(Facts {
+            kind: meta.kind,
+            level: self.level(meta),
+            verdict,
+            mode,
+            caller,
+            grant: self.grant_covering(meta, generation, arguments, caller),
+            handoff: meta.handoff.is_some(),
+            question: meta.question.is_some(),
+            countersigned: meta.countersigned,
+            confirm_twice: meta.confirm_twice,
+            reversal: meta.reversal,
+        })
     }
 
     /// The action's rewrite hook: `Some` when it changes the call.
@@ -164,14 +77,14 @@ impl ExecutorState {
             return Ok(None);
         };
         Ok(match rewrite {
-            crate::Rewrite::Keep => None,
-            crate::Rewrite::Arguments(new) => (crate::ArgsDigest::of_value(&new)
-                != crate::ArgsDigest::of_value(arguments))
+            crate::action::Rewrite::Keep => None,
+            crate::action::Rewrite::Arguments(new) => (crate::digest::ArgsDigest::of_value(&new)
+                != crate::digest::ArgsDigest::of_value(arguments))
             .then(|| Rewritten {
                 action: meta.id.to_string(),
                 arguments: new,
             }),
-            crate::Rewrite::Action {
+            crate::action::Rewrite::Action {
                 action, arguments, ..
             } => Some(Rewritten { action, arguments }),
         })
@@ -189,7 +102,7 @@ impl ExecutorState {
         let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
         // A grant is a person's earlier approval; nothing else that runs unasked is.
         let approval = reason.grant().map(|grant| super::countersign::Approval {
-            by: crate::ApprovedBy::Grant,
+            by: crate::countersignature::ApprovedBy::Grant,
             card: None,
             grant: Some(grant),
         });
@@ -308,7 +221,7 @@ impl ExecutorState {
         trace: &mut Trace,
         decided: Decided,
         consequence: Option<String>,
-        digest: Option<crate::ArgsDigest>,
+        digest: Option<crate::digest::ArgsDigest>,
         state: LiveState,
     ) -> Box<Live> {
         Box::new(Live {
@@ -337,8 +250,8 @@ impl ExecutorState {
         meta: &ActionMeta,
         generation: u64,
         arguments: &Value,
-        caller: crate::Caller,
-    ) -> Option<crate::GrantId> {
+        caller: crate::call::Caller,
+    ) -> Option<crate::ticket::GrantId> {
         self.grants
             .iter()
             .find(|g| {

@@ -5,11 +5,11 @@ use std::rc::Rc;
 
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
+use crate::grant_rule::GrantRule;
 use crate::policy::ApprovalPolicy;
 use crate::reason::{Hook, Reason};
 use crate::ticket::{Grant, GrantBasis, GrantId, RestoreError};
 use crate::time::Timestamp;
-use crate::GrantRule;
 
 use super::decide::Decided;
 use super::state::ExecutorState;
@@ -93,7 +93,7 @@ impl ExecutorState {
         {
             return Err(RestoreError::NotOffered(meta.id.to_string()));
         }
-        let reentered = |_| RestoreError::Blocked(crate::Blocked::Reentered);
+        let reentered = |_| RestoreError::Blocked(crate::ticket::Blocked::Reentered);
         let invalid = || RestoreError::InvalidArguments(meta.id.to_string());
         let prepared = self
             .hook(Hook::Validate, || action.prepare(&basis.arguments))

@@ -1,7 +1,6 @@
 //! Jobs and completions: a call allowed to run, driven by the host outside the executor,
 //! and settled as `EXECUTION_FAILED` if dropped before it is handed back.
 
-
 use serde_json::Value;
 
 use crate::call::CallId;
@@ -10,7 +9,7 @@ use super::countersign::{RunError, Work};
 use super::registration::{Deferred, Post};
 
 /// Settles its call as `EXECUTION_FAILED` (interrupted) if dropped while armed: a job or
-/// completion dropped before [`crate::Executor::complete`] never leaves a call hanging.
+/// completion dropped before [`crate::executor::Executor::complete`] never leaves a call hanging.
 pub(crate) struct Guard {
     pub(crate) call: CallId,
     pub(crate) executor: u64,
@@ -27,7 +26,7 @@ impl Drop for Guard {
 }
 
 /// A call allowed to run. Await [`Job::run`] and pass its [`Completion`] to
-/// [`crate::Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
+/// [`crate::executor::Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
 #[must_use = "a job does nothing until run; dropping it settles the call as failed"]
 pub struct Job {
     pub(crate) work: Work,
@@ -45,12 +44,15 @@ impl Job {
     pub async fn run(self) -> Completion {
         let Job { work, guard } = self;
         let (state, call) = (std::rc::Weak::clone(&guard.to.state), guard.call);
+        // INVARIANT: nothing runs once its call has ended (shut down, unregistered) or
+        // the executor is poisoned.
         let still_wanted = move || {
             state.upgrade().is_some_and(|state| {
                 state.try_borrow().is_ok_and(|state| {
-                    state.live.get(&call).is_some_and(|live| {
-                        matches!(live.state, super::state::LiveState::Performing)
-                    })
+                    !state.poisoned
+                        && state.live.get(&call).is_some_and(|live| {
+                            matches!(live.state, super::state::LiveState::Performing)
+                        })
                 })
             })
         };

@@ -41,7 +41,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::action::Action;
-use crate::arguments::DEFAULT_MAX_ARGUMENT_BYTES;
+pub use crate::arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 use crate::audit::AuditSink;
 use crate::call::{Call, CallId, Session};
 use crate::digest::AuditKey;
@@ -125,7 +125,7 @@ pub enum Step {
     /// It waits for the person to do the last step; show this handoff.
     Handoff(Box<HandoffView>),
     /// It waits for the person's answer; show this question.
-    Question(Box<crate::QuestionView>),
+    Question(Box<crate::question::QuestionView>),
     /// It may run: drive the job and hand its completion to [`Executor::complete`].
     Perform(Job),
 }
@@ -136,7 +136,7 @@ pub struct HandoffView {
     /// The call waiting.
     pub call: CallId,
     /// Who asked.
-    pub caller: crate::Caller,
+    pub caller: crate::call::Caller,
     /// The action's id.
     pub action: String,
     /// The action's title.
@@ -240,7 +240,10 @@ impl Executor {
     /// Sets who mints countersignatures for actions declared with
     /// [`Action::run_countersigned`] (the page's asks its gateway). Without one such
     /// actions are still asked, and settle as `NOT_COUNTERSIGNED` once approved.
-    pub fn set_countersigner(&self, signer: Rc<dyn crate::Countersigner>) -> Result<(), Blocked> {
+    pub fn set_countersigner(
+        &self,
+        signer: Rc<dyn crate::countersignature::Countersigner>,
+    ) -> Result<(), Blocked> {
         self.step(|state| state.set_countersigner(signer))
     }
 
@@ -267,14 +270,14 @@ impl Executor {
     /// scopes, as tools, sorted by name. While the policy file is broken, only reversals.
     /// The page's own assistant's view ([`Executor::projection_for`] another caller's).
     pub fn projection(&self) -> Vec<ToolSpec> {
-        self.projection_for(crate::Caller::Assistant)
+        self.projection_for(crate::call::Caller::Assistant)
             .unwrap_or_default()
     }
 
     /// The projection as `caller` sees it: [`Executor::projection`] without the actions
-    /// kept from it ([`crate::Action::only_for`]). From inside an action's hook it is
+    /// kept from it ([`crate::action::Action::only_for`]). From inside an action's hook it is
     /// [`Blocked::Reentered`] (not an empty list, which would read as "every tool is gone").
-    pub fn projection_for(&self, caller: crate::Caller) -> Result<Vec<ToolSpec>, Blocked> {
+    pub fn projection_for(&self, caller: crate::call::Caller) -> Result<Vec<ToolSpec>, Blocked> {
         self.step(|state| {
             let mut tools: Vec<ToolSpec> = state
                 .registry
@@ -293,11 +296,12 @@ impl Executor {
                     let mut policy = state.level(meta).policy;
                     // Said as decided: a countersigned action, and anything but a read an
                     // agent outside the page asks for, is never below `Ask`.
-                    let outside_write = !caller.is_assistant() && meta.kind != crate::Kind::Read;
-                    if policy == crate::ApprovalPolicy::None
+                    let outside_write =
+                        !caller.is_assistant() && meta.kind != crate::policy::Kind::Read;
+                    if policy == crate::policy::ApprovalPolicy::None
                         && (meta.countersigned || outside_write)
                     {
-                        policy = crate::ApprovalPolicy::Ask;
+                        policy = crate::policy::ApprovalPolicy::Ask;
                     }
                     ToolSpec {
                         name: meta.id.to_string(),
@@ -310,8 +314,8 @@ impl Executor {
                         parameters: meta.schema.clone(),
                         annotations: ToolAnnotations {
                             title: meta.title.to_string(),
-                            read_only_hint: meta.kind == crate::Kind::Read,
-                            destructive_hint: meta.kind == crate::Kind::Danger,
+                            read_only_hint: meta.kind == crate::policy::Kind::Read,
+                            destructive_hint: meta.kind == crate::policy::Kind::Danger,
                             approval: policy,
                             handoff: meta.handoff.is_some(),
                         },
@@ -363,7 +367,7 @@ impl Executor {
     pub fn drop_pending(
         &self,
         pending: Pending,
-        why: crate::RestoreMiss,
+        why: crate::reason::RestoreMiss,
         now: Timestamp,
     ) -> Result<Settled, Blocked> {
         self.step(|state| state.drop_pending(pending, why, now))
@@ -375,7 +379,7 @@ impl Executor {
     pub fn refuse_synthetic(
         &self,
         call: CallId,
-        control: crate::Control,
+        control: crate::reason::Control,
         now: Timestamp,
     ) -> Result<(), TicketError> {
         self.step(|state| {
@@ -389,9 +393,9 @@ impl Executor {
             }
             state.record_live(
                 call,
-                crate::AuditEvent::GestureRefused,
-                crate::Decider::Host,
-                &crate::Reason::SyntheticGesture { control },
+                crate::audit::AuditEvent::GestureRefused,
+                crate::audit::Decider::Host,
+                &crate::reason::Reason::SyntheticGesture { control },
                 now,
             );
             Ok(())
@@ -416,7 +420,7 @@ impl Executor {
     /// Returns what settled (empty if nothing waited, or the executor is busy).
     pub fn withdraw(
         &self,
-        caller: crate::Caller,
+        caller: crate::call::Caller,
         tool_call_id: &str,
         now: Timestamp,
     ) -> Vec<Settled> {
@@ -519,7 +523,7 @@ impl Executor {
     }
 
     /// Questions waiting for the person's answer, oldest first.
-    pub fn questions(&self) -> Vec<crate::QuestionView> {
+    pub fn questions(&self) -> Vec<crate::question::QuestionView> {
         self.read(|state| {
             state
                 .live
@@ -530,14 +534,14 @@ impl Executor {
     }
 
     /// The person answers a question (raw JSON from the form). An answer that is not of
-    /// the declared type changes nothing ([`crate::AnswerError::Invalid`], for the form);
+    /// the declared type changes nothing ([`crate::question::AnswerError::Invalid`], for the form);
     /// a valid one is the call's result, done by the person.
     pub fn answer(
         &self,
         call: CallId,
         answer: &str,
         now: Timestamp,
-    ) -> Result<Settled, crate::AnswerError> {
+    ) -> Result<Settled, crate::question::AnswerError> {
         self.step(|state| state.answer(call, answer, now))?
     }
 
@@ -604,7 +608,7 @@ impl Executor {
         .unwrap_or_default()
     }
 
-    /// Writes a [`crate::AuditEvent::TrailGap`] record: the records `first_seq..=last_seq`
+    /// Writes a [`crate::audit::AuditEvent::TrailGap`] record: the records `first_seq..=last_seq`
     /// of this executor's trail were pushed out of a bounded sink before anyone kept
     /// them (`unconfirmed` of them had been sent without an answer). The page's audit
     /// shipping calls it when it has to skip them, so the loss is itself on record.
@@ -614,7 +618,7 @@ impl Executor {
         first_seq: u64,
         last_seq: u64,
         unconfirmed: u64,
-        now: crate::Timestamp,
+        now: crate::time::Timestamp,
     ) -> Result<u64, Blocked> {
         self.step(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
     }
@@ -641,18 +645,18 @@ impl Executor {
         self.read(|state| state.settled.pop_front())
     }
 
-    /// Loads the deployment's policy file (JSON; see [`crate::PolicyFile`]): the session's
+    /// Loads the deployment's policy file (JSON; see [`crate::policy::PolicyFile`]): the session's
     /// role then gets the file's scopes and per-action levels. A malformed file, or one
     /// that names neither the session's role nor a `default_role`, is refused with its
     /// line; the executor then refuses every call but reversals (fail closed) until a
     /// valid file is loaded, and reversals keep the last good file's scopes and levels.
-    pub fn load_policy(&self, text: &str) -> Result<(), crate::PolicyError> {
-        let parsed = crate::PolicyFile::from_json(text);
+    pub fn load_policy(&self, text: &str) -> Result<(), crate::policy::PolicyError> {
+        let parsed = crate::policy::PolicyFile::from_json(text);
         self.step(|state| {
             let role = &state.config.session.role;
             let checked = parsed.and_then(|file| match file.role_for(role) {
                 Some(_) => Ok(file),
-                None => Err(crate::PolicyError {
+                None => Err(crate::policy::PolicyError {
                     line: 0,
                     column: 0,
                     message: format!(
@@ -672,7 +676,7 @@ impl Executor {
             }
         })
         .unwrap_or_else(|blocked| {
-            Err(crate::PolicyError {
+            Err(crate::policy::PolicyError {
                 line: 0,
                 column: 0,
                 message: blocked.to_string(),
@@ -682,12 +686,12 @@ impl Executor {
 
     /// Marks the policy as unusable (e.g. the file could not be fetched): every call but
     /// reversals is refused with `error` until a valid file is loaded.
-    pub fn fail_policy(&self, error: crate::PolicyError) -> Result<(), Blocked> {
+    pub fn fail_policy(&self, error: crate::policy::PolicyError) -> Result<(), Blocked> {
         self.step(|state| state.break_policy(error))
     }
 
     /// The error of the last policy file, while the executor refuses calls because of it.
-    pub fn policy_error(&self) -> Option<crate::PolicyError> {
+    pub fn policy_error(&self) -> Option<crate::policy::PolicyError> {
         self.read(|state| match &state.policy {
             PolicyState::Broken { error, .. } => Some(error.clone()),
             _ => None,
@@ -803,13 +807,13 @@ impl Executor {
 }
 
 fn lost(call: CallId) -> Settled {
-    let reason = crate::Reason::Unavailable;
+    let reason = crate::reason::Reason::Unavailable;
     Settled {
         call,
         tool_call_id: "".into(),
-        caller: crate::Caller::Assistant,
+        caller: crate::call::Caller::Assistant,
         action: "".into(),
-        outcome: crate::Outcome::Refused(crate::Refusal::new(
+        outcome: crate::outcome::Outcome::Refused(crate::outcome::Refusal::new(
             reason,
             crate::reason::Said::default(),
         )),
@@ -817,14 +821,14 @@ fn lost(call: CallId) -> Settled {
     }
 }
 
-fn question_view(state: &ExecutorState, call: CallId) -> Option<crate::QuestionView> {
+fn question_view(state: &ExecutorState, call: CallId) -> Option<crate::question::QuestionView> {
     let live = state.live.get(&call)?;
     let LiveState::Question(deadline) = &live.state else {
         return None;
     };
     let meta = live.action.meta();
     let question = meta.question.as_ref()?;
-    Some(crate::QuestionView {
+    Some(crate::question::QuestionView {
         call,
         caller: live.caller,
         action: meta.id.to_string(),
@@ -857,7 +861,7 @@ fn handoff_view(state: &ExecutorState, call: CallId) -> Option<HandoffView> {
 
 impl ExecutorState {
     /// A policy file failed: keep the last good one for reversals.
-    fn break_policy(&mut self, error: crate::PolicyError) {
+    fn break_policy(&mut self, error: crate::policy::PolicyError) {
         let last_good = match std::mem::replace(&mut self.policy, PolicyState::Declared) {
             PolicyState::Loaded(file) => Some(file),
             PolicyState::Broken { last_good, .. } => last_good,

@@ -7,7 +7,6 @@
 //! Each stage is a method in the file named after it and returns `Err(Stop)` to refuse;
 //! the first refusal settles the call, and `run` is never reached.
 
-
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
 use crate::edit::EditDiff;
@@ -15,10 +14,10 @@ use crate::policy::ApprovalPolicy;
 use crate::reason::Reason;
 use crate::time::Timestamp;
 
-use super::decide::Decision;
 use super::settle::Trace;
 use super::state::{ExecutorState, Stop};
 use super::Next;
+use crate::policy::{Decision, Facts};
 
 /// Where a call entering the pipeline comes from, besides the model.
 #[derive(Default)]
@@ -68,20 +67,14 @@ impl ExecutorState {
 
     /// The level a forced card asks under: the level in force, never below `Ask`, and
     /// "every time" where the classifier asks for these arguments.
-    fn forced_level(
-        &self,
-        meta: &crate::action::ActionMeta,
-        prepared: &dyn crate::action::PreparedCall,
-    ) -> Result<ApprovalPolicy, super::state::Stop> {
-        if let crate::Verdict::Ask =
-            self.hook(crate::reason::Hook::Classify, || prepared.classify())?
-        {
-            return Ok(ApprovalPolicy::AskAlways);
+    fn forced_level(&self, meta: &crate::action::ActionMeta, facts: &Facts) -> ApprovalPolicy {
+        if let crate::action::Verdict::Ask = facts.verdict {
+            return ApprovalPolicy::AskAlways;
         }
-        Ok(match self.level(meta).policy {
+        match self.level(meta).policy {
             ApprovalPolicy::None => ApprovalPolicy::Ask,
             policy => policy,
-        })
+        }
     }
 
     fn gate(
@@ -121,29 +114,34 @@ impl ExecutorState {
         // The card's original → edited and the model's `edited_by_person` describe what
         // will run (a rewrite may have normalised the person's values), against what
         // the model sent.
-        trace.edited = trace
-            .edited
-            .take()
-            .and_then(|d| d.rebased(&arguments));
+        trace.edited = trace.edited.take().and_then(|d| d.rebased(&arguments));
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
-        let mut decision = self.decide(
+        let facts = self.facts(
             action.meta(),
             prepared.as_ref(),
             &arguments,
             generation,
             trace.caller,
         )?;
+        let mut decision = crate::policy::decide(&facts);
+        if let Decision::Refuse { reason, by, detail } = decision {
+            return Err(Stop::refusing(reason, by, detail));
+        }
         // INVARIANT: an edit approves nothing, and nothing runs by itself after a reload.
         // An edited or restored call is always asked, even where a grant, the mode or
         // the level would let it run, and at the level it really has (never lower).
-        if let (Decision::Run(..), Some(reason)) = (&decision, &trace.forced) {
-            let policy = self.forced_level(action.meta(), prepared.as_ref())?;
+        if let (Decision::Run { .. }, Some(reason)) = (&decision, &trace.forced) {
+            let policy = self.forced_level(action.meta(), &facts);
             let by = match reason {
                 Reason::Restored => Decider::Host,
                 _ => Decider::Person,
             };
-            decision = Decision::Ask(policy, reason.clone(), by);
+            decision = Decision::Ask {
+                policy,
+                reason: reason.clone(),
+                by,
+            };
         }
         if let Some(rewrite) = self.rewrite(action.meta(), prepared.as_ref(), &arguments)? {
             if depth >= MAX_REWRITES {
@@ -194,10 +192,13 @@ impl ExecutorState {
             deadline: trace.restored,
         };
         match decision {
-            Decision::Run(reason, by) => self.allow(trace, decided, reason, by, now),
-            Decision::Ask(policy, reason, by) => self.ask(trace, decided, policy, reason, by, now),
+            Decision::Run { reason, by } => self.allow(trace, decided, reason, by, now),
+            Decision::Ask { policy, reason, by } => {
+                self.ask(trace, decided, policy, reason, by, now)
+            }
             Decision::Handoff => self.hand_off(trace, decided, now),
             Decision::Question => self.ask_question(trace, decided, now),
+            Decision::Refuse { reason, by, detail } => Err(Stop::refusing(reason, by, detail)),
         }
     }
 }

@@ -42,9 +42,9 @@ pub enum RegisterError {
     /// so nobody could ever approve it.
     #[error("action `{0}` has an approval timeout of zero; nobody could approve it")]
     ZeroApprovalTimeout(String),
-    /// The executor took no step (see [`crate::Blocked`]).
+    /// The executor took no step (see [`crate::ticket::Blocked`]).
     #[error(transparent)]
-    Blocked(#[from] crate::Blocked),
+    Blocked(#[from] crate::ticket::Blocked),
 }
 
 /// Checks a declaration before it is registered.
@@ -73,7 +73,8 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
         }
         return Ok(());
     }
-    if action.presence == crate::Presence::Passkey && action.run_signed.is_none() {
+    if action.presence == crate::countersignature::Presence::Passkey && action.run_signed.is_none()
+    {
         return Err(RegisterError::PasskeyWithoutCountersignature(id.clone()));
     }
     let runs = action.run.is_some() || action.run_signed.is_some();

@@ -24,7 +24,7 @@ impl ExecutorState {
             );
         }
         // No registered id is longer: not even hashed.
-        if call.action.len() > crate::MAX_ACTION_ID_LEN {
+        if call.action.len() > crate::executor::MAX_ACTION_ID_LEN {
             return Err(Stop::new(Reason::UnknownAction, Decider::Pipeline));
         }
         // INVARIANT: an action kept from a caller does not exist for it: the same

@@ -30,7 +30,7 @@ pub struct Pending {
     pub remaining: Duration,
     /// The person's edit it carried, if any (the card shows it again and the model is
     /// told). Taken only if it describes these arguments.
-    pub edited: Option<crate::EditDiff>,
+    pub edited: Option<crate::edit::EditDiff>,
 }
 
 impl ExecutorState {
@@ -69,7 +69,7 @@ impl ExecutorState {
         pending: Pending,
         why: RestoreMiss,
         now: Timestamp,
-    ) -> crate::Settled {
+    ) -> crate::outcome::Settled {
         let now = self.tick(now);
         let id = self.new_call_id();
         self.not_restored(id, &pending, why, now)
@@ -123,7 +123,7 @@ impl ExecutorState {
         pending: &Pending,
         why: RestoreMiss,
         now: Timestamp,
-    ) -> crate::Settled {
+    ) -> crate::outcome::Settled {
         let mut trace = Trace::arriving(id, &pending.call, now);
         if let Some(entry) = self.registry.get(&pending.call.action) {
             let action = std::rc::Rc::clone(&entry.action);

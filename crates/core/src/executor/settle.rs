@@ -19,7 +19,7 @@ use super::state::{ExecutorState, Live, LiveState, Stop};
 pub(crate) struct Trace<'a> {
     pub(crate) call: CallId,
     pub(crate) tool_call_id: &'a Arc<str>,
-    pub(crate) caller: crate::Caller,
+    pub(crate) caller: crate::call::Caller,
     /// The call's `traceparent`, if traced.
     pub(crate) trace: Option<&'a str>,
     pub(crate) action_id: &'a str,
@@ -31,7 +31,7 @@ pub(crate) struct Trace<'a> {
     /// Whether the digests are of validated arguments.
     pub(crate) validated: bool,
     /// The person's edit the call carries.
-    pub(crate) edited: Option<crate::EditDiff>,
+    pub(crate) edited: Option<crate::edit::EditDiff>,
     /// The deadline of a call restored after a reload.
     pub(crate) restored: Option<Timestamp>,
     /// Why the call must be asked whatever decide says (a person's edit, a restore).
@@ -77,7 +77,7 @@ impl<'a> Trace<'a> {
         Self {
             call: CallId::default(),
             tool_call_id: no_call,
-            caller: crate::Caller::default(),
+            caller: crate::call::Caller::default(),
             trace: None,
             action_id,
             started: now,
@@ -119,7 +119,7 @@ impl<'a> Trace<'a> {
         self.policy = Some(policy);
         // The id resolved is the registered one, letter for letter: its records share
         // the registration's copy unless it needs escaping.
-        if self.shown.get().is_none() && is_plain(&meta.id, crate::MAX_ACTION_ID_LEN) {
+        if self.shown.get().is_none() && is_plain(&meta.id, crate::executor::MAX_ACTION_ID_LEN) {
             let _ = self.shown.set(Cow::Owned(Shown {
                 tool_call_id: shared_or_escaped(self.tool_call_id, 128),
                 action: Arc::clone(&meta.id),
@@ -156,7 +156,7 @@ impl<'a> Trace<'a> {
     fn escape_ids(&self) -> Shown {
         Shown {
             tool_call_id: shared_or_escaped(self.tool_call_id, 128),
-            action: escaped(self.action_id, crate::MAX_ACTION_ID_LEN),
+            action: escaped(self.action_id, crate::executor::MAX_ACTION_ID_LEN),
         }
     }
 
@@ -394,8 +394,8 @@ impl ExecutorState {
 /// characters escaped (a look-alike letter stays, for the dock to mark).
 fn shown_id(text: &str) -> String {
     let mut out = String::new();
-    for c in text.chars().take(crate::MAX_ACTION_ID_LEN) {
-        if c.is_control() || crate::is_format_char(c) {
+    for c in text.chars().take(crate::executor::MAX_ACTION_ID_LEN) {
+        if c.is_control() || crate::reveal::is_format_char(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);

@@ -100,7 +100,7 @@ pub(crate) struct Live {
     /// once, shared by every record).
     pub(crate) shown: super::settle::Shown,
     /// Who asked.
-    pub(crate) caller: crate::Caller,
+    pub(crate) caller: crate::call::Caller,
     /// The call's `traceparent`, if traced.
     pub(crate) trace: Option<String>,
     pub(crate) action: Rc<dyn ErasedAction>,
@@ -119,7 +119,7 @@ pub(crate) struct Live {
     /// receipt repeats it.
     pub(crate) consequence: Option<String>,
     /// The person's edit this call carries (its card shows it; the model is told).
-    pub(crate) edited: Option<crate::EditDiff>,
+    pub(crate) edited: Option<crate::edit::EditDiff>,
     /// The deadline a restored call keeps across redraws.
     pub(crate) deadline: Option<Timestamp>,
     pub(crate) state: LiveState,
@@ -131,12 +131,12 @@ pub(crate) enum PolicyState {
     /// No policy file: the declarations and the session's own scopes.
     Declared,
     /// A valid policy file.
-    Loaded(crate::PolicyFile),
+    Loaded(crate::policy::PolicyFile),
     /// A policy file that failed to load: only reversals run, under `last_good` (the
     /// last file that loaded), or asked every time if none did.
     Broken {
-        error: crate::PolicyError,
-        last_good: Option<crate::PolicyFile>,
+        error: crate::policy::PolicyError,
+        last_good: Option<crate::policy::PolicyFile>,
     },
 }
 
@@ -156,6 +156,11 @@ impl Stop {
             by,
             detail: None,
         }
+    }
+
+    /// A refusal the decision made.
+    pub(crate) fn refusing(reason: Reason, by: Decider, detail: Option<String>) -> Self {
+        Self { reason, by, detail }
     }
 
     pub(crate) fn with(mut self, detail: impl Into<String>) -> Self {
@@ -185,7 +190,7 @@ pub(crate) struct ExecutorState {
     /// The tool call ids brought back after a reload in this page session.
     pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
     /// Mints the tokens of actions whose run takes a countersignature.
-    pub(crate) countersigner: Option<Rc<dyn crate::Countersigner>>,
+    pub(crate) countersigner: Option<Rc<dyn crate::countersignature::Countersigner>>,
     /// Set when a panic left a step half made: every later step is refused.
     pub(crate) poisoned: bool,
 }
@@ -254,7 +259,7 @@ impl ExecutorState {
     pub(crate) fn level(&self, meta: &ActionMeta) -> Level {
         let role = &self.config.session.role;
         let from_file =
-            |file: &crate::PolicyFile| file.level(role, &meta.id, meta.kind, meta.confirm);
+            |file: &crate::policy::PolicyFile| file.level(role, &meta.id, meta.kind, meta.confirm);
         match &self.policy {
             PolicyState::Declared => Level {
                 policy: meta.policy,

@@ -26,7 +26,11 @@ pub(crate) struct Validated {
 impl ExecutorState {
     /// Parses the arguments once, reads them into the action's params (checked against
     /// the schema the model saw) and digests the same value.
-    pub(crate) fn validate(&self, action: &dyn ErasedAction, call: &Call) -> Result<Validated, Stop> {
+    pub(crate) fn validate(
+        &self,
+        action: &dyn ErasedAction,
+        call: &Call,
+    ) -> Result<Validated, Stop> {
         let invalid =
             |detail: String| Stop::new(Reason::InvalidArguments, Decider::Pipeline).with(detail);
         let value = crate::arguments::parse_object(&call.arguments, self.config.max_argument_bytes)

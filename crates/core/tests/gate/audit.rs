@@ -1,9 +1,10 @@
 //! The trail records every decision with its typed reason, and never the model's text.
 
 use countersign::{
-    Action, ApprovalPolicy, AuditSink, Call, CardChange, Code, Config, Confirm, Decider, Dropped,
-    Executor, Gesture, Hook, Kind, Level, LevelSource, MemoryAudit, Mode, Reason, RestoreMiss,
-    RetryHint, Session, Stage, Step, TicketError, Verdict,
+    audit::Decider, audit::Dropped, outcome::RetryHint, outcome::Stage, policy::ApprovalPolicy,
+    reason::CardChange, reason::Hook, reason::Level, reason::LevelSource, reason::RestoreMiss,
+    ticket::TicketError, Action, AuditSink, Call, Code, Config, Confirm, Executor, Gesture, Kind,
+    MemoryAudit, Mode, Reason, Session, Step, Verdict,
 };
 use serde_json::json;
 
@@ -25,7 +26,7 @@ fn the_audit_never_holds_argument_text_only_its_digest() {
     // SHA-256 of a guess does not.
     let key = countersign::Config::new("test", countersign::Session::default(), [42; 32]).audit_key;
     let expected = key.digest_raw(&args).to_hex();
-    let plain = countersign::ArgsDigest::of_raw(&args).to_hex();
+    let plain = countersign::audit::ArgsDigest::of_raw(&args).to_hex();
     let records = w.audit.for_call(card.call);
     assert!(records.iter().all(|r| r.args_digest == expected));
     assert!(records.iter().all(|r| r.args_digest != plain));
@@ -84,7 +85,7 @@ fn no_refusal_path_puts_argument_text_in_the_audit() {
 fn a_rewrite_target_taken_from_the_arguments_is_not_written_into_the_audit() {
     let mut w = World::new();
     w.add(w.action("route", Kind::Write, Confirm::Unset).rewrite(|p| {
-        countersign::Rewrite::Action {
+        countersign::action::Rewrite::Action {
             action: p.name.clone(),
             arguments: json!({}),
             why: "route".into(),
@@ -186,11 +187,9 @@ fn refusals_are_worded_and_audited_for_their_own_reason() {
 fn refusals_carry_their_own_typed_reason() {
     let mut w = World::new();
     w.add(w.action("ask", Kind::Write, Confirm::Ask));
-    w.add(
-        w.action("loop", Kind::Write, Confirm::Unset).rewrite(|p| {
-            countersign::Rewrite::Arguments(json!({ "name": format!("{}x", p.name) }))
-        }),
-    );
+    w.add(w.action("loop", Kind::Write, Confirm::Unset).rewrite(|p| {
+        countersign::action::Rewrite::Arguments(json!({ "name": format!("{}x", p.name) }))
+    }));
     // Expired.
     let card = w.card("ask", r#"{"name":"a"}"#, 0);
     let settled = w.exec.handle_timeout(at(10 * 60 * 1000));
@@ -218,7 +217,10 @@ fn refusals_carry_their_own_typed_reason() {
         panic!()
     };
     assert_eq!(s.outcome.reason(), Reason::ModeRefused { mode: Mode::Away });
-    assert_eq!(w.terminal(s.call)[0].decided_by, countersign::Decider::Mode);
+    assert_eq!(
+        w.terminal(s.call)[0].decided_by,
+        countersign::audit::Decider::Mode
+    );
     // Every call so far has exactly one terminal record.
     let mut calls: Vec<u64> = w.audit.records().iter().map(|r| r.call).collect();
     calls.dedup();
@@ -278,7 +280,7 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::CardKeptChanging, S::Approve, Some(C::Unavailable), H::AskUser, "card_kept_changing"),
         (Reason::Declined, S::Approve, Some(C::PermissionDenied), H::AskUser, "declined"),
         (Reason::Restored, S::Approve, None, H::AskUser, "restored"),
-        (Reason::SyntheticGesture { control: countersign::Control::Deny }, S::Approve, None, H::AskUser, "synthetic_gesture"),
+        (Reason::SyntheticGesture { control: countersign::reason::Control::Deny }, S::Approve, None, H::AskUser, "synthetic_gesture"),
         (Reason::NotRestored { handoff: false, why: RestoreMiss::Expired }, S::Approve, Some(C::ApprovalExpired), H::AskUser, "not_restored"),
         (Reason::NotRestored { handoff: true, why: RestoreMiss::ElsewhereOrDone }, S::Approve, Some(C::HandoffTimeout), H::AskUser, "not_restored"),
         (Reason::EditedInto { call: call_id }, S::Approve, None, H::AskUser, "edited_into"),
@@ -297,8 +299,6 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::HookReentered { hook: Hook::Classify }, S::Decide, Some(C::Unavailable), H::AskUser, "hook_reentered"),
         (Reason::HookReentered { hook: Hook::Verify }, S::Verify, Some(C::VerifyFailed), H::AskUser, "hook_reentered"),
         (Reason::HookReentered { hook: Hook::Expect }, S::Verify, Some(C::HandoffFailed), H::AskUser, "hook_reentered"),
-        (Reason::HookFailed { hook: Hook::Consequence }, S::Approve, Some(C::Unavailable), H::AskUser, "hook_failed"),
-        (Reason::HookFailed { hook: Hook::Run }, S::Perform, Some(C::ExecutionFailed), H::AskUser, "hook_failed"),
     ];
     for (reason, stage, code, retry, rule) in &table {
         assert_eq!(reason.stage(), *stage, "{reason:?}");
@@ -380,16 +380,22 @@ fn a_full_trail_counts_what_it_pushed_out_and_holds_no_more_than_its_capacity() 
 
 #[test]
 fn the_default_capacity_holds_a_long_session_within_bounds() {
-    let audit = trail(countersign::DEFAULT_MEMORY_AUDIT_CAPACITY, 10_000);
-    assert_eq!(audit.held(), countersign::DEFAULT_MEMORY_AUDIT_CAPACITY);
+    let audit = trail(countersign::audit::DEFAULT_MEMORY_AUDIT_CAPACITY, 10_000);
+    assert_eq!(
+        audit.held(),
+        countersign::audit::DEFAULT_MEMORY_AUDIT_CAPACITY
+    );
     assert_eq!(
         audit.dropped().count,
-        10_000 - countersign::DEFAULT_MEMORY_AUDIT_CAPACITY
+        10_000 - countersign::audit::DEFAULT_MEMORY_AUDIT_CAPACITY
     );
     // One more record taken: the held count does not move.
     let mut sink = audit.clone();
     sink.record(audit.records().pop().unwrap());
-    assert_eq!(audit.held(), countersign::DEFAULT_MEMORY_AUDIT_CAPACITY);
+    assert_eq!(
+        audit.held(),
+        countersign::audit::DEFAULT_MEMORY_AUDIT_CAPACITY
+    );
 }
 
 #[test]
@@ -404,7 +410,7 @@ fn a_trail_gap_is_a_record_of_its_own_naming_the_lost_seqs() {
         .unwrap();
     let gap = audit.records().pop().unwrap();
     assert_eq!(gap.seq, seq);
-    assert_eq!(gap.event, countersign::AuditEvent::TrailGap);
+    assert_eq!(gap.event, countersign::audit::AuditEvent::TrailGap);
     assert_eq!(
         gap.reason,
         countersign::Reason::TrailGap {

@@ -3,7 +3,9 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use countersign::{Action, Call, Confirm, Kind, NoParams, Step, DEFAULT_MAX_ARGUMENT_BYTES};
+use countersign::{
+    action::NoParams, executor::DEFAULT_MAX_ARGUMENT_BYTES, Action, Call, Confirm, Kind, Step,
+};
 
 use crate::common::{at, code, drive, refused, World};
 

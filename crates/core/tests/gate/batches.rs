@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use countersign::{
-    ApprovalPolicy, AuditEvent, CardChange, Confirm, Gesture, Kind, Mode, Reason, Step, TicketError,
+    audit::AuditEvent, policy::ApprovalPolicy, reason::CardChange, ticket::TicketError, Confirm,
+    Gesture, Kind, Mode, Reason, Step,
 };
 
 use crate::common::{approval, at, code, drive, edit, pending, World};

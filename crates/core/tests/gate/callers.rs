@@ -145,7 +145,7 @@ fn a_withdrawn_call_is_cancelled_without_run_and_one_terminal_record() {
     assert_eq!(code(&settled[0]), "CANCELLED");
     let terminal = w.terminal(card.call);
     assert_eq!(terminal.len(), 1);
-    assert_eq!(terminal[0].decided_by, countersign::Decider::Caller);
+    assert_eq!(terminal[0].decided_by, countersign::audit::Decider::Caller);
     assert_eq!(terminal[0].outcome.as_deref(), Some("CANCELLED"));
     // The person's late approval changes nothing; withdrawing twice settles nothing more.
     assert!(w
@@ -332,7 +332,10 @@ fn an_outside_agent_is_told_its_write_is_asked() {
     };
     // The page's assistant is told `note` runs unasked, as it does for it...
     let own = tool(Caller::Assistant, "note");
-    assert_eq!(own.annotations.approval, countersign::ApprovalPolicy::None);
+    assert_eq!(
+        own.annotations.approval,
+        countersign::policy::ApprovalPolicy::None
+    );
     assert!(
         own.description.ends_with("Runs without asking."),
         "{}",
@@ -343,7 +346,7 @@ fn an_outside_agent_is_told_its_write_is_asked() {
         let theirs = tool(caller, "note");
         assert_eq!(
             theirs.annotations.approval,
-            countersign::ApprovalPolicy::Ask
+            countersign::policy::ApprovalPolicy::Ask
         );
         assert!(
             theirs.description.contains("asked to approve"),
@@ -351,7 +354,10 @@ fn an_outside_agent_is_told_its_write_is_asked() {
             theirs.description
         );
         let read = tool(caller, "look");
-        assert_eq!(read.annotations.approval, countersign::ApprovalPolicy::None);
+        assert_eq!(
+            read.annotations.approval,
+            countersign::policy::ApprovalPolicy::None
+        );
     }
 }
 
@@ -359,7 +365,7 @@ const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 #[test]
 fn only_a_well_formed_traceparent_is_kept() {
-    assert!(countersign::is_traceparent(TRACE));
+    assert!(countersign::call::is_traceparent(TRACE));
     for bad in [
         "",
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
@@ -372,7 +378,7 @@ fn only_a_well_formed_traceparent_is_kept() {
         "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0G",
     ] {
-        assert!(!countersign::is_traceparent(bad), "{bad:?} passed");
+        assert!(!countersign::call::is_traceparent(bad), "{bad:?} passed");
         assert_eq!(Call::new("c", "a", "{}").traced(bad).trace, None);
     }
     assert_eq!(

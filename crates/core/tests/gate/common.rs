@@ -8,8 +8,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    Action, ApprovalRequest, AuditRecord, Call, CallId, Completion, Config, Confirm, Executor,
-    GrantRule, Kind, MemoryAudit, Pending, Registration, Session, Settled, Step, Timestamp,
+    executor::Completion, executor::Pending, executor::Registration, ticket::GrantRule, Action,
+    ApprovalRequest, AuditRecord, Call, CallId, Config, Confirm, Executor, Kind, MemoryAudit,
+    Session, Settled, Step, Timestamp,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;

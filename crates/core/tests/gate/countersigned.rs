@@ -4,8 +4,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use countersign::{
-    Action, ApprovedBy, ArgsDigest, AuditEvent, Countersignature, Countersigner, Gesture, Kind,
-    LocalBoxFuture, MintRequest, Mode, Reason, Step,
+    action::LocalBoxFuture, audit::ArgsDigest, audit::AuditEvent, countersignature::ApprovedBy,
+    countersignature::Countersignature, countersignature::Countersigner,
+    countersignature::MintRequest, Action, Gesture, Kind, Mode, Reason, Step,
 };
 
 use crate::common::{at, code, drive, Counted, Named, World};
@@ -295,7 +296,7 @@ fn a_grant_read_back_from_storage_never_covers_a_countersigned_action() {
     let (fresh, _) = world(Ok("tok"));
     assert!(matches!(
         fresh.exec.restore_grant(&basis, at(10)),
-        Err(countersign::RestoreError::NotOffered(_))
+        Err(countersign::ticket::RestoreError::NotOffered(_))
     ));
     assert!(matches!(
         fresh.call("rename", r#"{"name":"b"}"#, 20),
@@ -312,13 +313,13 @@ fn a_passkey_action_asks_for_passkey_presence_and_needs_a_countersigned_run() {
     w.allow(&card, Gesture::AllowOnce, 5).unwrap();
     assert_eq!(
         signer.asked.borrow()[0].presence,
-        countersign::Presence::Passkey
+        countersign::countersignature::Presence::Passkey
     );
     let card = w.card("archive", r#"{"name":"x"}"#, 10);
     w.allow(&card, Gesture::AllowOnce, 15).unwrap();
     assert_eq!(
         signer.asked.borrow()[1].presence,
-        countersign::Presence::Click
+        countersign::countersignature::Presence::Click
     );
     // A passkey nothing would check is refused at registration.
     let plain = w
@@ -326,9 +327,7 @@ fn a_passkey_action_asks_for_passkey_presence_and_needs_a_countersigned_run() {
         .needs_passkey();
     assert!(matches!(
         w.exec.register(plain),
-        Err(countersign::RegisterError::PasskeyWithoutCountersignature(
-            _
-        ))
+        Err(countersign::executor::RegisterError::PasskeyWithoutCountersignature(_))
     ));
 }
 
@@ -353,12 +352,12 @@ fn a_policy_file_can_ask_a_passkey_and_never_lowers_one() {
     let asked = signer.asked.borrow();
     assert_eq!(
         asked[0].presence,
-        countersign::Presence::Passkey,
+        countersign::countersignature::Presence::Passkey,
         "raised by the file"
     );
     assert_eq!(
         asked[1].presence,
-        countersign::Presence::Passkey,
+        countersign::countersignature::Presence::Passkey,
         "never lowered"
     );
     // An action that cannot carry a token cannot honour the file: refused, not run.
@@ -366,7 +365,7 @@ fn a_policy_file_can_ask_a_passkey_and_never_lowers_one() {
     let settled = w.allow(&card, Gesture::AllowOnce, 25).unwrap();
     assert_eq!(code(&settled), "NOT_COUNTERSIGNED");
     assert!(!w.runs().iter().any(|r| r.starts_with("plain")));
-    assert!(countersign::PolicyFile::from_json(
+    assert!(countersign::policy::PolicyFile::from_json(
         r#"{"roles": {"admin": {"overrides": {"archive": {"presence": "face"}}}}}"#
     )
     .is_err());
@@ -374,7 +373,7 @@ fn a_policy_file_can_ask_a_passkey_and_never_lowers_one() {
 
 #[test]
 fn where_the_page_says_so_an_agents_countersigned_call_needs_the_passkey() {
-    use countersign::{Caller, Presence};
+    use countersign::{countersignature::Presence, Caller};
     for (on, caller, want) in [
         (false, Caller::WebMcp, Presence::Click),
         (true, Caller::WebMcp, Presence::Passkey),

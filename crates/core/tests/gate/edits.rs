@@ -6,7 +6,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    Action, AuditEvent, Confirm, EditError, Gesture, Kind, Mode, Reason, Rewrite, Step, TicketError,
+    action::Rewrite, audit::AuditEvent, edit::EditError, ticket::TicketError, Action, Confirm,
+    Gesture, Kind, Mode, Reason, Step,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -169,7 +170,11 @@ fn an_edit_is_asked_even_where_a_grant_or_the_mode_would_let_it_run() {
         };
         let asked = w.audit.for_call(edited.call).last().unwrap().clone();
         assert_eq!(asked.event, AuditEvent::Asked, "{how}");
-        assert_eq!(asked.decided_by, countersign::Decider::Person, "{how}");
+        assert_eq!(
+            asked.decided_by,
+            countersign::audit::Decider::Person,
+            "{how}"
+        );
         assert!(matches!(asked.reason, Reason::EditedFrom { .. }), "{how}");
         assert_eq!(w.runs(), runs, "{how}: nothing more ran");
     }

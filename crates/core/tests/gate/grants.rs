@@ -4,8 +4,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use countersign::{
-    Action, AuditEvent, Confirm, Decider, Gesture, GrantBasis, GrantRule, Kind, Matcher, Reason,
-    RestoreError, Step, TicketError,
+    audit::AuditEvent, audit::Decider, ticket::GrantBasis, ticket::GrantRule, ticket::Matcher,
+    ticket::RestoreError, ticket::TicketError, Action, Confirm, Gesture, Kind, Reason, Step,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -227,7 +227,7 @@ fn storage_cannot_hand_the_executor_a_matcher() {
 /// A refused restore writes nothing.
 #[test]
 fn a_restored_grant_is_on_the_trail_before_a_call_cites_it() {
-    use countersign::{AuditEvent, Reason};
+    use countersign::{audit::AuditEvent, Reason};
     let (w, _) = world();
     let stored = basis(&w, "write_file", "admin", json!({"path": "drafts/a.md"}));
     let grant = w.exec.restore_grant(&stored, at(0)).unwrap();

@@ -4,8 +4,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use countersign::{
-    Action, Call, Confirm, Executor, Gesture, GrantRule, Kind, Mode, Reason, Reentered,
-    Registration, Step, Verdict,
+    executor::Registration, ticket::GrantRule, Action, Blocked, Call, Confirm, Executor, Gesture,
+    Kind, Mode, Reason, Step, Verdict,
 };
 use serde_json::json;
 
@@ -109,7 +109,10 @@ fn a_hook_that_calls_back_into_the_executor_refuses_its_call_instead_of_panickin
             s.outcome.to_model_json()["error"]["reason"],
             "hook_reentered"
         );
-        assert_eq!(tried.borrow()[0], format!("{:?}", Err::<(), _>(Reentered)));
+        assert_eq!(
+            tried.borrow()[0],
+            format!("{:?}", Err::<(), _>(Blocked::Reentered))
+        );
         assert!(
             !tried.borrow().contains(&"ran".to_owned()),
             "{hook}: run was reached"
@@ -167,7 +170,7 @@ fn every_hook_that_reenters_is_refused_without_panicking() {
         let action = match hook {
             "preview" => base.preview(move |_| {
                 poke();
-                countersign::Preview::diff("-a\n+b").count("rows", 1)
+                countersign::text::Preview::diff("-a\n+b").count("rows", 1)
             }),
             "remember" => base.remember(move |_| {
                 poke();
@@ -175,7 +178,7 @@ fn every_hook_that_reenters_is_refused_without_panicking() {
             }),
             "rewrite" => base.rewrite(move |_| {
                 poke();
-                countersign::Rewrite::Keep
+                countersign::action::Rewrite::Keep
             }),
             "second" => base.confirm_twice(move |_| {
                 poke();
@@ -217,12 +220,12 @@ fn every_hook_that_reenters_is_refused_without_panicking() {
             s.outcome.reason(),
             Reason::HookReentered {
                 hook: match hook {
-                    "preview" => countersign::Hook::Preview,
-                    "remember" => countersign::Hook::Remember,
-                    "rewrite" => countersign::Hook::Rewrite,
-                    "second" => countersign::Hook::SecondQuestion,
-                    "validate" => countersign::Hook::Validate,
-                    _ => countersign::Hook::Run,
+                    "preview" => countersign::reason::Hook::Preview,
+                    "remember" => countersign::reason::Hook::Remember,
+                    "rewrite" => countersign::reason::Hook::Rewrite,
+                    "second" => countersign::reason::Hook::SecondQuestion,
+                    "validate" => countersign::reason::Hook::Validate,
+                    _ => countersign::reason::Hook::Run,
                 }
             },
             "{hook}"
@@ -268,7 +271,7 @@ fn hooks_that_reenter_only_at_approval_refuse_the_call() {
             }),
             "preview" => base.preview(move |_| {
                 poke();
-                countersign::Preview::diff("d")
+                countersign::text::Preview::diff("d")
             }),
             "remember" => base.remember(move |_| {
                 poke();

@@ -23,6 +23,7 @@ mod matrix;
 mod modes;
 mod paths;
 mod pipeline;
+mod poisoning;
 mod policy_file;
 mod properties;
 mod questions;

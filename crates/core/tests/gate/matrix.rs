@@ -1,6 +1,9 @@
 //! Every kind × confirm × person response ends as the table says: outcome, run, audit trail.
 
-use countersign::{ApprovalPolicy, AuditEvent, Confirm, Decider, Gesture, Kind, Step, TicketError};
+use countersign::{
+    audit::AuditEvent, audit::Decider, policy::ApprovalPolicy, ticket::TicketError, Confirm,
+    Gesture, Kind, Step,
+};
 
 use crate::common::{at, code, drive, World};
 
@@ -40,7 +43,7 @@ fn expected(policy: ApprovalPolicy, response: Response) -> (&'static str, bool, 
 
 #[test]
 fn every_kind_confirm_and_response_ends_as_the_table_says() {
-    let timeout = countersign::DEFAULT_APPROVAL_TIMEOUT.as_millis() as u64;
+    let timeout = countersign::executor::DEFAULT_APPROVAL_TIMEOUT.as_millis() as u64;
     for kind in KINDS {
         for confirm in CONFIRMS {
             for response in RESPONSES {
@@ -227,7 +230,7 @@ fn an_approval_timeout_of_zero_is_refused_at_registration() {
         .unwrap_err();
     assert_eq!(
         refused,
-        countersign::RegisterError::ZeroApprovalTimeout("never".into())
+        countersign::executor::RegisterError::ZeroApprovalTimeout("never".into())
     );
     assert!(w.exec.action_ids().iter().all(|id| id != "never"));
 }
@@ -249,7 +252,7 @@ fn the_trail_records_the_level_the_card_asks_under_from_the_first_card_on() {
     let Step::Approval(card) = w.call("flagged", r#"{"name":"risky"}"#, 0) else {
         panic!("asked")
     };
-    assert_eq!(card.policy, countersign::ApprovalPolicy::AskAlways);
+    assert_eq!(card.policy, countersign::policy::ApprovalPolicy::AskAlways);
     let step = w
         .exec
         .approve(card.countersign(Gesture::AllowOnce), at(1))
@@ -263,7 +266,7 @@ fn the_trail_records_the_level_the_card_asks_under_from_the_first_card_on() {
         .collect();
     assert_eq!(
         levels,
-        [Some(countersign::ApprovalPolicy::AskAlways); 3],
+        [Some(countersign::policy::ApprovalPolicy::AskAlways); 3],
         "asked, approved and settled under the card's level"
     );
 }

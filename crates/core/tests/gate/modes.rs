@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use countersign::{Action, Confirm, Decider, Expect, Handoff, Kind, Mode, NoParams, Step, Verdict};
+use countersign::{
+    action::NoParams, audit::Decider, Action, Confirm, Expect, Handoff, Kind, Mode, Step, Verdict,
+};
 
 use crate::common::{code, drive, World};
 

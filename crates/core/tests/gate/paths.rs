@@ -2,7 +2,9 @@
 
 use std::rc::Rc;
 
-use countersign::{has_dot_segment, Action, Confirm, Gesture, GrantRule, Kind, Matcher, Step};
+use countersign::{
+    text::has_dot_segment, ticket::GrantRule, ticket::Matcher, Action, Confirm, Gesture, Kind, Step,
+};
 use proptest::prelude::*;
 use schemars::JsonSchema;
 use serde::Deserialize;

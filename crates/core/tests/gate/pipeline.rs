@@ -5,8 +5,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    openai_tools, Action, AuditEvent, Call, Confirm, Decider, Expect, Handoff, Kind, NoParams,
-    Session, Stage, Step, Verdict,
+    action::NoParams, audit::AuditEvent, audit::Decider, outcome::Stage, wire::openai_tools,
+    Action, Call, Confirm, Expect, Handoff, Kind, Session, Step, Verdict,
 };
 
 use crate::common::{at, code, drive, Counted, Named, World};
@@ -390,7 +390,7 @@ fn a_late_handoff_done_with_a_stale_now_is_a_timeout() {
     let _r = w
         .exec
         .register(
-            Action::<countersign::NoParams>::new("publish", "p").handoff(
+            Action::<countersign::action::NoParams>::new("publish", "p").handoff(
                 countersign::Handoff::new("r", countersign::Expect::new("e", || true))
                     .step("s", None)
                     .timeout(std::time::Duration::from_secs(1)),

@@ -1,8 +1,8 @@
 //! The policy file sets each role's scopes and levels, is read strictly, and fails closed.
 
 use countersign::{
-    Action, ApprovalPolicy, Confirm, Expect, Gesture, Handoff, Kind, Mode, NoParams, PolicyFile,
-    Reason, Session, Step,
+    action::NoParams, policy::ApprovalPolicy, policy::PolicyFile, Action, Confirm, Expect, Gesture,
+    Handoff, Kind, Mode, Reason, Session, Step,
 };
 use serde_json::json;
 
@@ -174,13 +174,13 @@ fn a_broken_file_stops_waiting_cards_grants_and_restores_of_non_reversals() {
             .reversal()
             .rewrite(|p| {
                 if p.name == "escape" {
-                    countersign::Rewrite::Action {
+                    countersign::action::Rewrite::Action {
                         action: "save".into(),
                         arguments: json!({"name": "escaped"}),
                         why: "w".into(),
                     }
                 } else {
-                    countersign::Rewrite::Keep
+                    countersign::action::Rewrite::Keep
                 }
             }),
     );

@@ -6,8 +6,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    Action, ApprovalPolicy, ApprovalRequest, AuditEvent, Call, CallId, Config, Confirm, Decider,
-    Executor, Expect, Gesture, Handoff, Job, Kind, MemoryAudit, Mode, Registration, Session, Step,
+    audit::AuditEvent, audit::Decider, executor::Job, executor::Registration,
+    policy::ApprovalPolicy, Action, ApprovalRequest, Call, CallId, Config, Confirm, Executor,
+    Expect, Gesture, Handoff, Kind, MemoryAudit, Mode, Session, Step,
 };
 use proptest::prelude::*;
 

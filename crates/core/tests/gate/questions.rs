@@ -5,8 +5,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    Action, AnswerError, AuditEvent, Call, Confirm, DoneBy, Kind, Mode, NoParams, Outcome, Pending,
-    Question, Reason, Step, TicketError,
+    action::NoParams, audit::AuditEvent, executor::Pending, outcome::DoneBy, question::AnswerError,
+    ticket::TicketError, Action, Call, Confirm, Kind, Mode, Outcome, Question, Reason, Step,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -46,7 +46,7 @@ fn workspace_world() -> World {
     w
 }
 
-fn asked(w: &World) -> countersign::QuestionView {
+fn asked(w: &World) -> countersign::question::QuestionView {
     match w.call("pick", "{}", 0) {
         Step::Question(view) => *view,
         other => panic!("a question: {other:?}"),
@@ -173,7 +173,7 @@ fn a_question_with_a_run_is_refused_at_registration() {
         .unwrap_err();
     assert_eq!(
         refused,
-        countersign::RegisterError::QuestionAndMore("both".into())
+        countersign::executor::RegisterError::QuestionAndMore("both".into())
     );
 }
 
@@ -207,7 +207,7 @@ fn world() -> World {
     world_with(Action::<NoParams>::new("pick", "Ask how many days.").question(question()))
 }
 
-fn ask(w: &World, at_ms: u64) -> countersign::QuestionView {
+fn ask(w: &World, at_ms: u64) -> countersign::question::QuestionView {
     match w.call("pick", "{}", at_ms) {
         Step::Question(view) => *view,
         other => panic!("a question: {other:?}"),

@@ -1,7 +1,8 @@
 //! An action is only what its live registration declares; a new one inherits nothing.
 
 use countersign::{
-    Action, Confirm, Expect, Gesture, Handoff, Kind, NoParams, RegisterError, Step, TicketError,
+    action::NoParams, executor::RegisterError, ticket::TicketError, Action, Confirm, Expect,
+    Gesture, Handoff, Kind, Step,
 };
 
 use crate::common::{at, code, drive, refused, World};

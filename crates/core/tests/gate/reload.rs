@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use countersign::{
-    Action, AuditEvent, Call, CallId, Confirm, EditError, Expect, Gesture, Handoff, Kind, Mode,
-    Pending, Reason, RestoreMiss, Step, TicketError, DEFAULT_APPROVAL_TIMEOUT,
+    audit::AuditEvent, edit::EditError, executor::Pending, executor::DEFAULT_APPROVAL_TIMEOUT,
+    reason::RestoreMiss, ticket::TicketError, Action, Call, CallId, Confirm, Expect, Gesture,
+    Handoff, Kind, Mode, Reason, Step,
 };
 
 use crate::common::{approval, at, at_most_one_terminal_each, code, drive, edit, pending, World};
@@ -479,7 +480,7 @@ fn a_restored_call_without_arguments_keeps_one_digest_in_every_record() {
     let _registration = w
         .exec
         .register(
-            countersign::Action::<countersign::NoParams>::new("wipe", "Wipe.")
+            countersign::Action::<countersign::action::NoParams>::new("wipe", "Wipe.")
                 .kind(Kind::Write)
                 .confirm(Confirm::Ask)
                 .run(|_| async { Ok::<_, String>(serde_json::json!({})) }),

@@ -1,7 +1,8 @@
 //! Previews, rewrites, double confirmation and reversals: what is shown runs, no mode skips a yes.
 
 use countersign::{
-    ApprovalPolicy, AuditEvent, Confirm, Gesture, Kind, Mode, Preview, Step, TicketError,
+    audit::AuditEvent, policy::ApprovalPolicy, text::Preview, ticket::TicketError, Confirm,
+    Gesture, Kind, Mode, Step,
 };
 
 use crate::common::{at, code, drive, World};
@@ -192,9 +193,9 @@ fn a_broken_file_leaves_reversals_the_last_good_file_or_asks_every_time() {
     let records = w.audit.for_call(card.call);
     assert_eq!(
         records[0].reason,
-        countersign::Reason::Level(countersign::Level {
+        countersign::Reason::Level(countersign::reason::Level {
             policy: ApprovalPolicy::AskAlways,
-            source: countersign::LevelSource::BrokenFileFallback { last_good: true }
+            source: countersign::reason::LevelSource::BrokenFileFallback { last_good: true }
         })
     );
     assert!(w.runs().is_empty());
@@ -206,9 +207,9 @@ fn a_normalising_rewrite_shows_and_runs_the_final_arguments() {
     w.add(w.action("save", Kind::Write, Confirm::Ask).rewrite(|p| {
         let trimmed = p.name.trim().to_owned();
         if trimmed == p.name {
-            countersign::Rewrite::Keep
+            countersign::action::Rewrite::Keep
         } else {
-            countersign::Rewrite::Arguments(serde_json::json!({ "name": trimmed }))
+            countersign::action::Rewrite::Arguments(serde_json::json!({ "name": trimmed }))
         }
     }));
     let card = w.card("save", r#"{"name":"  Apollo  "}"#, 0);
@@ -252,7 +253,7 @@ fn a_downgrade_replaces_a_destructive_action_with_a_reversible_one() {
     let mut w = World::new();
     w.add(
         w.action("delete_file", Kind::Danger, Confirm::Unset)
-            .rewrite(|p| countersign::Rewrite::Action {
+            .rewrite(|p| countersign::action::Rewrite::Action {
                 action: "trash_file".into(),
                 arguments: serde_json::json!({ "name": p.name }),
                 why: "deleting moves to the trash".into(),
@@ -284,11 +285,13 @@ fn a_downgrade_replaces_a_destructive_action_with_a_reversible_one() {
 fn rewrites_cannot_loop_or_escape_the_pipeline() {
     let mut w = World::new();
     w.add(w.action("spin", Kind::Write, Confirm::Unset).rewrite(|p| {
-        countersign::Rewrite::Arguments(serde_json::json!({ "name": format!("{}x", p.name) }))
+        countersign::action::Rewrite::Arguments(
+            serde_json::json!({ "name": format!("{}x", p.name) }),
+        )
     }));
     w.add(
         w.action("escape", Kind::Write, Confirm::Unset)
-            .rewrite(|_| countersign::Rewrite::Action {
+            .rewrite(|_| countersign::action::Rewrite::Action {
                 action: "invented".into(),
                 arguments: serde_json::json!({}),
                 why: "?".into(),

@@ -1,6 +1,6 @@
 //! Text the model controls cannot hide characters from the person reading a card.
 
-use countersign::{reveal, reveal_name};
+use countersign::{text::reveal, text::reveal_name};
 
 fn unflagged(cases: &[(&str, String)]) -> Vec<String> {
     cases

@@ -4,8 +4,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use countersign::{
-    Action, AuditEvent, Call, CardChange, Config, Confirm, Executor, Gesture, Kind, MemoryAudit,
-    Preview, Reason, Session, Step, TicketError,
+    audit::AuditEvent, reason::CardChange, text::Preview, ticket::TicketError, Action, Call,
+    Config, Confirm, Executor, Gesture, Kind, MemoryAudit, Reason, Session, Step,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -137,7 +137,7 @@ fn a_script_s_press_is_recorded_and_changes_nothing() {
     let w = World::with_rename();
     let card = w.card("rename", r#"{"name":"Acme"}"#, 0);
     w.exec
-        .refuse_synthetic(card.call, countersign::Control::AllowOnce, at(1))
+        .refuse_synthetic(card.call, countersign::reason::Control::AllowOnce, at(1))
         .unwrap();
     let records = w.audit.for_call(card.call);
     let last = records.last().unwrap();
@@ -145,7 +145,7 @@ fn a_script_s_press_is_recorded_and_changes_nothing() {
     assert_eq!(
         last.reason,
         Reason::SyntheticGesture {
-            control: countersign::Control::AllowOnce
+            control: countersign::reason::Control::AllowOnce
         }
     );
     assert!(!last.is_terminal());
@@ -160,7 +160,7 @@ fn a_script_s_press_is_recorded_and_changes_nothing() {
     assert_eq!(code(&settled), "OK");
     assert_eq!(
         w.exec
-            .refuse_synthetic(card.call, countersign::Control::Deny, at(3))
+            .refuse_synthetic(card.call, countersign::reason::Control::Deny, at(3))
             .unwrap_err(),
         TicketError::NotPending
     );
@@ -227,7 +227,7 @@ fn a_stale_now_never_revives_an_expired_card_or_moves_the_trail_back() {
     let late = 1_000 + 5 * 60 * 1000;
     // A restore_grant with a far-future now moves the clock too.
     let _ = w.exec.restore_grant(
-        &countersign::GrantBasis {
+        &countersign::ticket::GrantBasis {
             action: "nope".into(),
             registration: String::new(),
             role: "admin".into(),
@@ -439,7 +439,7 @@ fn a_card_redrawn_under_a_new_policy_file_is_recorded_at_the_level_it_showed() {
         .load_policy(r#"{"roles":{"admin":{"overrides":{"save":{"confirm":"always"}}}}}"#)
         .unwrap();
     let card = w.card("save", r#"{"name":"a"}"#, 0);
-    assert_eq!(card.policy, countersign::ApprovalPolicy::AskAlways);
+    assert_eq!(card.policy, countersign::policy::ApprovalPolicy::AskAlways);
     w.exec
         .load_policy(r#"{"roles":{"admin":{"overrides":{}}}}"#)
         .unwrap();
@@ -451,7 +451,7 @@ fn a_card_redrawn_under_a_new_policy_file_is_recorded_at_the_level_it_showed() {
         panic!("a card whose level changed must be shown again")
     };
     assert!(fresh.changed.contains(&CardChange::Level));
-    assert_eq!(fresh.policy, countersign::ApprovalPolicy::Ask);
+    assert_eq!(fresh.policy, countersign::policy::ApprovalPolicy::Ask);
     let step = w
         .exec
         .approve(fresh.countersign(Gesture::AllowOnce), at(2))
@@ -464,12 +464,18 @@ fn a_card_redrawn_under_a_new_policy_file_is_recorded_at_the_level_it_showed() {
         .iter()
         .find(|r| r.event == AuditEvent::Approved)
         .unwrap();
-    assert_eq!(approved.policy, Some(countersign::ApprovalPolicy::Ask));
+    assert_eq!(
+        approved.policy,
+        Some(countersign::policy::ApprovalPolicy::Ask)
+    );
     let redrawn = records
         .iter()
         .find(|r| r.event == AuditEvent::Asked && matches!(r.reason, Reason::StaleCard { .. }))
         .unwrap();
-    assert_eq!(redrawn.policy, Some(countersign::ApprovalPolicy::Ask));
+    assert_eq!(
+        redrawn.policy,
+        Some(countersign::policy::ApprovalPolicy::Ask)
+    );
 }
 
 #[test]

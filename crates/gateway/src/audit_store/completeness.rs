@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use countersign::{AuditEvent, AuditRecord, Reason};
+use countersign::{audit::AuditEvent, AuditRecord, Reason};
 
 /// The most holes a check lists; past it they are counted only.
 pub const MAX_HOLES_LISTED: usize = 100;

@@ -77,7 +77,7 @@ async fn append(
     // Only the gateway writes `countersigned` records (when it mints): a page's batch
     // holding one is refused whole, so the trail cannot claim a mint that never was.
     if let Some((i, _)) = records.iter().enumerate().find(|(_, r)| {
-        r.event == countersign::AuditEvent::Countersigned || r.countersignature.is_some()
+        r.event == countersign::audit::AuditEvent::Countersigned || r.countersignature.is_some()
     }) {
         return Err(ApiError::new(
             ErrorCode::InvalidAuditRecord,
@@ -96,7 +96,7 @@ async fn append(
     if let Some((i, _)) = records.iter().enumerate().find(|(_, r)| {
         r.trace
             .as_deref()
-            .is_some_and(|t| !countersign::is_traceparent(t))
+            .is_some_and(|t| !countersign::call::is_traceparent(t))
     }) {
         return Err(ApiError::new(
             ErrorCode::InvalidAuditRecord,

@@ -53,7 +53,7 @@ pub(crate) async fn chat_completions(
         // Not recorded here, but passed on: the page's trace still reaches the upstream.
         let traceparent = headers
             .get("traceparent")
-            .filter(|v| v.to_str().is_ok_and(countersign::is_traceparent))
+            .filter(|v| v.to_str().is_ok_and(countersign::call::is_traceparent))
             .cloned();
         return forward(&state, &upstream, &body, traceparent).await;
     };

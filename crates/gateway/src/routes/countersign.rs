@@ -7,7 +7,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
-use countersign::{AuditEvent, AuditRecord, Decider, GrantId, Mode, Reason, Stage};
+use countersign::{
+    audit::AuditEvent, audit::Decider, outcome::Stage, ticket::GrantId, AuditRecord, Mode, Reason,
+};
 use countersign_verify::{ApprovedBy, Claims, Presence};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -16,7 +18,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::extract::JsonBody;
 use crate::AppState;
 
-/// What the page asks to be signed (`countersign::MintRequest`). Unknown fields are
+/// What the page asks to be signed (`countersign::countersignature::MintRequest`). Unknown fields are
 /// refused: nothing the page sends is signed unless it is read here.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,7 +72,7 @@ impl MintBody {
             "presence": self.presence,
             "caller": self.caller,
         });
-        let hex = countersign::ArgsDigest::of_value(&binding).to_hex();
+        let hex = countersign::audit::ArgsDigest::of_value(&binding).to_hex();
         let mut out = [0u8; 32];
         for (slot, pair) in out.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
             let text = std::str::from_utf8(pair).unwrap_or("00");
@@ -217,7 +219,9 @@ fn check(body: &MintBody) -> Result<(), ApiError> {
         !s.is_empty()
             && s.len() <= max
             && !s.chars().any(|c| {
-                c.is_control() || countersign::is_bidi_control(c) || countersign::is_format_char(c)
+                c.is_control()
+                    || countersign::text::is_bidi_control(c)
+                    || countersign::text::is_format_char(c)
             })
     };
     let hex64 =
@@ -226,7 +230,7 @@ fn check(body: &MintBody) -> Result<(), ApiError> {
         return Err(bad("tool_call_id"));
     }
     let id_ok = !body.action.is_empty()
-        && body.action.len() <= countersign::MAX_ACTION_ID_LEN
+        && body.action.len() <= countersign::executor::MAX_ACTION_ID_LEN
         && body
             .action
             .bytes()

@@ -1,6 +1,6 @@
 //! The model client trait.
 
-use countersign::LocalBoxFuture;
+use countersign::action::LocalBoxFuture;
 
 use super::message::{ModelError, ModelRequest, ModelTurn};
 

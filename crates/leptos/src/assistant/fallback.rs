@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use countersign::LocalBoxFuture;
+use countersign::action::LocalBoxFuture;
 
 use super::client::ModelClient;
 use super::message::{ModelError, ModelRequest, ModelTurn};

@@ -70,7 +70,7 @@ pub struct ModelRequest {
     /// The conversation so far, system message first.
     pub messages: Vec<ChatMessage>,
     /// The projection: what the model may call now.
-    pub tools: Vec<countersign::ToolSpec>,
+    pub tools: Vec<countersign::wire::ToolSpec>,
     /// The W3C `traceparent` of this request, fresh per request: a client sends it as
     /// the `traceparent` header, and the calls the answer holds carry it into their
     /// audit records, so a tracing backend follows each call from here through the

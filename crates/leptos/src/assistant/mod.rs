@@ -457,7 +457,7 @@ fn unanswered(history: &[ChatMessage]) -> Vec<ToolCall> {
 /// The result for a call that was not waiting on a person when the page went away: it
 /// is settled here as not brought back (one terminal record), never run.
 fn not_waiting(cs: &Countersign, call: &ToolCall) -> Option<countersign::Settled> {
-    let pending = countersign::Pending {
+    let pending = countersign::executor::Pending {
         call: Call::new(call.id.clone(), call.name.clone(), call.arguments.clone()),
         declaration: String::new(),
         handoff: false,
@@ -467,7 +467,7 @@ fn not_waiting(cs: &Countersign, call: &ToolCall) -> Option<countersign::Settled
     cs.executor()
         .drop_pending(
             pending,
-            countersign::RestoreMiss::NotWaiting,
+            countersign::reason::RestoreMiss::NotWaiting,
             crate::clock::now(),
         )
         .ok()
@@ -539,7 +539,7 @@ impl Assistant {
 
     /// Drops the oldest turns of the conversation until the request fits the client's
     /// cap (never the turn in progress); the dock says how many went.
-    fn fit(&self, cs: &Countersign, tools: &[countersign::ToolSpec]) {
+    fn fit(&self, cs: &Countersign, tools: &[countersign::wire::ToolSpec]) {
         let Some(cap) = self.0.client.request_cap() else {
             return;
         };

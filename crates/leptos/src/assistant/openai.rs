@@ -1,7 +1,7 @@
 //! `OpenAiCompatible`: Chat Completions with `tools`, posted to the gateway at the
 //! page's own origin. The provider's key never reaches the page: the gateway adds it.
 
-use countersign::{openai_tools, LocalBoxFuture};
+use countersign::{action::LocalBoxFuture, wire::openai_tools};
 use serde_json::{json, Value};
 
 use super::client::ModelClient;

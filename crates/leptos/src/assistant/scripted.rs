@@ -6,7 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
-use countersign::{Code, LocalBoxFuture};
+use countersign::{action::LocalBoxFuture, Code};
 use serde_json::Value;
 
 mod phrase;
@@ -329,7 +329,7 @@ fn single_value(result: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use countersign::{ApprovalPolicy, ToolAnnotations, ToolSpec};
+    use countersign::{policy::ApprovalPolicy, wire::ToolAnnotations, wire::ToolSpec};
     use serde_json::json;
 
     fn tool(name: &str, title: &str) -> ToolSpec {

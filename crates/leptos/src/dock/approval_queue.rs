@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use countersign::{ApprovalPolicy, ApprovalRequest, CallId, Gesture, Kind};
+use countersign::{policy::ApprovalPolicy, ApprovalRequest, CallId, Gesture, Kind};
 use leptos::ev::KeyboardEvent;
 use leptos::html;
 use leptos::prelude::*;
@@ -180,9 +180,9 @@ fn card_view(
     let stored = StoredValue::new(card.clone());
     let approve = move |ev: leptos::ev::MouseEvent, gesture: Gesture| {
         let control = match gesture {
-            Gesture::AllowOnce => countersign::Control::AllowOnce,
-            Gesture::AllowForSession => countersign::Control::AlwaysAllow,
-            Gesture::AllowInBatch => countersign::Control::AllowBatch,
+            Gesture::AllowOnce => countersign::reason::Control::AllowOnce,
+            Gesture::AllowForSession => countersign::reason::Control::AlwaysAllow,
+            Gesture::AllowInBatch => countersign::reason::Control::AllowBatch,
         };
         if !cs.with_value(|cs| cs.by_person(&ev, call, control)) {
             return;
@@ -194,7 +194,7 @@ fn card_view(
         });
     };
     let deny = move |ev: leptos::ev::MouseEvent| {
-        if !cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Deny)) {
+        if !cs.with_value(|cs| cs.by_person(&ev, call, countersign::reason::Control::Deny)) {
             return;
         }
         let why = reason.get_untracked();
@@ -285,7 +285,7 @@ fn card_view(
                     })}
                     <button class="cs-btn cs-btn--deny cs-deny" on:click=deny>{strings.deny}</button>
                     <button class="cs-btn cs-edit-open" on:click=move |ev| {
-                        if cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Edit)) {
+                        if cs.with_value(|cs| cs.by_person(&ev, call, countersign::reason::Control::Edit)) {
                             editor.editing.set(Some(call));
                         }
                     }>{strings.edit}</button>
@@ -301,7 +301,7 @@ fn card_view(
 }
 
 /// An edited call's diff: each changed field, original → edited.
-fn edited_view(strings: &'static Strings, diff: countersign::EditDiff) -> impl IntoView {
+fn edited_view(strings: &'static Strings, diff: countersign::edit::EditDiff) -> impl IntoView {
     let shown = |v: &Option<serde_json::Value>| match v {
         None => "—".to_owned(),
         Some(serde_json::Value::String(s)) => format!("\"{s}\""),
@@ -332,7 +332,7 @@ fn edited_view(strings: &'static Strings, diff: countersign::EditDiff) -> impl I
 }
 
 /// The dry run's preview: a diff with removed and added lines marked, and counts.
-fn preview_view(strings: &'static Strings, preview: countersign::Preview) -> impl IntoView {
+fn preview_view(strings: &'static Strings, preview: countersign::text::Preview) -> impl IntoView {
     let lines = preview
         .diff
         .unwrap_or_default()

@@ -64,7 +64,7 @@ pub(crate) fn view(
     let allow_all = move |ev: leptos::ev::MouseEvent| {
         let first = listed.with_value(|cards| cards.first().map(|c| c.call));
         let person = first.is_some_and(|call| {
-            cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::AllowBatch))
+            cs.with_value(|cs| cs.by_person(&ev, call, countersign::reason::Control::AllowBatch))
         });
         if !person {
             return;

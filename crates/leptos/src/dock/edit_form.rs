@@ -3,7 +3,7 @@
 //! Every keystroke is checked against the action's params; submitting approves nothing,
 //! it makes a new call that is checked and shown again.
 
-use countersign::{ApprovalRequest, CallId, EditError};
+use countersign::{edit::EditError, ApprovalRequest, CallId};
 use leptos::prelude::*;
 use serde_json::{Map, Value};
 
@@ -166,7 +166,7 @@ pub(crate) fn edit_form(
             <p class="cs-edit__error" aria-live="polite">{move || error.get()}</p>
             <div class="cs-buttons">
                 <button type="submit" class="cs-btn cs-btn--primary cs-edit-submit" disabled=move || error.with(Option::is_some) on:click=move |ev| {
-                    if cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Edit)) {
+                    if cs.with_value(|cs| cs.by_person(&ev, call, countersign::reason::Control::Edit)) {
                         submit();
                     }
                 }>
@@ -175,7 +175,7 @@ pub(crate) fn edit_form(
                 // Guarded too: a script must not take the form away from under the
                 // person's pointer (Allow would then be where "Check edit" was).
                 <button type="button" class="cs-btn cs-edit-cancel" on:click=move |ev| {
-                    if cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Edit)) {
+                    if cs.with_value(|cs| cs.by_person(&ev, call, countersign::reason::Control::Edit)) {
                         done(None);
                     }
                 }>

@@ -1,6 +1,6 @@
 //! The handoff panel: reason, numbered steps, countdown, "I've done it" and "Cancel".
 
-use countersign::HandoffView;
+use countersign::executor::HandoffView;
 use leptos::prelude::*;
 
 use crate::countersign::Countersign;
@@ -69,12 +69,12 @@ fn panel(
                     }>{strings.next_step}</button>
                 })}
                 <button class="cs-btn cs-btn--primary cs-handoff-done" on:click=move |ev| cs.with_value(|cs| {
-                    if cs.by_person(&ev, call, countersign::Control::Done) { let _ = cs.handoff_done(call); }
+                    if cs.by_person(&ev, call, countersign::reason::Control::Done) { let _ = cs.handoff_done(call); }
                 })>
                     {strings.handoff_done}
                 </button>
                 <button class="cs-btn cs-btn--deny cs-handoff-cancel" on:click=move |ev| cs.with_value(|cs| {
-                    if cs.by_person(&ev, call, countersign::Control::Cancel) { let _ = cs.handoff_cancel(call); }
+                    if cs.by_person(&ev, call, countersign::reason::Control::Cancel) { let _ = cs.handoff_cancel(call); }
                 })>
                     {strings.handoff_cancel}
                 </button>

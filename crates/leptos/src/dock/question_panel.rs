@@ -2,7 +2,7 @@
 //! words and its form all come from the declaration (the answer type's schema); the
 //! answer is checked as the person types and again by the gate before the model sees it.
 
-use countersign::{AnswerError, CallId};
+use countersign::{question::AnswerError, CallId};
 use leptos::prelude::*;
 
 use super::edit_form::{schema_form, SchemaForm};
@@ -31,7 +31,7 @@ pub(crate) fn QuestionPanel(
 fn panel(
     cs: StoredValue<Countersign, LocalStorage>,
     strings: &'static Strings,
-    view: countersign::QuestionView,
+    view: countersign::question::QuestionView,
     now_ms: ReadSignal<u64>,
 ) -> impl IntoView {
     let call: CallId = view.call;
@@ -81,7 +81,7 @@ fn panel(
                 <p class="cs-countdown" role="timer">{strings.time_left}" "{move || strings.countdown(left())}</p>
                 <div class="cs-buttons">
                     <button type="submit" class="cs-btn cs-btn--primary cs-answer" disabled=move || error.with(Option::is_some) on:click=move |ev| {
-                        if cs.with_value(|cs| cs.by_person(&ev, call, countersign::Control::Answer)) {
+                        if cs.with_value(|cs| cs.by_person(&ev, call, countersign::reason::Control::Answer)) {
                             submit();
                         }
                     }>
@@ -89,7 +89,7 @@ fn panel(
                     </button>
                     <button type="button" class="cs-btn cs-btn--deny cs-decline-question" on:click=move |ev| {
                         cs.with_value(|cs| {
-                            if cs.by_person(&ev, call, countersign::Control::Decline) { let _ = cs.decline_question(call); }
+                            if cs.by_person(&ev, call, countersign::reason::Control::Decline) { let _ = cs.decline_question(call); }
                         });
                     }>{strings.decline_question}</button>
                 </div>

@@ -18,8 +18,8 @@ pub(crate) enum Shape {
 /// `text`, isolated and revealed; the note follows when something was hidden in it.
 pub(crate) fn revealed(strings: &'static Strings, text: &str, shape: Shape) -> AnyView {
     let shown = match shape {
-        Shape::Text => countersign::reveal(text),
-        Shape::Name => countersign::reveal_name(text),
+        Shape::Text => countersign::text::reveal(text),
+        Shape::Name => countersign::text::reveal_name(text),
     };
     let suspicious = shown.is_suspicious();
     let parts = shown

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use countersign::{Action, Call, Confirm, Expect, Handoff, Kind, NoParams, Session};
+use countersign::{action::NoParams, Action, Call, Confirm, Expect, Handoff, Kind, Session};
 use countersign_leptos::{
     use_action, use_page_state, use_target, AgentDock, Assistant, CountersignOptions, Locale, Rule,
     Scripted,

@@ -745,7 +745,7 @@ async fn an_mcp_clients_call_does_not_come_back_after_a_reload() {
         records.iter().any(|r| r.reason
             == countersign::Reason::NotRestored {
                 handoff: false,
-                why: countersign::RestoreMiss::CallerGone
+                why: countersign::reason::RestoreMiss::CallerGone
             }),
         "{records:?}"
     );

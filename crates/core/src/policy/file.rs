@@ -95,7 +95,7 @@ pub struct Override {
     /// action whose run takes no countersignature cannot honour it, so its calls are
     /// refused (`NOT_COUNTERSIGNED`).
     #[serde(default)]
-    pub presence: Option<crate::Presence>,
+    pub presence: Option<crate::countersignature::Presence>,
 }
 
 /// Why a policy file was refused: the line and column (from 1) and what is wrong.
@@ -198,7 +198,7 @@ impl PolicyFile {
     /// role whose override it was and the override's line.
     /// The presence this file asks of `role`'s calls of `action` (`Click` unless an
     /// override says `passkey`).
-    pub fn presence(&self, role: &str, action: &str) -> crate::Presence {
+    pub fn presence(&self, role: &str, action: &str) -> crate::countersignature::Presence {
         self.role_for(role)
             .and_then(|(_, r)| r.overrides.get(action))
             .and_then(|o| o.presence)

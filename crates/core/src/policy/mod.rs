@@ -1,6 +1,13 @@
-//! Risk kinds, confirm overrides and the fixed policy-resolution table.
+//! Policy: risk kinds, confirm overrides, the fixed resolution table, the deployment's
+//! policy file, and the pure decision.
+
+mod decide;
+mod file;
 
 use serde::{Deserialize, Serialize};
+
+pub use decide::{decide, Decision, Facts};
+pub use file::{Override, PolicyError, PolicyFile, RolePolicy, MAX_POLICY_BYTES};
 
 /// An action's risk, as its declaration states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,7 +60,7 @@ impl ApprovalPolicy {
     /// | any kind, `confirm: Off` | `None` |
     ///
     /// ```
-    /// use countersign::{ApprovalPolicy, Confirm, Kind};
+    /// use countersign::{policy::ApprovalPolicy, Confirm, Kind};
     /// // A danger action stays asked every time even when declared `confirm: Ask`.
     /// assert_eq!(ApprovalPolicy::resolve(Kind::Danger, Confirm::Ask), ApprovalPolicy::AskAlways);
     /// ```

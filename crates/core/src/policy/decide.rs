@@ -1,0 +1,203 @@
+//! The decision: a pure function from what is known of a call to run, ask, hand off or
+//! refuse. Every hook's verdict, the level in force, the mode and a covering grant are
+//! computed first; nothing here reads state or calls the page's code.
+
+use crate::audit::Decider;
+use crate::call::Caller;
+use crate::mode::Mode;
+use crate::reason::{Level, Reason};
+use crate::ticket::GrantId;
+
+use super::{ApprovalPolicy, Kind};
+
+/// What the decision reads about one call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Facts {
+    /// The action's kind.
+    pub kind: Kind,
+    /// The level in force for the session's role, and where it came from.
+    pub level: Level,
+    /// The classifier's verdict on these arguments.
+    pub verdict: crate::action::Verdict,
+    /// The session's mode.
+    pub mode: Mode,
+    /// Who asked.
+    pub caller: Caller,
+    /// A session grant that covers this call (same registration, caller and rule).
+    pub grant: Option<GrantId>,
+    /// Whether the last step is the person's (a handoff).
+    pub handoff: bool,
+    /// Whether the action asks the person a question.
+    pub question: bool,
+    /// Whether its run takes a countersignature.
+    pub countersigned: bool,
+    /// Whether it asks twice.
+    pub confirm_twice: bool,
+    /// Whether it undoes another action.
+    pub reversal: bool,
+}
+
+impl Facts {
+    /// The facts of a plain call from the page's assistant: declared `level`, classifier
+    /// allowing, default mode, no grant.
+    pub fn new(kind: Kind, level: ApprovalPolicy) -> Self {
+        Self {
+            kind,
+            level: Level {
+                policy: level,
+                source: crate::reason::LevelSource::Declared,
+            },
+            verdict: crate::action::Verdict::Allow,
+            mode: Mode::Default,
+            caller: Caller::Assistant,
+            grant: None,
+            handoff: false,
+            question: false,
+            countersigned: false,
+            confirm_twice: false,
+            reversal: false,
+        }
+    }
+}
+
+/// What the decision is, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run without asking.
+    Run {
+        /// Why.
+        reason: Reason,
+        /// Who decided.
+        by: Decider,
+    },
+    /// Wait for a person's ticket under `policy`.
+    Ask {
+        /// `Ask` or `AskAlways`.
+        policy: ApprovalPolicy,
+        /// Why.
+        reason: Reason,
+        /// Who decided.
+        by: Decider,
+    },
+    /// Hand the last step to the person.
+    Handoff,
+    /// Ask the person the action's question.
+    Question,
+    /// Refuse the call.
+    Refuse {
+        /// Why.
+        reason: Reason,
+        /// Who decided.
+        by: Decider,
+        /// The classifier's words, if it refused.
+        detail: Option<String>,
+    },
+}
+
+/// Decides a call from its facts. Fails closed: what no rule lets run is asked, and
+/// what needs a person who is absent is refused.
+///
+/// ```
+/// use countersign::policy::{decide, ApprovalPolicy, Decision, Facts};
+/// use countersign::{Kind, Mode};
+///
+/// let away = Facts { mode: Mode::Away, ..Facts::new(Kind::Write, ApprovalPolicy::Ask) };
+/// assert!(matches!(decide(&away), Decision::Refuse { .. }));
+/// ```
+pub fn decide(facts: &Facts) -> Decision {
+    use crate::action::Verdict;
+    let mode = facts.mode;
+    let refused = Decision::Refuse {
+        reason: Reason::ModeRefused { mode },
+        by: Decider::Mode,
+        detail: None,
+    };
+    if let Verdict::Deny(why) = &facts.verdict {
+        return Decision::Refuse {
+            reason: Reason::ClassifierDenied,
+            by: Decider::Classifier,
+            detail: Some(why.clone()),
+        };
+    }
+    // INVARIANT: a handoff is never also put behind an approval, and no mode turns it
+    // into a run; nor does any mode answer a question for the person.
+    if facts.handoff || facts.question {
+        return match mode {
+            Mode::Away | Mode::Unattended => refused,
+            Mode::Default | Mode::Bypass if facts.handoff => Decision::Handoff,
+            Mode::Default | Mode::Bypass => Decision::Question,
+        };
+    }
+    // An agent outside the page (WebMCP, MCP): no mode speaks for the person to it, and
+    // it is asked for anything more than a read whatever the declared level.
+    let outside = !facts.caller.is_assistant();
+    let outside_write = outside && facts.kind != Kind::Read;
+    // INVARIANT: a grant covers only `Ask` (or a level raised to it), and never an
+    // action that asks twice.
+    let granted = facts
+        .grant
+        .filter(|_| !facts.confirm_twice)
+        .map(|grant| Decision::Run {
+            reason: Reason::Grant { grant },
+            by: Decider::SessionGrant,
+        });
+    let level = facts.level.clone();
+    let (policy, reason, by) = match (&facts.verdict, level.policy) {
+        // A classifier can only raise the bar: its `Ask` is `AskAlways`, because a grant
+        // for the whole action must not cover the arguments it flagged.
+        (Verdict::Ask, _) => (
+            ApprovalPolicy::AskAlways,
+            Reason::ClassifierAsked,
+            Decider::Classifier,
+        ),
+        (_, ApprovalPolicy::None) if !facts.countersigned && !outside_write => {
+            return Decision::Run {
+                reason: Reason::Level(level),
+                by: Decider::Policy,
+            }
+        }
+        // INVARIANT: a countersignature states a person's approval: an action that takes
+        // one is never below `Ask`; only the person's own grant runs it unasked. Nor is
+        // anything but a read asked for by an agent outside the page: a level of `None`
+        // was declared for the page's own assistant.
+        (_, ApprovalPolicy::None) => {
+            if let Some(run) = granted {
+                return run;
+            }
+            let reason = if facts.countersigned {
+                Reason::NeedsCountersignature
+            } else {
+                Reason::OutsideCaller {
+                    caller: facts.caller,
+                }
+            };
+            (ApprovalPolicy::Ask, reason, Decider::Policy)
+        }
+        (_, policy) => {
+            if let (ApprovalPolicy::Ask, Some(run)) = (policy, granted) {
+                return run;
+            }
+            (policy, Reason::Level(level), Decider::Policy)
+        }
+    };
+    let ask = Decision::Ask { policy, reason, by };
+    let allowed = Decision::Run {
+        reason: Reason::ModeAllowed { mode },
+        by: Decider::Mode,
+    };
+    // INVARIANT: unattended stands in for a person only on a plain `Ask`: never on
+    // `AskAlways`, a classifier's ask, a double confirmation, a countersignature or an
+    // outside agent's call.
+    let plain_ask =
+        policy == ApprovalPolicy::Ask && !facts.confirm_twice && !facts.countersigned && !outside;
+    match mode {
+        Mode::Default => ask,
+        // INVARIANT: no mode lowers a reversal's level, not even bypass; nor a
+        // countersigned action's; nor an outside agent's (a mode speaks for the page's
+        // own assistant only).
+        Mode::Bypass if facts.reversal || facts.countersigned || outside => ask,
+        Mode::Bypass => allowed,
+        Mode::Unattended if plain_ask => allowed,
+        Mode::Away | Mode::Unattended => refused,
+    }
+}
