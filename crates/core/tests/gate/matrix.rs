@@ -270,3 +270,220 @@ fn the_trail_records_the_level_the_card_asks_under_from_the_first_card_on() {
         "asked, approved and settled under the card's level"
     );
 }
+
+/// What a decision is, in a word: `run by`, `ask policy`, `refuse by`, `handoff`, `question`.
+fn shape(decision: &countersign::policy::Decision) -> String {
+    use countersign::policy::Decision as D;
+    match decision {
+        D::Run { by, .. } => format!("run {by:?}"),
+        D::Ask { policy, .. } => format!("ask {policy:?}"),
+        D::Refuse { by, .. } => format!("refuse {by:?}"),
+        D::Handoff => "handoff".into(),
+        D::Question => "question".into(),
+    }
+}
+
+/// The pure decision, row by row: each row the facts that differ from a plain call, and
+/// the decision they must give.
+#[test]
+fn the_decision_follows_its_table_row_by_row() {
+    use countersign::policy::{decide, Facts};
+    use countersign::{ticket::GrantId, Caller, Mode, Verdict};
+    use ApprovalPolicy::{Ask, AskAlways, None};
+    let grant: Option<GrantId> = serde_json::from_value(serde_json::json!(7)).ok();
+    let f = Facts::new;
+    let rows: Vec<(Facts, &str)> = vec![
+        (f(Kind::Write, None), "run Policy"),
+        (f(Kind::Write, Ask), "ask Ask"),
+        (f(Kind::Danger, AskAlways), "ask AskAlways"),
+        (
+            Facts {
+                grant,
+                ..f(Kind::Write, Ask)
+            },
+            "run SessionGrant",
+        ),
+        (
+            Facts {
+                grant,
+                ..f(Kind::Write, AskAlways)
+            },
+            "ask AskAlways",
+        ),
+        (
+            Facts {
+                grant,
+                confirm_twice: true,
+                ..f(Kind::Write, Ask)
+            },
+            "ask Ask",
+        ),
+        (
+            Facts {
+                verdict: Verdict::Ask,
+                ..f(Kind::Write, None)
+            },
+            "ask AskAlways",
+        ),
+        (
+            Facts {
+                verdict: Verdict::Ask,
+                grant,
+                ..f(Kind::Write, Ask)
+            },
+            "ask AskAlways",
+        ),
+        (
+            Facts {
+                verdict: Verdict::Deny("no".into()),
+                ..f(Kind::Read, None)
+            },
+            "refuse Classifier",
+        ),
+        (
+            Facts {
+                countersigned: true,
+                ..f(Kind::Write, None)
+            },
+            "ask Ask",
+        ),
+        (
+            Facts {
+                countersigned: true,
+                grant,
+                ..f(Kind::Write, None)
+            },
+            "run SessionGrant",
+        ),
+        (
+            Facts {
+                countersigned: true,
+                mode: Mode::Bypass,
+                ..f(Kind::Write, Ask)
+            },
+            "ask Ask",
+        ),
+        (
+            Facts {
+                caller: Caller::WebMcp,
+                ..f(Kind::Write, None)
+            },
+            "ask Ask",
+        ),
+        (
+            Facts {
+                caller: Caller::Mcp,
+                ..f(Kind::Read, None)
+            },
+            "run Policy",
+        ),
+        (
+            Facts {
+                caller: Caller::Mcp,
+                mode: Mode::Bypass,
+                ..f(Kind::Write, Ask)
+            },
+            "ask Ask",
+        ),
+        (
+            Facts {
+                caller: Caller::Mcp,
+                mode: Mode::Unattended,
+                ..f(Kind::Write, Ask)
+            },
+            "refuse Mode",
+        ),
+        (
+            Facts {
+                handoff: true,
+                ..f(Kind::Danger, None)
+            },
+            "handoff",
+        ),
+        (
+            Facts {
+                handoff: true,
+                mode: Mode::Bypass,
+                ..f(Kind::Write, None)
+            },
+            "handoff",
+        ),
+        (
+            Facts {
+                handoff: true,
+                mode: Mode::Away,
+                ..f(Kind::Write, None)
+            },
+            "refuse Mode",
+        ),
+        (
+            Facts {
+                question: true,
+                ..f(Kind::Read, None)
+            },
+            "question",
+        ),
+        (
+            Facts {
+                question: true,
+                mode: Mode::Unattended,
+                ..f(Kind::Read, None)
+            },
+            "refuse Mode",
+        ),
+        (
+            Facts {
+                mode: Mode::Bypass,
+                ..f(Kind::Danger, AskAlways)
+            },
+            "run Mode",
+        ),
+        (
+            Facts {
+                mode: Mode::Bypass,
+                reversal: true,
+                ..f(Kind::Write, Ask)
+            },
+            "ask Ask",
+        ),
+        (
+            Facts {
+                mode: Mode::Unattended,
+                ..f(Kind::Write, Ask)
+            },
+            "run Mode",
+        ),
+        (
+            Facts {
+                mode: Mode::Unattended,
+                ..f(Kind::Write, AskAlways)
+            },
+            "refuse Mode",
+        ),
+        (
+            Facts {
+                mode: Mode::Unattended,
+                confirm_twice: true,
+                ..f(Kind::Write, Ask)
+            },
+            "refuse Mode",
+        ),
+        (
+            Facts {
+                mode: Mode::Away,
+                ..f(Kind::Write, Ask)
+            },
+            "refuse Mode",
+        ),
+        (
+            Facts {
+                mode: Mode::Away,
+                ..f(Kind::Write, None)
+            },
+            "run Policy",
+        ),
+    ];
+    for (facts, expected) in rows {
+        assert_eq!(shape(&decide(&facts)), expected, "{facts:?}");
+    }
+}
