@@ -2,7 +2,6 @@
 
 use std::fmt::Display;
 use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 
 use schemars::JsonSchema;
@@ -13,8 +12,7 @@ use serde_json::Value;
 use crate::handoff::Handoff;
 use crate::policy::{ApprovalPolicy, Confirm, Kind};
 
-/// A boxed future that need not be `Send`: page code runs on one thread.
-pub type LocalBoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+pub use crate::countersignature::LocalBoxFuture;
 
 /// An action's own judgement of one set of arguments (the decide stage).
 ///

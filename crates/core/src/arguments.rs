@@ -3,7 +3,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::outcome::quote;
+use crate::codes::quote;
 
 /// The default cap on a call's raw arguments, in bytes.
 pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 16 * 1024;

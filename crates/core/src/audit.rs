@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::digest::{ArgsDigest, AuditKey, BadDigest};
 
-use crate::outcome::Stage;
+use crate::codes::GrantId;
+use crate::codes::Stage;
 use crate::policy::{ApprovalPolicy, Confirm, Kind};
 use crate::reason::Reason;
-use crate::ticket::GrantId;
 
 /// What a record says happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

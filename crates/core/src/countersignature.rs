@@ -7,12 +7,17 @@
 //! [`Action::run_countersigned`](crate::action::Action::run_countersigned) runs only once its
 //! token has arrived. No token, no run: the call settles as `NOT_COUNTERSIGNED`.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use serde::Serialize;
 
-use crate::action::LocalBoxFuture;
 use crate::call::CallId;
 use crate::digest::ArgsDigest;
 use crate::ticket::{CardDigest, GrantId};
+
+/// A boxed future that need not be `Send`: page code runs on one thread.
+pub type LocalBoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
 /// A countersignature: a compact JWS (see `countersign-verify`'s README for its
 /// claims), and the exact arguments it was minted for. Opaque to the core; prints only

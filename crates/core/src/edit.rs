@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::call::CallId;
-use crate::ticket::TicketError;
 
 /// One top-level field a person changed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -128,27 +127,6 @@ impl EditDiff {
             "note": "the person edited your arguments before deciding; the call went ahead with their version, not yours",
             "changes": changes,
         })
-    }
-}
-
-/// Why an edit was not taken. Nothing changed: the original card still waits (except
-/// after [`TicketError::Expired`], which settles it as `APPROVAL_TIMEOUT`).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum EditError {
-    /// The call is not waiting on a card, or the card expired.
-    #[error(transparent)]
-    Ticket(#[from] TicketError),
-    /// The edited arguments are not the action's params; the form shows why.
-    #[error("{0}")]
-    Invalid(String),
-    /// The edited arguments are the call's own.
-    #[error("nothing was changed")]
-    Unchanged,
-}
-
-impl From<crate::ticket::Blocked> for EditError {
-    fn from(blocked: crate::ticket::Blocked) -> Self {
-        EditError::Ticket(TicketError::Blocked(blocked))
     }
 }
 

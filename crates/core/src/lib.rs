@@ -5,6 +5,7 @@ pub mod action;
 mod arguments;
 pub mod audit;
 pub mod call;
+mod codes;
 pub mod countersignature;
 mod digest;
 pub mod edit;

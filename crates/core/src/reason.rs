@@ -9,10 +9,11 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::codes::CardChange;
 use crate::mode::Mode;
-use crate::outcome::{quote, Code, RetryHint, Stage};
+
+use crate::codes::{quote, Code, GrantId, RetryHint, Stage};
 use crate::policy::ApprovalPolicy;
-use crate::ticket::GrantId;
 
 /// Where an action's approval level came from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -88,35 +89,6 @@ impl Hook {
             Hook::Run => "run",
             Hook::Verify => "verify",
             Hook::Expect => "expect",
-        }
-    }
-}
-
-/// A part of an approval card that changed between the person seeing it and approving.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CardChange {
-    /// The consequence text.
-    Consequence,
-    /// The dry run's preview.
-    Preview,
-    /// The approval level (the policy file, a classifier, a grant offer).
-    Level,
-    /// The second question's words.
-    Question,
-    /// What "always allow" would remember.
-    GrantRule,
-}
-
-impl CardChange {
-    /// The change in a few words, for the card's "this changed since you looked" line.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CardChange::Consequence => "what it will do",
-            CardChange::Preview => "the preview",
-            CardChange::Level => "how often it is asked",
-            CardChange::Question => "the second question",
-            CardChange::GrantRule => "what \"always allow\" covers",
         }
     }
 }

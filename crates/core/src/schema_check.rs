@@ -44,14 +44,14 @@ pub(crate) fn misfit(schema: &Value, value: &Value) -> Option<String> {
         Ok(()) => None,
         Err(Miss::Undeclared(at)) => Some(format!(
             "unknown field {}; only the action's declared params are accepted",
-            crate::outcome::quote(&at, 64)
+            crate::codes::quote(&at, 64)
         )),
         Err(Miss::Mismatch(at)) if at.is_empty() => {
             Some("the arguments do not match the declared params".to_owned())
         }
         Err(Miss::Mismatch(at)) => Some(format!(
             "{} does not match the declared params",
-            crate::outcome::quote(&at, 64)
+            crate::codes::quote(&at, 64)
         )),
     }
 }

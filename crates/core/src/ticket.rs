@@ -5,10 +5,12 @@ use serde_json::Value;
 
 pub use crate::grant_rule::{GrantRule, Matcher};
 
+pub use crate::codes::GrantId;
+
 use crate::call::CallId;
+use crate::codes::CardChange;
 use crate::digest::ArgsDigest;
 use crate::policy::{ApprovalPolicy, Kind};
-use crate::reason::CardChange;
 use crate::time::Timestamp;
 
 /// The SHA-256 of what an approval card shows (title, level, consequence, preview,
@@ -242,20 +244,6 @@ pub struct GrantBasis {
     pub caller: crate::call::Caller,
 }
 
-/// An id for a session grant.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct GrantId(pub(crate) u64);
-
-impl GrantId {
-    /// The number inside, for display and logs.
-    pub const fn get(self) -> u64 {
-        self.0
-    }
-}
-
 /// "Always allow this session" for one `Ask` action, made by a person; revocable.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Grant {
@@ -276,4 +264,25 @@ pub struct Grant {
     /// The registration it belongs to: unregistering the action revokes the grant.
     #[serde(skip)]
     pub(crate) generation: u64,
+}
+
+/// Why an edit was not taken. Nothing changed: the original card still waits (except
+/// after [`TicketError::Expired`], which settles it as `APPROVAL_TIMEOUT`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// The call is not waiting on a card, or the card expired.
+    #[error(transparent)]
+    Ticket(#[from] TicketError),
+    /// The edited arguments are not the action's params; the form shows why.
+    #[error("{0}")]
+    Invalid(String),
+    /// The edited arguments are the call's own.
+    #[error("nothing was changed")]
+    Unchanged,
+}
+
+impl From<Blocked> for EditError {
+    fn from(blocked: Blocked) -> Self {
+        EditError::Ticket(TicketError::Blocked(blocked))
+    }
 }

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    edit::EditError, question::AnswerError, ticket::GrantId, ticket::TicketError, Action,
+    question::AnswerError, ticket::EditError, ticket::GrantId, ticket::TicketError, Action,
     ApprovalRequest, Call, CallId, Executor, Gesture, MemoryAudit, Outcome, Settled,
 };
 use futures_channel::oneshot;
@@ -344,9 +344,9 @@ impl Countersign {
     }
 
     /// Switches the session's mode (and the dock's banner). Refused from inside an
-    /// action's hook ([`countersign::Reentered`]): a hook never switches the mode its own
+    /// action's hook ([`countersign::Blocked`]): a hook never switches the mode its own
     /// call is decided in.
-    pub fn set_mode(&self, mode: countersign::Mode) -> Result<(), countersign::Reentered> {
+    pub fn set_mode(&self, mode: countersign::Mode) -> Result<(), countersign::Blocked> {
         self.0.executor.set_mode(mode)?;
         self.0.dock.mode.set(mode);
         self.pump();

@@ -9,7 +9,8 @@ use crate::reason::Reason;
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
 
-use super::state::{ExecutorState, LiveState, Stop};
+use super::live::LiveState;
+use super::state::{ExecutorState, Stop};
 
 /// The largest answer accepted, in bytes.
 const MAX_ANSWER_BYTES: usize = 16 * 1024;

@@ -15,8 +15,9 @@ use crate::time::Timestamp;
 
 use super::card::CardFace;
 use super::countersign::Approval;
-use super::decide::Decided;
-use super::state::{ExecutorState, LiveState, Stop};
+use super::live::Decided;
+use super::live::LiveState;
+use super::state::{ExecutorState, Stop};
 use super::Next;
 
 /// How many times one card may be drawn again because the page changed under it.
@@ -112,7 +113,7 @@ impl ExecutorState {
         decided: &Decided,
         card: &ApprovalRequest,
         face: CardFace,
-        changed: Vec<crate::reason::CardChange>,
+        changed: Vec<crate::codes::CardChange>,
         now: Timestamp,
     ) -> Result<Next, TicketError> {
         if card.refresh >= MAX_REFRESHES {
@@ -182,7 +183,8 @@ impl ExecutorState {
                     .grant_rule
                     .clone()
                     .unwrap_or_else(crate::grant_rule::GrantRule::every_call);
-                let grant = self.new_grant(&decided, rule, now, call);
+                let role = &self.config.session.role;
+                let grant = self.grants.new_grant(&decided, role, rule, now, call);
                 (
                     AuditEvent::Granted,
                     Reason::Granted { grant: grant.id },
@@ -198,7 +200,7 @@ impl ExecutorState {
         };
         self.record_live(call, event, Decider::Person, &reason, now);
         if let Some(grant) = grant {
-            self.put_in_force(grant);
+            self.grants.put_in_force(grant);
         }
         if decided.action.meta().confirm_twice && card.round == 1 {
             // INVARIANT: a double-confirmed action runs only after a second ticket, minted

@@ -11,7 +11,7 @@ use crate::reason::{CardChange, Hook};
 use crate::ticket::{ApprovalRequest, CardDigest};
 use crate::time::Timestamp;
 
-use super::decide::Decided;
+use super::live::Decided;
 use super::state::{ExecutorState, Stop};
 
 /// The parts of a card that come from hooks and state, drawn fresh each time.
@@ -97,7 +97,7 @@ impl ExecutorState {
         face: CardFace,
         round: u8,
         refresh: u8,
-        changed: Vec<crate::reason::CardChange>,
+        changed: Vec<crate::codes::CardChange>,
         now: Timestamp,
     ) -> ApprovalRequest {
         let meta = decided.action.meta();

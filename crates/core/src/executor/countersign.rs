@@ -15,7 +15,7 @@ use crate::digest::ArgsDigest;
 use crate::reason::{Hook, Reason};
 use crate::ticket::{CardDigest, GrantId};
 
-use super::decide::Decided;
+use super::live::Decided;
 use super::state::{ExecutorState, Stop};
 
 /// Why a job ended without a result.
@@ -89,15 +89,11 @@ impl ExecutorState {
     ) -> Result<Work, Stop> {
         let meta = decided.action.meta();
         // The declaration's presence, raised (never lowered) by the policy file.
-        let presence = match &self.policy {
-            super::state::PolicyState::Loaded(file)
-            | super::state::PolicyState::Broken {
-                last_good: Some(file),
-                ..
-            } => meta
+        let presence = match self.policy.file() {
+            Some(file) => meta
                 .presence
                 .max(file.presence(&self.config.session.role, &meta.id)),
-            _ => meta.presence,
+            None => meta.presence,
         };
         // An agent outside the page may drive the browser itself (its clicks are then
         // trusted events): where the page says so, only the person's passkey approves

@@ -2,34 +2,19 @@
 //! a covering grant) for the pure [`crate::policy::decide`]. Then the rewrite hook, and
 //! the call's way onward: straight to perform, to an approval card, or to the person.
 
-use std::rc::Rc;
-
 use serde_json::Value;
 
-use crate::action::{ActionMeta, ErasedAction, PreparedCall};
+use crate::action::{ActionMeta, PreparedCall};
 use crate::audit::{AuditEvent, Decider};
 use crate::handoff::HandoffMachine;
 use crate::policy::{ApprovalPolicy, Facts};
 use crate::reason::{Hook, Reason};
 use crate::time::Timestamp;
 
-use super::settle::Trace;
-use super::state::{ExecutorState, Live, LiveState, Stop};
+use super::live::{Decided, Live, LiveState};
+use super::state::{ExecutorState, Stop};
+use super::trail::AuditContext;
 use super::Next;
-
-/// A call that passed decide, with what the next stages need.
-pub(crate) struct Decided {
-    pub(crate) action: Rc<dyn ErasedAction>,
-    pub(crate) generation: u64,
-    pub(crate) prepared: Rc<dyn PreparedCall>,
-    pub(crate) arguments: Value,
-    /// Who asked.
-    pub(crate) caller: crate::call::Caller,
-    /// The person's edit, when the call came from one.
-    pub(crate) edited: Option<crate::edit::EditDiff>,
-    /// A deadline the card or handoff keeps (a call restored after a reload).
-    pub(crate) deadline: Option<Timestamp>,
-}
 
 /// A rewrite hook's request: run this instead.
 pub(crate) struct Rewritten {
@@ -57,7 +42,7 @@ impl ExecutorState {
             verdict,
             mode,
             caller,
-            grant: self.grant_covering(meta, generation, arguments, caller),
+            grant: self.grants.covering(meta, generation, arguments, caller),
             handoff: meta.handoff.is_some(),
             question: meta.question.is_some(),
             countersigned: meta.countersigned,
@@ -93,7 +78,7 @@ impl ExecutorState {
     /// No approval needed: record why, and hand back the job.
     pub(crate) fn allow(
         &mut self,
-        trace: &mut Trace,
+        trace: &mut AuditContext,
         decided: Decided,
         reason: Reason,
         by: Decider,
@@ -120,7 +105,7 @@ impl ExecutorState {
     /// A person must approve: draw the card and wait.
     pub(crate) fn ask(
         &mut self,
-        trace: &mut Trace,
+        trace: &mut AuditContext,
         decided: Decided,
         policy: ApprovalPolicy,
         reason: Reason,
@@ -146,7 +131,7 @@ impl ExecutorState {
     /// The last step is the person's: show it and wait.
     pub(crate) fn hand_off(
         &mut self,
-        trace: &mut Trace,
+        trace: &mut AuditContext,
         decided: Decided,
         now: Timestamp,
     ) -> Result<Next, Stop> {
@@ -180,7 +165,7 @@ impl ExecutorState {
     /// The person is asked the action's question: show the form and wait.
     pub(crate) fn ask_question(
         &mut self,
-        trace: &mut Trace,
+        trace: &mut AuditContext,
         decided: Decided,
         now: Timestamp,
     ) -> Result<Next, Stop> {
@@ -218,7 +203,7 @@ impl ExecutorState {
     /// written: the live call's own records share them from here on).
     fn live_call(
         &self,
-        trace: &mut Trace,
+        trace: &mut AuditContext,
         decided: Decided,
         consequence: Option<String>,
         digest: Option<crate::digest::ArgsDigest>,
@@ -242,25 +227,5 @@ impl ExecutorState {
             deadline: decided.deadline,
             state,
         })
-    }
-
-    /// The grant covering this call, if any.
-    fn grant_covering(
-        &self,
-        meta: &ActionMeta,
-        generation: u64,
-        arguments: &Value,
-        caller: crate::call::Caller,
-    ) -> Option<crate::ticket::GrantId> {
-        self.grants
-            .iter()
-            .find(|g| {
-                *g.action == *meta.id
-                    && g.generation == generation
-                    && g.basis.registration == meta.declaration
-                    && g.basis.caller == caller
-                    && g.rule.matcher.matches(arguments)
-            })
-            .map(|g| g.id)
     }
 }

@@ -3,13 +3,15 @@
 
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
-use crate::edit::{EditDiff, EditError};
+use crate::edit::EditDiff;
 use crate::reason::Reason;
+use crate::ticket::EditError;
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
 
-use super::settle::Trace;
-use super::state::{ExecutorState, LiveState};
+use super::live::LiveState;
+use super::state::ExecutorState;
+use super::trail::AuditContext;
 use super::Next;
 
 impl ExecutorState {
@@ -62,14 +64,14 @@ impl ExecutorState {
             return Err(TicketError::NotPending.into());
         };
         self.trail.record(
-            &Trace::of_live(call, &original),
+            &original.context(call),
             AuditEvent::Superseded,
             Decider::Person,
             Reason::EditedInto { call: into },
             None,
             now,
         );
-        let mut trace = Trace::arriving(into, &edited, started);
+        let mut trace = AuditContext::arriving(into, &edited, started);
         trace.resolved(&original.action, original.level);
         let deadline = original.deadline;
         trace.validated(&value, &self.config.audit_key);

@@ -51,7 +51,7 @@ impl Job {
                 state.try_borrow().is_ok_and(|state| {
                     !state.poisoned
                         && state.live.get(&call).is_some_and(|live| {
-                            matches!(live.state, super::state::LiveState::Performing)
+                            matches!(live.state, super::live::LiveState::Performing)
                         })
                 })
             })

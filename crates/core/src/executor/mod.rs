@@ -17,6 +17,8 @@ mod decide;
 mod edit;
 mod grants;
 mod job;
+mod levels;
+mod live;
 mod perform;
 mod pipeline;
 mod registration;
@@ -26,6 +28,7 @@ mod restore;
 mod scope;
 mod settle;
 mod state;
+mod stop;
 mod trail;
 mod validate;
 mod verify;
@@ -45,11 +48,11 @@ pub use crate::arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 use crate::audit::AuditSink;
 use crate::call::{Call, CallId, Session};
 use crate::digest::AuditKey;
-use crate::edit::EditError;
 use crate::handoff::HandoffStep;
 use crate::mode::Mode;
 use crate::outcome::Settled;
 use crate::projection::{describe, ToolAnnotations, ToolSpec};
+use crate::ticket::EditError;
 use crate::ticket::{
     ApprovalRequest, Blocked, Grant, GrantBasis, GrantId, RestoreError, Ticket, TicketError,
 };
@@ -61,8 +64,10 @@ pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
 pub use restore::Pending;
 
 use job::Guard;
+use levels::PolicyState;
+use live::LiveState;
 use registration::Mailbox;
-use state::{ExecutorState, LiveState, PolicyState};
+use state::ExecutorState;
 
 /// How long an approval card waits unless configured otherwise.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -285,7 +290,7 @@ impl Executor {
                 .filter(|e| {
                     let meta = e.action.meta();
                     meta.callers.contains(&caller)
-                        && state.blocked_by_broken_file(meta).is_none()
+                        && state.policy.blocked(meta).is_none()
                         && meta.scope.as_ref().is_none_or(|s| state.holds(s))
                         && state
                             .hook(crate::reason::Hook::Available, || e.action.is_available())
@@ -387,7 +392,7 @@ impl Executor {
             let waiting = state
                 .live
                 .get(&call)
-                .is_some_and(|l| !matches!(l.state, state::LiveState::Performing));
+                .is_some_and(|l| !matches!(l.state, live::LiveState::Performing));
             if !waiting {
                 return Err(TicketError::NotPending);
             }
@@ -559,7 +564,7 @@ impl Executor {
 
     /// The session grants in force.
     pub fn grants(&self) -> Vec<Grant> {
-        self.read(|state| state.grants.clone())
+        self.read(|state| state.grants.list().to_vec())
     }
 
     /// Restores a grant a person made in an earlier page session, from its
@@ -577,7 +582,7 @@ impl Executor {
 
     /// Revokes a grant; later calls are asked again. `false` if there was none.
     pub fn revoke(&self, grant: GrantId) -> Result<bool, Blocked> {
-        self.step(|state| state.revoke(grant))
+        self.step(|state| state.grants.revoke(grant))
     }
 
     /// The earliest deadline of any waiting call: call [`Executor::handle_timeout`] then.
@@ -670,7 +675,7 @@ impl Executor {
                     Ok(())
                 }
                 Err(error) => {
-                    state.break_policy(error.clone());
+                    state.policy.break_with(error.clone());
                     Err(error)
                 }
             }
@@ -687,7 +692,7 @@ impl Executor {
     /// Marks the policy as unusable (e.g. the file could not be fetched): every call but
     /// reversals is refused with `error` until a valid file is loaded.
     pub fn fail_policy(&self, error: crate::policy::PolicyError) -> Result<(), Blocked> {
-        self.step(|state| state.break_policy(error))
+        self.step(|state| state.policy.break_with(error))
     }
 
     /// The error of the last policy file, while the executor refuses calls because of it.
@@ -857,16 +862,4 @@ fn handoff_view(state: &ExecutorState, call: CallId) -> Option<HandoffView> {
         expect: handoff.expect.description.clone(),
         deadline: machine.deadline(),
     })
-}
-
-impl ExecutorState {
-    /// A policy file failed: keep the last good one for reversals.
-    fn break_policy(&mut self, error: crate::policy::PolicyError) {
-        let last_good = match std::mem::replace(&mut self.policy, PolicyState::Declared) {
-            PolicyState::Loaded(file) => Some(file),
-            PolicyState::Broken { last_good, .. } => last_good,
-            PolicyState::Declared => None,
-        };
-        self.policy = PolicyState::Broken { error, last_good };
-    }
 }

@@ -11,7 +11,8 @@ use crate::ticket::TicketError;
 use crate::time::Timestamp;
 
 use super::countersign::RunError;
-use super::state::{ExecutorState, LiveState, Stop};
+use super::live::LiveState;
+use super::state::{ExecutorState, Stop};
 
 impl ExecutorState {
     /// Settles a finished `run`: `EXECUTION_FAILED`, or on to verify.

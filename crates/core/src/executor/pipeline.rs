@@ -14,8 +14,8 @@ use crate::policy::ApprovalPolicy;
 use crate::reason::Reason;
 use crate::time::Timestamp;
 
-use super::settle::Trace;
 use super::state::{ExecutorState, Stop};
+use super::trail::AuditContext;
 use super::Next;
 use crate::policy::{Decision, Facts};
 
@@ -52,14 +52,18 @@ impl ExecutorState {
         depth: u8,
         origin: Origin,
     ) -> Next {
-        let mut trace = Trace::arriving(id, &call, started);
+        let mut trace = AuditContext::arriving(id, &call, started);
         trace.edited = origin.edited;
         trace.restored = origin.restored;
         trace.forced = origin.forced;
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
-                trace.unvalidated(&call.arguments, self);
+                trace.unvalidated(
+                    &call.arguments,
+                    &self.config.audit_key,
+                    self.config.max_argument_bytes,
+                );
                 Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
             }
         }
@@ -79,7 +83,7 @@ impl ExecutorState {
 
     fn gate(
         &mut self,
-        trace: &mut Trace,
+        trace: &mut AuditContext,
         call: &Call,
         now: Timestamp,
         depth: u8,
@@ -182,7 +186,7 @@ impl ExecutorState {
             };
             return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, origin));
         }
-        let decided = super::decide::Decided {
+        let decided = super::live::Decided {
             action,
             generation,
             prepared,

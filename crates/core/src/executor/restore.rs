@@ -3,17 +3,24 @@
 //! deadline has not passed. Then it passes the pipeline again from resolve and is always
 //! asked (a new card, a new nonce, the old deadline); nothing runs by itself. Otherwise it
 //! settles at once as `APPROVAL_EXPIRED` (or `HANDOFF_TIMEOUT`), with one terminal record.
+//! A session grant comes back only by being derived again from what the page stored.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
+use crate::grant_rule::GrantRule;
+use crate::policy::ApprovalPolicy;
 use crate::reason::{Hook, Reason, RestoreMiss};
+use crate::ticket::{GrantBasis, GrantId, RestoreError};
 use crate::time::Timestamp;
 
+use super::live::Decided;
+
 use super::pipeline::Origin;
-use super::settle::Trace;
 use super::state::{ExecutorState, Stop};
+use super::trail::AuditContext;
 use super::Next;
 
 /// A call that was waiting when the page went away, as the page stored it.
@@ -41,10 +48,14 @@ impl ExecutorState {
             Err(why) => Next::Settled(Box::new(self.not_restored(id, &pending, why, now))),
             Ok(remaining) => {
                 self.restored_ids.insert(pending.call.tool_call_id.clone());
-                let mut trace = Trace::arriving(id, &pending.call, now);
+                let mut trace = AuditContext::arriving(id, &pending.call, now);
                 // The record names what is brought back: the arguments' keyed digest,
                 // as every later record of the call will (not the placeholder).
-                trace.unvalidated(&pending.call.arguments, self);
+                trace.unvalidated(
+                    &pending.call.arguments,
+                    &self.config.audit_key,
+                    self.config.max_argument_bytes,
+                );
                 self.trail.record(
                     &trace,
                     AuditEvent::Restored,
@@ -124,12 +135,16 @@ impl ExecutorState {
         why: RestoreMiss,
         now: Timestamp,
     ) -> crate::outcome::Settled {
-        let mut trace = Trace::arriving(id, &pending.call, now);
+        let mut trace = AuditContext::arriving(id, &pending.call, now);
         if let Some(entry) = self.registry.get(&pending.call.action) {
             let action = std::rc::Rc::clone(&entry.action);
             trace.resolved(&action, self.level(action.meta()).policy);
         }
-        trace.unvalidated(&pending.call.arguments, self);
+        trace.unvalidated(
+            &pending.call.arguments,
+            &self.config.audit_key,
+            self.config.max_argument_bytes,
+        );
         let stop = Stop::new(
             Reason::NotRestored {
                 handoff: pending.handoff,
@@ -144,5 +159,81 @@ impl ExecutorState {
         let id = CallId(self.next_call);
         self.next_call += 1;
         id
+    }
+}
+
+impl ExecutorState {
+    /// Derives a grant again from what a page stored: only where a person could make the
+    /// same grant now, for the same declaration and role, with the rule the action's own
+    /// `remember` hook derives from the stored arguments.
+    pub(crate) fn restore_grant(
+        &mut self,
+        basis: &GrantBasis,
+        now: Timestamp,
+    ) -> Result<GrantId, RestoreError> {
+        let now = self.tick(now);
+        let entry = self
+            .registry
+            .get(&basis.action)
+            .ok_or_else(|| RestoreError::UnknownAction(basis.action.clone()))?;
+        let (action, generation) = (Rc::clone(&entry.action), entry.generation);
+        let meta = action.meta();
+        if basis.registration != meta.declaration {
+            return Err(RestoreError::RegistrationChanged(meta.id.to_string()));
+        }
+        if basis.role != self.config.session.role {
+            return Err(RestoreError::OtherRole);
+        }
+        // INVARIANT: a countersignature states a person's approval in this session; a
+        // grant read back from storage is not one.
+        if self.level(meta).policy != ApprovalPolicy::Ask
+            || meta.countersigned
+            || meta.confirm_twice
+            || meta.handoff.is_some()
+            || self.policy.blocked(meta).is_some()
+        {
+            return Err(RestoreError::NotOffered(meta.id.to_string()));
+        }
+        let reentered = |_| RestoreError::Blocked(crate::ticket::Blocked::Reentered);
+        let invalid = || RestoreError::InvalidArguments(meta.id.to_string());
+        let prepared = self
+            .hook(Hook::Validate, || action.prepare(&basis.arguments))
+            .map_err(reentered)?
+            .map_err(|_| invalid())?;
+        let rule = self
+            .hook(Hook::Remember, || prepared.grant_rule())
+            .map_err(reentered)?
+            .unwrap_or_else(GrantRule::every_call);
+        let decided = Decided {
+            action: Rc::clone(&action),
+            generation,
+            prepared,
+            arguments: basis.arguments.clone(),
+            caller: basis.caller,
+            edited: None,
+            deadline: None,
+        };
+        let role = &self.config.session.role;
+        let grant = self
+            .grants
+            .new_grant(&decided, role, rule, now, CallId::default());
+        let id = grant.id;
+        // INVARIANT: a grant in force is on this session's trail: the records of the
+        // calls it lets run cite its id, and this one says where it came from.
+        let no_call: std::sync::Arc<str> = std::sync::Arc::from("");
+        let mut trace = super::trail::AuditContext::without_call(&no_call, &meta.id, now);
+        trace.caller = basis.caller;
+        trace.resolved(&action, ApprovalPolicy::Ask);
+        trace.validated(&basis.arguments, &self.config.audit_key);
+        self.trail.record(
+            &trace,
+            AuditEvent::Restored,
+            Decider::Host,
+            Reason::Granted { grant: id },
+            None,
+            now,
+        );
+        self.grants.put_in_force(grant);
+        Ok(id)
     }
 }

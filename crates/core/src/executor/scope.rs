@@ -9,7 +9,7 @@ use super::state::{ExecutorState, Stop};
 
 impl ExecutorState {
     pub(crate) fn scope(&self, meta: &ActionMeta) -> Result<(), Stop> {
-        if let Some(stop) = self.blocked_by_broken_file(meta) {
+        if let Some(stop) = self.policy.blocked(meta) {
             return Err(stop);
         }
         match &meta.scope {

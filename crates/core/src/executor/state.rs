@@ -9,173 +9,24 @@ use sha2::{Digest as _, Sha256};
 
 use super::registry::Registry;
 use super::Config;
-use crate::action::{ActionMeta, ErasedAction, PreparedCall};
+use crate::action::ActionMeta;
 use crate::audit::{AuditSink, Decider};
 use crate::call::CallId;
-use crate::digest::ArgsDigest;
-use crate::handoff::HandoffMachine;
 use crate::mode::Mode;
 use crate::outcome::Settled;
-use crate::policy::ApprovalPolicy;
-use crate::reason::{Hook, Level, LevelSource, Reason};
-use crate::ticket::{ApprovalRequest, Grant, Nonce};
+use crate::reason::{Hook, Level, Reason};
+use crate::ticket::Nonce;
 use crate::time::Timestamp;
 
-/// Where a live call is.
-pub(crate) enum LiveState {
-    Approval(Box<ApprovalRequest>),
-    Performing,
-    Handoff(HandoffMachine),
-    /// Waiting for the person's answer until this deadline.
-    Question(Timestamp),
-}
-
-/// A call past the decide stage that has not settled.
-/// The calls not yet settled, in call-id order. A vector: few calls are live at once,
-/// ids only grow (a new call goes last), and it keeps its room from one call to the next.
-/// Each call is boxed: a live call is a few hundred bytes, put in and taken out whole,
-/// and a box is built where it stays and moved as a pointer, not copied in and out.
-#[derive(Default)]
-pub(crate) struct LiveCalls(Vec<(CallId, Box<Live>)>);
-
-impl LiveCalls {
-    fn position(&self, call: &CallId) -> Result<usize, usize> {
-        self.0.binary_search_by(|(c, _)| c.cmp(call))
-    }
-
-    pub(crate) fn get(&self, call: &CallId) -> Option<&Live> {
-        let at = self.position(call).ok()?;
-        self.0.get(at).map(|(_, live)| &**live)
-    }
-
-    pub(crate) fn get_mut(&mut self, call: &CallId) -> Option<&mut Live> {
-        let at = self.position(call).ok()?;
-        self.0.get_mut(at).map(|(_, live)| &mut **live)
-    }
-
-    pub(crate) fn contains_key(&self, call: &CallId) -> bool {
-        self.position(call).is_ok()
-    }
-
-    /// Adds a call, or replaces the one with its id.
-    pub(crate) fn insert(&mut self, call: CallId, live: Box<Live>) {
-        match self.position(&call) {
-            Ok(at) => {
-                if let Some(slot) = self.0.get_mut(at) {
-                    slot.1 = live;
-                }
-            }
-            Err(at) => self.0.insert(at, (call, live)),
-        }
-    }
-
-    pub(crate) fn remove(&mut self, call: &CallId) -> Option<Box<Live>> {
-        let at = self.position(call).ok()?;
-        Some(self.0.remove(at).1)
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// The calls in id order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&CallId, &Live)> {
-        self.0.iter().map(|(call, live)| (call, &**live))
-    }
-
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &CallId> {
-        self.0.iter().map(|(call, _)| call)
-    }
-
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Live> {
-        self.0.iter().map(|(_, live)| &**live)
-    }
-}
-
-pub(crate) struct Live {
-    /// The id the model gave the call, as it sent it (shared with the settlement, and
-    /// with `shown` when it needs no escaping).
-    pub(crate) tool_call_id: std::sync::Arc<str>,
-    /// The tool call id and action id as the call's audit records show them (escaped
-    /// once, shared by every record).
-    pub(crate) shown: super::settle::Shown,
-    /// Who asked.
-    pub(crate) caller: crate::call::Caller,
-    /// The call's `traceparent`, if traced.
-    pub(crate) trace: Option<String>,
-    pub(crate) action: Rc<dyn ErasedAction>,
-    pub(crate) generation: u64,
-    pub(crate) prepared: Rc<dyn PreparedCall>,
-    /// The arguments (parsed to a value when first asked for).
-    pub(crate) arguments: serde_json::Value,
-    /// The plain digest a ticket binds (calls waiting for a card only: the path that
-    /// needs no approval does not pay for it).
-    pub(crate) digest: Option<ArgsDigest>,
-    /// The keyed digest the audit records.
-    pub(crate) audit_digest: ArgsDigest,
-    pub(crate) started: Timestamp,
-    pub(crate) level: ApprovalPolicy,
-    /// What the card showed last (or, without a card, what the decision computed); the
-    /// receipt repeats it.
-    pub(crate) consequence: Option<String>,
-    /// The person's edit this call carries (its card shows it; the model is told).
-    pub(crate) edited: Option<crate::edit::EditDiff>,
-    /// The deadline a restored call keeps across redraws.
-    pub(crate) deadline: Option<Timestamp>,
-    pub(crate) state: LiveState,
-}
-
-/// Where the levels and scopes come from.
-#[derive(Debug, Clone)]
-pub(crate) enum PolicyState {
-    /// No policy file: the declarations and the session's own scopes.
-    Declared,
-    /// A valid policy file.
-    Loaded(crate::policy::PolicyFile),
-    /// A policy file that failed to load: only reversals run, under `last_good` (the
-    /// last file that loaded), or asked every time if none did.
-    Broken {
-        error: crate::policy::PolicyError,
-        last_good: Option<crate::policy::PolicyFile>,
-    },
-}
-
-/// A refusal on its way to becoming a settlement: why, who decided, and the detail the
-/// model's sentence may quote.
-#[derive(Debug)]
-pub(crate) struct Stop {
-    pub(crate) reason: Reason,
-    pub(crate) by: Decider,
-    pub(crate) detail: Option<String>,
-}
-
-impl Stop {
-    pub(crate) fn new(reason: Reason, by: Decider) -> Self {
-        Self {
-            reason,
-            by,
-            detail: None,
-        }
-    }
-
-    /// A refusal the decision made.
-    pub(crate) fn refusing(reason: Reason, by: Decider, detail: Option<String>) -> Self {
-        Self { reason, by, detail }
-    }
-
-    pub(crate) fn with(mut self, detail: impl Into<String>) -> Self {
-        self.detail = Some(detail.into());
-        self
-    }
-}
+pub(crate) use super::stop::Stop;
 
 pub(crate) struct ExecutorState {
     pub(crate) executor: u64,
-    pub(crate) policy: PolicyState,
+    pub(crate) policy: super::levels::PolicyState,
     pub(crate) config: Config,
     pub(crate) registry: Registry,
-    pub(crate) live: LiveCalls,
-    pub(crate) grants: Vec<Grant>,
+    pub(crate) live: super::live::LiveCalls,
+    pub(crate) grants: super::grants::Grants,
     pub(crate) settled: VecDeque<Settled>,
     /// The latest instant the executor has been told; time never moves back.
     pub(crate) clock: Timestamp,
@@ -183,7 +34,6 @@ pub(crate) struct ExecutorState {
     pub(crate) mode: Rc<Cell<Mode>>,
     /// Set by the facade when a call into it found the state borrowed (a hook re-entered).
     pub(crate) reentered: Rc<Cell<bool>>,
-    pub(crate) next_grant: u64,
     pub(crate) next_call: u64,
     /// Where the records go.
     pub(crate) trail: super::trail::Trail,
@@ -212,7 +62,7 @@ impl ExecutorState {
         )));
         Self {
             executor,
-            policy: PolicyState::Declared,
+            policy: super::levels::PolicyState::Declared,
             trail: super::trail::Trail::new(
                 &config.session_id,
                 &config.session.role,
@@ -221,13 +71,12 @@ impl ExecutorState {
             ),
             config,
             registry: Registry::new(),
-            live: LiveCalls::default(),
-            grants: Vec::new(),
+            live: super::live::LiveCalls::default(),
+            grants: super::grants::Grants::default(),
             settled: VecDeque::new(),
             clock: Timestamp::default(),
             mode,
             reentered,
-            next_grant: 1,
             next_call: 1,
             restored_ids: std::collections::HashSet::new(),
             countersigner: None,
@@ -257,72 +106,12 @@ impl ExecutorState {
 
     /// The level this session's calls of an action get now, and where it comes from.
     pub(crate) fn level(&self, meta: &ActionMeta) -> Level {
-        let role = &self.config.session.role;
-        let from_file =
-            |file: &crate::policy::PolicyFile| file.level(role, &meta.id, meta.kind, meta.confirm);
-        match &self.policy {
-            PolicyState::Declared => Level {
-                policy: meta.policy,
-                source: LevelSource::Declared,
-            },
-            PolicyState::Loaded(file) => match from_file(file) {
-                (policy, Some((role, line))) => Level {
-                    policy,
-                    source: LevelSource::RoleOverride { role, line },
-                },
-                (policy, None) => Level {
-                    policy,
-                    source: LevelSource::Declared,
-                },
-            },
-            PolicyState::Broken {
-                last_good: Some(file),
-                ..
-            } => Level {
-                policy: from_file(file).0,
-                source: LevelSource::BrokenFileFallback { last_good: true },
-            },
-            PolicyState::Broken {
-                last_good: None, ..
-            } => Level {
-                policy: ApprovalPolicy::AskAlways,
-                source: LevelSource::BrokenFileFallback { last_good: false },
-            },
-        }
+        self.policy.level(meta, &self.config.session.role)
     }
 
-    /// Whether the session holds `scope`: its role's scopes in the file in force (the
-    /// last good one while broken), else the session's own.
+    /// Whether the session holds `scope` under the policy in force.
     pub(crate) fn holds(&self, scope: &str) -> bool {
-        let role = &self.config.session.role;
-        match &self.policy {
-            PolicyState::Loaded(file)
-            | PolicyState::Broken {
-                last_good: Some(file),
-                ..
-            } => file
-                .role_for(role)
-                .is_some_and(|(_, r)| r.scopes.contains(scope)),
-            PolicyState::Declared
-            | PolicyState::Broken {
-                last_good: None, ..
-            } => self.config.session.holds(scope),
-        }
-    }
-
-    /// Whether calls of this action are refused outright: a broken file stops all but
-    /// reversals.
-    pub(crate) fn blocked_by_broken_file(&self, meta: &ActionMeta) -> Option<Stop> {
-        match &self.policy {
-            PolicyState::Broken { error, .. } if !meta.reversal => Some(
-                Stop::new(
-                    Reason::PolicyFileBroken { line: error.line },
-                    Decider::Policy,
-                )
-                .with(error.to_string()),
-            ),
-            _ => None,
-        }
+        self.policy.holds(scope, &self.config.session)
     }
 
     pub(crate) fn nonce(&self, call: CallId, round: u8, refresh: u8) -> Nonce {

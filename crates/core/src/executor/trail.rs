@@ -7,13 +7,17 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use crate::audit::{AuditEvent, AuditRecord, AuditSink, Decider};
+use crate::call::{Call, CallId};
+use crate::digest::{ArgsDigest, AuditKey};
 use crate::mode::Mode;
 use crate::outcome::Outcome;
+use crate::policy::{ApprovalPolicy, Confirm, Kind};
 use crate::reason::Reason;
 use crate::time::Timestamp;
-
-use super::settle::Trace;
 
 /// Where the executor's records go, and what every record shares.
 pub(crate) struct Trail {
@@ -46,7 +50,7 @@ impl Trail {
     /// Writes one record of the call `trace` describes, and returns its `seq`.
     pub(crate) fn record(
         &mut self,
-        trace: &Trace,
+        trace: &AuditContext,
         event: AuditEvent,
         by: Decider,
         reason: Reason,
@@ -85,4 +89,178 @@ impl Trail {
         });
         seq
     }
+}
+
+/// A call's identity in audit records, whether or not it got far enough to be live.
+pub(crate) struct AuditContext<'a> {
+    pub(crate) call: CallId,
+    pub(crate) tool_call_id: &'a Arc<str>,
+    pub(crate) caller: crate::call::Caller,
+    /// The call's `traceparent`, if traced.
+    pub(crate) trace: Option<&'a str>,
+    pub(crate) action_id: &'a str,
+    pub(crate) started: Timestamp,
+    pub(crate) declared: Option<(Kind, Confirm)>,
+    pub(crate) policy: Option<ApprovalPolicy>,
+    /// The keyed digest the audit records.
+    pub(crate) audit_digest: ArgsDigest,
+    /// Whether the digests are of validated arguments.
+    pub(crate) validated: bool,
+    /// The person's edit the call carries.
+    pub(crate) edited: Option<crate::edit::EditDiff>,
+    /// The deadline of a call restored after a reload.
+    pub(crate) restored: Option<Timestamp>,
+    /// Why the call must be asked whatever decide says (a person's edit, a restore).
+    pub(crate) forced: Option<Reason>,
+    /// The ids as the records show them, escaped at the first record (a live call's
+    /// own, borrowed).
+    pub(crate) shown: std::cell::OnceCell<Cow<'a, RecordIds>>,
+}
+
+/// A call's tool call id and action id as its audit records show them: escaped once,
+/// then shared by every record of the call.
+#[derive(Clone, Debug)]
+pub(crate) struct RecordIds {
+    pub(crate) tool_call_id: Arc<str>,
+    pub(crate) action: Arc<str>,
+}
+
+impl<'a> AuditContext<'a> {
+    /// A call as it arrives; its digests are set once its arguments validate (or, for a
+    /// refusal before that, from the raw text: see [`AuditContext::unvalidated`]).
+    pub(crate) fn arriving(call: CallId, raw: &'a Call, started: Timestamp) -> Self {
+        Self {
+            call,
+            tool_call_id: &raw.tool_call_id,
+            caller: raw.caller,
+            trace: raw.trace.as_deref(),
+            action_id: &raw.action,
+            started,
+            declared: None,
+            policy: None,
+            audit_digest: ArgsDigest::default_empty(),
+            validated: false,
+            edited: None,
+            restored: None,
+            forced: None,
+            shown: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// A record no call of the model's made (call 0, no tool call id): `no_call` is the
+    /// empty id it shows.
+    pub(crate) fn without_call(no_call: &'a Arc<str>, action_id: &'a str, now: Timestamp) -> Self {
+        Self {
+            call: CallId::default(),
+            tool_call_id: no_call,
+            caller: crate::call::Caller::default(),
+            trace: None,
+            action_id,
+            started: now,
+            declared: None,
+            policy: None,
+            audit_digest: ArgsDigest::of_bytes(&[]),
+            validated: false,
+            edited: None,
+            restored: None,
+            forced: None,
+            shown: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// A refusal before the arguments validated records the keyed digest of the raw
+    /// text (an oversized text hashed as bytes, never parsed; empty text as the `{}` it
+    /// validates to). Computed only then: the path that runs pays for one digest.
+    pub(crate) fn unvalidated(&mut self, raw: &str, key: &AuditKey, max_bytes: usize) {
+        if self.validated {
+            return;
+        }
+        self.audit_digest = if raw.len() > max_bytes {
+            key.digest_bytes(raw.as_bytes())
+        } else if crate::arguments::means_no_arguments(raw) {
+            key.digest(&serde_json::Value::Object(serde_json::Map::new()))
+        } else {
+            key.digest_raw(raw)
+        };
+    }
+
+    pub(crate) fn resolved(
+        &mut self,
+        action: &std::rc::Rc<dyn crate::action::ErasedAction>,
+        policy: ApprovalPolicy,
+    ) {
+        let meta = action.meta();
+        self.declared = Some((meta.kind, meta.confirm));
+        self.policy = Some(policy);
+        // The id resolved is the registered one, letter for letter: its records share
+        // the registration's copy unless it needs escaping.
+        if self.shown.get().is_none() && is_plain(&meta.id, crate::executor::MAX_ACTION_ID_LEN) {
+            let _ = self.shown.set(Cow::Owned(RecordIds {
+                tool_call_id: shared_or_escaped(self.tool_call_id, 128),
+                action: Arc::clone(&meta.id),
+            }));
+        }
+    }
+
+    /// The ids as the call's records show them (escaped the first time).
+    pub(crate) fn shown(&self) -> &RecordIds {
+        self.shown.get_or_init(|| Cow::Owned(self.escape_ids()))
+    }
+
+    fn escape_ids(&self) -> RecordIds {
+        RecordIds {
+            tool_call_id: shared_or_escaped(self.tool_call_id, 128),
+            action: escaped(self.action_id, crate::executor::MAX_ACTION_ID_LEN),
+        }
+    }
+
+    /// The ids as the call's records show them, taken (a later record writes them
+    /// again).
+    pub(crate) fn take_shown(&mut self) -> RecordIds {
+        match self.shown.take() {
+            Some(shown) => shown.into_owned(),
+            None => self.escape_ids(),
+        }
+    }
+
+    pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
+        self.validated_as(key.digest(arguments));
+    }
+
+    /// The arguments validated, with this keyed digest.
+    pub(crate) fn validated_as(&mut self, audit_digest: ArgsDigest) {
+        self.audit_digest = audit_digest;
+        self.validated = true;
+    }
+}
+
+/// Whether [`escaped`] leaves `text` as it is: at most `max` bytes of printable ASCII
+/// without quotes or backslashes.
+fn is_plain(text: &str, max: usize) -> bool {
+    let plain = |b: u8| b.is_ascii_graphic() && !matches!(b, b'\\' | b'\'' | b'"');
+    text.len() <= max && text.bytes().all(plain)
+}
+
+/// `text` itself where [`escaped`] would leave it as it is; its escaped copy otherwise.
+fn shared_or_escaped(text: &Arc<str>, max: usize) -> Arc<str> {
+    if is_plain(text, max) {
+        Arc::clone(text)
+    } else {
+        escaped(text, max)
+    }
+}
+
+/// At most `max` characters of text from outside, escaped (control characters, quotes
+/// and anything outside ASCII), so a hostile id cannot break a log line.
+fn escaped(text: &str, max: usize) -> Arc<str> {
+    // The common case, an id of plain printable ASCII, is copied as it is.
+    if is_plain(text, max) {
+        return text.into();
+    }
+    let escaped: String = text
+        .chars()
+        .take(max)
+        .flat_map(char::escape_default)
+        .collect();
+    escaped.into()
 }

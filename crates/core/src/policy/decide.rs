@@ -4,9 +4,9 @@
 
 use crate::audit::Decider;
 use crate::call::Caller;
+use crate::codes::GrantId;
 use crate::mode::Mode;
 use crate::reason::{Level, Reason};
-use crate::ticket::GrantId;
 
 use super::{ApprovalPolicy, Kind};
 

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    action::Rewrite, audit::AuditEvent, edit::EditError, ticket::TicketError, Action, Confirm,
+    action::Rewrite, audit::AuditEvent, ticket::EditError, ticket::TicketError, Action, Confirm,
     Gesture, Kind, Mode, Reason, Step,
 };
 use schemars::JsonSchema;

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use countersign::{
-    audit::AuditEvent, edit::EditError, executor::Pending, executor::DEFAULT_APPROVAL_TIMEOUT,
-    reason::RestoreMiss, ticket::TicketError, Action, Call, CallId, Confirm, Expect, Gesture,
+    audit::AuditEvent, executor::Pending, executor::DEFAULT_APPROVAL_TIMEOUT, reason::RestoreMiss,
+    ticket::EditError, ticket::TicketError, Action, Call, CallId, Confirm, Expect, Gesture,
     Handoff, Kind, Mode, Reason, Step,
 };
 

@@ -3,7 +3,7 @@
 //! Every keystroke is checked against the action's params; submitting approves nothing,
 //! it makes a new call that is checked and shown again.
 
-use countersign::{edit::EditError, ApprovalRequest, CallId};
+use countersign::{ticket::EditError, ApprovalRequest, CallId};
 use leptos::prelude::*;
 use serde_json::{Map, Value};
 

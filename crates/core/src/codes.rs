@@ -1,0 +1,209 @@
+//! The shared vocabulary of outcomes, reasons and tickets: the stages, the codes the
+//! model sees, retry hints, grant ids and what can change on a card.
+
+use serde::{Deserialize, Serialize};
+
+/// The stages of the gate pipeline, in the order every call passes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Find the action by id; an unknown id is refused.
+    Resolve,
+    /// Deserialise the arguments into the action's typed params.
+    Validate,
+    /// Check that the session's role holds the action's scope.
+    Scope,
+    /// Ask the action whether it can run in the page's current state.
+    Availability,
+    /// Turn policy, grants and the action's own classification into allow / ask / deny.
+    Decide,
+    /// Wait for a person's ticket.
+    Approve,
+    /// Run the action, or wait for the person to do the handoff.
+    Perform,
+    /// Read real state to confirm the effect happened.
+    Verify,
+}
+
+/// A stable code for every way a call can be refused. Exhaustive on purpose: adding
+/// one breaks every `match`, so no caller silently mishandles it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Code {
+    /// The action id is not registered (including ids the model invented).
+    UnknownAction,
+    /// The arguments are not valid for the action's params.
+    InvalidArgs,
+    /// The session's role lacks the action's scope.
+    ScopeMissing,
+    /// The action is not available now (disabled in the page, or removed).
+    Unavailable,
+    /// The deployment or the session refused the call: the action's classifier denied
+    /// these arguments, the mode needs a person who is not there, or the policy file is
+    /// broken. The refusal's `reason` says which.
+    PolicyDenied,
+    /// The person declined.
+    PermissionDenied,
+    /// Nobody approved before the approval deadline.
+    ApprovalTimeout,
+    /// The request was waiting when the page reloaded and could not be brought back
+    /// (expired meanwhile, its action changed or is unavailable, or another tab has it).
+    ApprovalExpired,
+    /// The person approved, but no countersignature could be minted for the call (no
+    /// gateway, or it refused or could not be reached): its run was never reached.
+    NotCountersigned,
+    /// The action ran and reported failure, or its run was abandoned.
+    ExecutionFailed,
+    /// The action ran but its verification found the effect missing.
+    VerifyFailed,
+    /// The person cancelled the handoff.
+    HandoffCancelled,
+    /// The handoff was not completed before its timeout.
+    HandoffTimeout,
+    /// The person said the handoff was done but the expected state is not there.
+    HandoffFailed,
+    /// The person declined to answer the assistant's question.
+    QuestionDeclined,
+    /// The caller withdrew the call (cancelled it, or went away) while it waited for a
+    /// person: nothing was done.
+    Cancelled,
+}
+
+impl Code {
+    /// Every code, in pipeline order.
+    pub const ALL: [Code; 16] = [
+        Code::UnknownAction,
+        Code::InvalidArgs,
+        Code::ScopeMissing,
+        Code::Unavailable,
+        Code::PolicyDenied,
+        Code::PermissionDenied,
+        Code::ApprovalTimeout,
+        Code::ApprovalExpired,
+        Code::NotCountersigned,
+        Code::ExecutionFailed,
+        Code::VerifyFailed,
+        Code::HandoffCancelled,
+        Code::HandoffTimeout,
+        Code::HandoffFailed,
+        Code::QuestionDeclined,
+        Code::Cancelled,
+    ];
+
+    /// The code as the model sees it, e.g. `PERMISSION_DENIED`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Code::UnknownAction => "UNKNOWN_ACTION",
+            Code::InvalidArgs => "INVALID_ARGS",
+            Code::ScopeMissing => "SCOPE_MISSING",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::PolicyDenied => "POLICY_DENIED",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::ApprovalTimeout => "APPROVAL_TIMEOUT",
+            Code::ApprovalExpired => "APPROVAL_EXPIRED",
+            Code::NotCountersigned => "NOT_COUNTERSIGNED",
+            Code::ExecutionFailed => "EXECUTION_FAILED",
+            Code::VerifyFailed => "VERIFY_FAILED",
+            Code::HandoffCancelled => "HANDOFF_CANCELLED",
+            Code::HandoffTimeout => "HANDOFF_TIMEOUT",
+            Code::HandoffFailed => "HANDOFF_FAILED",
+            Code::QuestionDeclined => "QUESTION_DECLINED",
+            Code::Cancelled => "CANCELLED",
+        }
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The hint sent with a refusal: how the model may react.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryHint {
+    /// The call itself was wrong (unknown id, bad arguments): the model may correct it.
+    FixCall,
+    /// A person decided or a boundary held: tell the user, ask what to do; never retry silently.
+    AskUser,
+    /// The deployment forbids this call: do not retry it in any form.
+    DoNotRetry,
+    /// It needs a person and nobody is there: ask again when the person is back.
+    WhenPersonReturns,
+}
+
+/// A part of an approval card that changed between the person seeing it and approving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardChange {
+    /// The consequence text.
+    Consequence,
+    /// The dry run's preview.
+    Preview,
+    /// The approval level (the policy file, a classifier, a grant offer).
+    Level,
+    /// The second question's words.
+    Question,
+    /// What "always allow" would remember.
+    GrantRule,
+}
+
+impl CardChange {
+    /// The change in a few words, for the card's "this changed since you looked" line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CardChange::Consequence => "what it will do",
+            CardChange::Preview => "the preview",
+            CardChange::Level => "how often it is asked",
+            CardChange::Question => "the second question",
+            CardChange::GrantRule => "what \"always allow\" covers",
+        }
+    }
+}
+
+/// An id for a session grant.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct GrantId(pub(crate) u64);
+
+impl GrantId {
+    /// The number inside, for display and logs.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// Quotes text from outside (the model, the page) for a message: at most `max` chars,
+/// control characters escaped, so a message stays one readable line.
+pub(crate) fn quote(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max) + 2);
+    out.push('`');
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        match c {
+            '`' => out.push('\''),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out.push('`');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_escapes_control_characters_and_truncates() {
+        assert_eq!(quote("a\u{0}b\nc", 10), "`a\\u{0}b\\nc`");
+        assert_eq!(quote("abcdef", 3), "`abc…`");
+        assert_eq!(quote("x`y", 10), "`x'y`");
+    }
+}

@@ -1,0 +1,117 @@
+//! Where the levels and scopes come from: the declarations, a policy file, or the last
+//! good file while a new one is broken.
+
+use crate::action::ActionMeta;
+use crate::audit::Decider;
+use crate::policy::{ApprovalPolicy, PolicyError, PolicyFile};
+use crate::reason::{Level, LevelSource, Reason};
+
+use super::stop::Stop;
+
+/// Where the levels and scopes come from.
+#[derive(Debug, Clone)]
+pub(crate) enum PolicyState {
+    /// No policy file: the declarations and the session's own scopes.
+    Declared,
+    /// A valid policy file.
+    Loaded(PolicyFile),
+    /// A policy file that failed to load: only reversals run, under `last_good` (the
+    /// last file that loaded), or asked every time if none did.
+    Broken {
+        error: PolicyError,
+        last_good: Option<PolicyFile>,
+    },
+}
+
+impl PolicyState {
+    /// The level this session's calls of an action get now, and where it comes from.
+    pub(crate) fn level(&self, meta: &ActionMeta, role: &str) -> Level {
+        let from_file =
+            |file: &crate::policy::PolicyFile| file.level(role, &meta.id, meta.kind, meta.confirm);
+        match self {
+            PolicyState::Declared => Level {
+                policy: meta.policy,
+                source: LevelSource::Declared,
+            },
+            PolicyState::Loaded(file) => match from_file(file) {
+                (policy, Some((role, line))) => Level {
+                    policy,
+                    source: LevelSource::RoleOverride { role, line },
+                },
+                (policy, None) => Level {
+                    policy,
+                    source: LevelSource::Declared,
+                },
+            },
+            PolicyState::Broken {
+                last_good: Some(file),
+                ..
+            } => Level {
+                policy: from_file(file).0,
+                source: LevelSource::BrokenFileFallback { last_good: true },
+            },
+            PolicyState::Broken {
+                last_good: None, ..
+            } => Level {
+                policy: ApprovalPolicy::AskAlways,
+                source: LevelSource::BrokenFileFallback { last_good: false },
+            },
+        }
+    }
+
+    /// Whether the session holds `scope`: its role's scopes in the file in force (the
+    /// last good one while broken), else the session's own.
+    pub(crate) fn holds(&self, scope: &str, session: &crate::call::Session) -> bool {
+        let role = &session.role;
+        match self {
+            PolicyState::Loaded(file)
+            | PolicyState::Broken {
+                last_good: Some(file),
+                ..
+            } => file
+                .role_for(role)
+                .is_some_and(|(_, r)| r.scopes.contains(scope)),
+            PolicyState::Declared
+            | PolicyState::Broken {
+                last_good: None, ..
+            } => session.holds(scope),
+        }
+    }
+
+    /// Whether calls of this action are refused outright: a broken file stops all but
+    /// reversals.
+    pub(crate) fn blocked(&self, meta: &ActionMeta) -> Option<Stop> {
+        match self {
+            PolicyState::Broken { error, .. } if !meta.reversal => Some(
+                Stop::new(
+                    Reason::PolicyFileBroken { line: error.line },
+                    Decider::Policy,
+                )
+                .with(error.to_string()),
+            ),
+            _ => None,
+        }
+    }
+
+    /// A policy file failed: keep the last good one for reversals.
+    pub(crate) fn break_with(&mut self, error: PolicyError) {
+        let last_good = match std::mem::replace(self, PolicyState::Declared) {
+            PolicyState::Loaded(file) => Some(file),
+            PolicyState::Broken { last_good, .. } => last_good,
+            PolicyState::Declared => None,
+        };
+        *self = PolicyState::Broken { error, last_good };
+    }
+
+    /// The file in force (the last good one while broken).
+    pub(crate) fn file(&self) -> Option<&PolicyFile> {
+        match self {
+            PolicyState::Loaded(file)
+            | PolicyState::Broken {
+                last_good: Some(file),
+                ..
+            } => Some(file),
+            _ => None,
+        }
+    }
+}

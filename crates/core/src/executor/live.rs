@@ -1,0 +1,159 @@
+//! The calls not yet settled: each past the decide stage, waiting for a person or
+//! running.
+
+use std::borrow::Cow;
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use crate::action::{ErasedAction, PreparedCall};
+use crate::call::CallId;
+use crate::digest::ArgsDigest;
+use crate::handoff::HandoffMachine;
+use crate::policy::ApprovalPolicy;
+use crate::ticket::ApprovalRequest;
+use crate::time::Timestamp;
+
+use super::trail::{AuditContext, RecordIds};
+
+/// Where a live call is.
+pub(crate) enum LiveState {
+    Approval(Box<ApprovalRequest>),
+    Performing,
+    Handoff(HandoffMachine),
+    /// Waiting for the person's answer until this deadline.
+    Question(Timestamp),
+}
+
+/// The calls not yet settled, in call-id order. A vector: few calls are live at once,
+/// ids only grow (a new call goes last), and it keeps its room from one call to the next.
+/// Each call is boxed: a live call is a few hundred bytes, put in and taken out whole,
+/// and a box is built where it stays and moved as a pointer, not copied in and out.
+#[derive(Default)]
+pub(crate) struct LiveCalls(Vec<(CallId, Box<Live>)>);
+
+impl LiveCalls {
+    fn position(&self, call: &CallId) -> Result<usize, usize> {
+        self.0.binary_search_by(|(c, _)| c.cmp(call))
+    }
+
+    pub(crate) fn get(&self, call: &CallId) -> Option<&Live> {
+        let at = self.position(call).ok()?;
+        self.0.get(at).map(|(_, live)| &**live)
+    }
+
+    pub(crate) fn get_mut(&mut self, call: &CallId) -> Option<&mut Live> {
+        let at = self.position(call).ok()?;
+        self.0.get_mut(at).map(|(_, live)| &mut **live)
+    }
+
+    pub(crate) fn contains_key(&self, call: &CallId) -> bool {
+        self.position(call).is_ok()
+    }
+
+    /// Adds a call, or replaces the one with its id.
+    pub(crate) fn insert(&mut self, call: CallId, live: Box<Live>) {
+        match self.position(&call) {
+            Ok(at) => {
+                if let Some(slot) = self.0.get_mut(at) {
+                    slot.1 = live;
+                }
+            }
+            Err(at) => self.0.insert(at, (call, live)),
+        }
+    }
+
+    pub(crate) fn remove(&mut self, call: &CallId) -> Option<Box<Live>> {
+        let at = self.position(call).ok()?;
+        Some(self.0.remove(at).1)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The calls in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&CallId, &Live)> {
+        self.0.iter().map(|(call, live)| (call, &**live))
+    }
+
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &CallId> {
+        self.0.iter().map(|(call, _)| call)
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Live> {
+        self.0.iter().map(|(_, live)| &**live)
+    }
+}
+
+/// A call past the decide stage that has not settled.
+pub(crate) struct Live {
+    /// The id the model gave the call, as it sent it (shared with the settlement, and
+    /// with `shown` when it needs no escaping).
+    pub(crate) tool_call_id: std::sync::Arc<str>,
+    /// The tool call id and action id as the call's audit records show them (escaped
+    /// once, shared by every record).
+    pub(crate) shown: RecordIds,
+    /// Who asked.
+    pub(crate) caller: crate::call::Caller,
+    /// The call's `traceparent`, if traced.
+    pub(crate) trace: Option<String>,
+    pub(crate) action: Rc<dyn ErasedAction>,
+    pub(crate) generation: u64,
+    pub(crate) prepared: Rc<dyn PreparedCall>,
+    /// The arguments (parsed to a value when first asked for).
+    pub(crate) arguments: serde_json::Value,
+    /// The plain digest a ticket binds (calls waiting for a card only: the path that
+    /// needs no approval does not pay for it).
+    pub(crate) digest: Option<ArgsDigest>,
+    /// The keyed digest the audit records.
+    pub(crate) audit_digest: ArgsDigest,
+    pub(crate) started: Timestamp,
+    pub(crate) level: ApprovalPolicy,
+    /// What the card showed last (or, without a card, what the decision computed); the
+    /// receipt repeats it.
+    pub(crate) consequence: Option<String>,
+    /// The person's edit this call carries (its card shows it; the model is told).
+    pub(crate) edited: Option<crate::edit::EditDiff>,
+    /// The deadline a restored call keeps across redraws.
+    pub(crate) deadline: Option<Timestamp>,
+    pub(crate) state: LiveState,
+}
+
+impl Live {
+    /// The call's audit context, borrowing its ids.
+    pub(crate) fn context(&self, call: CallId) -> AuditContext<'_> {
+        let live = self;
+        let meta = live.action.meta();
+        AuditContext {
+            call,
+            tool_call_id: &live.tool_call_id,
+            caller: live.caller,
+            trace: live.trace.as_deref(),
+            action_id: &meta.id,
+            started: live.started,
+            declared: Some((meta.kind, meta.confirm)),
+            policy: Some(live.level),
+            audit_digest: live.audit_digest,
+            validated: true,
+            edited: None,
+            restored: None,
+            forced: None,
+            shown: std::cell::OnceCell::from(Cow::Borrowed(&live.shown)),
+        }
+    }
+}
+
+/// A call that passed decide, with what the next stages need.
+pub(crate) struct Decided {
+    pub(crate) action: Rc<dyn ErasedAction>,
+    pub(crate) generation: u64,
+    pub(crate) prepared: Rc<dyn PreparedCall>,
+    pub(crate) arguments: Value,
+    /// Who asked.
+    pub(crate) caller: crate::call::Caller,
+    /// The person's edit, when the call came from one.
+    pub(crate) edited: Option<crate::edit::EditDiff>,
+    /// A deadline the card or handoff keeps (a call restored after a reload).
+    pub(crate) deadline: Option<Timestamp>,
+}
