@@ -211,7 +211,6 @@ impl ExecutorState {
     ) -> Box<Live> {
         Box::new(Live {
             tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
-            shown: trace.take_shown(),
             caller: trace.caller,
             trace: trace.trace.map(str::to_owned),
             level: self.level(decided.action.meta()).policy,

@@ -1,7 +1,6 @@
 //! The calls not yet settled: each past the decide stage, waiting for a person or
 //! running.
 
-use std::borrow::Cow;
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -14,7 +13,7 @@ use crate::policy::ApprovalPolicy;
 use crate::ticket::ApprovalRequest;
 use crate::time::Timestamp;
 
-use super::trail::{AuditContext, RecordIds};
+use super::trail::AuditContext;
 
 /// Where a live call is.
 pub(crate) enum LiveState {
@@ -88,12 +87,8 @@ impl LiveCalls {
 
 /// A call past the decide stage that has not settled.
 pub(crate) struct Live {
-    /// The id the model gave the call, as it sent it (shared with the settlement, and
-    /// with `shown` when it needs no escaping).
+    /// The id the model gave the call, as it sent it.
     pub(crate) tool_call_id: std::sync::Arc<str>,
-    /// The tool call id and action id as the call's audit records show them (escaped
-    /// once, shared by every record).
-    pub(crate) shown: RecordIds,
     /// Who asked.
     pub(crate) caller: crate::call::Caller,
     /// The call's `traceparent`, if traced.
@@ -139,7 +134,6 @@ impl Live {
             edited: None,
             restored: None,
             forced: None,
-            shown: std::cell::OnceCell::from(Cow::Borrowed(&live.shown)),
         }
     }
 }

@@ -7,7 +7,6 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::audit::{AuditEvent, AuditRecord, AuditSink, Decider};
@@ -60,7 +59,6 @@ impl Trail {
         let seq = self.next_seq;
         self.next_seq += 1;
         let duration = now.saturating_since(trace.started);
-        let shown = trace.shown();
         self.sink.record(AuditRecord {
             id: format!("{}-{seq}", self.session_id),
             seq,
@@ -68,9 +66,9 @@ impl Trail {
             role: self.role.clone(),
             at_ms: now.as_millis(),
             call: trace.call.get(),
-            tool_call_id: shown.tool_call_id.to_string(),
+            tool_call_id: escaped(trace.tool_call_id, 128),
             caller: trace.caller,
-            action: shown.action.to_string(),
+            action: escaped(trace.action_id, crate::executor::MAX_ACTION_ID_LEN),
             kind: trace.declared.map(|d| d.0),
             confirm: trace.declared.map(|d| d.1),
             policy: trace.policy,
@@ -112,17 +110,6 @@ pub(crate) struct AuditContext<'a> {
     pub(crate) restored: Option<Timestamp>,
     /// Why the call must be asked whatever decide says (a person's edit, a restore).
     pub(crate) forced: Option<Reason>,
-    /// The ids as the records show them, escaped at the first record (a live call's
-    /// own, borrowed).
-    pub(crate) shown: std::cell::OnceCell<Cow<'a, RecordIds>>,
-}
-
-/// A call's tool call id and action id as its audit records show them: escaped once,
-/// then shared by every record of the call.
-#[derive(Clone, Debug)]
-pub(crate) struct RecordIds {
-    pub(crate) tool_call_id: Arc<str>,
-    pub(crate) action: Arc<str>,
 }
 
 impl<'a> AuditContext<'a> {
@@ -143,7 +130,6 @@ impl<'a> AuditContext<'a> {
             edited: None,
             restored: None,
             forced: None,
-            shown: std::cell::OnceCell::new(),
         }
     }
 
@@ -164,7 +150,6 @@ impl<'a> AuditContext<'a> {
             edited: None,
             restored: None,
             forced: None,
-            shown: std::cell::OnceCell::new(),
         }
     }
 
@@ -192,35 +177,6 @@ impl<'a> AuditContext<'a> {
         let meta = action.meta();
         self.declared = Some((meta.kind, meta.confirm));
         self.policy = Some(policy);
-        // The id resolved is the registered one, letter for letter: its records share
-        // the registration's copy unless it needs escaping.
-        if self.shown.get().is_none() && is_plain(&meta.id, crate::executor::MAX_ACTION_ID_LEN) {
-            let _ = self.shown.set(Cow::Owned(RecordIds {
-                tool_call_id: shared_or_escaped(self.tool_call_id, 128),
-                action: Arc::clone(&meta.id),
-            }));
-        }
-    }
-
-    /// The ids as the call's records show them (escaped the first time).
-    pub(crate) fn shown(&self) -> &RecordIds {
-        self.shown.get_or_init(|| Cow::Owned(self.escape_ids()))
-    }
-
-    fn escape_ids(&self) -> RecordIds {
-        RecordIds {
-            tool_call_id: shared_or_escaped(self.tool_call_id, 128),
-            action: escaped(self.action_id, crate::executor::MAX_ACTION_ID_LEN),
-        }
-    }
-
-    /// The ids as the call's records show them, taken (a later record writes them
-    /// again).
-    pub(crate) fn take_shown(&mut self) -> RecordIds {
-        match self.shown.take() {
-            Some(shown) => shown.into_owned(),
-            None => self.escape_ids(),
-        }
     }
 
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
@@ -234,33 +190,8 @@ impl<'a> AuditContext<'a> {
     }
 }
 
-/// Whether [`escaped`] leaves `text` as it is: at most `max` bytes of printable ASCII
-/// without quotes or backslashes.
-fn is_plain(text: &str, max: usize) -> bool {
-    let plain = |b: u8| b.is_ascii_graphic() && !matches!(b, b'\\' | b'\'' | b'"');
-    text.len() <= max && text.bytes().all(plain)
-}
-
-/// `text` itself where [`escaped`] would leave it as it is; its escaped copy otherwise.
-fn shared_or_escaped(text: &Arc<str>, max: usize) -> Arc<str> {
-    if is_plain(text, max) {
-        Arc::clone(text)
-    } else {
-        escaped(text, max)
-    }
-}
-
 /// At most `max` characters of text from outside, escaped (control characters, quotes
 /// and anything outside ASCII), so a hostile id cannot break a log line.
-fn escaped(text: &str, max: usize) -> Arc<str> {
-    // The common case, an id of plain printable ASCII, is copied as it is.
-    if is_plain(text, max) {
-        return text.into();
-    }
-    let escaped: String = text
-        .chars()
-        .take(max)
-        .flat_map(char::escape_default)
-        .collect();
-    escaped.into()
+fn escaped(text: &str, max: usize) -> String {
+    text.chars().take(max).flat_map(char::escape_default).collect()
 }
