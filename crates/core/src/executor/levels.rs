@@ -93,6 +93,27 @@ impl PolicyState {
         }
     }
 
+    /// Loads a policy file for `role`; a bad one breaks the policy (see
+    /// [`PolicyState::break_with`]).
+    pub(crate) fn load(&mut self, text: &str, role: &str) -> Result<(), PolicyError> {
+        let checked = PolicyFile::from_json(text).and_then(|file| match file.role_for(role) {
+            Some(_) => Ok(file),
+            None => Err(file_error(format!(
+                "the session's role `{role}` is not in the file, and the file names no `default_role`"
+            ))),
+        });
+        match checked {
+            Ok(file) => {
+                *self = PolicyState::Loaded(file);
+                Ok(())
+            }
+            Err(error) => {
+                self.break_with(error.clone());
+                Err(error)
+            }
+        }
+    }
+
     /// A policy file failed: keep the last good one for reversals.
     pub(crate) fn break_with(&mut self, error: PolicyError) {
         let last_good = match std::mem::replace(self, PolicyState::Declared) {
@@ -113,5 +134,14 @@ impl PolicyState {
             } => Some(file),
             _ => None,
         }
+    }
+}
+
+/// An error about the whole file, not one place in it.
+pub(crate) fn file_error(message: String) -> PolicyError {
+    PolicyError {
+        line: 0,
+        column: 0,
+        message,
     }
 }

@@ -43,7 +43,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::Digest as _;
 
-use crate::action::Action;
+use crate::action::{Action, ActionMeta};
 pub use crate::arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 use crate::audit::AuditSink;
 use crate::call::{Call, CallId, Session};
@@ -167,13 +167,11 @@ pub(crate) enum Next {
     Perform(CallId, countersign::Work),
 }
 
-/// The gate. Cheap to clone: clones share one registry, one queue, one audit trail.
+/// The gate. Clones share one registry, one queue and one trail; single-threaded.
 ///
-/// Single-threaded by design (page code runs on one thread). An action's hooks run
-/// while the executor decides and must not call back into it: from inside a hook,
-/// commands return [`Blocked::Reentered`] (or an error type holding it), queries return nothing,
-/// and the call whose hook tried is refused (reason `hook_reentered`). Only
-/// [`Executor::mode`] may be read from a hook.
+/// Hooks must not call back into it: from a hook, commands return
+/// [`Blocked::Reentered`], queries return nothing, and the hook's call is refused
+/// (`hook_reentered`). Only [`Executor::mode`] may be read from a hook.
 #[derive(Clone)]
 pub struct Executor {
     state: Rc<RefCell<ExecutorState>>,
@@ -235,16 +233,14 @@ impl Executor {
         self.step(|state| f(state).map(|next| self.to_step(state, next)))?
     }
 
-    /// Whether a panic left a step half made (possible only in a native host): the
-    /// executor then refuses every operation ([`Blocked::Poisoned`]), and queries answer
-    /// nothing. Build a new executor (the page reloads).
+    /// Whether a panic left a step half made (native hosts only). Every operation is
+    /// then [`Blocked::Poisoned`] and queries answer nothing: build a new executor.
     pub fn is_poisoned(&self) -> bool {
         self.state.try_borrow().is_ok_and(|state| state.poisoned)
     }
 
-    /// Sets who mints countersignatures for actions declared with
-    /// [`Action::run_countersigned`] (the page's asks its gateway). Without one such
-    /// actions are still asked, and settle as `NOT_COUNTERSIGNED` once approved.
+    /// Sets who mints tokens for [`Action::run_countersigned`] actions. Without one they
+    /// are still asked, and settle as `NOT_COUNTERSIGNED` once approved.
     pub fn set_countersigner(
         &self,
         signer: Rc<dyn crate::countersignature::Countersigner>,
@@ -252,9 +248,8 @@ impl Executor {
         self.step(|state| state.set_countersigner(signer))
     }
 
-    /// Registers an action. Dropping the returned [`Registration`] (or calling
-    /// [`Registration::unregister`]) removes it, revokes its grants and settles its
-    /// waiting calls as `UNAVAILABLE`.
+    /// Registers an action. Dropping the [`Registration`] removes it, revokes its grants
+    /// and settles its waiting calls as `UNAVAILABLE`.
     pub fn register<P>(&self, action: Action<P>) -> Result<Registration, RegisterError>
     where
         P: DeserializeOwned + JsonSchema + Clone + 'static,
@@ -271,17 +266,15 @@ impl Executor {
         })
     }
 
-    /// The projection: registered actions that are available and within the session's
-    /// scopes, as tools, sorted by name. While the policy file is broken, only reversals.
-    /// The page's own assistant's view ([`Executor::projection_for`] another caller's).
+    /// The tools the page's assistant sees: available actions within the session's
+    /// scopes, sorted by name (only reversals while the policy file is broken).
     pub fn projection(&self) -> Vec<ToolSpec> {
         self.projection_for(crate::call::Caller::Assistant)
             .unwrap_or_default()
     }
 
-    /// The projection as `caller` sees it: [`Executor::projection`] without the actions
-    /// kept from it ([`crate::action::Action::only_for`]). From inside an action's hook it is
-    /// [`Blocked::Reentered`] (not an empty list, which would read as "every tool is gone").
+    /// The tools `caller` sees ([`crate::action::Action::only_for`] keeps some from it).
+    /// From a hook it is [`Blocked::Reentered`], not an empty list.
     pub fn projection_for(&self, caller: crate::call::Caller) -> Result<Vec<ToolSpec>, Blocked> {
         self.step(|state| {
             let mut tools: Vec<ToolSpec> = state
@@ -299,8 +292,8 @@ impl Executor {
                 .map(|e| {
                     let meta = e.action.meta();
                     let mut policy = state.level(meta).policy;
-                    // Said as decided: a countersigned action, and anything but a read an
-                    // agent outside the page asks for, is never below `Ask`.
+                    // As decided: a countersigned action, and an outside agent's write,
+                    // is never below `Ask`.
                     let outside_write =
                         !caller.is_assistant() && meta.kind != crate::policy::Kind::Read;
                     if policy == crate::policy::ApprovalPolicy::None
@@ -338,37 +331,28 @@ impl Executor {
         self.next(|state| Ok(state.submit(call, now)))
     }
 
-    /// Applies a person's ticket. The card is drawn again from the current state first:
-    /// if what it shows changed, nothing runs and the new card comes back
-    /// ([`Step::Approval`], with `changed` saying what). Otherwise the call may run
-    /// ([`Step::Perform`]), or settles if the action went away or is now refused.
+    /// Applies a person's ticket. The card is drawn again first: if it changed, nothing
+    /// runs and the new card comes back ([`Step::Approval`]); otherwise the call may run.
     pub fn approve(&self, ticket: Ticket, now: Timestamp) -> Result<Step, TicketError> {
         self.next(|state| state.approve(ticket, now))
     }
 
-    /// The person edited a waiting call's arguments (raw JSON, as a form sends them).
-    ///
-    /// The edit approves nothing. Edited arguments that do not validate change nothing
-    /// ([`EditError::Invalid`], with the reason for the form). Otherwise the original
-    /// call ends (`superseded`, no result of its own) and the edited arguments become a
-    /// new call, linked to it, with the model's tool call id: it passes scope,
-    /// availability and decide again and is always asked, on a card showing original →
-    /// edited ([`ApprovalRequest::edited`]). Its result tells the model what changed.
+    /// The person edited a waiting call's arguments (raw JSON). The edit approves
+    /// nothing: invalid arguments change nothing ([`EditError::Invalid`]); valid ones end
+    /// the original call (`superseded`) and become a new, linked call that passes the
+    /// pipeline again and is always asked, its card showing original → edited.
     pub fn edit(&self, call: CallId, arguments: &str, now: Timestamp) -> Result<Step, EditError> {
         self.next(|state| state.edit(call, arguments, now))
     }
 
-    /// Brings back a call that was waiting for a person when the page reloaded. Only if
-    /// its action registered again with the same declaration, is available and has time
-    /// left does it pass the pipeline again and wait on a new card (or handoff) with
-    /// its old deadline; it is always asked, never run by itself. Otherwise it settles
-    /// at once as `APPROVAL_EXPIRED` (`HANDOFF_TIMEOUT` for a handoff).
+    /// Brings back a call that waited for a person when the page reloaded: only with the
+    /// same declaration, available and in time, and always asked again. Otherwise it
+    /// settles as `APPROVAL_EXPIRED` (`HANDOFF_TIMEOUT` for a handoff).
     pub fn restore_pending(&self, pending: Pending, now: Timestamp) -> Result<Step, Blocked> {
         self.next(|state| Ok(state.restore(pending, now)))
     }
 
-    /// Settles a stored call that will not be brought back here (another tab of the
-    /// page has it): `APPROVAL_EXPIRED` with `why`, one terminal record.
+    /// Settles a stored call that will not come back here: `APPROVAL_EXPIRED` with `why`.
     pub fn drop_pending(
         &self,
         pending: Pending,
@@ -378,9 +362,8 @@ impl Executor {
         self.step(|state| state.drop_pending(pending, why, now))
     }
 
-    /// A control on this call's card, handoff or question was pressed by a script, not a
-    /// person (an untrusted event): nothing changes, and the attempt is recorded
-    /// (`gesture_refused`, not terminal). `NotPending` if the call does not wait.
+    /// A script, not a person, pressed a control of this waiting call: nothing changes,
+    /// and the attempt is recorded (`gesture_refused`).
     pub fn refuse_synthetic(
         &self,
         call: CallId,
@@ -417,12 +400,8 @@ impl Executor {
         self.step(|state| state.deny(call, reason, now))?
     }
 
-    /// The caller withdrew its call `tool_call_id` (an agent cancelled it, or went away):
-    /// whatever of it waits for a person's decision (a card, a question) settles as
-    /// `CANCELLED` with one terminal record, and `run` is never reached. A run under
-    /// way, and a handoff (the person may already have done the step), go on to their
-    /// own outcome.
-    /// Returns what settled (empty if nothing waited, or the executor is busy).
+    /// The caller withdrew `tool_call_id`: what of it waits on a card or a question
+    /// settles as `CANCELLED`; a run or a handoff under way goes on. Returns what settled.
     pub fn withdraw(
         &self,
         caller: crate::call::Caller,
@@ -433,20 +412,15 @@ impl Executor {
             .unwrap_or_default()
     }
 
-    /// Hands back a finished job: verifies and settles the call. Its settlement is
-    /// queued for [`Executor::next_settled`], like every other (read it before then
-    /// with [`Executor::settlement`]). `false` if the call was already settled (e.g. by
-    /// [`Executor::shutdown`]), or if the executor is busy (called from inside a hook):
-    /// then the completion, when dropped, settles the call as `EXECUTION_FAILED`
-    /// (interrupted), whatever the run returned.
+    /// Hands back a finished job: verifies and settles the call (queued for
+    /// [`Executor::next_settled`]). `false` if it was already settled or the executor is
+    /// busy; the dropped completion then settles it as interrupted.
     pub fn complete(&self, mut completion: Completion, now: Timestamp) -> bool {
         let (call, executor) = (completion.guard.call, completion.guard.executor);
         let result = std::mem::replace(
             &mut completion.result,
             Err(countersign::RunError::Failed(String::new())),
         );
-        // Disarmed only once handed back: one that is not (another executor's) settles
-        // its call when dropped.
         let settled = self
             .step(|state| state.executor == executor && state.complete(call, result, now))
             .unwrap_or(false);
@@ -495,8 +469,8 @@ impl Executor {
         })
     }
 
-    /// Every call waiting for a person (on a card or a handoff), oldest first, as a page
-    /// would store it to bring it back after a reload ([`Executor::restore_pending`]).
+    /// Every call waiting on a card or a handoff, oldest first, as a page stores it
+    /// across a reload ([`Executor::restore_pending`]).
     pub fn waiting(&self, now: Timestamp) -> Vec<(CallId, Pending)> {
         self.read(|state| {
             state
@@ -538,9 +512,8 @@ impl Executor {
         })
     }
 
-    /// The person answers a question (raw JSON from the form). An answer that is not of
-    /// the declared type changes nothing ([`crate::question::AnswerError::Invalid`], for the form);
-    /// a valid one is the call's result, done by the person.
+    /// The person answers a question (raw JSON). An answer of another type changes
+    /// nothing ([`crate::question::AnswerError::Invalid`]); a valid one is the result.
     pub fn answer(
         &self,
         call: CallId,
@@ -567,11 +540,9 @@ impl Executor {
         self.read(|state| state.grants.list().to_vec())
     }
 
-    /// Restores a grant a person made in an earlier page session, from its
-    /// [`GrantBasis`] (all a page should store). Refused unless the same declaration is
-    /// registered, the role is the same, and a person could make the grant now (`Ask`,
-    /// not asked twice, no handoff); the rule is derived again from the stored arguments
-    /// with the action's own `remember` hook, never read from storage.
+    /// Restores a grant from an earlier page session's [`GrantBasis`]: only for the same
+    /// declaration and role, where a person could make it now; the rule is derived
+    /// again with the action's own `remember` hook, never read from storage.
     pub fn restore_grant(
         &self,
         basis: &GrantBasis,
@@ -586,38 +557,32 @@ impl Executor {
     }
 
     /// The earliest deadline of any waiting call: call [`Executor::handle_timeout`] then.
-    /// It changes when a card or handoff starts, is drawn again or ends.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.read(|state| state.poll_timeout())
     }
 
     /// Settles every call whose deadline is at or before `now`; returns them.
     pub fn handle_timeout(&self, now: Timestamp) -> Vec<Settled> {
-        // A step: what it returns are copies (the settlements stay queued).
-        self.step(|state| {
-            let before = state.settled.len();
-            state.handle_timeout(now);
-            state.settled.iter().skip(before).cloned().collect()
-        })
-        .unwrap_or_default()
+        self.settling(|state| state.handle_timeout(now))
     }
 
     /// Settles every live call as `UNAVAILABLE` (the page is closing or navigating away).
     pub fn shutdown(&self, now: Timestamp) -> Vec<Settled> {
-        // A step: what it returns are copies (the settlements stay queued).
-        self.step(|state| {
-            let before = state.settled.len();
-            state.shutdown(now);
-            state.settled.iter().skip(before).cloned().collect()
-        })
-        .unwrap_or_default()
+        self.settling(|state| state.shutdown(now))
     }
 
-    /// Writes a [`crate::audit::AuditEvent::TrailGap`] record: the records `first_seq..=last_seq`
-    /// of this executor's trail were pushed out of a bounded sink before anyone kept
-    /// them (`unconfirmed` of them had been sent without an answer). The page's audit
-    /// shipping calls it when it has to skip them, so the loss is itself on record.
-    /// Returns the `seq` of the record written.
+    /// A step's settlements, copied (they stay queued).
+    fn settling(&self, f: impl FnOnce(&mut ExecutorState)) -> Vec<Settled> {
+        self.read(|state| {
+            let before = state.settled.len();
+            f(state);
+            state.settled.iter().skip(before).cloned().collect()
+        })
+    }
+
+    /// Records a [`crate::audit::AuditEvent::TrailGap`]: records `first_seq..=last_seq`
+    /// were pushed out of a bounded sink before anyone kept them (`unconfirmed` had been
+    /// sent unanswered), so the loss is itself on record. Returns the record's `seq`.
     pub fn record_trail_gap(
         &self,
         first_seq: u64,
@@ -628,69 +593,32 @@ impl Executor {
         self.step(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
     }
 
-    /// The settlement of `call` (an id of this executor's), while it is queued (until
-    /// [`Executor::drain_settled`]): a copy, for a host that wants one call's outcome
-    /// before it drains them all. `None` if it has not settled, was drained, or the
-    /// executor is busy (asked from inside a hook).
+    /// A copy of `call`'s settlement while it is queued; `None` if it has not settled or
+    /// was drained.
     pub fn settlement(&self, call: CallId) -> Option<Settled> {
         self.read(|state| state.last_settled_for(call).ok())
     }
 
-    /// Every settlement since the last drain, in order: the one place a host needs to
-    /// watch to answer the model (timeouts and unregistering settle calls too).
+    /// Every settlement since the last drain, in order: what the host tells the model.
     pub fn drain_settled(&self) -> Vec<Settled> {
         self.read(|state| state.settled.drain(..).collect())
     }
 
-    /// The oldest settlement not yet read, taken off the queue: [`Executor::drain_settled`]
-    /// one at a time, without a new vector for each step (a host that reads after every
-    /// step loops on it). `None` when none is queued, or the executor is busy (asked from
-    /// inside a hook).
+    /// The oldest settlement not yet read, taken off the queue.
     pub fn next_settled(&self) -> Option<Settled> {
         self.read(|state| state.settled.pop_front())
     }
 
-    /// Loads the deployment's policy file (JSON; see [`crate::policy::PolicyFile`]): the session's
-    /// role then gets the file's scopes and per-action levels. A malformed file, or one
-    /// that names neither the session's role nor a `default_role`, is refused with its
-    /// line; the executor then refuses every call but reversals (fail closed) until a
-    /// valid file is loaded, and reversals keep the last good file's scopes and levels.
+    /// Loads the deployment's policy file ([`crate::policy::PolicyFile`]). A bad file,
+    /// or one without the session's role or a `default_role`, is refused with its line,
+    /// and then every call but reversals is refused until a valid file loads.
     pub fn load_policy(&self, text: &str) -> Result<(), crate::policy::PolicyError> {
-        let parsed = crate::policy::PolicyFile::from_json(text);
-        self.step(|state| {
-            let role = &state.config.session.role;
-            let checked = parsed.and_then(|file| match file.role_for(role) {
-                Some(_) => Ok(file),
-                None => Err(crate::policy::PolicyError {
-                    line: 0,
-                    column: 0,
-                    message: format!(
-                        "the session's role `{role}` is not in the file, and the file names no `default_role`"
-                    ),
-                }),
-            });
-            match checked {
-                Ok(file) => {
-                    state.policy = PolicyState::Loaded(file);
-                    Ok(())
-                }
-                Err(error) => {
-                    state.policy.break_with(error.clone());
-                    Err(error)
-                }
-            }
-        })
-        .unwrap_or_else(|blocked| {
-            Err(crate::policy::PolicyError {
-                line: 0,
-                column: 0,
-                message: blocked.to_string(),
-            })
-        })
+        self.step(|state| state.policy.load(text, &state.config.session.role))
+            .unwrap_or_else(|blocked| Err(levels::file_error(blocked.to_string())))
     }
 
-    /// Marks the policy as unusable (e.g. the file could not be fetched): every call but
-    /// reversals is refused with `error` until a valid file is loaded.
+    /// Marks the policy as unusable (the file could not be fetched): every call but
+    /// reversals is refused until a valid file loads.
     pub fn fail_policy(&self, error: crate::policy::PolicyError) -> Result<(), Blocked> {
         self.step(|state| state.policy.break_with(error))
     }
@@ -703,9 +631,8 @@ impl Executor {
         })
     }
 
-    /// Switches the session's mode; later decisions use (and record) it. Calls already
-    /// waiting for a person keep waiting. From inside a hook it is [`Blocked::Reentered`]: a hook
-    /// must never switch the mode its own call is decided in.
+    /// Switches the session's mode for later decisions; waiting calls keep waiting. A
+    /// hook may not switch it ([`Blocked::Reentered`]).
     pub fn set_mode(&self, mode: Mode) -> Result<(), Blocked> {
         self.step(|_| self.mode.set(mode))
     }
@@ -720,40 +647,27 @@ impl Executor {
         self.read(|state| state.live.len())
     }
 
-    /// The title of a registered action (available or not), if it is registered.
+    /// The title of a registered action, if it is registered.
     pub fn title_of(&self, action: &str) -> Option<String> {
-        self.read(|state| {
-            state
-                .registry
-                .get(action)
-                .map(|e| e.action.meta().title.to_string())
-        })
+        self.meta_of(action, |meta| meta.title.to_string())
     }
 
-    /// The digest of a registered action's declaration (kind, confirm, scope, params
-    /// schema, double confirmation, remember hook): what a grant's basis binds.
+    /// The digest of a registered action's declaration: what a grant's basis binds.
     pub fn registration(&self, action: &str) -> Option<String> {
-        self.read(|state| {
-            state
-                .registry
-                .get(action)
-                .map(|e| e.action.meta().declaration.clone())
-        })
+        self.meta_of(action, |meta| meta.declaration.clone())
     }
 
     /// A registered action's params schema (what its edit form is built from).
     pub fn params_schema(&self, action: &str) -> Option<Value> {
-        self.read(|state| {
-            state
-                .registry
-                .get(action)
-                .map(|e| e.action.meta().schema.clone())
-        })
+        self.meta_of(action, |meta| meta.schema.clone())
     }
 
-    /// Checks raw arguments against a registered action's params (its schema, the
-    /// typed params and its own validator) without making a call: what an edit form
-    /// runs as the person types. Nothing is recorded.
+    fn meta_of<R>(&self, action: &str, f: impl FnOnce(&ActionMeta) -> R) -> Option<R> {
+        self.read(|state| state.registry.get(action).map(|e| f(e.action.meta())))
+    }
+
+    /// Checks raw arguments against an action's params (schema, types, validator)
+    /// without making a call, as an edit form does. Nothing is recorded.
     pub fn check_arguments(&self, action: &str, arguments: &str) -> Result<Value, String> {
         self.step(|state| {
             let (action, _) = state

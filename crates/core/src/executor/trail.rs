@@ -193,5 +193,8 @@ impl<'a> AuditContext<'a> {
 /// At most `max` characters of text from outside, escaped (control characters, quotes
 /// and anything outside ASCII), so a hostile id cannot break a log line.
 fn escaped(text: &str, max: usize) -> String {
-    text.chars().take(max).flat_map(char::escape_default).collect()
+    text.chars()
+        .take(max)
+        .flat_map(char::escape_default)
+        .collect()
 }
