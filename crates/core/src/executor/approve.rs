@@ -18,7 +18,7 @@ use super::countersign::Approval;
 use super::live::Decided;
 use super::live::LiveState;
 use super::state::{ExecutorState, Stop};
-use super::Next;
+use super::step::Next;
 
 /// How many times one card may be drawn again because the page changed under it.
 const MAX_REFRESHES: u8 = 5;

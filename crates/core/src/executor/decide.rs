@@ -13,8 +13,8 @@ use crate::time::Timestamp;
 
 use super::live::{Decided, Live, LiveState};
 use super::state::{ExecutorState, Stop};
+use super::step::Next;
 use super::trail::AuditContext;
-use super::Next;
 
 /// A rewrite hook's request: run this instead.
 pub(crate) struct Rewritten {

@@ -11,8 +11,8 @@ use crate::time::Timestamp;
 
 use super::live::LiveState;
 use super::state::ExecutorState;
+use super::step::Next;
 use super::trail::AuditContext;
-use super::Next;
 
 impl ExecutorState {
     pub(crate) fn edit(

@@ -12,6 +12,7 @@ mod answer;
 mod approve;
 mod availability;
 mod card;
+mod config;
 mod countersign;
 mod decide;
 mod edit;
@@ -28,6 +29,7 @@ mod restore;
 mod scope;
 mod settle;
 mod state;
+mod step;
 mod stop;
 mod trail;
 mod validate;
@@ -35,20 +37,15 @@ mod verify;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::Value;
-use sha2::Digest as _;
 
 use crate::action::{Action, ActionMeta};
 pub use crate::arguments::DEFAULT_MAX_ARGUMENT_BYTES;
 use crate::audit::AuditSink;
-use crate::call::{Call, CallId, Session};
-use crate::digest::AuditKey;
-use crate::handoff::HandoffStep;
+use crate::call::{Call, CallId};
 use crate::mode::Mode;
 use crate::outcome::Settled;
 use crate::projection::{describe, ToolAnnotations, ToolSpec};
@@ -58,114 +55,18 @@ use crate::ticket::{
 };
 use crate::time::Timestamp;
 
+pub use config::{Config, DEFAULT_APPROVAL_TIMEOUT};
 pub use job::{Completion, Job};
 pub use registration::Registration;
 pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
 pub use restore::Pending;
+pub use step::{HandoffView, Step};
 
-use job::Guard;
 use levels::PolicyState;
 use live::LiveState;
 use registration::Mailbox;
 use state::ExecutorState;
-
-/// How long an approval card waits unless configured otherwise.
-pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-
-/// How an executor is set up.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// A unique id for this session; audit record ids start with it.
-    pub session_id: String,
-    /// The role and scopes the assistant acts for.
-    pub session: Session,
-    /// How long an approval waits before `APPROVAL_TIMEOUT`. Default five minutes.
-    pub approval_timeout: Duration,
-    /// The cap on a call's raw arguments, in bytes. Default 16 KiB.
-    pub max_argument_bytes: usize,
-    /// How many calls one agent outside the page (WebMCP, MCP) may have live at once;
-    /// more are refused as `UNAVAILABLE` until the person has decided some. Default 3:
-    /// an agent cannot bury the dock (or the page's own assistant) under cards.
-    pub max_live_per_agent: usize,
-    /// Whether a countersigned action an agent outside the page asked for needs the
-    /// person's passkey, whatever it declares. Off by default. An agent that drives the
-    /// browser (over the DevTools protocol) makes trusted clicks, so a click token for its
-    /// own call proves little; a passkey assertion it cannot make.
-    pub agents_need_passkey: bool,
-    /// Secret randomness for card nonces (the page fills it from `crypto.getRandomValues`).
-    pub secret: [u8; 32],
-    /// The key of the audit records' argument digests. Default: derived from `secret`,
-    /// so it lives only in this page session (see [`AuditKey`] for who can check what).
-    pub audit_key: AuditKey,
-}
-
-impl Config {
-    /// A config with defaults for everything but the session and its secret.
-    pub fn new(session_id: impl Into<String>, session: Session, secret: [u8; 32]) -> Self {
-        Self {
-            session_id: session_id.into(),
-            session,
-            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
-            max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
-            max_live_per_agent: 3,
-            agents_need_passkey: false,
-            audit_key: AuditKey::new(state::prefix(&sha2::Sha256::digest(
-                [&secret[..], b"audit"].concat(),
-            ))),
-            secret,
-        }
-    }
-}
-
-/// What happens next to a call.
-// The waiting steps are boxed: a step is moved on its way out, and the common ones (a
-// call that runs, one refused) are small; a card is drawn for a person anyway.
-#[derive(Debug)]
-pub enum Step {
-    /// It ended (refused, or done); the same value is queued for
-    /// [`Executor::next_settled`] (and [`Executor::drain_settled`]).
-    Settled(Settled),
-    /// It waits for a person's ticket; show this card.
-    Approval(Box<ApprovalRequest>),
-    /// It waits for the person to do the last step; show this handoff.
-    Handoff(Box<HandoffView>),
-    /// It waits for the person's answer; show this question.
-    Question(Box<crate::question::QuestionView>),
-    /// It may run: drive the job and hand its completion to [`Executor::complete`].
-    Perform(Job),
-}
-
-/// A handoff waiting for the person, as the dock shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct HandoffView {
-    /// The call waiting.
-    pub call: CallId,
-    /// Who asked.
-    pub caller: crate::call::Caller,
-    /// The action's id.
-    pub action: String,
-    /// The action's title.
-    pub title: String,
-    /// Why the person must do it.
-    pub reason: String,
-    /// The steps.
-    pub steps: Vec<HandoffStep>,
-    /// The step whose target is highlighted now.
-    pub current_step: Option<usize>,
-    /// What will be checked when the person says done.
-    pub expect: String,
-    /// When it times out.
-    pub deadline: Timestamp,
-}
-
-/// What `submit` / `approve` tell the facade to do next.
-pub(crate) enum Next {
-    Settled(Box<Settled>),
-    Approval(Box<ApprovalRequest>),
-    Handoff(CallId),
-    Question(CallId),
-    Perform(CallId, countersign::Work),
-}
+use step::{handoff_view, question_view, Next};
 
 /// The gate. Clones share one registry, one queue and one trail; single-threaded.
 ///
@@ -692,29 +593,6 @@ impl Executor {
         self.read(|state| state.registry.ids())
     }
 
-    fn to_step(&self, state: &ExecutorState, next: Next) -> Step {
-        match next {
-            Next::Settled(s) => Step::Settled(*s),
-            Next::Approval(r) => Step::Approval(r),
-            // Not reachable: a handoff or question just started is live. Kept total.
-            Next::Handoff(call) => handoff_view(state, call)
-                .map(|view| Step::Handoff(Box::new(view)))
-                .unwrap_or_else(|| Step::Settled(lost(call))),
-            Next::Question(call) => question_view(state, call)
-                .map(|view| Step::Question(Box::new(view)))
-                .unwrap_or_else(|| Step::Settled(lost(call))),
-            Next::Perform(call, work) => Step::Perform(Job {
-                work,
-                guard: Guard {
-                    call,
-                    executor: self.id,
-                    to: self.post(),
-                    armed: true,
-                },
-            }),
-        }
-    }
-
     /// Where a drop (of a job, a registration) posts its change.
     fn post(&self) -> registration::Post {
         registration::Post {
@@ -723,57 +601,4 @@ impl Executor {
             reentered: Rc::downgrade(&self.reentered),
         }
     }
-}
-
-fn lost(call: CallId) -> Settled {
-    let reason = crate::reason::Reason::Unavailable;
-    Settled {
-        call,
-        tool_call_id: "".into(),
-        caller: crate::call::Caller::Assistant,
-        action: "".into(),
-        outcome: crate::outcome::Outcome::Refused(crate::outcome::Refusal::new(
-            reason,
-            crate::reason::Said::default(),
-        )),
-        edited: None,
-    }
-}
-
-fn question_view(state: &ExecutorState, call: CallId) -> Option<crate::question::QuestionView> {
-    let live = state.live.get(&call)?;
-    let LiveState::Question(deadline) = &live.state else {
-        return None;
-    };
-    let meta = live.action.meta();
-    let question = meta.question.as_ref()?;
-    Some(crate::question::QuestionView {
-        call,
-        caller: live.caller,
-        action: meta.id.to_string(),
-        title: meta.title.to_string(),
-        prompt: question.prompt.clone(),
-        schema: question.schema.clone(),
-        deadline: *deadline,
-    })
-}
-
-fn handoff_view(state: &ExecutorState, call: CallId) -> Option<HandoffView> {
-    let live = state.live.get(&call)?;
-    let LiveState::Handoff(machine) = &live.state else {
-        return None;
-    };
-    let meta = live.action.meta();
-    let handoff = meta.handoff.as_ref()?;
-    Some(HandoffView {
-        call,
-        caller: live.caller,
-        action: meta.id.to_string(),
-        title: meta.title.to_string(),
-        reason: handoff.reason.clone(),
-        steps: handoff.steps.clone(),
-        current_step: machine.current_step(),
-        expect: handoff.expect.description.clone(),
-        deadline: machine.deadline(),
-    })
 }

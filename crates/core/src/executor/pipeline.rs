@@ -15,8 +15,8 @@ use crate::reason::Reason;
 use crate::time::Timestamp;
 
 use super::state::{ExecutorState, Stop};
+use super::step::Next;
 use super::trail::AuditContext;
-use super::Next;
 use crate::policy::{Decision, Facts};
 
 /// Where a call entering the pipeline comes from, besides the model.

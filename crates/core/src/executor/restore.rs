@@ -20,8 +20,8 @@ use super::live::Decided;
 
 use super::pipeline::Origin;
 use super::state::{ExecutorState, Stop};
+use super::step::Next;
 use super::trail::AuditContext;
-use super::Next;
 
 /// A call that was waiting when the page went away, as the page stored it.
 #[derive(Clone, Debug, PartialEq)]
