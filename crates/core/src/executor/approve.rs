@@ -227,8 +227,8 @@ impl ExecutorState {
             .get(&call)
             .map(|live| std::sync::Arc::clone(&live.tool_call_id))
             .unwrap_or_else(|| "".into());
-        match self.work(call, &tool_call_id, &decided, Some(approval)) {
-            Ok(work) => Ok(Next::Perform(call, work)),
+        match self.task(call, &tool_call_id, &decided, Some(approval)) {
+            Ok(task) => Ok(Next::Perform(call, task)),
             Err(stop) => self.settle_refused(call, stop, now),
         }
     }

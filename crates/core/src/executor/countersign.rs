@@ -28,7 +28,7 @@ pub(crate) enum RunError {
 }
 
 /// What a job awaits.
-pub(crate) enum Work {
+pub(crate) enum Task {
     /// The action's `run`.
     Run(LocalBoxFuture<Result<Value, String>>),
     /// A mint, then (if the call is still wanted) the action's `run` with the token.
@@ -38,16 +38,16 @@ pub(crate) enum Work {
     },
 }
 
-impl Work {
-    /// Runs the work; `still_wanted` is asked before the run (and the mint's run), so a
+impl Task {
+    /// Runs the task; `still_wanted` is asked before the run (and the mint's run), so a
     /// call settled meanwhile (the page shut down) or a poisoned executor never runs it.
     pub(crate) async fn finish(self, still_wanted: impl Fn() -> bool) -> Result<Value, RunError> {
         match self {
-            Work::Run(_) if !still_wanted() => Err(RunError::Failed(
+            Task::Run(_) if !still_wanted() => Err(RunError::Failed(
                 "the call ended before it could run".into(),
             )),
-            Work::Run(run) => run.await.map_err(RunError::Failed),
-            Work::Countersigned { mint, prepared } => {
+            Task::Run(run) => run.await.map_err(RunError::Failed),
+            Task::Countersigned { mint, prepared } => {
                 let token = mint.await.map_err(RunError::NotCountersigned)?;
                 if !still_wanted() {
                     return Err(RunError::NotCountersigned(
@@ -77,16 +77,16 @@ impl ExecutorState {
         self.countersigner = Some(signer);
     }
 
-    /// The work of a call allowed to run. `approval` is the person's decision (a card's
+    /// The task of a call allowed to run. `approval` is the person's decision (a card's
     /// gesture, or the grant that covered it); an action that takes a countersignature
     /// runs only with one, and never without a person's approval.
-    pub(crate) fn work(
+    pub(crate) fn task(
         &self,
         call: CallId,
         tool_call_id: &str,
         decided: &Decided,
         approval: Option<Approval>,
-    ) -> Result<Work, Stop> {
+    ) -> Result<Task, Stop> {
         let meta = decided.action.meta();
         // The declaration's presence, raised (never lowered) by the policy file.
         let presence = match self.policy.file() {
@@ -113,7 +113,7 @@ impl ExecutorState {
                 ));
             }
             return match self.hook(Hook::Run, || decided.prepared.run())? {
-                Some(run) => Ok(Work::Run(run)),
+                Some(run) => Ok(Task::Run(run)),
                 None => Err(Stop::new(Reason::NothingToRun, Decider::Action)),
             };
         }
@@ -147,7 +147,7 @@ impl ExecutorState {
                 .await
                 .map(|token| token.for_arguments(arguments))
         });
-        Ok(Work::Countersigned {
+        Ok(Task::Countersigned {
             mint,
             prepared: Rc::clone(&decided.prepared),
         })

@@ -91,15 +91,15 @@ impl ExecutorState {
             card: None,
             grant: Some(grant),
         });
-        let work = self.work(trace.call, trace.tool_call_id, &decided, approval);
+        let task = self.task(trace.call, trace.tool_call_id, &decided, approval);
         self.trail
             .record(trace, AuditEvent::Allowed, by, reason, None, now);
-        let work = work?;
+        let task = task?;
         self.live.insert(
             trace.call,
             self.live_call(trace, decided, consequence, None, LiveState::Performing),
         );
-        Ok(Next::Perform(trace.call, work))
+        Ok(Next::Perform(trace.call, task))
     }
 
     /// A person must approve: draw the card and wait.

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::call::CallId;
 
-use super::countersign::{RunError, Work};
+use super::countersign::{RunError, Task};
 use super::registration::{Deferred, Post};
 
 /// Settles its call as `EXECUTION_FAILED` (interrupted) if dropped while armed: a job or
@@ -29,7 +29,7 @@ impl Drop for Guard {
 /// [`crate::executor::Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
 #[must_use = "a job does nothing until run; dropping it settles the call as failed"]
 pub struct Job {
-    pub(crate) work: Work,
+    pub(crate) task: Task,
     pub(crate) guard: Guard,
 }
 
@@ -42,7 +42,7 @@ impl Job {
     /// Runs the action's `run` (for an action that takes a countersignature: mints its
     /// token first, and runs only with one).
     pub async fn run(self) -> Completion {
-        let Job { work, guard } = self;
+        let Job { task, guard } = self;
         let (state, call) = (std::rc::Weak::clone(&guard.to.state), guard.call);
         // INVARIANT: nothing runs once its call has ended (shut down, unregistered) or
         // the executor is poisoned.
@@ -56,7 +56,7 @@ impl Job {
                 })
             })
         };
-        let result = work.finish(still_wanted).await;
+        let result = task.finish(still_wanted).await;
         Completion { result, guard }
     }
 }

@@ -59,7 +59,7 @@ pub(crate) enum Next {
     Approval(Box<ApprovalRequest>),
     Handoff(CallId),
     Question(CallId),
-    Perform(CallId, super::countersign::Work),
+    Perform(CallId, super::countersign::Task),
 }
 
 impl super::Executor {
@@ -74,8 +74,8 @@ impl super::Executor {
             Next::Question(call) => question_view(state, call)
                 .map(|view| Step::Question(Box::new(view)))
                 .unwrap_or_else(|| Step::Settled(lost(call))),
-            Next::Perform(call, work) => Step::Perform(Job {
-                work,
+            Next::Perform(call, task) => Step::Perform(Job {
+                task,
                 guard: Guard {
                     call,
                     executor: self.id,
