@@ -284,11 +284,63 @@ fn fits_scalar(schema: &Value, value: &Value) -> bool {
         "number" => value.is_number(),
         _ => true,
     };
-    match schema.get("type") {
+    let typed = match schema.get("type") {
         Some(Value::String(name)) => fits(name),
         Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).any(fits),
         _ => true,
+    };
+    typed && within_limits(schema, value)
+}
+
+/// Whether a number or a string is within the limits the schema states, those schemars
+/// writes for serde's own: an integer's `format`, `minimum` and `maximum`, a `char`'s
+/// length. INVARIANT: serde refuses a value outside them, and in an untagged enum goes
+/// on to the next alternative; the check must judge that alternative too.
+fn within_limits(schema: &Value, value: &Value) -> bool {
+    let limit = |key: &str| schema.get(key).and_then(Value::as_f64);
+    if let Some(n) = value.as_f64() {
+        let below = |key| limit(key).is_some_and(|m| n < m);
+        let above = |key| limit(key).is_some_and(|m| n > m);
+        let at = |key| limit(key).is_some_and(|m| n == m);
+        if below("minimum") || above("maximum") {
+            return false;
+        }
+        if below("exclusiveMinimum") || at("exclusiveMinimum") {
+            return false;
+        }
+        if above("exclusiveMaximum") || at("exclusiveMaximum") {
+            return false;
+        }
+        let whole = value
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| value.as_u64().map(i128::from));
+        let range = match schema.get("format").and_then(Value::as_str) {
+            Some("int8") => Some((i128::from(i8::MIN), i128::from(i8::MAX))),
+            Some("int16") => Some((i128::from(i16::MIN), i128::from(i16::MAX))),
+            Some("int32") => Some((i128::from(i32::MIN), i128::from(i32::MAX))),
+            Some("int64") => Some((i128::from(i64::MIN), i128::from(i64::MAX))),
+            Some("int") => Some((isize::MIN as i128, isize::MAX as i128)),
+            Some("uint8") => Some((0, i128::from(u8::MAX))),
+            Some("uint16") => Some((0, i128::from(u16::MAX))),
+            Some("uint32") => Some((0, i128::from(u32::MAX))),
+            Some("uint64") => Some((0, i128::from(u64::MAX))),
+            Some("uint") => Some((0, usize::MAX as i128)),
+            _ => None,
+        };
+        if let Some((low, high)) = range {
+            return whole.is_some_and(|w| (low..=high).contains(&w));
+        }
     }
+    if let Some(text) = value.as_str() {
+        let length = text.chars().count() as f64;
+        if limit("minLength").is_some_and(|m| length < m)
+            || limit("maxLength").is_some_and(|m| length > m)
+        {
+            return false;
+        }
+    }
+    true
 }
 
 #[cfg(test)]

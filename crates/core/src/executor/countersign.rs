@@ -47,6 +47,9 @@ impl Task {
                 "the call ended before it could run".into(),
             )),
             Task::Run(run) => run.await.map_err(RunError::Failed),
+            Task::Countersigned { .. } if !still_wanted() => Err(RunError::NotCountersigned(
+                "the call ended before its countersignature was minted".into(),
+            )),
             Task::Countersigned { mint, prepared } => {
                 let token = mint.await.map_err(RunError::NotCountersigned)?;
                 if !still_wanted() {

@@ -118,7 +118,9 @@ impl Executor {
     /// Runs `f` on the state as one step (see [`registration::begin`]).
     fn step<R>(&self, f: impl FnOnce(&mut ExecutorState) -> R) -> Result<R, Blocked> {
         let mut state = registration::begin(&self.state, &self.mailbox, &self.reentered)?;
-        Ok(f(&mut state))
+        let out = f(&mut state);
+        state.finish();
+        Ok(out)
     }
 
     /// A query: from inside a hook, or once poisoned, it answers nothing.

@@ -20,14 +20,20 @@ pub(crate) type Mailbox = std::rc::Rc<RefCell<Vec<Deferred>>>;
 
 /// The state borrowed for one step, with what was posted meanwhile applied.
 ///
-/// A panic that leaves the step (a hook's, a sink's, a drop's: possible only in a native
-/// host, the page aborts) poisons the executor, as `std::sync::Mutex` is poisoned: the
-/// step may be half made, so every later one is refused ([`Blocked::Poisoned`]).
+/// A step that does not finish (a hook, a sink or a drop panicked: possible only in a
+/// native host, the page aborts) poisons the executor, as `std::sync::Mutex` is
+/// poisoned: the step may be half made, so every later one is [`Blocked::Poisoned`].
 pub(crate) struct Stepping<'a> {
     state: RefMut<'a, ExecutorState>,
-    /// Whether a panic was already unwinding when the step began (a job dropped by
-    /// one): that panic is not this step's.
-    was_panicking: bool,
+    /// Set once the step is done; a step dropped before (a panic left it) poisons.
+    done: bool,
+}
+
+impl Stepping<'_> {
+    /// The step is done: nothing it began is left half made.
+    pub(crate) fn finish(mut self) {
+        self.done = true;
+    }
 }
 
 /// Begins a step: [`Blocked::Reentered`] from inside a hook (the state is borrowed; the
@@ -44,10 +50,7 @@ pub(crate) fn begin<'a>(
     if state.poisoned {
         return Err(Blocked::Poisoned);
     }
-    let mut step = Stepping {
-        state,
-        was_panicking: std::thread::panicking(),
-    };
+    let mut step = Stepping { state, done: false };
     let deferred = std::mem::take(&mut *mailbox.borrow_mut());
     for item in deferred {
         match item {
@@ -60,7 +63,9 @@ pub(crate) fn begin<'a>(
 
 impl Drop for Stepping<'_> {
     fn drop(&mut self) {
-        if !self.was_panicking && std::thread::panicking() {
+        // INVARIANT: only a step that finished leaves the executor usable; whatever
+        // stopped it (a panic, caught anywhere) poisons it.
+        if !self.done {
             self.state.poisoned = true;
         }
     }
@@ -100,7 +105,9 @@ impl Post {
             return;
         };
         mailbox.borrow_mut().push(item);
-        let _applied = begin(&state, &mailbox, &reentered);
+        if let Ok(step) = begin(&state, &mailbox, &reentered) {
+            step.finish();
+        };
     }
 }
 
