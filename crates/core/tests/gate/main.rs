@@ -11,6 +11,7 @@
 
 mod common;
 
+mod attempts;
 mod audit;
 mod bad_input;
 mod batches;
