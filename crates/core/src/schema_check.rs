@@ -131,8 +131,14 @@ fn check_object<'a>(
         .iter()
         .any(|k| s.get(k).is_some())
     };
-    if !all.iter().any(|(s, _)| shaping(s)) {
-        // Nothing here describes the object's fields (e.g. `serde_json::Value`).
+    // schemars writes a struct without fields as a bare `"type": "object"`: it declares
+    // no field. Only a schema that says nothing of objects takes any (`serde_json::Value`).
+    let an_object = |s: &Value| match s.get("type") {
+        Some(Value::String(name)) => name == "object",
+        Some(Value::Array(names)) => names.iter().any(|n| n == "object"),
+        _ => false,
+    };
+    if !all.iter().any(|(s, _)| shaping(s) || an_object(s)) {
         return Ok(());
     }
     for (schema, _) in all {

@@ -258,3 +258,39 @@ pub fn refused(w: &World, action: &str, args: &str) -> (String, String) {
         other => panic!("{action} {args}: not refused: {other:?}"),
     }
 }
+
+/// A signer that logs every request and mints `tok`.
+#[derive(Clone, Default)]
+pub struct Signer {
+    pub asked: Rc<RefCell<Vec<countersign::countersignature::MintRequest>>>,
+}
+
+impl countersign::countersignature::Countersigner for Signer {
+    fn mint(
+        &self,
+        request: countersign::countersignature::MintRequest,
+    ) -> countersign::action::LocalBoxFuture<
+        Result<countersign::countersignature::Countersignature, String>,
+    > {
+        self.asked.borrow_mut().push(request);
+        Box::pin(async { Ok(countersign::countersignature::Countersignature::new("tok")) })
+    }
+}
+
+/// A countersigned action that logs `id:name` when it runs.
+pub fn signed(w: &World, id: &str) -> Action<Named> {
+    let runs = Rc::clone(&w.runs);
+    let tag = id.to_owned();
+    Action::<Named>::new(id, "a countersigned action")
+        .kind(Kind::Danger)
+        .run_countersigned(
+            move |p: Named, _token: countersign::countersignature::Countersignature| {
+                let runs = Rc::clone(&runs);
+                let tag = tag.clone();
+                async move {
+                    runs.borrow_mut().push(format!("{tag}:{}", p.name));
+                    Ok::<_, String>(serde_json::json!({}))
+                }
+            },
+        )
+}

@@ -11,7 +11,7 @@
 
 mod common;
 
-mod attempts;
+mod arguments;
 mod audit;
 mod bad_input;
 mod batches;

@@ -1,11 +1,13 @@
 //! Every kind × confirm × person response ends as the table says: outcome, run, audit trail.
 
+use std::rc::Rc;
+
 use countersign::{
-    audit::AuditEvent, audit::Decider, policy::ApprovalPolicy, ticket::TicketError, Confirm,
+    audit::AuditEvent, audit::Decider, policy::ApprovalPolicy, ticket::TicketError, Call, Confirm,
     Gesture, Kind, Step,
 };
 
-use crate::common::{at, code, drive, World};
+use crate::common::{at, code, drive, signed, Signer, World};
 
 #[derive(Clone, Copy, Debug)]
 enum Response {
@@ -485,5 +487,238 @@ fn the_decision_follows_its_table_row_by_row() {
     ];
     for (facts, expected) in rows {
         assert_eq!(shape(&decide(&facts)), expected, "{facts:?}");
+    }
+}
+
+/// Every combination of facts: a run is always one of the table's few reasons, a
+/// handoff or question is never run or put behind a card, and no grant or mode covers
+/// what must be decided by the person.
+#[test]
+#[allow(clippy::nonminimal_bool)] // Written as the table reads.
+fn decide_runs_only_for_the_tables_reasons_over_every_combination_of_facts() {
+    use countersign::audit::Decider;
+    use countersign::policy::{decide, ApprovalPolicy, Decision, Facts};
+    use countersign::reason::{Level, LevelSource};
+    use countersign::{ticket::GrantId, Caller, Mode, Verdict};
+    let grant: GrantId = serde_json::from_value(serde_json::json!(7)).unwrap();
+    let bools = [false, true];
+    let mut wrong = Vec::new();
+    for kind in [Kind::Read, Kind::Write, Kind::Danger] {
+        for level in [
+            ApprovalPolicy::None,
+            ApprovalPolicy::Ask,
+            ApprovalPolicy::AskAlways,
+        ] {
+            for verdict in [Verdict::Allow, Verdict::Ask, Verdict::Deny("no".into())] {
+                for mode in [Mode::Default, Mode::Away, Mode::Unattended, Mode::Bypass] {
+                    for caller in Caller::ALL {
+                        for (g, handoff, question, countersigned, twice, reversal) in bools
+                            .iter()
+                            .flat_map(|a| bools.iter().map(move |b| (*a, *b)))
+                            .flat_map(|(a, b)| bools.iter().map(move |c| (a, b, *c)))
+                            .flat_map(|(a, b, c)| bools.iter().map(move |d| (a, b, c, *d)))
+                            .flat_map(|(a, b, c, d)| bools.iter().map(move |e| (a, b, c, d, *e)))
+                            .flat_map(|(a, b, c, d, e)| {
+                                bools.iter().map(move |f| (a, b, c, d, e, *f))
+                            })
+                        {
+                            let facts = Facts {
+                                kind,
+                                level: Level {
+                                    policy: level,
+                                    source: LevelSource::Declared,
+                                },
+                                verdict: verdict.clone(),
+                                mode,
+                                caller,
+                                grant: g.then_some(grant),
+                                handoff,
+                                question,
+                                countersigned,
+                                confirm_twice: twice,
+                                reversal,
+                            };
+                            let decision = decide(&facts);
+                            let outside = caller != Caller::Assistant;
+                            let flagged = verdict == Verdict::Ask;
+                            let ok = match &decision {
+                                _ if matches!(verdict, Verdict::Deny(_)) => {
+                                    matches!(decision, Decision::Refuse { .. })
+                                }
+                                _ if handoff || question => matches!(
+                                    decision,
+                                    Decision::Handoff
+                                        | Decision::Question
+                                        | Decision::Refuse { .. }
+                                ),
+                                Decision::Handoff | Decision::Question => false,
+                                Decision::Run { by, .. } => match by {
+                                    Decider::Policy => {
+                                        level == ApprovalPolicy::None
+                                            && !flagged
+                                            && !countersigned
+                                            && !(outside && kind != Kind::Read)
+                                    }
+                                    Decider::SessionGrant => {
+                                        g && !twice
+                                            && !flagged
+                                            && level != ApprovalPolicy::AskAlways
+                                    }
+                                    Decider::Mode => match mode {
+                                        Mode::Bypass => !outside && !countersigned && !reversal,
+                                        Mode::Unattended => {
+                                            !outside
+                                                && !countersigned
+                                                && !twice
+                                                && !flagged
+                                                && level == ApprovalPolicy::Ask
+                                        }
+                                        _ => false,
+                                    },
+                                    _ => false,
+                                },
+                                Decision::Ask { policy, .. } => {
+                                    mode != Mode::Away
+                                        && (*policy != ApprovalPolicy::Ask
+                                            || (!flagged && level != ApprovalPolicy::AskAlways))
+                                }
+                                Decision::Refuse { .. } => true,
+                            };
+                            if !ok {
+                                wrong.push(format!("{facts:?} -> {decision:?}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} wrong:\n{}",
+        wrong.len(),
+        wrong[..wrong.len().min(10)].join("\n")
+    );
+}
+
+/// A grant made while the level was `Ask` covers nothing once a policy file raises the
+/// action to "always", nor a call its classifier flags: both are asked, without a grant
+/// offer, and nothing runs.
+#[test]
+fn a_grant_never_covers_an_ask_always_call_however_the_level_got_there() {
+    let mut w = World::new();
+    w.add(w.action("save", Kind::Write, Confirm::Ask).classify(|p| {
+        if p.name.starts_with('!') {
+            countersign::Verdict::Ask
+        } else {
+            countersign::Verdict::Allow
+        }
+    }));
+    let card = w.card("save", r#"{"name":"a"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 1).unwrap();
+    assert_eq!(w.exec.grants().len(), 1);
+    // Covered: runs unasked.
+    let s = drive(&w.exec, w.call("save", r#"{"name":"b"}"#, 2), 2).unwrap();
+    assert_eq!(code(&s), "OK");
+    // Flagged by the classifier: asked every time.
+    let flagged = w.card("save", r#"{"name":"!c"}"#, 3);
+    assert_eq!(
+        flagged.policy,
+        countersign::policy::ApprovalPolicy::AskAlways
+    );
+    assert!(!flagged.offers_session_grant);
+    w.exec.deny(flagged.call, None, at(3)).unwrap();
+    // Raised by the deployment: asked every time.
+    w.exec
+        .load_policy(r#"{"roles":{"admin":{"scopes":["workspace.write"],"overrides":{"save":{"confirm":"always"}}}}}"#)
+        .unwrap();
+    let raised = w.card("save", r#"{"name":"d"}"#, 4);
+    assert_eq!(
+        raised.policy,
+        countersign::policy::ApprovalPolicy::AskAlways
+    );
+    assert!(!raised.offers_session_grant);
+    let r = w
+        .exec
+        .approve(raised.countersign(Gesture::AllowForSession), at(5));
+    assert_eq!(r.unwrap_err(), TicketError::GrantNotOffered);
+    w.exec.deny(raised.call, None, at(5)).unwrap();
+    assert_eq!(w.runs(), ["save:a", "save:b"]);
+    for c in [flagged.call, raised.call] {
+        assert_eq!(w.terminal(c).len(), 1);
+    }
+}
+
+/// A rewrite from a granted action into an `AskAlways` one does not carry the grant: the
+/// replacement is decided on its own terms and asked.
+#[test]
+fn a_rewrite_does_not_carry_a_grant_into_an_ask_always_action() {
+    use countersign::action::Rewrite;
+    let mut w = World::new();
+    w.add(w.action("wipe", Kind::Danger, Confirm::Unset));
+    w.add(w.action("tidy", Kind::Write, Confirm::Ask).rewrite(|p| {
+        if p.name == "all" {
+            Rewrite::Action {
+                action: "wipe".into(),
+                arguments: serde_json::json!({ "name": p.name }),
+                why: "escalate".into(),
+            }
+        } else {
+            Rewrite::Keep
+        }
+    }));
+    let card = w.card("tidy", r#"{"name":"one"}"#, 0);
+    w.allow(&card, Gesture::AllowForSession, 1).unwrap();
+    assert_eq!(w.runs(), ["tidy:one"]);
+    match w.call("tidy", r#"{"name":"all"}"#, 2) {
+        Step::Approval(card) => {
+            assert_eq!(card.action, "wipe");
+            assert_eq!(card.policy, countersign::policy::ApprovalPolicy::AskAlways);
+            w.exec.deny(card.call, None, at(3)).unwrap();
+            assert_eq!(w.terminal(card.call).len(), 1);
+        }
+        other => panic!("the rewritten call was not asked: {other:?}"),
+    }
+    assert_eq!(w.runs(), ["tidy:one"]);
+}
+
+/// No mode speaks for an outside agent, and no mode answers for a countersigned action,
+/// even where the page's own assistant would be let through.
+#[test]
+fn no_mode_runs_an_outside_agents_write_or_a_countersigned_call_unasked() {
+    use countersign::{Caller, Mode};
+    for mode in [Mode::Default, Mode::Away, Mode::Unattended, Mode::Bypass] {
+        let mut w = World::new();
+        w.add(w.action("ask", Kind::Write, Confirm::Ask));
+        w.add(w.action("none", Kind::Write, Confirm::Unset));
+        w.add(w.action("off", Kind::Danger, Confirm::Off));
+        w.add(signed(&w, "signed"));
+        w.exec
+            .set_countersigner(Rc::new(Signer::default()))
+            .unwrap();
+        w.exec.set_mode(mode).unwrap();
+        for caller in [Caller::WebMcp, Caller::Mcp] {
+            for action in ["ask", "none", "off"] {
+                let step = w
+                    .exec
+                    .submit(Call::new("t", action, r#"{"name":"x"}"#).by(caller), at(0))
+                    .unwrap();
+                assert!(
+                    !matches!(step, Step::Perform(_)),
+                    "{mode:?} {caller:?} {action}: ran unasked"
+                );
+                if let Step::Approval(card) = step {
+                    w.exec.deny(card.call, None, at(0)).unwrap();
+                }
+            }
+        }
+        let step = w.call("signed", r#"{"name":"x"}"#, 0);
+        assert!(
+            !matches!(step, Step::Perform(_)),
+            "{mode:?}: a countersigned action ran unasked"
+        );
+        drive(&w.exec, step, 1);
+        assert!(w.runs().is_empty(), "{mode:?}: {:?}", w.runs());
+        crate::common::at_most_one_terminal_each(&w);
     }
 }
