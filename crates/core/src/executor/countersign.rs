@@ -42,6 +42,8 @@ impl Task {
     /// Runs the task; `still_wanted` is asked before the run (and the mint's run), so a
     /// call settled meanwhile (the page shut down) or a poisoned executor never runs it.
     pub(crate) async fn finish(self, still_wanted: impl Fn() -> bool) -> Result<Value, RunError> {
+        // INVARIANT: nothing is minted or run for a call that has ended, or once the
+        // executor is poisoned.
         match self {
             Task::Run(_) if !still_wanted() => Err(RunError::Failed(
                 "the call ended before it could run".into(),
