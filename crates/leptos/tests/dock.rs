@@ -2898,7 +2898,7 @@ async fn a_conflicting_record_is_passed_over_and_every_other_one_shipped() {
         .audit()
         .records()
         .into_iter()
-        .map(|r| r.id.into())
+        .map(|r| r.id)
         .collect();
     assert!(ids.len() >= 4, "{ids:?}");
     // The third record is held by the gateway under another record: a 409.

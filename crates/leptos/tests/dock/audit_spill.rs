@@ -78,7 +78,7 @@ fn written(page: &Mounted) -> Vec<(String, u64)> {
     audit
         .slice(audit.first(), audit.len())
         .into_iter()
-        .map(|r| (r.id.into(), r.seq))
+        .map(|r| (r.id, r.seq))
         .collect()
 }
 
