@@ -24,66 +24,8 @@ pub(crate) enum LiveState {
     Question(Timestamp),
 }
 
-/// The calls not yet settled, in call-id order. A vector: few calls are live at once,
-/// ids only grow (a new call goes last), and it keeps its room from one call to the next.
-/// Each call is boxed: a live call is a few hundred bytes, put in and taken out whole,
-/// and a box is built where it stays and moved as a pointer, not copied in and out.
-#[derive(Default)]
-pub(crate) struct LiveCalls(Vec<(CallId, Box<Live>)>);
-
-impl LiveCalls {
-    fn position(&self, call: &CallId) -> Result<usize, usize> {
-        self.0.binary_search_by(|(c, _)| c.cmp(call))
-    }
-
-    pub(crate) fn get(&self, call: &CallId) -> Option<&Live> {
-        let at = self.position(call).ok()?;
-        self.0.get(at).map(|(_, live)| &**live)
-    }
-
-    pub(crate) fn get_mut(&mut self, call: &CallId) -> Option<&mut Live> {
-        let at = self.position(call).ok()?;
-        self.0.get_mut(at).map(|(_, live)| &mut **live)
-    }
-
-    pub(crate) fn contains_key(&self, call: &CallId) -> bool {
-        self.position(call).is_ok()
-    }
-
-    /// Adds a call, or replaces the one with its id.
-    pub(crate) fn insert(&mut self, call: CallId, live: Box<Live>) {
-        match self.position(&call) {
-            Ok(at) => {
-                if let Some(slot) = self.0.get_mut(at) {
-                    slot.1 = live;
-                }
-            }
-            Err(at) => self.0.insert(at, (call, live)),
-        }
-    }
-
-    pub(crate) fn remove(&mut self, call: &CallId) -> Option<Box<Live>> {
-        let at = self.position(call).ok()?;
-        Some(self.0.remove(at).1)
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// The calls in id order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&CallId, &Live)> {
-        self.0.iter().map(|(call, live)| (call, &**live))
-    }
-
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &CallId> {
-        self.0.iter().map(|(call, _)| call)
-    }
-
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Live> {
-        self.0.iter().map(|(_, live)| &**live)
-    }
-}
+/// The calls not yet settled, by call id (oldest first).
+pub(crate) type LiveCalls = std::collections::BTreeMap<CallId, Box<Live>>;
 
 /// A call past the decide stage that has not settled.
 pub(crate) struct Live {

@@ -1,7 +1,7 @@
 //! The registry: which actions are registered now, each with its generation, and the
 //! rules a declaration must meet to get in.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use crate::action::{Action, ErasedAction};
@@ -95,40 +95,16 @@ pub(crate) struct Entry {
     pub(crate) generation: u64,
 }
 
-/// FNV-1a over an id's bytes: every call looks its action up by id, and a keyed
-/// (SipHash) hash of a short id cost more than the rest of the lookup. Only the page
-/// registers ids, so nobody chooses keys to collide in the table; a model's id is only
-/// looked up.
-struct IdHasher(u64);
-
-impl Default for IdHasher {
-    fn default() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// The registered actions by id.
 pub(crate) struct Registry {
-    actions: HashMap<String, Entry, std::hash::BuildHasherDefault<IdHasher>>,
+    actions: BTreeMap<String, Entry>,
     next_generation: u64,
 }
 
 impl Registry {
     pub(crate) fn new() -> Self {
         Self {
-            actions: HashMap::default(),
+            actions: BTreeMap::new(),
             next_generation: 1,
         }
     }
@@ -146,8 +122,6 @@ impl Registry {
     }
 
     /// Removes the registration `generation` of `id`; a later one under the same id stays.
-    /// Removes `id` if `generation` is still its registration, handing back the entry
-    /// (for the caller to drop once its own changes are made).
     pub(crate) fn remove(&mut self, id: &str, generation: u64) -> Option<Entry> {
         if self.is_current(id, generation) {
             self.actions.remove(id)
@@ -177,8 +151,6 @@ impl Registry {
 
     /// The registered ids, sorted.
     pub(crate) fn ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.actions.keys().cloned().collect();
-        ids.sort_unstable();
-        ids
+        self.actions.keys().cloned().collect()
     }
 }
