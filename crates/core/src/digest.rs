@@ -14,17 +14,15 @@ use sha2::{Digest as _, Sha256};
 pub struct ArgsDigest([u8; 32]);
 
 impl ArgsDigest {
-    /// The digest of a parsed argument value, over its canonical form (object keys
-    /// sorted, no insignificant whitespace), so `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }`
-    /// have one digest.
+    /// The digest of a value over its canonical form (keys sorted, no whitespace), so
+    /// `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }` have one digest.
     pub fn of_value(value: &Value) -> Self {
         let mut hasher = Sha256::new();
         write_canonical(value, &mut hasher);
         Self(hasher.finalize().into())
     }
 
-    /// The digest of raw arguments: canonical when they parse as JSON, the bytes as
-    /// sent otherwise (so even malformed arguments are traceable in the audit).
+    /// The digest of raw arguments: canonical when they parse, else of the bytes as sent.
     pub fn of_raw(raw: &str) -> Self {
         match serde_json::from_str::<Value>(raw) {
             Ok(value) => Self::of_value(&value),
@@ -87,28 +85,20 @@ impl From<ArgsDigest> for String {
     }
 }
 
-/// The key of the audit trail's argument digests: SHA-256 over a secret 64-byte key
-/// block followed by the canonical arguments (the key fills SHA-256's first block, whose
-/// state is computed once, so a keyed digest costs what a plain one does).
+/// The key of the audit trail's argument digests: SHA-256 over a secret key block, then
+/// the canonical arguments. It hides arguments; it does not authenticate records.
 ///
-/// It hides arguments; it does not authenticate records (the gateway's chain does that).
-/// Without the key a guess cannot be hashed, so a reader of the trail cannot confirm a
-/// low-entropy argument.
-///
-/// Who can check a claimed argument against the trail: whoever holds this key, and
-/// nobody else. By default ([`crate::executor::Config::new`]) it is derived from the page
-/// session's secret and never leaves the page, so once the page is gone nobody (not the
-/// gateway's operator, not a reader of the trail) can confirm a guessed argument. A
-/// deployment that must settle disputes later sets [`crate::executor::Config::audit_key`] from a
-/// key it keeps; then it alone can run [`AuditKey::digest`] over a claimed argument and
-/// compare the result with a record's `args_digest`.
+/// Only its holder can check a claimed argument against a record's `args_digest`, with
+/// [`AuditKey::digest`]. By default it comes from the page session's secret and never
+/// leaves the page. A deployment that must settle disputes later sets
+/// [`Config::audit_key`](crate::executor::Config::audit_key) from a key it keeps.
 #[derive(Clone)]
 pub struct AuditKey(Sha256);
 
 impl AuditKey {
     /// A key from 32 secret bytes.
     pub fn new(bytes: [u8; 32]) -> Self {
-        // The key block: a label, then the key, zero-padded to SHA-256's 64-byte block.
+        // A label and the key, padded to one 64-byte block: its state is computed once.
         let mut block = [0u8; 64];
         let label = b"countersign-audit-key-v1";
         for (slot, byte) in block.iter_mut().zip(label.iter().chain(bytes.iter())) {
@@ -117,8 +107,7 @@ impl AuditKey {
         Self(Sha256::new_with_prefix(block))
     }
 
-    /// The keyed digest of parsed arguments, over the same canonical form as
-    /// [`ArgsDigest::of_value`].
+    /// The keyed digest of parsed arguments, over the canonical form of [`ArgsDigest::of_value`].
     pub fn digest(&self, value: &Value) -> ArgsDigest {
         let mut hasher = self.0.clone();
         write_canonical(value, &mut hasher);
@@ -187,9 +176,7 @@ fn nibble(c: u8) -> Result<u8, BadDigest> {
     }
 }
 
-// serde_json's map order depends on its `preserve_order` feature, which another crate in
-// the build may switch on; sorting here keeps the digest stable whatever the features.
-// The canonical text goes straight into the hasher: it is never held whole.
+// Keys are sorted here: serde_json's map order depends on a feature any crate may enable.
 fn write_canonical(value: &Value, out: &mut Sha256) {
     match value {
         Value::Object(map) => {

@@ -27,9 +27,8 @@ pub struct Expect {
 }
 
 impl Expect {
-    /// An expectation described as `description` and checked by `check` when the person
-    /// says the step is done. `check` must not call back into the executor (see
-    /// [`crate::ticket::Blocked::Reentered`]); if it does, the handoff settles as `HANDOFF_FAILED`.
+    /// An expectation, checked when the person says the step is done. If `check` calls
+    /// back into the executor, the handoff settles as `HANDOFF_FAILED`.
     pub fn new(description: impl Into<String>, check: impl Fn() -> bool + 'static) -> Self {
         Self {
             description: description.into(),
@@ -148,10 +147,8 @@ impl HandoffState {
     }
 }
 
-/// The handoff state machine. Sans-IO: it never reads a clock; the host passes `now`
-/// in and asks [`HandoffMachine::poll_timeout`] when to call back.
-///
-/// Once terminal, it stays so: later events change nothing.
+/// The handoff state machine. It never reads a clock: the host passes `now` in and asks
+/// [`HandoffMachine::poll_timeout`] when to call back. Once terminal, it stays so.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HandoffMachine {
     state: HandoffState,

@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A preview of a call's effect, computed by the action's dry-run hook without side
-/// effects (a text diff, counts of what will be deleted, or both).
+/// A preview of a call's effect from the action's dry run: a text diff, counts, or both.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Preview {
     /// A unified-diff-style text of what will change, if the action has one.

@@ -21,8 +21,7 @@ pub struct Revealed {
 }
 
 impl Revealed {
-    /// A backslash from the text, doubled so it never starts something that reads as
-    /// one of our escapes.
+    /// A backslash from the text, doubled so it never reads as the start of an escape.
     fn push_backslash(&mut self) {
         self.text.push_str("\\\\");
         match self.parts.last_mut() {
@@ -86,9 +85,8 @@ pub fn is_bidi_control(c: char) -> bool {
     )
 }
 
-/// Characters that show nothing, or only space: Unicode's default-ignorable code points
-/// (assigned or reserved) that are not format characters, the fillers and blanks that
-/// render as empty, odd spaces, and control characters but newline and tab.
+/// Characters that show nothing or only space: default-ignorable code points that are
+/// not format characters, fillers, odd spaces, and controls but newline and tab.
 fn is_blank(c: char) -> bool {
     matches!(
         u32::from(c),
@@ -140,9 +138,8 @@ fn looks_latin(c: char) -> bool {
     )
 }
 
-/// A non-ASCII letter or digit that Unicode's compatibility normalisation maps elsewhere
-/// (fullwidth `ａ`, mathematical `𝖺`, roman numeral `ⅼ`, ligature `ﬁ`): it reads as
-/// another character.
+/// A non-ASCII letter or digit that NFKC maps elsewhere (fullwidth `ａ`, mathematical
+/// `𝖺`, roman numeral `ⅼ`, ligature `ﬁ`): it reads as another character.
 fn compatibility_form(c: char) -> bool {
     c.is_alphanumeric() && crate::grant_rule::folds_to_ascii(c)
 }
@@ -163,15 +160,13 @@ fn is_generic_mark(c: char) -> bool {
     )
 }
 
-/// The most generic combining marks one letter may carry before the rest are shown as
-/// escapes (a stack draws over the card's neighbouring lines).
+/// Generic combining marks a letter may carry before more are escaped (stacks overdraw).
 const MAX_MARKS: usize = 2;
 
-/// Makes free text visible: invisible and bidi-control characters always; look-alike
-/// letters when their word also has Latin letters (`Аpollo`) or is made only of
-/// look-alikes (`раураӏ.сом`), and compatibility forms (`ａpple`); overlay marks,
-/// a dotted dotless i, and stacks of more than two marks. A backslash is shown doubled,
-/// so a typed `\u{202e}` never looks like a revealed U+202E.
+/// Makes free text visible. Escapes invisible and bidi-control characters; look-alike
+/// letters in a word with Latin letters (`Аpollo`) or only look-alikes (`раураӏ.сом`);
+/// compatibility forms (`ａpple`); overlay marks, a dotted dotless i, and stacks of more
+/// than two marks. A typed backslash is doubled, so `\u{202e}` never looks revealed.
 pub fn reveal(text: &str) -> Revealed {
     let mut out = Revealed {
         text: String::with_capacity(text.len()),

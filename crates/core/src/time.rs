@@ -4,11 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// A point in time, in whole milliseconds since an epoch the host chooses.
-///
-/// The core never reads a clock (`std::time::Instant::now()` panics on
-/// `wasm32-unknown-unknown`). The host passes `now` into every call that needs it:
-/// the page uses `performance.now()` or `Date.now()`, native tests a manual clock.
+/// A point in time, in whole milliseconds since an epoch the host chooses. The core
+/// never reads a clock: the host passes `now` into every call that needs it.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]

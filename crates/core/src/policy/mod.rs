@@ -83,9 +83,7 @@ impl ApprovalPolicy {
         }
     }
 
-    /// Whether the person may be offered "always allow this session".
-    ///
-    /// Only `Ask` offers it; `AskAlways` is asked every time, by definition.
+    /// Whether the person may be offered "always allow this session" (only for `Ask`).
     pub const fn offers_session_grant(self) -> bool {
         matches!(self, Self::Ask)
     }
