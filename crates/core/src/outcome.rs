@@ -195,32 +195,3 @@ impl Settled {
         self.to_model_json().to_string()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_refusal_is_never_an_empty_string_and_never_ok() {
-        for code in Code::ALL {
-            let outcome = Outcome::Refused(Refusal {
-                code,
-                stage: Stage::Approve,
-                reason: Reason::Declined,
-                message: "x".into(),
-            });
-            let json = outcome.to_model_json();
-            assert_eq!(json["ok"], false);
-            assert_eq!(json["error"]["code"], code.as_str());
-            assert!(json["error"]["retry"].is_string());
-            assert!(outcome.is_error());
-        }
-    }
-
-    #[test]
-    fn code_names_serialise_as_the_model_sees_them() {
-        for code in Code::ALL {
-            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
-        }
-    }
-}

@@ -89,22 +89,3 @@ fn cell(table: &[Vec<u32>], i: usize, j: usize) -> u32 {
         .copied()
         .unwrap_or(0)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_line_diff_marks_removed_added_and_kept_lines() {
-        assert_eq!(line_diff("a\nb\nc", "a\nx\nc"), "  a\n- b\n+ x\n  c\n");
-        assert_eq!(line_diff("", "new"), "+ new\n");
-        assert_eq!(line_diff("old", ""), "- old\n");
-        assert_eq!(line_diff("same", "same"), "  same\n");
-    }
-
-    #[test]
-    fn huge_texts_are_summarised_not_diffed() {
-        let big = "x\n".repeat(3_000);
-        assert_eq!(line_diff(&big, "y"), "- 3000 lines\n+ 1 lines\n");
-    }
-}

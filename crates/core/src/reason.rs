@@ -782,26 +782,3 @@ impl Reason {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_refusing_reason_has_a_code_and_a_stage_that_agree() {
-        let refusing = [
-            Reason::UnknownAction,
-            Reason::InvalidArguments,
-            Reason::ScopeMissing { scope: "s".into() },
-            Reason::PolicyFileBroken { line: 3 },
-            Reason::ModeRefused { mode: Mode::Away },
-            Reason::ClassifierDenied,
-            Reason::Declined,
-        ];
-        for reason in refusing {
-            assert!(reason.code().is_some(), "{reason:?}");
-            assert!(!reason.summary().is_empty());
-        }
-        assert_eq!(Reason::Verified.code(), None);
-    }
-}
