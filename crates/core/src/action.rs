@@ -14,18 +14,14 @@ use crate::policy::{ApprovalPolicy, Confirm, Kind};
 
 pub use crate::countersignature::LocalBoxFuture;
 
-/// An action's own judgement of one set of arguments (the decide stage).
-///
-/// Three states, not a boolean: `Allow` leaves the resolved policy as it is (it can
-/// never lower it), `Ask` requires a person even where the policy would not, `Deny`
-/// refuses with `POLICY_DENIED`.
+/// An action's own judgement of one call's arguments. It can raise the bar, never lower it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// The policy applies unchanged.
     Allow,
     /// A person must approve these arguments.
     Ask,
-    /// These arguments are never allowed; the reason goes to the model.
+    /// Refused with `POLICY_DENIED`; the reason goes to the model.
     Deny(String),
 }
 
@@ -61,21 +57,16 @@ pub enum Rewrite {
 
 /// A declared action with typed params `P`.
 ///
-/// Hooks (`available`, `validate`, `classify`, `consequence`, `preview`, `rewrite`,
-/// `remember`, `confirm_twice`, the synchronous part of `run`, `verify`, and a handoff's
-/// `expect`) run while the executor decides and must not call back into it: a call
-/// that tries gets [`crate::ticket::Blocked::Reentered`] (queries get nothing), and the call whose hook
-/// tried is refused with the reason `hook_reentered`. Reading
-/// [`crate::executor::Executor::mode`] is the one exception. `run`'s future is driven after the
-/// decision, outside the executor, and may use it freely.
+/// The model's JSON Schema is derived from `P`, and arguments are read into `P` with
+/// unknown fields refused, so the two cannot drift. An action either `run`s or has a
+/// [`Handoff`]; registering one with neither or both is an error.
 ///
-/// A hook that panics (possible only in a native host; the page aborts) poisons the
-/// executor: every later operation is refused (see [`crate::executor::Executor::is_poisoned`]).
-///
-/// The JSON Schema the model sees is derived from `P`, and the model's arguments are
-/// deserialised into `P` with unknown fields refused, so the two cannot drift.
-/// An action either `run`s or has a [`Handoff`]; [`crate::executor::Executor::register`] refuses
-/// one with neither or both.
+/// Hooks (the closures below, `run` until it returns its future, a handoff's `expect`)
+/// run while the executor decides. They must not call back into it, except to read
+/// [`Executor::mode`](crate::executor::Executor::mode): such a call gets
+/// [`Blocked::Reentered`](crate::ticket::Blocked::Reentered), and the hook's call is
+/// refused (`hook_reentered`). `run`'s future may use the executor freely. A hook that
+/// panics poisons the executor.
 ///
 /// ```
 /// use countersign::{Action, Kind, Confirm};
@@ -171,9 +162,8 @@ where
         }
     }
 
-    /// Makes the action a question for the person: nothing runs; the dock shows a form
-    /// for the answer's type and the person's validated answer is the result. Declining
-    /// is `QUESTION_DECLINED`. The form's words come from the declaration only.
+    /// Makes the action a question for the person: nothing runs, and the person's
+    /// validated answer is the result. Declining is `QUESTION_DECLINED`.
     pub fn question(mut self, question: crate::question::Question) -> Self {
         self.question = Some(question);
         self
@@ -208,40 +198,33 @@ where
         self
     }
 
-    /// A check against live page state; `false` refuses calls with `UNAVAILABLE` and
-    /// hides the action from the projection. Default: always available. Runs again when
-    /// the person approves. Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
+    /// A check of live page state, run again on approval. `false` refuses the call with
+    /// `UNAVAILABLE` and hides the action from the model. Default: always available.
     pub fn available(mut self, check: impl Fn() -> bool + 'static) -> Self {
         self.available = Some(Rc::new(check));
         self
     }
 
-    /// Extra validation of typed params, after deserialisation. An `Err` is `INVALID_ARGS`.
-    /// Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
+    /// Extra checks of the typed params; an `Err` is `INVALID_ARGS`.
     pub fn validate(mut self, check: impl Fn(&P) -> Result<(), String> + 'static) -> Self {
         self.validator = Some(Rc::new(check));
         self
     }
 
-    /// The action's own allow / ask / deny judgement of each call's params. Runs again
-    /// when the person approves. Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
+    /// The action's allow / ask / deny judgement of each call; run again on approval.
     pub fn classify(mut self, classify: impl Fn(&P) -> Verdict + 'static) -> Self {
         self.classify = Some(Rc::new(classify));
         self
     }
 
-    /// What the call will do, computed from the params and current state; the approval
-    /// card and the model's messages use it, never the model's own prose. Computed again
-    /// when the person approves: if it changed, the card is shown again instead of running.
-    /// Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
+    /// What the call will do, in the action's words: the card and the model's messages
+    /// use it. Computed again on approval; if it changed, the card is shown again.
     pub fn consequence(mut self, text: impl Fn(&P) -> String + 'static) -> Self {
         self.consequence = Some(Rc::new(text));
         self
     }
 
     /// What the action does. Its output goes into the receipt; an `Err` is `EXECUTION_FAILED`.
-    /// The closure itself (not the future it returns) must not call back into the
-    /// executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn run<F, Fut, T, E>(mut self, run: F) -> Self
     where
         F: Fn(P) -> Fut + 'static,
@@ -254,14 +237,11 @@ where
         self
     }
 
-    /// What the action does, for an action whose backend wants proof that a person
-    /// approved this exact call: `run` receives the call's
-    /// [`Countersignature`](crate::countersignature::Countersignature), minted after the person approved and before anything
-    /// runs, and sends it with its own request; the backend checks it (the
-    /// `countersign-verify` crate, or any JOSE library). Such an action is always asked
-    /// (never below `Ask`, never run by a mode) and a session grant covers it only with a
-    /// token that names the grant. With no countersigner, or when minting fails, the call
-    /// settles as `NOT_COUNTERSIGNED` and `run` is never reached. Replaces [`Action::run`].
+    /// Replaces [`Action::run`] for a backend that checks a person approved this call. `run`
+    /// also gets the call's [`Countersignature`](crate::countersignature::Countersignature),
+    /// minted after approval, to send with its request (`countersign-verify` checks it).
+    /// Such an action is always asked, never run by a mode, and covered by a grant only
+    /// with a token naming the grant. No token: `NOT_COUNTERSIGNED`, and `run` is not reached.
     pub fn run_countersigned<F, Fut, T, E>(mut self, run: F) -> Self
     where
         F: Fn(P, crate::countersignature::Countersignature) -> Fut + 'static,
@@ -276,21 +256,17 @@ where
         self
     }
 
-    /// For a countersigned action that matters most: the token is minted only after the
-    /// person also verifies the call with their registered passkey (WebAuthn, user
-    /// verification required, over a challenge derived from this call's binding), and
-    /// says `presence: "passkey"`. No passkey registered, a failed or unverified
-    /// assertion: `NOT_COUNTERSIGNED`, and `run` is never reached. Needs
-    /// [`Action::run_countersigned`] (registering without it is an error).
+    /// Mints the token only after the person also verifies the call with their passkey
+    /// (WebAuthn, user verification, a challenge bound to this call); it then says
+    /// `presence: "passkey"`. Otherwise `NOT_COUNTERSIGNED`. Registering it without
+    /// [`Action::run_countersigned`] is an error.
     pub fn needs_passkey(mut self) -> Self {
         self.presence = crate::countersignature::Presence::Passkey;
         self
     }
 
-    /// Only these callers may call the action: for the others it is not in the
-    /// projection and a call of it is `UNKNOWN_ACTION`, decided in the executor (so an
-    /// agent outside the page cannot reach it whatever it sends). For example
-    /// `.only_for([Caller::Assistant])` keeps an action from WebMCP and MCP agents.
+    /// Only these callers may call the action; for others it is unlisted and
+    /// `UNKNOWN_ACTION`. `.only_for([Caller::Assistant])` keeps it from WebMCP and MCP agents.
     pub fn only_for(mut self, callers: impl IntoIterator<Item = crate::call::Caller>) -> Self {
         let mut callers: Vec<crate::call::Caller> = callers.into_iter().collect();
         callers.sort_unstable();
@@ -300,68 +276,55 @@ where
     }
 
     /// Reads real state after `run` to confirm the effect; an `Err` is `VERIFY_FAILED`.
-    /// Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
     pub fn verify(mut self, verify: impl Fn(&P, &Value) -> Result<(), String> + 'static) -> Self {
         self.verify = Some(Rc::new(verify));
         self
     }
 
-    /// What "always allow this session" remembers from the approved call: a pattern over
-    /// its arguments (a prefix, a glob, an exact value), so the grant covers the calls the
-    /// person meant, not every future call. Default: every call of the action. A grant
-    /// restored from storage is derived again with this hook. Must not call back into
-    /// the executor (see [`crate::ticket::Blocked::Reentered`]).
+    /// What "always allow this session" covers: a pattern over the approved call's
+    /// arguments. Default: every call of the action. Restored grants are derived again here.
     pub fn remember(mut self, rule: impl Fn(&P) -> crate::grant_rule::GrantRule + 'static) -> Self {
         self.remember = Some(Rc::new(rule));
         self
     }
 
-    /// A dry run: what the call would change, computed without side effects and shown on
-    /// the approval card (a text diff, counts of what will be deleted). Computed again when
-    /// the person approves. Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
+    /// A dry run of what the call would change, shown on the card; computed again on approval.
     pub fn preview(mut self, dry_run: impl Fn(&P) -> crate::preview::Preview + 'static) -> Self {
         self.preview = Some(Rc::new(dry_run));
         self
     }
 
-    /// Double confirmation: after the person's first yes, a second, differently worded
-    /// question must be answered yes too. Such an action never offers "always allow", and
-    /// no grant ever skips it. Must not call back into the executor (see [`crate::ticket::Blocked::Reentered`]).
+    /// A second question the person must also answer yes to. Such an action never offers
+    /// "always allow", and no grant skips it.
     pub fn confirm_twice(mut self, question: impl Fn(&P) -> String + 'static) -> Self {
         self.second_question = Some(Rc::new(question));
         self
     }
 
-    /// Rewrites calls between decide and approve: normalise arguments, or replace this
-    /// action with a reversible one. Any change re-enters the pipeline from the start, so
-    /// the replacement is validated, scoped and decided on its own terms. Must not call
-    /// back into the executor (see [`crate::ticket::Blocked::Reentered`]).
+    /// Rewrites a call before approval: normalised arguments, or a safer action instead.
+    /// A changed call goes through the whole pipeline again.
     pub fn rewrite(mut self, hook: impl Fn(&P) -> Rewrite + 'static) -> Self {
         self.rewrite = Some(Rc::new(hook));
         self
     }
 
-    /// Marks a reversal (undo, close, cancel): an escape that a broken policy file does
-    /// not block. Its approval level is never lowered: while the file is broken it gets
-    /// the scopes and levels of the last file that loaded (or "ask every time" if none
-    /// did), and when it needs a person who is not there (away, unattended) it is refused
-    /// with the hint to ask again when the person is back.
+    /// Marks a reversal (undo, close, cancel), which a broken policy file does not block:
+    /// it gets the last good file's scopes and levels, or "ask every time". No mode lowers
+    /// its level; with nobody there it is refused.
     pub fn reversal(mut self) -> Self {
         self.reversal = true;
         self
     }
 
-    /// How long this action's cards wait for the person before the call settles as
-    /// `APPROVAL_TIMEOUT`; without it, the executor's
-    /// [`approval_timeout`](crate::executor::Config::approval_timeout) (five minutes by
-    /// default). A redrawn card gets a fresh deadline of the same length.
+    /// How long this action's cards wait before `APPROVAL_TIMEOUT`. Default: the executor's
+    /// [`approval_timeout`](crate::executor::Config::approval_timeout). A redrawn card
+    /// gets a fresh deadline.
     pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.approval_timeout = Some(timeout);
         self
     }
 
-    /// Makes the last step the person's: the executor never runs anything, it shows the
-    /// steps and waits for the [`Handoff`]'s `expect` to hold.
+    /// Makes the last step the person's: nothing runs; the executor waits for `expect`.
     pub fn handoff(mut self, handoff: Handoff) -> Self {
         self.handoff = Some(handoff);
         self
@@ -370,8 +333,7 @@ where
     pub(crate) fn into_erased(self) -> Rc<dyn ErasedAction> {
         let schema = crate::projection::schema_for::<P>();
         let policy = ApprovalPolicy::resolve(self.kind, self.confirm);
-        // The declaration as a grant binds it: a later action under the same id that
-        // differs in any of these never inherits a grant made for this one.
+        // Grants bind this: a changed declaration under the same id inherits none.
         let declaration = crate::digest::ArgsDigest::of_value(&serde_json::json!({
             "id": self.id,
             "kind": self.kind,
@@ -414,9 +376,7 @@ where
     }
 }
 
-/// A run's future with its output encoded as JSON. An output that already is a JSON
-/// value (most handlers return `serde_json::json!(…)`) is taken as it is, not
-/// serialised into a copy of itself.
+/// A run's future with its output as JSON; a `Value` is taken as it is, not re-encoded.
 fn encode_output<Fut, T, E>(fut: Fut) -> LocalBoxFuture<Result<Value, String>>
 where
     Fut: Future<Output = Result<T, E>> + 'static,
@@ -456,15 +416,10 @@ pub(crate) struct ActionMeta {
     pub(crate) handoff: Option<Handoff>,
     pub(crate) reversal: bool,
     pub(crate) confirm_twice: bool,
-    /// The action's own approval timeout, if it set one.
     pub(crate) approval_timeout: Option<std::time::Duration>,
-    /// The question it asks the person, if it is one.
     pub(crate) question: Option<crate::question::Question>,
-    /// Whether its run takes a countersignature (always asked; runs only with a token).
     pub(crate) countersigned: bool,
-    /// What must prove the person was there before its token is minted.
     pub(crate) presence: crate::countersignature::Presence,
-    /// Who may call it.
     pub(crate) callers: Vec<crate::call::Caller>,
 }
 
@@ -531,8 +486,7 @@ impl<P> Typed<P>
 where
     P: DeserializeOwned + JsonSchema + Clone + 'static,
 {
-    /// The params read under both guards against a field the model was not shown:
-    /// `serde_ignored` (a field serde passes over), then the schema check.
+    /// The params, with a field the model was not shown refused by serde, then the schema.
     fn guarded_params(&self, args: &Value) -> Result<P, String> {
         let params: P = crate::arguments::into_params(args)?;
         // INVARIANT: a field the model was not shown is refused in every serde shape
@@ -550,11 +504,8 @@ impl<P: Clone + 'static> Bound<P> {
         self.params.borrow().as_ref().map(f)
     }
 
-    /// The params `run` takes. `run` is the last hook a call reaches, and only `verify`
-    /// reads the params after it: without a `verify` they are moved into `run`, never
-    /// copied (large params are not cloned for nothing). No path asks another hook of a
-    /// call that ran; if one ever did, each hook answers closed (see
-    /// `a_hook_asked_after_run_answers_closed`): ask, refuse, cover nothing.
+    /// The params for `run`: moved, not cloned, unless `verify` reads them after. A hook
+    /// asked after that answers closed: ask, refuse, cover nothing.
     fn params_to_run(&self) -> Option<P> {
         if self.action.verify.is_some() {
             self.with(P::clone)
@@ -602,8 +553,7 @@ impl<P: Clone + 'static> PreparedCall for Bound<P> {
 
     fn grant_rule(&self) -> Option<crate::grant_rule::GrantRule> {
         let rule = self.action.remember.as_ref()?;
-        // Without the params there is no rule to derive: a grant covering nothing, never
-        // the default rule (every call).
+        // A spent call's rule covers nothing, never every call.
         Some(
             self.with(|params| rule(params))
                 .unwrap_or_else(|| crate::grant_rule::GrantRule::exact(SPENT, "", Value::Null)),

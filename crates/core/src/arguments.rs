@@ -8,10 +8,8 @@ use crate::codes::quote;
 /// The default cap on a call's raw arguments, in bytes.
 pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 16 * 1024;
 
-/// Parses raw arguments into a JSON object value.
-///
-/// Empty or all-whitespace text counts as `{}`: models send it for actions without
-/// params. Anything over `max_bytes`, not JSON, or not an object is refused.
+/// Parses raw arguments into a JSON object. Blank text is `{}`; anything over
+/// `max_bytes`, not JSON, or not an object is refused.
 pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String> {
     if raw.len() > max_bytes {
         return Err(format!(
@@ -33,8 +31,7 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
     Ok(value)
 }
 
-/// Whether raw text stands for `{}`: empty or all whitespace, as models send for
-/// actions without params. The validate stage and the audit digest read it alike.
+/// Whether raw text stands for `{}`: blank, as models send for actions without params.
 pub(crate) fn means_no_arguments(raw: &str) -> bool {
     // Arguments almost always start with their `{`: no need to walk them.
     !raw.starts_with('{') && raw.trim().is_empty()
@@ -56,8 +53,7 @@ pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, Strin
             unknown.push(shown.join("."));
         };
         let ignored = serde_ignored::Deserializer::new(value, &mut note);
-        // The path of a failure is tracked only once there is one: deserialising the
-        // same value again gives the same error, now with where it happened.
+        // Paths are tracked only on failure: a second pass finds where.
         P::deserialize(ignored).map_err(|_| worded_error::<P>(value))?
     };
     if let Some(first) = unknown.first() {

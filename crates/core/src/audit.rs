@@ -26,34 +26,24 @@ pub enum AuditEvent {
     Granted,
     /// The last step was handed to the person.
     HandedOff,
-    /// The action rewrote the call (normalised arguments, or a safer action); the call
-    /// re-entered the pipeline.
+    /// The action rewrote the call, which went through the pipeline again.
     Rewritten,
-    /// The call ended; `outcome` says how. Exactly one per call, unless the call was
-    /// superseded.
+    /// The call ended; `outcome` says how. One per call, unless it was superseded.
     Settled,
-    /// A person edited the call's arguments on its card: the call ended here, without an
-    /// outcome of its own, and continues as the new call `reason` names. Terminal.
+    /// A person's edit ended the call; it goes on as the call `reason` names. Terminal.
     Superseded,
-    /// This call holds a person's edit of the call `reason` names: the first record of
-    /// the new call, before the pipeline decides it again.
+    /// The first record of a call made by a person's edit of the call `reason` names.
     Edited,
-    /// A control was pressed by a script, not a person (an untrusted event): refused,
-    /// and the call waits as it was.
+    /// A script, not a person, pressed a control: refused; the call still waits.
     GestureRefused,
-    /// The call was waiting for a person when the page reloaded; it was brought back in
-    /// this page session (the first record of its new call id) and is decided again.
-    /// With reason `granted` and call 0: a session grant a person made before the page
-    /// reloaded was derived again from what the page stored (the records of the calls
-    /// it lets run cite its id).
+    /// A call waiting when the page reloaded was brought back under a new call id. With
+    /// reason `granted` and call 0: a stored session grant was derived again.
     Restored,
-    /// The gateway minted a countersignature for the call after the person approved it
-    /// (written by the gateway, not the page: `countersignature` names the token, and
-    /// `args_digest` is the plain SHA-256 the token binds).
+    /// The gateway (not the page) minted a countersignature for the approved call:
+    /// `countersignature` names it; `args_digest` is the plain SHA-256 it binds.
     Countersigned,
-    /// Not a call's: records before this one were pushed out of the page's bounded
-    /// trail before the gateway acknowledged them; `reason` ([`crate::reason::Reason::TrailGap`])
-    /// names their `seq`s. The page writes it when its shipping skips them.
+    /// Not a call's: records were pushed out of the page's bounded trail before the
+    /// gateway acknowledged them. `reason` names their `seq`s.
     TrailGap,
 }
 
@@ -110,9 +100,7 @@ pub struct AuditRecord {
     pub kind: Option<Kind>,
     /// The declaration's confirm override, once resolved (`off` is recorded as such).
     pub confirm: Option<Confirm>,
-    /// The approval level the call is decided under: the resolved level (declaration or
-    /// policy file) until a card is drawn, then the level that card asks under (a
-    /// classifier may raise it; a redrawn card may change it). Never a mix of the two.
+    /// The approval level in force: the resolved one until a card is drawn, then the card's.
     pub policy: Option<ApprovalPolicy>,
     /// The session's mode when the decision was made.
     #[serde(default)]
@@ -132,8 +120,7 @@ pub struct AuditRecord {
     pub grant: Option<GrantId>,
     /// The reason in words, for people reading the trail (derived from `reason`).
     pub summary: String,
-    /// The keyed SHA-256 of the canonical arguments under the session's
-    /// [`crate::digest::AuditKey`], as 64 lowercase hex digits.
+    /// The keyed SHA-256 of the canonical arguments ([`AuditKey`]), as 64 lowercase hex digits.
     pub args_digest: String,
     /// Milliseconds since the call arrived.
     pub duration_ms: u64,
@@ -154,9 +141,7 @@ impl AuditRecord {
 
 /// Where audit records go. Implemented for closures, like tower's `Predicate`.
 pub trait AuditSink {
-    /// Takes one record. Called in order, once per decision. A sink that panics poisons
-    /// the executor (see [`crate::executor::Executor::is_poisoned`]). Calling back into the
-    /// executor from here is refused ([`crate::ticket::Blocked::Reentered`]).
+    /// Takes one record, in order, once per decision. It must not call back into the executor.
     fn record(&mut self, record: AuditRecord);
 }
 
@@ -166,21 +151,15 @@ impl<F: FnMut(AuditRecord)> AuditSink for F {
     }
 }
 
-/// The most records a [`MemoryAudit`] holds unless told otherwise
-/// ([`MemoryAudit::with_capacity`]).
+/// The most records a [`MemoryAudit`] holds unless made [`MemoryAudit::with_capacity`].
 pub const DEFAULT_MEMORY_AUDIT_CAPACITY: usize = 4_096;
 
-/// An in-memory sink; clones share one trail. For tests and for the dock's view, and
-/// the page's buffer of records not yet shipped to a gateway.
+/// An in-memory sink; clones share one trail. Used by tests, the dock, and the page's
+/// buffer of records not yet shipped.
 ///
-/// Bounded: it holds at most its capacity. Positions are absolute (the first record
-/// ever taken is position 0, whatever was let go since), so a reader that remembers a
-/// position is never confused by what went before it. Two ways records leave:
-/// - [`MemoryAudit::forget_before`]: the owner says they are kept elsewhere (a gateway
-///   acknowledged them). Not a loss.
-/// - A record taken while full pushes out the oldest one. That *is* a loss, and it is
-///   counted: [`MemoryAudit::dropped`] says how many and which `seq`s, so the gap is
-///   on record (and visible in any shipped trail as a jump in `seq`).
+/// It holds at most its capacity. Positions are absolute: the first record ever taken
+/// is 0. [`MemoryAudit::forget_before`] lets go of records kept elsewhere. A record
+/// taken while full pushes out the oldest, a loss counted in [`MemoryAudit::dropped`].
 #[derive(Clone, Debug)]
 pub struct MemoryAudit(Rc<RefCell<Trail>>);
 
@@ -193,10 +172,8 @@ struct Trail {
     dropped: Dropped,
 }
 
-/// What a full [`MemoryAudit`] pushed out. The range spans from the first to the last
-/// record ever pushed out: over several episodes, or when some had already been sent,
-/// it can include records kept elsewhere (the page's shipping counts exactly what it
-/// skipped, in `ShippingStatus`, and writes a `trail_gap` record for each gap).
+/// What a full [`MemoryAudit`] pushed out. The range spans every record ever pushed
+/// out, so it may include some kept elsewhere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dropped {
     /// How many records.
@@ -214,9 +191,8 @@ impl Default for MemoryAudit {
 }
 
 impl MemoryAudit {
-    /// An empty trail holding at most [`DEFAULT_MEMORY_AUDIT_CAPACITY`] records (past
-    /// that the oldest are pushed out and counted in [`MemoryAudit::dropped`]; a host
-    /// that must keep every record uses its own [`AuditSink`], or ships and forgets).
+    /// An empty trail holding at most [`DEFAULT_MEMORY_AUDIT_CAPACITY`] records. A host
+    /// that must keep every record uses its own [`AuditSink`], or ships and forgets.
     pub fn new() -> Self {
         Self::default()
     }
@@ -247,8 +223,7 @@ impl MemoryAudit {
             .collect()
     }
 
-    /// Up to `max` held records from absolute position `from` on (for shipping in
-    /// batches). Records before the first one held are skipped.
+    /// Up to `max` held records from absolute position `from` on, for shipping.
     pub fn slice(&self, from: usize, max: usize) -> Vec<AuditRecord> {
         let trail = self.0.borrow();
         trail
@@ -286,8 +261,7 @@ impl MemoryAudit {
         self.0.borrow().held.len()
     }
 
-    /// Lets go of the records before absolute position `position`: they are kept
-    /// elsewhere. Not counted as dropped.
+    /// Lets go of the records before absolute `position`, kept elsewhere (not dropped).
     pub fn forget_before(&self, position: usize) {
         let mut trail = self.0.borrow_mut();
         let n = position.saturating_sub(trail.first).min(trail.held.len());
@@ -300,9 +274,8 @@ impl MemoryAudit {
         self.0.borrow().dropped
     }
 
-    /// Removes and returns every record held: they are the caller's to keep now. Not
-    /// for a trail the page ships ([`MemoryAudit::forget_before`] is how shipping lets
-    /// go); positions go on counting from where they were.
+    /// Removes and returns every record held; positions go on counting. Shipping uses
+    /// [`MemoryAudit::forget_before`] instead.
     pub fn take(&self) -> Vec<AuditRecord> {
         let mut trail = self.0.borrow_mut();
         trail.first += trail.held.len();

@@ -10,21 +10,17 @@ use serde::{Deserialize, Serialize};
 /// `confirmed` or `approved` inside `arguments` is an unknown field, refused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
-    /// The model's id for this tool call (OpenAI's `tool_call_id`), echoed back in the
-    /// result. Shared: the call's live state, records and settlement hold this one copy.
+    /// The model's id for this tool call (OpenAI's `tool_call_id`), echoed in the result.
     pub tool_call_id: std::sync::Arc<str>,
     /// The action id the model asked for.
     pub action: String,
     /// The arguments exactly as the model sent them: a JSON object as text.
     pub arguments: String,
-    /// Who asked: the page's own assistant, or an agent outside it. The card and every
-    /// audit record name it; a grant covers only the caller it was made for.
+    /// Who asked. The card and the records name it; a grant covers only its own caller.
     #[serde(default, skip_serializing_if = "Caller::is_assistant")]
     pub caller: Caller,
-    /// The W3C `traceparent` of the model request this call came from, if the page
-    /// traced it: every audit record of the call carries it, so a tracing backend
-    /// follows one call from the page through the gateway to the model. Set with
-    /// [`Call::traced`]; only a well-formed value is kept.
+    /// The W3C `traceparent` of the model request, if traced; every record of the call
+    /// carries it. Set with [`Call::traced`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
 }
@@ -82,8 +78,8 @@ impl Call {
     }
 }
 
-/// Who sent a call. Nothing a caller says approves anything: the caller only decides
-/// whose name the card shows and which grants can cover the call.
+/// Who sent a call. It approves nothing: it names the asker on the card and picks the
+/// grants that may cover the call.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
@@ -92,8 +88,7 @@ pub enum Caller {
     /// The page's own assistant.
     #[default]
     Assistant,
-    /// A browser agent calling a tool the page registered with WebMCP
-    /// (`document.modelContext`).
+    /// A browser agent calling a tool the page registered with WebMCP (`document.modelContext`).
     #[serde(rename = "webmcp")]
     WebMcp,
     /// An MCP client, through the gateway, paired with this page.
@@ -125,11 +120,8 @@ impl std::fmt::Display for Caller {
     }
 }
 
-/// The executor's own id for a call, unique within one executor.
-///
-/// The model's `tool_call_id` is not trusted for identity (a model may repeat one);
-/// tickets and audit records are bound to this id instead. The default, 0, never names
-/// a call (a grant restored from storage comes from no call).
+/// The executor's own id for a call, unique within one executor. Tickets and records
+/// bind it, not the model's `tool_call_id` (which may repeat). 0 names no call.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]

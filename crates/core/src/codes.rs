@@ -38,9 +38,8 @@ pub enum Code {
     ScopeMissing,
     /// The action is not available now (disabled in the page, or removed).
     Unavailable,
-    /// The deployment or the session refused the call: the action's classifier denied
-    /// these arguments, the mode needs a person who is not there, or the policy file is
-    /// broken. The refusal's `reason` says which.
+    /// The deployment or session refused: the classifier denied these arguments, the mode
+    /// needs an absent person, or the policy file is broken. `reason` says which.
     PolicyDenied,
     /// The person declined.
     PermissionDenied,
@@ -49,8 +48,7 @@ pub enum Code {
     /// The request was waiting when the page reloaded and could not be brought back
     /// (expired meanwhile, its action changed or is unavailable, or another tab has it).
     ApprovalExpired,
-    /// The person approved, but no countersignature could be minted for the call (no
-    /// gateway, or it refused or could not be reached): its run was never reached.
+    /// The person approved, but no countersignature could be minted; nothing ran.
     NotCountersigned,
     /// The action ran and reported failure, or its run was abandoned.
     ExecutionFailed,
@@ -64,8 +62,7 @@ pub enum Code {
     HandoffFailed,
     /// The person declined to answer the assistant's question.
     QuestionDeclined,
-    /// The caller withdrew the call (cancelled it, or went away) while it waited for a
-    /// person: nothing was done.
+    /// The caller withdrew the call while it waited for a person; nothing was done.
     Cancelled,
 }
 

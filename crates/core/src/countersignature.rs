@@ -1,11 +1,8 @@
 //! Countersignatures: a signed token, minted for one approved call before it runs, that
-//! the action sends with its own backend request so the backend can check for itself
-//! that a person approved exactly this call.
+//! the action sends to its backend as proof a person approved exactly this call.
 //!
-//! The core does no I/O: the host gives the executor a [`Countersigner`] (the page's
-//! asks the gateway), and an action declared with
-//! [`Action::run_countersigned`](crate::action::Action::run_countersigned) runs only once its
-//! token has arrived. No token, no run: the call settles as `NOT_COUNTERSIGNED`.
+//! The host provides a [`Countersigner`]. No token, no run: the call settles as
+//! `NOT_COUNTERSIGNED`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,9 +16,8 @@ use crate::ticket::{CardDigest, GrantId};
 /// A boxed future that need not be `Send`: page code runs on one thread.
 pub type LocalBoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
-/// A countersignature: a compact JWS (see `countersign-verify`'s README for its
-/// claims), and the exact arguments it was minted for. Opaque to the core; prints only
-/// its length, so it never lands whole in a log.
+/// A countersignature: a compact JWS (claims in `countersign-verify`'s README) and the
+/// arguments it was minted for. `Debug` prints only its length, to keep it out of logs.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Countersignature {
     token: String,
@@ -42,8 +38,8 @@ impl Countersignature {
         &self.token
     }
 
-    /// The arguments the person approved, exactly as digested into the token: send
-    /// these (not the params re-encoded) so the backend's digest matches.
+    /// The approved arguments exactly as the token digests them. Send these, not the
+    /// params re-encoded, so the backend's digest matches.
     pub fn arguments(&self) -> &serde_json::Value {
         &self.arguments
     }
@@ -66,8 +62,7 @@ impl std::fmt::Debug for Countersignature {
 pub enum ApprovedBy {
     /// "Allow once" on this call's card.
     Once,
-    /// "Allow all in this batch": the batch panel listed this call (title and
-    /// consequence) among the turn's calls; `card_sha256` is the digest of its card.
+    /// "Allow all in this batch" on a panel listing this call (`card_sha256`: its card).
     Batch,
     /// A session grant the person made ("always allow"); the token names it.
     Grant,
@@ -82,14 +77,12 @@ pub enum Presence {
     /// The person's trusted click on the card, in the page session (the page's word).
     #[default]
     Click,
-    /// Also a user-verified WebAuthn assertion with the person's registered passkey,
-    /// over a challenge derived from this call's binding, checked by the gateway.
+    /// Also a user-verified WebAuthn assertion with the person's passkey, checked by the gateway.
     Passkey,
 }
 
-/// What the host asks to be signed for one approved call: everything the token binds
-/// that the page knows. The signer adds the issuer, the times, the token id and the
-/// presence method.
+/// What the host asks to be signed for one approved call. The signer adds the issuer,
+/// times, token id and presence method.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MintRequest {
     /// The call, as the executor numbers it.
@@ -100,8 +93,7 @@ pub struct MintRequest {
     pub action: String,
     /// The SHA-256 of the canonical arguments that will run (hex).
     pub args_sha256: ArgsDigest,
-    /// The digest of the card the person approved; `None` when a grant covered the call
-    /// (the grant's own card was approved earlier).
+    /// The digest of the card the person approved; `None` when a grant covered the call.
     pub card_sha256: Option<CardDigest>,
     /// How the person decided.
     pub approved_by: ApprovedBy,
@@ -111,18 +103,15 @@ pub struct MintRequest {
     pub session: String,
     /// The session's role.
     pub role: String,
-    /// What must prove the person was there ([`Presence::Passkey`] for an action
-    /// declared with [`crate::action::Action::needs_passkey`]).
+    /// What must prove the person was there.
     pub presence: Presence,
     /// Who asked for the call: omitted for the page's own assistant.
     #[serde(skip_serializing_if = "crate::call::Caller::is_assistant")]
     pub caller: crate::call::Caller,
 }
 
-/// Mints countersignatures for the executor: the host's side of the bargain (the page
-/// asks its gateway over HTTP). An `Err` says why none could be minted, in words the
-/// dock and the model can be shown; the call then settles as `NOT_COUNTERSIGNED` and its
-/// run is never reached.
+/// Mints countersignatures for the executor (the page asks its gateway). An `Err` says
+/// why, in words for the dock and the model; the call settles as `NOT_COUNTERSIGNED`.
 pub trait Countersigner {
     /// Mints a token for `request`.
     fn mint(&self, request: MintRequest) -> LocalBoxFuture<Result<Countersignature, String>>;

@@ -14,17 +14,15 @@ use sha2::{Digest as _, Sha256};
 pub struct ArgsDigest([u8; 32]);
 
 impl ArgsDigest {
-    /// The digest of a parsed argument value, over its canonical form (object keys
-    /// sorted, no insignificant whitespace), so `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }`
-    /// have one digest.
+    /// The digest of a value over its canonical form (keys sorted, no whitespace), so
+    /// `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }` have one digest.
     pub fn of_value(value: &Value) -> Self {
         let mut hasher = Sha256::new();
         write_canonical(value, &mut hasher);
         Self(hasher.finalize().into())
     }
 
-    /// The digest of raw arguments: canonical when they parse as JSON, the bytes as
-    /// sent otherwise (so even malformed arguments are traceable in the audit).
+    /// The digest of raw arguments: canonical when they parse, else of the bytes as sent.
     pub fn of_raw(raw: &str) -> Self {
         match serde_json::from_str::<Value>(raw) {
             Ok(value) => Self::of_value(&value),
@@ -87,28 +85,20 @@ impl From<ArgsDigest> for String {
     }
 }
 
-/// The key of the audit trail's argument digests: SHA-256 over a secret 64-byte key
-/// block followed by the canonical arguments (the key fills SHA-256's first block, whose
-/// state is computed once, so a keyed digest costs what a plain one does).
+/// The key of the audit trail's argument digests: SHA-256 over a secret key block, then
+/// the canonical arguments. It hides arguments; it does not authenticate records.
 ///
-/// It hides arguments; it does not authenticate records (the gateway's chain does that).
-/// Without the key a guess cannot be hashed, so a reader of the trail cannot confirm a
-/// low-entropy argument.
-///
-/// Who can check a claimed argument against the trail: whoever holds this key, and
-/// nobody else. By default ([`crate::executor::Config::new`]) it is derived from the page
-/// session's secret and never leaves the page, so once the page is gone nobody (not the
-/// gateway's operator, not a reader of the trail) can confirm a guessed argument. A
-/// deployment that must settle disputes later sets [`crate::executor::Config::audit_key`] from a
-/// key it keeps; then it alone can run [`AuditKey::digest`] over a claimed argument and
-/// compare the result with a record's `args_digest`.
+/// Only its holder can check a claimed argument against a record's `args_digest`, with
+/// [`AuditKey::digest`]. By default it comes from the page session's secret and never
+/// leaves the page. A deployment that must settle disputes later sets
+/// [`Config::audit_key`](crate::executor::Config::audit_key) from a key it keeps.
 #[derive(Clone)]
 pub struct AuditKey(Sha256);
 
 impl AuditKey {
     /// A key from 32 secret bytes.
     pub fn new(bytes: [u8; 32]) -> Self {
-        // The key block: a label, then the key, zero-padded to SHA-256's 64-byte block.
+        // A label and the key, padded to one 64-byte block: its state is computed once.
         let mut block = [0u8; 64];
         let label = b"countersign-audit-key-v1";
         for (slot, byte) in block.iter_mut().zip(label.iter().chain(bytes.iter())) {
@@ -117,8 +107,7 @@ impl AuditKey {
         Self(Sha256::new_with_prefix(block))
     }
 
-    /// The keyed digest of parsed arguments, over the same canonical form as
-    /// [`ArgsDigest::of_value`].
+    /// The keyed digest of parsed arguments, over the canonical form of [`ArgsDigest::of_value`].
     pub fn digest(&self, value: &Value) -> ArgsDigest {
         let mut hasher = self.0.clone();
         write_canonical(value, &mut hasher);
@@ -187,9 +176,7 @@ fn nibble(c: u8) -> Result<u8, BadDigest> {
     }
 }
 
-// serde_json's map order depends on its `preserve_order` feature, which another crate in
-// the build may switch on; sorting here keeps the digest stable whatever the features.
-// The canonical text goes straight into the hasher: it is never held whole.
+// Keys are sorted here: serde_json's map order depends on a feature any crate may enable.
 fn write_canonical(value: &Value, out: &mut Sha256) {
     match value {
         Value::Object(map) => {
@@ -223,120 +210,4 @@ fn write_canonical(value: &Value, out: &mut Sha256) {
 fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Sha256) {
     // Serialising a string, number, bool or null into a hasher cannot fail.
     let _ = serde_json::to_writer(out, value);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn key_order_and_whitespace_do_not_change_the_digest() {
-        let a = ArgsDigest::of_raw(r#"{"b": [1, {"y":1,"x":2}], "a": "z"}"#);
-        let b = ArgsDigest::of_raw(r#"{"a":"z","b":[1,{"x":2,"y":1}]}"#);
-        assert_eq!(a, b);
-    }
-
-    #[test]
-    fn different_arguments_have_different_digests() {
-        assert_ne!(
-            ArgsDigest::of_value(&json!({"name": "Apollo"})),
-            ArgsDigest::of_value(&json!({"name": "Apollo "}))
-        );
-    }
-
-    #[test]
-    fn the_digest_is_sha256_of_the_canonical_text() {
-        // sha256("{}"), computed independently.
-        assert_eq!(
-            ArgsDigest::of_value(&json!({})).to_hex(),
-            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
-        );
-    }
-
-    #[test]
-    fn strings_hash_as_their_compact_json_text_escapes_and_all() {
-        let texts = [
-            "",
-            "plain",
-            "é ü 中 😀",
-            "a\"b",
-            "a\\b",
-            "line\nbreak",
-            "\u{0}",
-            "\u{1f}",
-            " ",
-            "\u{7f}",
-            "\u{2028}",
-            "</script>",
-            "tab\t",
-            &"long ".repeat(40),
-            &"\"quoted\" ".repeat(30),
-            &format!("{}\n{}", "a".repeat(127), "b".repeat(129)),
-        ];
-        for text in texts {
-            let mut map = serde_json::Map::new();
-            map.insert(text.to_owned(), json!(text));
-            map.insert("k".to_owned(), json!([text]));
-            let value = Value::Object(map);
-            let compact = serde_json::to_string(&value).unwrap_or_default();
-            assert_eq!(
-                ArgsDigest::of_value(&value),
-                ArgsDigest::of_bytes(compact.as_bytes()),
-                "{text:?}"
-            );
-        }
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig {
-            cases: 1000,
-            failure_persistence: None,
-            ..proptest::prelude::ProptestConfig::default()
-        })]
-        /// Any text, as a key and as a value (alone and in an array), hashes as
-        /// serde_json's compact text of it.
-        #[test]
-        fn any_string_hashes_as_serde_json_writes_it(
-            text in proptest::prelude::any::<String>(),
-            other in "[ -~\\x00-\\x1f\\x7f\\u{80}-\\u{10ffff}]{0,12}",
-        ) {
-            let mut map = serde_json::Map::new();
-            map.insert(text.clone(), json!(other));
-            map.insert(other.clone(), json!([text.clone(), { "k": text }]));
-            let value = Value::Object(map);
-            let compact = serde_json::to_string(&value).unwrap_or_default();
-            proptest::prop_assert_eq!(
-                ArgsDigest::of_value(&value),
-                ArgsDigest::of_bytes(compact.as_bytes())
-            );
-        }
-    }
-
-    #[test]
-    fn malformed_arguments_still_get_a_digest_of_their_bytes() {
-        assert_eq!(ArgsDigest::of_raw("{oops"), ArgsDigest::of_bytes(b"{oops"));
-    }
-
-    #[test]
-    fn a_keyed_digest_cannot_be_confirmed_without_the_key() {
-        let args = json!({"row": 7});
-        let key = AuditKey::new([9; 32]);
-        let recorded = key.digest(&args);
-        // A reader of the trail hashing guesses finds nothing.
-        assert_ne!(recorded, ArgsDigest::of_value(&args));
-        assert_ne!(recorded, AuditKey::new([8; 32]).digest(&args));
-        // The key's holder can check a claimed argument, and a wrong claim fails.
-        assert_eq!(recorded, key.digest(&json!({ "row": 7 })));
-        assert_ne!(recorded, key.digest(&json!({ "row": 8 })));
-        assert_eq!(key.digest_raw(r#"{ "row" : 7 }"#), recorded);
-    }
-
-    #[test]
-    fn hex_round_trips_and_bad_hex_is_refused() {
-        let d = ArgsDigest::of_bytes(b"x");
-        assert_eq!(ArgsDigest::try_from(d.to_hex()).ok(), Some(d));
-        assert!(ArgsDigest::try_from("zz".repeat(32)).is_err());
-        assert!(ArgsDigest::try_from("ab".to_string()).is_err());
-    }
 }

@@ -1,10 +1,7 @@
-//! Approve with edits: a person's edit of a waiting call's arguments is a new call,
-//! linked to the original, that passes the whole pipeline again from validate.
-//!
-//! An edit approves nothing. The original call ends (its terminal record is
-//! [`crate::audit::AuditEvent::Superseded`]); the edited arguments become a new call whose card
-//! shows the original → edited diff and needs its own ticket. The model's result for the
-//! tool call says it ran with the person's arguments, and which fields changed.
+//! Approve with edits: a person's edit of a waiting call is a new call, linked to the
+//! original and decided again from validate. An edit approves nothing: the original
+//! ends as [`Superseded`](crate::audit::AuditEvent::Superseded), the new call needs its
+//! own ticket, and the model is told which fields the person changed.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -23,8 +20,7 @@ pub struct FieldChange {
     pub after: Option<Value>,
 }
 
-/// What a person changed on a call before approving it: always against what the model
-/// sent, however many edits it took.
+/// What a person changed on a call: always against what the model sent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EditDiff {
@@ -55,8 +51,7 @@ impl EditDiff {
         Self { from, changes }
     }
 
-    /// What the model sent, given the arguments this diff led to: the changed fields
-    /// put back to their `before` values.
+    /// What the model sent: `arguments` with the changed fields put back.
     pub(crate) fn model_arguments(&self, arguments: &Value) -> Value {
         let mut model = arguments.as_object().cloned().unwrap_or_default();
         for change in &self.changes {
@@ -72,16 +67,14 @@ impl EditDiff {
         Value::Object(model)
     }
 
-    /// This diff again, against what will really run (a rewrite hook may have
-    /// normalised the person's values); `None` when nothing differs from the model's.
+    /// This diff against what will really run (after a rewrite); `None` if nothing differs.
     pub(crate) fn rebased(&self, arguments: &Value) -> Option<Self> {
         let model = self.model_arguments(arguments);
         let diff = Self::between(self.from, &model, arguments);
         (!diff.changes.is_empty()).then_some(diff)
     }
 
-    /// Whether every change's `after` is what `arguments` hold (a stored edit must
-    /// describe the stored arguments, or it is not taken).
+    /// Whether every change's `after` is what `arguments` hold.
     pub(crate) fn describes(&self, arguments: &Value) -> bool {
         !self.changes.is_empty()
             && self
@@ -90,9 +83,8 @@ impl EditDiff {
                 .all(|c| arguments.get(&c.field) == c.after.as_ref())
     }
 
-    /// The names of the changed fields that the action's schema declares; any other
-    /// (a free-form map's keys, which the model may have written) is named `…`. What
-    /// the audit trail keeps: never a value, never a name the model made up.
+    /// The changed fields' names for the trail: those the schema declares, others as `…`.
+    /// Never a value, never a name the model made up.
     pub(crate) fn declared_fields(&self, schema: &Value) -> Vec<String> {
         let declared = schema.get("properties").and_then(Value::as_object);
         let mut names: Vec<String> = Vec::new();
@@ -109,8 +101,7 @@ impl EditDiff {
         names
     }
 
-    /// What the model is told: the fields the person changed, with its value and the
-    /// value that was used instead.
+    /// What the model is told: each changed field, its value and the person's.
     pub(crate) fn to_model_json(&self) -> Value {
         let changes: Vec<Value> = self
             .changes

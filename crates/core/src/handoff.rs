@@ -27,9 +27,8 @@ pub struct Expect {
 }
 
 impl Expect {
-    /// An expectation described as `description` and checked by `check` when the person
-    /// says the step is done. `check` must not call back into the executor (see
-    /// [`crate::ticket::Blocked::Reentered`]); if it does, the handoff settles as `HANDOFF_FAILED`.
+    /// An expectation, checked when the person says the step is done. If `check` calls
+    /// back into the executor, the handoff settles as `HANDOFF_FAILED`.
     pub fn new(description: impl Into<String>, check: impl Fn() -> bool + 'static) -> Self {
         Self {
             description: description.into(),
@@ -148,10 +147,8 @@ impl HandoffState {
     }
 }
 
-/// The handoff state machine. Sans-IO: it never reads a clock; the host passes `now`
-/// in and asks [`HandoffMachine::poll_timeout`] when to call back.
-///
-/// Once terminal, it stays so: later events change nothing.
+/// The handoff state machine. It never reads a clock: the host passes `now` in and asks
+/// [`HandoffMachine::poll_timeout`] when to call back. Once terminal, it stays so.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HandoffMachine {
     state: HandoffState,
@@ -225,63 +222,5 @@ impl HandoffMachine {
         if self.steps > 0 {
             self.current = index.min(self.steps - 1);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MIN: Duration = Duration::from_secs(60);
-
-    fn at(ms: u64) -> Timestamp {
-        Timestamp::from_millis(ms)
-    }
-
-    #[test]
-    fn done_with_the_expectation_holding_completes() {
-        let mut m = HandoffMachine::new(2, at(0), MIN);
-        assert_eq!(m.done(at(10), true), HandoffState::Completed);
-        assert_eq!(m.poll_timeout(), None);
-    }
-
-    #[test]
-    fn done_with_unchanged_state_fails() {
-        let mut m = HandoffMachine::new(1, at(0), MIN);
-        assert_eq!(m.done(at(10), false), HandoffState::Failed);
-    }
-
-    #[test]
-    fn the_deadline_wins_over_a_late_done() {
-        let mut m = HandoffMachine::new(1, at(0), MIN);
-        assert_eq!(m.poll_timeout(), Some(at(60_000)));
-        assert_eq!(m.handle_timeout(at(59_999)), HandoffState::Waiting);
-        assert_eq!(m.done(at(60_000), true), HandoffState::TimedOut);
-    }
-
-    #[test]
-    fn a_terminal_machine_ignores_later_events() {
-        let mut m = HandoffMachine::new(1, at(0), MIN);
-        m.cancel(at(1));
-        assert_eq!(m.done(at(2), true), HandoffState::Cancelled);
-        assert_eq!(m.handle_timeout(at(1_000_000)), HandoffState::Cancelled);
-        assert_eq!(m.current_step(), None);
-    }
-
-    #[test]
-    fn the_current_step_moves_and_is_clamped() {
-        let mut m = HandoffMachine::new(2, at(0), MIN);
-        assert_eq!(m.current_step(), Some(0));
-        m.show_step(7);
-        assert_eq!(m.current_step(), Some(1));
-        let mut none = HandoffMachine::new(0, at(0), MIN);
-        none.show_step(3);
-        assert_eq!(none.current_step(), None);
-    }
-
-    #[test]
-    fn the_default_timeout_is_five_minutes() {
-        let h = Handoff::new("r", Expect::new("e", || true));
-        assert_eq!(h.timeout_duration(), Duration::from_secs(300));
     }
 }

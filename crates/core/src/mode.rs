@@ -9,9 +9,8 @@ pub enum Mode {
     /// A person is at the page: the resolved policy applies as declared.
     #[default]
     Default,
-    /// Nobody is there to approve: anything that would ask (or hand off) is refused with
-    /// a reason the model understands; what needs no approval, or is covered by a session
-    /// grant the person made earlier, still runs.
+    /// Nobody is there: what would ask or hand off is refused. What needs no approval,
+    /// or is covered by a session grant, still runs.
     Away,
     /// Evaluation runs: `Ask` is approved automatically and recorded as such;
     /// `AskAlways` and handoffs are still refused.

@@ -22,8 +22,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// The refusal for `reason` of a call of `action` (for hosts that must settle a call
-    /// themselves, e.g. when the page closes before the executor answers).
+    /// The refusal for `reason` of a call of `action`, for hosts that settle a call themselves.
     pub fn of(reason: Reason, action: &str) -> Self {
         Self::new(
             reason,
@@ -34,8 +33,7 @@ impl Refusal {
         )
     }
 
-    /// [`Refusal::of`] with the moment's detail in its sentence (the validation error,
-    /// say), for hosts that refuse a call before it reaches the executor.
+    /// [`Refusal::of`] with a detail (the validation error, say) in its sentence.
     pub fn of_detail(reason: Reason, action: &str, detail: &str) -> Self {
         Self::new(
             reason,
@@ -47,10 +45,7 @@ impl Refusal {
         )
     }
 
-    /// The refusal for `reason`, worded for the action `said.action`.
-    ///
-    /// A reason that does not refuse (an allow or an ask) never reaches here; if it did,
-    /// it would still refuse, as `UNAVAILABLE` (fail closed).
+    /// The refusal for `reason`. A reason that does not refuse is `UNAVAILABLE` (fail closed).
     pub(crate) fn new(reason: Reason, said: Said<'_>) -> Self {
         Self {
             code: reason.code().unwrap_or(Code::Unavailable),
@@ -73,7 +68,7 @@ pub struct Receipt {
     pub action: std::sync::Arc<str>,
     /// The action's title, as the person saw it (shared with the registration).
     pub title: std::sync::Arc<str>,
-    /// What happened, in the registry's words (the consequence text), when the action has one.
+    /// What happened, in the action's consequence text, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consequence: Option<String>,
     /// Who did the last step: `assistant` (run) or `person` (handoff).
@@ -158,8 +153,7 @@ impl Outcome {
         }
     }
 
-    /// [`Outcome::to_model_json`] as a string: the content of an OpenAI-style `tool`
-    /// message or an Anthropic-style `tool_result`. Never empty.
+    /// [`Outcome::to_model_json`] as a string, for the model's tool message. Never empty.
     pub fn to_model_content(&self) -> String {
         self.to_model_json().to_string()
     }
@@ -175,23 +169,19 @@ pub struct Settled {
     /// Who asked (the result goes back to it).
     #[serde(skip_serializing_if = "crate::call::Caller::is_assistant")]
     pub caller: crate::call::Caller,
-    /// The action id as the model sent it: at most 64 characters, with control and
-    /// format characters escaped (`\u{0}`, `\n`, `\u{202e}`), so a hostile id cannot
-    /// break a log line or reorder it. Look-alike letters stay: display them with
-    /// [`crate::reveal::reveal_name`]. Shared with the registration once the call was live.
+    /// The action id as sent: at most 64 characters, control and format characters
+    /// escaped. Look-alike letters stay: display it with [`crate::text::reveal_name`].
     pub action: std::sync::Arc<str>,
     /// How it ended.
     pub outcome: Outcome,
-    /// The person's edit, when the call went ahead (or was refused) with the person's
-    /// arguments instead of the model's.
+    /// The person's edit, when the call was decided with the person's arguments.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edited: Option<crate::edit::EditDiff>,
 }
 
 impl Settled {
-    /// What the model gets back for its tool call: [`Outcome::to_model_json`], plus
-    /// `edited_by_person` (the fields the person changed, and to what) when the call
-    /// carried an edit, so the model never believes its own version ran.
+    /// What the model gets back: [`Outcome::to_model_json`], plus `edited_by_person`
+    /// when the person edited the call, so the model never believes its own version ran.
     pub fn to_model_json(&self) -> Value {
         let mut json = self.outcome.to_model_json();
         if let (Some(edit), Some(map)) = (&self.edited, json.as_object_mut()) {
@@ -203,34 +193,5 @@ impl Settled {
     /// [`Settled::to_model_json`] as a string: the content of the model's tool message.
     pub fn to_model_content(&self) -> String {
         self.to_model_json().to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_refusal_is_never_an_empty_string_and_never_ok() {
-        for code in Code::ALL {
-            let outcome = Outcome::Refused(Refusal {
-                code,
-                stage: Stage::Approve,
-                reason: Reason::Declined,
-                message: "x".into(),
-            });
-            let json = outcome.to_model_json();
-            assert_eq!(json["ok"], false);
-            assert_eq!(json["error"]["code"], code.as_str());
-            assert!(json["error"]["retry"].is_string());
-            assert!(outcome.is_error());
-        }
-    }
-
-    #[test]
-    fn code_names_serialise_as_the_model_sees_them() {
-        for code in Code::ALL {
-            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
-        }
     }
 }

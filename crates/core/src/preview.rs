@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A preview of a call's effect, computed by the action's dry-run hook without side
-/// effects (a text diff, counts of what will be deleted, or both).
+/// A preview of a call's effect from the action's dry run: a text diff, counts, or both.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Preview {
     /// A unified-diff-style text of what will change, if the action has one.
@@ -89,23 +88,4 @@ fn cell(table: &[Vec<u32>], i: usize, j: usize) -> u32 {
         .and_then(|row| row.get(j))
         .copied()
         .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_line_diff_marks_removed_added_and_kept_lines() {
-        assert_eq!(line_diff("a\nb\nc", "a\nx\nc"), "  a\n- b\n+ x\n  c\n");
-        assert_eq!(line_diff("", "new"), "+ new\n");
-        assert_eq!(line_diff("old", ""), "- old\n");
-        assert_eq!(line_diff("same", "same"), "  same\n");
-    }
-
-    #[test]
-    fn huge_texts_are_summarised_not_diffed() {
-        let big = "x\n".repeat(3_000);
-        assert_eq!(line_diff(&big, "y"), "- 3000 lines\n+ 1 lines\n");
-    }
 }

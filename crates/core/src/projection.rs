@@ -79,8 +79,7 @@ pub(crate) fn describe(
     }
 }
 
-/// The params schema, inlined (no `$defs`), without `$schema` or `title`, as tool
-/// `parameters` expect.
+/// The params schema as tool `parameters` expect it: inlined, no `$schema` or `title`.
 pub(crate) fn schema_for<P: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with(|s| {

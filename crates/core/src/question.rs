@@ -1,8 +1,6 @@
-//! Asking the person a typed question: the assistant calls an action declared with a
-//! [`Question`], the dock renders a form from the answer type's schema, and the person's
-//! validated answer is the call's result. Declining is its own outcome
-//! (`QUESTION_DECLINED`). Every label comes from the declaration (the prompt, the
-//! answer type's field names and doc comments); no model text reaches the form.
+//! Asking the person a typed question. The dock renders a form from the answer type's
+//! schema; the validated answer is the call's result, and declining is `QUESTION_DECLINED`.
+//! Every label comes from the declaration; no model text reaches the form.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -36,9 +34,8 @@ impl std::fmt::Debug for Question {
 }
 
 impl Question {
-    /// A question whose answer is an `A`: the dock's form is generated from `A`'s schema
-    /// (field names, doc comments, enums), and an answer must deserialise into `A`
-    /// (unknown fields refused) before it reaches the model.
+    /// A question whose answer is an `A`. The form comes from `A`'s schema, and an answer
+    /// must read as an `A`, unknown fields refused, before it reaches the model.
     ///
     /// ```
     /// use countersign::{Action, action::NoParams, Question};
@@ -58,8 +55,7 @@ impl Question {
         Self::checked::<A>(prompt, |_| Ok(()))
     }
 
-    /// [`Question::new`] with the answer's own check (say, a date in the future); its
-    /// error is shown in the form and nothing is answered.
+    /// [`Question::new`] with a check of the answer; its error is shown in the form.
     pub fn checked<A>(
         prompt: impl Into<String>,
         check: impl Fn(&A) -> Result<(), String> + 'static,

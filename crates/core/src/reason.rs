@@ -1,9 +1,7 @@
 //! Why a decision came out as it did: a typed reason on every allow, ask and refusal.
 //!
-//! Decisions are data (the Cedar way). Each reason names the stage and the rule that
-//! decided; the refusal code, the model's sentence, the retry hint and the audit's fixed
-//! summary are all derived from it, so they cannot disagree. A reason never holds text
-//! the model wrote: audit records store it as it is.
+//! The code, the model's sentence, the retry hint and the audit summary all derive from
+//! the reason, so they cannot disagree. A reason never holds text the model wrote.
 
 use std::borrow::Cow;
 
@@ -23,8 +21,7 @@ pub enum LevelSource {
     Declared,
     /// A policy file's override for the session's role.
     RoleOverride {
-        /// The role whose override applied (the file's `default_role` when the session's
-        /// own role is not named).
+        /// The role whose override applied (perhaps the file's `default_role`).
         role: String,
         /// The override's line in the file.
         line: usize,
@@ -146,12 +143,10 @@ pub enum RestoreMiss {
     Unavailable,
     /// Another tab of the page has it.
     ElsewhereOrDone,
-    /// It was not waiting for a person when the page went away: still arriving, queued
-    /// behind another call of its batch, or running (whether a run took effect is
-    /// unknown).
+    /// It was not waiting for a person: still arriving, queued, or running (whether a
+    /// run took effect is unknown).
     NotWaiting,
-    /// An MCP client asked for it through the page before the reload: that pairing
-    /// ended with the page (the client was told), so nobody waits for its answer.
+    /// An MCP client asked for it; that pairing ended with the page.
     CallerGone,
 }
 
@@ -196,8 +191,8 @@ pub enum Reason {
     },
     /// availability: the action's `available` check says no.
     Unavailable,
-    /// availability: the agent outside the page already has as many calls live as it
-    /// may ([`crate::executor::Config::max_live_per_agent`]).
+    /// availability: the outside agent already has as many calls live as
+    /// [`max_live_per_agent`](crate::executor::Config::max_live_per_agent) allows.
     TooManyLive {
         /// Who asked.
         caller: crate::call::Caller,
@@ -206,17 +201,14 @@ pub enum Reason {
     Unregistered,
     /// availability: the page closed before the call ended.
     PageClosed,
-    /// verify (of the trail itself, not a call): records were pushed out of the page's
-    /// bounded trail before the gateway acknowledged them. Written as its own record
-    /// (event [`crate::audit::AuditEvent::TrailGap`]) so the loss is in the trail, not only a
-    /// jump in `seq`.
+    /// verify (of the trail, not a call): records were pushed out of the page's bounded
+    /// trail before the gateway acknowledged them.
     TrailGap {
         /// The `seq` of the first record pushed out.
         first_seq: u64,
         /// The `seq` of the last record pushed out.
         last_seq: u64,
-        /// How many of them had been sent without an answer (so they may be in the
-        /// gateway's trail after all); the rest were never sent.
+        /// How many had been sent without an answer (they may have arrived).
         unconfirmed: u64,
     },
     /// decide: the level applies as it is: `None` runs, `Ask`/`AskAlways` asks.
@@ -250,16 +242,15 @@ pub enum Reason {
     QuestionDeclined,
     /// decide: the action rewrote the call, which re-entered the pipeline.
     Rewritten {
-        /// The registered action that runs instead (the same id when only the arguments
-        /// changed); `None` when the hook named no registered action (it is refused then).
+        /// The action that runs instead (the same id if only the arguments changed);
+        /// `None` if the hook named no registered action (then it is refused).
         to: Option<String>,
     },
     /// decide: the action kept rewriting the call.
     RewriteLoop,
     /// approve: the person allowed this call once.
     AllowedOnce,
-    /// approve: the person allowed every remaining `Ask` item of the model's batch at
-    /// once ("allow all in this batch"); this call once, no grant.
+    /// approve: the person pressed "allow all in this batch": this call once, no grant.
     AllowedInBatch,
     /// approve: the person allowed it for the session, making this grant.
     Granted {
@@ -282,14 +273,12 @@ pub enum Reason {
         /// The new call.
         call: crate::call::CallId,
     },
-    /// approve: a script, not a person, pressed this control (an untrusted event); nothing
-    /// changed.
+    /// approve: a script, not a person, pressed this control; nothing changed.
     SyntheticGesture {
         /// The control.
         control: Control,
     },
-    /// approve: the call was waiting when the page reloaded and was brought back; it is
-    /// always asked again, never run by itself.
+    /// approve: the call was brought back after a reload; it is always asked again.
     Restored,
     /// approve: the call was waiting when the page reloaded and could not be brought back.
     NotRestored {
@@ -309,18 +298,14 @@ pub enum Reason {
     ApprovalTimeout,
     /// perform: the action has no `run`.
     NothingToRun,
-    /// decide: the action's run takes a countersignature, so a person is always asked
-    /// (never below `Ask`, never run by a mode).
+    /// decide: the action's run takes a countersignature, so a person is always asked.
     NeedsCountersignature,
-    /// decide: an agent outside the page (WebMCP, MCP) asked for more than a read, so a
-    /// person is asked whatever the declared level (never below `Ask`, never run by a
-    /// mode).
+    /// decide: an agent outside the page asked for more than a read, so a person is asked.
     OutsideCaller {
         /// Who asked.
         caller: crate::call::Caller,
     },
-    /// perform: the call was approved, but no countersignature could be minted for it
-    /// (no gateway, the gateway refused, or it was unreachable); its run was not reached.
+    /// perform: approved, but no countersignature could be minted; it did not run.
     NotCountersigned,
     /// perform: `run` reported failure.
     RunFailed,
@@ -338,22 +323,19 @@ pub enum Reason {
     HandoffCompleted,
     /// verify: the person said done, but `expect` does not hold.
     HandoffFailed,
-    /// approve: the caller withdrew the call (an agent cancelled it, or went away) while
-    /// it waited for a person; nothing was done.
+    /// approve: the caller withdrew the call while it waited; nothing was done.
     Withdrawn {
         /// Who asked, and withdrew.
         caller: crate::call::Caller,
     },
-    /// A hook called back into the executor while it was deciding; its answer could not
-    /// be trusted, so the call was refused.
+    /// A hook called back into the executor while it was deciding; the call was refused.
     HookReentered {
         /// The hook.
         hook: Hook,
     },
 }
 
-/// The words a reason's sentence needs besides the reason: the action and details from
-/// the moment (the validation error, the classifier's words, the person's reason).
+/// What a reason's sentence needs besides the reason: the action, and the moment's detail.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Said<'a> {
     pub(crate) action: &'a str,
@@ -557,8 +539,7 @@ impl Reason {
         }
     }
 
-    /// A sentence for people reading the trail. It never holds argument text, so the
-    /// audit can keep it beside the arguments' digest.
+    /// A sentence for people reading the trail. It never holds argument text.
     pub fn summary(&self) -> Cow<'static, str> {
         use Reason as R;
         // Most summaries are fixed text, borrowed; the rest are written out.
@@ -799,28 +780,5 @@ impl Reason {
             ),
             other => format!("{name}: {}", other.summary()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_refusing_reason_has_a_code_and_a_stage_that_agree() {
-        let refusing = [
-            Reason::UnknownAction,
-            Reason::InvalidArguments,
-            Reason::ScopeMissing { scope: "s".into() },
-            Reason::PolicyFileBroken { line: 3 },
-            Reason::ModeRefused { mode: Mode::Away },
-            Reason::ClassifierDenied,
-            Reason::Declined,
-        ];
-        for reason in refusing {
-            assert!(reason.code().is_some(), "{reason:?}");
-            assert!(!reason.summary().is_empty());
-        }
-        assert_eq!(Reason::Verified.code(), None);
     }
 }

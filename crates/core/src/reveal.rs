@@ -21,8 +21,7 @@ pub struct Revealed {
 }
 
 impl Revealed {
-    /// A backslash from the text, doubled so it never starts something that reads as
-    /// one of our escapes.
+    /// A backslash from the text, doubled so it never reads as the start of an escape.
     fn push_backslash(&mut self) {
         self.text.push_str("\\\\");
         match self.parts.last_mut() {
@@ -86,9 +85,8 @@ pub fn is_bidi_control(c: char) -> bool {
     )
 }
 
-/// Characters that show nothing, or only space: Unicode's default-ignorable code points
-/// (assigned or reserved) that are not format characters, the fillers and blanks that
-/// render as empty, odd spaces, and control characters but newline and tab.
+/// Characters that show nothing or only space: default-ignorable code points that are
+/// not format characters, fillers, odd spaces, and controls but newline and tab.
 fn is_blank(c: char) -> bool {
     matches!(
         u32::from(c),
@@ -140,9 +138,8 @@ fn looks_latin(c: char) -> bool {
     )
 }
 
-/// A non-ASCII letter or digit that Unicode's compatibility normalisation maps elsewhere
-/// (fullwidth `ａ`, mathematical `𝖺`, roman numeral `ⅼ`, ligature `ﬁ`): it reads as
-/// another character.
+/// A non-ASCII letter or digit that NFKC maps elsewhere (fullwidth `ａ`, mathematical
+/// `𝖺`, roman numeral `ⅼ`, ligature `ﬁ`): it reads as another character.
 fn compatibility_form(c: char) -> bool {
     c.is_alphanumeric() && crate::grant_rule::folds_to_ascii(c)
 }
@@ -163,15 +160,13 @@ fn is_generic_mark(c: char) -> bool {
     )
 }
 
-/// The most generic combining marks one letter may carry before the rest are shown as
-/// escapes (a stack draws over the card's neighbouring lines).
+/// Generic combining marks a letter may carry before more are escaped (stacks overdraw).
 const MAX_MARKS: usize = 2;
 
-/// Makes free text visible: invisible and bidi-control characters always; look-alike
-/// letters when their word also has Latin letters (`Аpollo`) or is made only of
-/// look-alikes (`раураӏ.сом`), and compatibility forms (`ａpple`); overlay marks,
-/// a dotted dotless i, and stacks of more than two marks. A backslash is shown doubled,
-/// so a typed `\u{202e}` never looks like a revealed U+202E.
+/// Makes free text visible. Escapes invisible and bidi-control characters; look-alike
+/// letters in a word with Latin letters (`Аpollo`) or only look-alikes (`раураӏ.сом`);
+/// compatibility forms (`ａpple`); overlay marks, a dotted dotless i, and stacks of more
+/// than two marks. A typed backslash is doubled, so `\u{202e}` never looks revealed.
 pub fn reveal(text: &str) -> Revealed {
     let mut out = Revealed {
         text: String::with_capacity(text.len()),
@@ -248,63 +243,4 @@ pub fn reveal_name(name: &str) -> Revealed {
         out.push(c, true);
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_class_of_hidden_character_is_shown_and_named() {
-        let zw = reveal("Atlas\u{200b}");
-        assert_eq!(zw.text, "Atlas\\u{200b}");
-        assert_eq!(
-            zw.parts,
-            [("Atlas".to_owned(), false), ("\\u{200b}".to_owned(), true)]
-        );
-        assert!(zw.invisible && !zw.bidi && !zw.confusable);
-        let rlo = reveal("Ops\u{202e}ATAD-evil");
-        assert_eq!(rlo.text, "Ops\\u{202e}ATAD-evil");
-        assert!(rlo.bidi);
-        let cyr = reveal("\u{430}pollo");
-        assert_eq!(cyr.text, "\\u{430}pollo");
-        assert!(cyr.confusable);
-        let nbsp = reveal("Atlas\u{a0}");
-        assert!(nbsp.invisible);
-        assert!(reveal("Atlas\u{e0041}").invisible, "tag characters");
-        assert!(reveal("x\u{fe0f}").invisible, "variation selectors");
-    }
-
-    #[test]
-    fn a_typed_escape_never_reads_as_a_revealed_one() {
-        assert_eq!(reveal("x\u{202e}").text, "x\\u{202e}");
-        assert_eq!(reveal("x\\u{202e}").text, "x\\\\u{202e}");
-        assert!(!reveal("C:\\dir").is_suspicious());
-    }
-
-    #[test]
-    fn ordinary_text_in_any_script_is_left_alone() {
-        for text in [
-            "Apollo",
-            "Привет мир",
-            "工作区 Apollo",
-            "café",
-            "שלום",
-            "a\nb\tc",
-        ] {
-            let shown = reveal(text);
-            assert_eq!(shown.text, text);
-            assert!(!shown.is_suspicious(), "{text}");
-        }
-    }
-
-    #[test]
-    fn names_show_everything_outside_ascii() {
-        let fake = reveal_name("s\u{430}ve_workspace_name");
-        assert_eq!(fake.text, "s\\u{430}ve_workspace_name");
-        assert!(fake.confusable);
-        assert_eq!(reveal_name("").text, "\"\"");
-        assert!(reveal_name("\u{200b}").invisible);
-        assert!(!reveal_name("save_workspace_name").is_suspicious());
-    }
 }

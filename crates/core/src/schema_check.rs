@@ -1,13 +1,9 @@
 //! The second guard against unknown fields: the arguments checked against the JSON Schema
 //! the model was shown, as if every object in it said `additionalProperties: false`.
 //!
-//! serde (with `serde_ignored`) refuses unknown fields in plain structs, but not inside
-//! internally tagged or untagged enums, nor beside `#[serde(flatten)]`: those buffer the
-//! object and drop what no variant wants. The schema knows every field each shape may
-//! have, so a field it does not declare is refused whatever serde did with it. A value
-//! of another type than the schema shows (a struct written as an array, which serde
-//! accepts) is refused too: the model was shown the schema, and unknown fields could
-//! hide behind such a value.
+//! serde drops unknown fields inside tagged or untagged enums and beside `flatten`; the
+//! schema knows every field, so none gets past. A value of another type than the schema
+//! shows (a struct written as an array) is refused too: unknown fields could hide in it.
 
 use serde_json::{Map, Value};
 
@@ -29,9 +25,7 @@ enum Mode {
     Open,
 }
 
-/// Why the arguments do not fit the schema the model was shown, if they do not: a field
-/// it does not declare, or a value of another type (serde may accept a struct written as
-/// an array; the schema did not offer that).
+/// Why the arguments do not fit the schema the model was shown, if they do not.
 pub(crate) fn misfit(schema: &Value, value: &Value) -> Option<String> {
     let mut path = String::new();
     match check(
@@ -82,9 +76,8 @@ fn check<'a>(
             return Err(Miss::Mismatch(path.clone()));
         }
     }
-    // Choose among alternatives (oneOf / anyOf) as serde does: the first, in declaration
-    // order, whose types, constants and required fields fit (undeclared fields passed
-    // over); then judge the arguments against that one alone.
+    // Choose among alternatives (oneOf / anyOf) as serde does: the first whose types,
+    // constants and required fields fit; then judge the arguments against it alone.
     if let Some(at) = all
         .iter()
         .position(|(s, chosen)| !chosen && alternatives(s).is_some())

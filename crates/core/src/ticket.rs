@@ -13,9 +13,8 @@ use crate::digest::ArgsDigest;
 use crate::policy::{ApprovalPolicy, Kind};
 use crate::time::Timestamp;
 
-/// The SHA-256 of what an approval card shows (title, level, consequence, preview,
-/// arguments, question, grant offer, the person's edit). A ticket carries it, so an approval is bound to
-/// the card as the person saw it, not only to the arguments.
+/// The SHA-256 of everything an approval card shows. A ticket carries it, so an approval
+/// is bound to the card as the person saw it, not only to the arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub struct CardDigest(pub(crate) ArgsDigest);
@@ -26,17 +25,14 @@ pub struct CardDigest(pub(crate) ArgsDigest);
 pub enum Gesture {
     /// "Allow once": this call only.
     AllowOnce,
-    /// "Always allow this session": this call, and later calls of the same action
-    /// until revoked. Refused for any policy but `Ask`.
+    /// "Always allow this session": this call and later ones of the action; only for `Ask`.
     AllowForSession,
-    /// "Allow all in this batch": this call once, pressed for every remaining item of
-    /// one model turn. Refused unless the card is a plain `Ask` (not `AskAlways`, not a
-    /// double confirmation); each item still needs its own ticket, bound to its card.
+    /// "Allow all in this batch": this call once, for every remaining item of one model
+    /// turn. Only on a plain `Ask` card; each item still needs its own ticket.
     AllowInBatch,
 }
 
-/// A random-looking value the executor puts on each card, so a ticket is bound to one
-/// card of one executor. Shown as `Nonce(..)` so it never lands in a log.
+/// A value the executor puts on each card, binding a ticket to one card of one executor.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Nonce(pub(crate) [u8; 16]);
 
@@ -46,11 +42,9 @@ impl std::fmt::Debug for Nonce {
     }
 }
 
-/// A pending approval: what the dock's card shows. Every word of it comes from the
-/// registry and the arguments, never from the model's prose.
-///
-/// It serialises for display without its nonce, so nothing the model can read is
-/// enough to mint a ticket.
+/// A pending approval, as the dock's card shows it. Every word comes from the registry
+/// and the arguments, never from the model's prose. It serialises without its nonce, so
+/// nothing the model can read is enough to mint a ticket.
 #[derive(Clone, Debug, Serialize)]
 pub struct ApprovalRequest {
     /// The call waiting.
@@ -85,8 +79,7 @@ pub struct ApprovalRequest {
     pub asked_at: Timestamp,
     /// When it times out as `APPROVAL_TIMEOUT`.
     pub deadline: Timestamp,
-    /// What changed since the person last saw this call's card (empty on a first card):
-    /// the dock shows "this changed since you looked: …".
+    /// What changed since the person last saw this call's card (empty on a first card).
     pub changed: Vec<CardChange>,
     /// Whether the action asks twice (a second, differently worded card follows this one).
     pub asks_twice: bool,
@@ -106,14 +99,13 @@ pub struct ApprovalRequest {
 }
 
 impl ApprovalRequest {
-    /// Whether "allow all in this batch" may cover this card: a plain `Ask`, first
-    /// question of an action that asks once.
+    /// Whether "allow all in this batch" may cover this card: a plain `Ask`, asked once.
     pub fn batchable(&self) -> bool {
         self.policy == ApprovalPolicy::Ask && !self.asks_twice && self.round == 1
     }
 
-    /// Mints a ticket for this card. Call it only from a person's gesture in the page:
-    /// this is the one way to make a [`Ticket`], and no model output can reach it.
+    /// Mints a ticket for this card: the one way to make a [`Ticket`]. Call it only from
+    /// a person's gesture in the page.
     pub fn countersign(&self, gesture: Gesture) -> Ticket {
         Ticket {
             call: self.call,
@@ -127,11 +119,9 @@ impl ApprovalRequest {
     }
 }
 
-/// A person's approval of one call: bound to the call, the action, the digest of the
-/// exact arguments, the digest of the card as shown and the card's nonce; consumed by
-/// [`crate::executor::Executor::approve`].
-///
-/// Deliberately neither `Clone` nor `Deserialize`.
+/// A person's approval of one call, bound to the call, the action, the arguments' and
+/// the card's digests and the card's nonce. Consumed by
+/// [`Executor::approve`](crate::executor::Executor::approve); neither `Clone` nor `Deserialize`.
 #[derive(Debug)]
 pub struct Ticket {
     pub(crate) call: CallId,
@@ -155,16 +145,14 @@ impl Ticket {
     }
 }
 
-/// Why a ticket (or another gesture on a call) was refused. The call it named, if still
-/// pending, stays pending (except [`TicketError::Expired`], which settles it as
-/// `APPROVAL_TIMEOUT`).
+/// Why a ticket or another gesture was refused. The call stays pending, except after
+/// [`TicketError::Expired`], which settles it as `APPROVAL_TIMEOUT`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TicketError {
     /// The ticket was minted by another executor.
     #[error("the ticket belongs to another session")]
     ForeignExecutor,
-    /// The call is not waiting for the person (settled, never asked, already approved,
-    /// or waiting for something else).
+    /// The call is not waiting for the person's decision.
     #[error("the call is not waiting for the person")]
     NotPending,
     /// The ticket's action, arguments, card or nonce differ from the pending call's.
@@ -179,8 +167,7 @@ pub enum TicketError {
     /// "Always allow" was asked for a call whose policy never offers it.
     #[error("this action cannot be allowed for the session")]
     GrantNotOffered,
-    /// "Allow all in this batch" was used on a card that must be decided on its own
-    /// (`AskAlways`, or a double confirmation).
+    /// "Allow all in this batch" was used on a card that must be decided on its own.
     #[error("this call must be decided on its own")]
     BatchNotOffered,
 }
@@ -188,12 +175,10 @@ pub enum TicketError {
 /// Why the executor took no step at all: the operation did nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Blocked {
-    /// An action's hook called back into the executor while it was deciding a call; the
-    /// call whose hook tried is refused.
+    /// An action's hook called back into the executor; the hook's call is refused.
     #[error("the executor is busy: an action's hook called back into it")]
     Reentered,
-    /// A panic (a hook's, a sink's, a drop's: possible only in a native host, the page
-    /// aborts) left a step half made. The executor refuses everything from then on.
+    /// A step was left half made; the executor refuses everything from then on.
     #[error("the executor is poisoned: a panic left a step half made")]
     Poisoned,
 }
@@ -210,9 +195,8 @@ pub enum RestoreError {
     /// The grant was made for another role.
     #[error("the grant was made for another role")]
     OtherRole,
-    /// A person could not make this grant now (the level is not `Ask`, the action asks
-    /// twice, it is a handoff), or it would let a countersigned action run on a grant
-    /// nobody made in this session.
+    /// A person could not make this grant now (not `Ask`, asks twice, a handoff), or it
+    /// would run a countersigned action on a grant nobody made in this session.
     #[error("the action `{0}` cannot be allowed for the session")]
     NotOffered(String),
     /// The stored arguments are no longer valid params of the action.
@@ -223,17 +207,14 @@ pub enum RestoreError {
     Blocked(#[from] Blocked),
 }
 
-/// What a grant is derived from, and all a page may store to restore it: the action,
-/// the digest of its declaration, the role, and the arguments of the approved call. On
-/// restore the executor re-derives the rule from these arguments with the action's own
-/// `remember` hook; a stored matcher or description is never taken on trust.
+/// What a grant is derived from, and all a page may store to restore it. On restore the
+/// rule is derived again with the action's `remember` hook; a stored rule is never trusted.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantBasis {
     /// The action's id.
     pub action: String,
-    /// The digest of the action's declaration (kind, confirm, scope, params schema,
-    /// double confirmation, remember hook) when the grant was made.
+    /// The digest of the action's declaration when the grant was made.
     pub registration: String,
     /// The role the grant was made for.
     pub role: String,
@@ -266,8 +247,8 @@ pub struct Grant {
     pub(crate) generation: u64,
 }
 
-/// Why an edit was not taken. Nothing changed: the original card still waits (except
-/// after [`TicketError::Expired`], which settles it as `APPROVAL_TIMEOUT`).
+/// Why an edit was not taken. The original card still waits, except after
+/// [`TicketError::Expired`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EditError {
     /// The call is not waiting on a card, or the card expired.

@@ -1,6 +1,5 @@
 //! The decision: a pure function from what is known of a call to run, ask, hand off or
-//! refuse. Every hook's verdict, the level in force, the mode and a covering grant are
-//! computed first; nothing here reads state or calls the page's code.
+//! refuse. It reads no state and calls no page code.
 
 use crate::audit::Decider;
 use crate::call::Caller;
@@ -38,8 +37,7 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// The facts of a plain call from the page's assistant: declared `level`, classifier
-    /// allowing, default mode, no grant.
+    /// A plain call from the page's assistant under `level`: allowed, default mode, no grant.
     pub fn new(kind: Kind, level: ApprovalPolicy) -> Self {
         Self {
             kind,
@@ -128,12 +126,10 @@ pub fn decide(facts: &Facts) -> Decision {
             Mode::Default | Mode::Bypass => Decision::Question,
         };
     }
-    // An agent outside the page (WebMCP, MCP): no mode speaks for the person to it, and
-    // it is asked for anything more than a read whatever the declared level.
+    // An agent outside the page is asked for anything but a read; no mode speaks to it.
     let outside = !facts.caller.is_assistant();
     let outside_write = outside && facts.kind != Kind::Read;
-    // INVARIANT: a grant covers only `Ask` (or a level raised to it), and never an
-    // action that asks twice.
+    // INVARIANT: a grant covers only `Ask` (or a level raised to it), never a double confirmation.
     let granted = facts
         .grant
         .filter(|_| !facts.confirm_twice)
@@ -143,8 +139,7 @@ pub fn decide(facts: &Facts) -> Decision {
         });
     let level = facts.level.clone();
     let (policy, reason, by) = match (&facts.verdict, level.policy) {
-        // A classifier can only raise the bar: its `Ask` is `AskAlways`, because a grant
-        // for the whole action must not cover the arguments it flagged.
+        // A classifier's `Ask` is `AskAlways`: no grant may cover arguments it flagged.
         (Verdict::Ask, _) => (
             ApprovalPolicy::AskAlways,
             Reason::ClassifierAsked,
@@ -156,10 +151,8 @@ pub fn decide(facts: &Facts) -> Decision {
                 by: Decider::Policy,
             }
         }
-        // INVARIANT: a countersignature states a person's approval: an action that takes
-        // one is never below `Ask`; only the person's own grant runs it unasked. Nor is
-        // anything but a read asked for by an agent outside the page: a level of `None`
-        // was declared for the page's own assistant.
+        // INVARIANT: a countersigned action, or an outside agent's write, is never below
+        // `Ask`; only the person's own grant runs it unasked.
         (_, ApprovalPolicy::None) => {
             if let Some(run) = granted {
                 return run;
@@ -185,16 +178,14 @@ pub fn decide(facts: &Facts) -> Decision {
         reason: Reason::ModeAllowed { mode },
         by: Decider::Mode,
     };
-    // INVARIANT: unattended stands in for a person only on a plain `Ask`: never on
-    // `AskAlways`, a classifier's ask, a double confirmation, a countersignature or an
-    // outside agent's call.
+    // INVARIANT: unattended stands in for a person only on a plain `Ask` of the page's
+    // assistant: not a classifier's, a double confirmation or a countersigned action.
     let plain_ask =
         policy == ApprovalPolicy::Ask && !facts.confirm_twice && !facts.countersigned && !outside;
     match mode {
         Mode::Default => ask,
-        // INVARIANT: no mode lowers a reversal's level, not even bypass; nor a
-        // countersigned action's; nor an outside agent's (a mode speaks for the page's
-        // own assistant only).
+        // INVARIANT: no mode, not even bypass, lowers the level of a reversal, a
+        // countersigned action or an outside agent's call.
         Mode::Bypass if facts.reversal || facts.countersigned || outside => ask,
         Mode::Bypass => allowed,
         Mode::Unattended if plain_ask => allowed,

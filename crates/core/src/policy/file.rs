@@ -28,9 +28,8 @@ pub struct PolicyFile {
     /// Role name → what the role holds. A name given twice is refused.
     #[serde(deserialize_with = "unique_keys")]
     pub roles: BTreeMap<String, RolePolicy>,
-    /// The role a session gets when the file does not name the session's own role.
-    /// Without it such a session is refused: a role the file forgot (or spelt in another
-    /// case) never silently falls back to the code's declared levels.
+    /// The role for a session whose role the file does not name. Without it such a
+    /// session is refused, never given the code's declared levels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_role: Option<String>,
     /// (role, action) → the line of that override, for decisions' reasons.
@@ -90,10 +89,8 @@ pub struct Override {
     /// The confirm to use instead of the declared one.
     #[serde(default)]
     pub confirm: Option<Confirm>,
-    /// `"passkey"`: this role's calls of the action are countersigned only with the
-    /// person's verified passkey, whatever the declaration says (never lowers it). An
-    /// action whose run takes no countersignature cannot honour it, so its calls are
-    /// refused (`NOT_COUNTERSIGNED`).
+    /// `"passkey"`: this role's calls are countersigned only with the person's passkey.
+    /// An action whose run takes no countersignature is then refused (`NOT_COUNTERSIGNED`).
     #[serde(default)]
     pub presence: Option<crate::countersignature::Presence>,
 }
@@ -166,8 +163,7 @@ impl PolicyFile {
         Ok(file)
     }
 
-    /// The role of the file that applies to a session of `role`: its own if the file
-    /// names it, else the file's `default_role`, else none (the session is refused).
+    /// The file's role for a session of `role`: its own, else `default_role`, else none.
     pub fn role_for<'a>(&'a self, role: &'a str) -> Option<(&'a str, &'a RolePolicy)> {
         if let Some(policy) = self.roles.get(role) {
             return Some((role, policy));
@@ -194,10 +190,7 @@ impl PolicyFile {
         self.level(role, action, kind, confirm).0
     }
 
-    /// The policy `role`'s calls of `action` get, and, when an override decided it, the
-    /// role whose override it was and the override's line.
-    /// The presence this file asks of `role`'s calls of `action` (`Click` unless an
-    /// override says `passkey`).
+    /// The presence asked of `role`'s calls of `action`: `Click` unless overridden.
     pub fn presence(&self, role: &str, action: &str) -> crate::countersignature::Presence {
         self.role_for(role)
             .and_then(|(_, r)| r.overrides.get(action))
@@ -205,8 +198,7 @@ impl PolicyFile {
             .unwrap_or_default()
     }
 
-    /// The approval level `role`'s calls of `action` are decided under, and the override
-    /// (role and line) that set it, if any.
+    /// The level `role`'s calls of `action` get, and the override (role, line) that set it.
     pub fn level(
         &self,
         role: &str,
@@ -294,78 +286,4 @@ fn key_lines(text: &str) -> Vec<(Vec<String>, usize)> {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const EXAMPLE: &str = r#"{
-  "roles": {
-    "viewer": { "scopes": ["workspace.read"],
-                "overrides": { "save_workspace_name": { "confirm": "always" } } },
-    "admin":  { "scopes": ["workspace.read", "workspace.write"],
-                "overrides": { "save_workspace_name": { "confirm": "off" } } }
-  }
-}"#;
-
-    #[test]
-    fn the_same_action_gets_a_different_level_per_role() {
-        let file = PolicyFile::from_json(EXAMPLE).unwrap();
-        let resolve = |role| file.resolve(role, "save_workspace_name", Kind::Write, Confirm::Ask);
-        assert_eq!(resolve("viewer"), ApprovalPolicy::AskAlways);
-        assert_eq!(resolve("admin"), ApprovalPolicy::None);
-        assert_eq!(
-            resolve("guest"),
-            ApprovalPolicy::Ask,
-            "no override: the declaration"
-        );
-        assert!(file.scopes("viewer").contains("workspace.read"));
-        assert!(file.scopes("guest").is_empty());
-    }
-
-    #[test]
-    fn an_override_names_its_role_and_line_and_the_default_role_covers_others() {
-        let file = PolicyFile::from_json(EXAMPLE).unwrap();
-        let (policy, by) = file.level("admin", "save_workspace_name", Kind::Write, Confirm::Ask);
-        assert_eq!(policy, ApprovalPolicy::None);
-        assert_eq!(by, Some(("admin".to_owned(), 6)));
-        assert_eq!(file.role_for("Admin"), None, "roles are exact");
-        let text = r#"{"roles": {"viewer": {"scopes": ["r"]}}, "default_role": "viewer"}"#;
-        let file = PolicyFile::from_json(text).unwrap();
-        assert_eq!(file.role_for("Admin").map(|(name, _)| name), Some("viewer"));
-        assert!(file.scopes("Admin").contains("r"));
-    }
-
-    #[test]
-    fn a_malformed_file_is_refused_naming_the_line() {
-        let cases = [
-            ("{\n  \"roles\": {\n    \"viewer\": { \"scope\": [] }\n  }\n}", 3, "unknown field `scope`"),
-            ("{\n  \"roles\": {\n    \"viewer\": { \"overrides\": { \"x\": { \"confirm\": \"maybe\" } } }\n  }\n}", 3, "unknown variant `maybe`"),
-            ("{\n  \"roles\": [\n", 2, "invalid type"),
-            ("{\"roles\": {\"a\": {}},}", 1, "trailing comma"),
-        ];
-        for (text, line, needle) in cases {
-            let e = PolicyFile::from_json(text).unwrap_err();
-            assert_eq!(e.line, line, "{text}: {e}");
-            assert!(e.to_string().contains(needle), "{e}");
-            assert!(
-                e.to_string()
-                    .starts_with(&format!("policy file, line {line}")),
-                "{e}"
-            );
-        }
-        assert!(PolicyFile::from_json(r#"{"roles":{" ":{}}}"#).is_err());
-        let twice = [
-            ("{\n  \"roles\": {\n    \"viewer\": {},\n    \"viewer\": {}\n  }\n}", 4, "`viewer` is given twice"),
-            ("{\"roles\": {\"a\": {\"overrides\": {\n\"x\": {},\n\"x\": {\"confirm\": \"off\"}}}}}", 3, "`x` is given twice"),
-            ("{\"roles\": {\"a\": {}},\n \"default_role\": \"b\"}", 2, "not a role of the file"),
-        ];
-        for (text, line, needle) in twice {
-            let e = PolicyFile::from_json(text).unwrap_err();
-            assert_eq!(e.line, line, "{text}: {e}");
-            assert!(e.to_string().contains(needle), "{e}");
-        }
-        assert!(PolicyFile::from_json(&" ".repeat(MAX_POLICY_BYTES + 1)).is_err());
-    }
 }

@@ -83,9 +83,7 @@ impl ApprovalPolicy {
         }
     }
 
-    /// Whether the person may be offered "always allow this session".
-    ///
-    /// Only `Ask` offers it; `AskAlways` is asked every time, by definition.
+    /// Whether the person may be offered "always allow this session" (only for `Ask`).
     pub const fn offers_session_grant(self) -> bool {
         matches!(self, Self::Ask)
     }
@@ -93,43 +91,5 @@ impl ApprovalPolicy {
     /// Whether a person must countersign before the action runs.
     pub const fn needs_approval(self) -> bool {
         !matches!(self, Self::None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_resolution_table_matches_the_design() {
-        use ApprovalPolicy as P;
-        let table = [
-            (Kind::Read, Confirm::Unset, P::None),
-            (Kind::Write, Confirm::Unset, P::None),
-            (Kind::Danger, Confirm::Unset, P::AskAlways),
-            (Kind::Read, Confirm::Ask, P::Ask),
-            (Kind::Write, Confirm::Ask, P::Ask),
-            (Kind::Danger, Confirm::Ask, P::AskAlways),
-            (Kind::Read, Confirm::Always, P::AskAlways),
-            (Kind::Write, Confirm::Always, P::AskAlways),
-            (Kind::Danger, Confirm::Always, P::AskAlways),
-            (Kind::Read, Confirm::Off, P::None),
-            (Kind::Write, Confirm::Off, P::None),
-            (Kind::Danger, Confirm::Off, P::None),
-        ];
-        for (kind, confirm, expected) in table {
-            assert_eq!(
-                ApprovalPolicy::resolve(kind, confirm),
-                expected,
-                "{kind:?} × {confirm:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn only_ask_offers_a_session_grant() {
-        assert!(ApprovalPolicy::Ask.offers_session_grant());
-        assert!(!ApprovalPolicy::AskAlways.offers_session_grant());
-        assert!(!ApprovalPolicy::None.offers_session_grant());
     }
 }

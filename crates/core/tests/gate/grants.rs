@@ -361,3 +361,51 @@ fn the_grant_that_allowed_a_call_is_in_its_record() {
     assert_eq!(allowed.reason, Reason::Grant { grant });
     assert_eq!(allowed.grant, Some(grant));
 }
+
+#[test]
+fn matchers_cover_what_they_say_and_nothing_else() {
+    let drafts = Matcher::Prefix {
+        pointer: "/path".into(),
+        prefix: "drafts/".into(),
+    };
+    assert!(drafts.matches(&json!({"path": "drafts/a.md"})));
+    assert!(!drafts.matches(&json!({"path": "config.json"})));
+    assert!(
+        !drafts.matches(&json!({"path": "drafts/../.env"})),
+        "no climbing out"
+    );
+    assert!(!drafts.matches(&json!({"path": 7})));
+    assert!(!drafts.matches(&json!({})));
+
+    let md = Matcher::Glob {
+        pointer: "/path".into(),
+        pattern: "notes/*.md".into(),
+    };
+    assert!(md.matches(&json!({"path": "notes/a.md"})));
+    assert!(
+        !md.matches(&json!({"path": "notes/sub/a.md"})),
+        "`*` stays in a segment"
+    );
+    assert!(!md.matches(&json!({"path": "notes/a.txt"})));
+    let deep = Matcher::Glob {
+        pointer: "/path".into(),
+        pattern: "notes/**/*.md".into(),
+    };
+    assert!(deep.matches(&json!({"path": "notes/sub/a.md"})));
+
+    let exact = Matcher::Exact {
+        pointer: "/name".into(),
+        value: json!("Apollo"),
+    };
+    assert!(exact.matches(&json!({"name": "Apollo", "x": 1})));
+    assert!(!exact.matches(&json!({"name": "apollo"})));
+    assert!(Matcher::Any.matches(&json!({})));
+}
+
+#[test]
+fn matchers_round_trip_as_data_for_storage() {
+    let rule = GrantRule::prefix("files under drafts/", "/path", "drafts/");
+    let text = serde_json::to_string(&rule).unwrap();
+    assert!(text.contains("\"match\":\"prefix\""));
+    assert_eq!(serde_json::from_str::<GrantRule>(&text).unwrap(), rule);
+}

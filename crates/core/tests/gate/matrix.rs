@@ -44,6 +44,39 @@ fn expected(policy: ApprovalPolicy, response: Response) -> (&'static str, bool, 
 }
 
 #[test]
+fn the_resolution_table_matches_the_design() {
+    use ApprovalPolicy as P;
+    let table = [
+        (Kind::Read, Confirm::Unset, P::None),
+        (Kind::Write, Confirm::Unset, P::None),
+        (Kind::Danger, Confirm::Unset, P::AskAlways),
+        (Kind::Read, Confirm::Ask, P::Ask),
+        (Kind::Write, Confirm::Ask, P::Ask),
+        (Kind::Danger, Confirm::Ask, P::AskAlways),
+        (Kind::Read, Confirm::Always, P::AskAlways),
+        (Kind::Write, Confirm::Always, P::AskAlways),
+        (Kind::Danger, Confirm::Always, P::AskAlways),
+        (Kind::Read, Confirm::Off, P::None),
+        (Kind::Write, Confirm::Off, P::None),
+        (Kind::Danger, Confirm::Off, P::None),
+    ];
+    for (kind, confirm, expected) in table {
+        assert_eq!(
+            ApprovalPolicy::resolve(kind, confirm),
+            expected,
+            "{kind:?} × {confirm:?}"
+        );
+    }
+}
+
+#[test]
+fn only_ask_offers_a_session_grant() {
+    assert!(ApprovalPolicy::Ask.offers_session_grant());
+    assert!(!ApprovalPolicy::AskAlways.offers_session_grant());
+    assert!(!ApprovalPolicy::None.offers_session_grant());
+}
+
+#[test]
 fn every_kind_confirm_and_response_ends_as_the_table_says() {
     let timeout = countersign::executor::DEFAULT_APPROVAL_TIMEOUT.as_millis() as u64;
     for kind in KINDS {

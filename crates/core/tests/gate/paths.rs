@@ -220,3 +220,39 @@ proptest! {
         prop_assert!(prefix.matches(&json!({ "path": path })), "{path}");
     }
 }
+
+#[test]
+fn encoded_and_lookalike_dots_do_not_climb_out_of_a_folder() {
+    let drafts = Matcher::Prefix {
+        pointer: "/path".into(),
+        prefix: "drafts/".into(),
+    };
+    let glob = Matcher::Glob {
+        pointer: "/path".into(),
+        pattern: "drafts/**".into(),
+    };
+    for path in [
+        "drafts/%2e%2e/config.json",
+        "drafts/%2E%2E/config.json",
+        "drafts/%252e%252e/config.json",
+        "drafts/\u{ff0e}\u{ff0e}/config.json",
+        "drafts/\u{2025}/config.json",
+        "drafts/..\\config.json",
+        "drafts/./a.md",
+        "drafts/%2e/a.md",
+        "drafts/\u{ff0f}..\u{ff0f}x",
+    ] {
+        assert!(has_dot_segment(path), "{path}");
+        assert!(!drafts.matches(&json!({ "path": path })), "{path}");
+        assert!(!glob.matches(&json!({ "path": path })), "{path}");
+    }
+    for path in [
+        "drafts/a.md",
+        "drafts/v1.2/notes.md",
+        "drafts/...md",
+        "drafts/a..b",
+    ] {
+        assert!(!has_dot_segment(path), "{path}");
+        assert!(drafts.matches(&json!({ "path": path })), "{path}");
+    }
+}

@@ -1,8 +1,8 @@
 //! The policy file sets each role's scopes and levels, is read strictly, and fails closed.
 
 use countersign::{
-    action::NoParams, policy::ApprovalPolicy, policy::PolicyFile, Action, Confirm, Expect, Gesture,
-    Handoff, Kind, Mode, Reason, Session, Step,
+    action::NoParams, policy::ApprovalPolicy, policy::PolicyFile, policy::MAX_POLICY_BYTES, Action,
+    Confirm, Expect, Gesture, Handoff, Kind, Mode, Reason, Session, Step,
 };
 use serde_json::json;
 
@@ -222,4 +222,85 @@ fn a_broken_file_stops_waiting_cards_grants_and_restores_of_non_reversals() {
     w.exec.set_mode(Mode::Away).unwrap();
     let s = drive(&w.exec, w.call("undo", r#"{"name":"u"}"#, 6), 7).unwrap();
     assert_eq!(s.outcome.reason(), Reason::ModeRefused { mode: Mode::Away });
+}
+
+const EXAMPLE: &str = r#"{
+  "roles": {
+    "viewer": { "scopes": ["workspace.read"],
+                "overrides": { "save_workspace_name": { "confirm": "always" } } },
+    "admin":  { "scopes": ["workspace.read", "workspace.write"],
+                "overrides": { "save_workspace_name": { "confirm": "off" } } }
+  }
+}"#;
+
+#[test]
+fn the_same_action_gets_a_different_level_per_role() {
+    let file = PolicyFile::from_json(EXAMPLE).unwrap();
+    let resolve = |role| file.resolve(role, "save_workspace_name", Kind::Write, Confirm::Ask);
+    assert_eq!(resolve("viewer"), ApprovalPolicy::AskAlways);
+    assert_eq!(resolve("admin"), ApprovalPolicy::None);
+    assert_eq!(
+        resolve("guest"),
+        ApprovalPolicy::Ask,
+        "no override: the declaration"
+    );
+    assert!(file.scopes("viewer").contains("workspace.read"));
+    assert!(file.scopes("guest").is_empty());
+}
+
+#[test]
+fn an_override_names_its_role_and_line_and_the_default_role_covers_others() {
+    let file = PolicyFile::from_json(EXAMPLE).unwrap();
+    let (policy, by) = file.level("admin", "save_workspace_name", Kind::Write, Confirm::Ask);
+    assert_eq!(policy, ApprovalPolicy::None);
+    assert_eq!(by, Some(("admin".to_owned(), 6)));
+    assert_eq!(file.role_for("Admin"), None, "roles are exact");
+    let text = r#"{"roles": {"viewer": {"scopes": ["r"]}}, "default_role": "viewer"}"#;
+    let file = PolicyFile::from_json(text).unwrap();
+    assert_eq!(file.role_for("Admin").map(|(name, _)| name), Some("viewer"));
+    assert!(file.scopes("Admin").contains("r"));
+}
+
+#[test]
+fn a_malformed_file_is_refused_naming_the_line() {
+    let cases = [
+        ("{\n  \"roles\": {\n    \"viewer\": { \"scope\": [] }\n  }\n}", 3, "unknown field `scope`"),
+        ("{\n  \"roles\": {\n    \"viewer\": { \"overrides\": { \"x\": { \"confirm\": \"maybe\" } } }\n  }\n}", 3, "unknown variant `maybe`"),
+        ("{\n  \"roles\": [\n", 2, "invalid type"),
+        ("{\"roles\": {\"a\": {}},}", 1, "trailing comma"),
+    ];
+    for (text, line, needle) in cases {
+        let e = PolicyFile::from_json(text).unwrap_err();
+        assert_eq!(e.line, line, "{text}: {e}");
+        assert!(e.to_string().contains(needle), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("policy file, line {line}")),
+            "{e}"
+        );
+    }
+    assert!(PolicyFile::from_json(r#"{"roles":{" ":{}}}"#).is_err());
+    let twice = [
+        (
+            "{\n  \"roles\": {\n    \"viewer\": {},\n    \"viewer\": {}\n  }\n}",
+            4,
+            "`viewer` is given twice",
+        ),
+        (
+            "{\"roles\": {\"a\": {\"overrides\": {\n\"x\": {},\n\"x\": {\"confirm\": \"off\"}}}}}",
+            3,
+            "`x` is given twice",
+        ),
+        (
+            "{\"roles\": {\"a\": {}},\n \"default_role\": \"b\"}",
+            2,
+            "not a role of the file",
+        ),
+    ];
+    for (text, line, needle) in twice {
+        let e = PolicyFile::from_json(text).unwrap_err();
+        assert_eq!(e.line, line, "{text}: {e}");
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+    assert!(PolicyFile::from_json(&" ".repeat(MAX_POLICY_BYTES + 1)).is_err());
 }

@@ -1,8 +1,8 @@
 //! Previews, rewrites, double confirmation and reversals: what is shown runs, no mode skips a yes.
 
 use countersign::{
-    audit::AuditEvent, policy::ApprovalPolicy, text::Preview, ticket::TicketError, Confirm,
-    Gesture, Kind, Mode, Step,
+    audit::AuditEvent, policy::ApprovalPolicy, text::line_diff, text::Preview, ticket::TicketError,
+    Confirm, Gesture, Kind, Mode, Step,
 };
 
 use crate::common::{at, code, drive, World};
@@ -380,4 +380,18 @@ fn bypass_does_not_lower_a_reversal() {
         "an AskAlways reversal under a broken file ran in bypass: {:?}",
         w.runs()
     );
+}
+
+#[test]
+fn a_line_diff_marks_removed_added_and_kept_lines() {
+    assert_eq!(line_diff("a\nb\nc", "a\nx\nc"), "  a\n- b\n+ x\n  c\n");
+    assert_eq!(line_diff("", "new"), "+ new\n");
+    assert_eq!(line_diff("old", ""), "- old\n");
+    assert_eq!(line_diff("same", "same"), "  same\n");
+}
+
+#[test]
+fn huge_texts_are_summarised_not_diffed() {
+    let big = "x\n".repeat(3_000);
+    assert_eq!(line_diff(&big, "y"), "- 3000 lines\n+ 1 lines\n");
 }

@@ -172,3 +172,57 @@ fn the_named_characters_are_shown() {
         assert!(shown.text.is_ascii(), "{name:?} → {:?}", shown.text);
     }
 }
+
+#[test]
+fn each_class_of_hidden_character_is_shown_and_named() {
+    let zw = reveal("Atlas\u{200b}");
+    assert_eq!(zw.text, "Atlas\\u{200b}");
+    assert_eq!(
+        zw.parts,
+        [("Atlas".to_owned(), false), ("\\u{200b}".to_owned(), true)]
+    );
+    assert!(zw.invisible && !zw.bidi && !zw.confusable);
+    let rlo = reveal("Ops\u{202e}ATAD-evil");
+    assert_eq!(rlo.text, "Ops\\u{202e}ATAD-evil");
+    assert!(rlo.bidi);
+    let cyr = reveal("\u{430}pollo");
+    assert_eq!(cyr.text, "\\u{430}pollo");
+    assert!(cyr.confusable);
+    let nbsp = reveal("Atlas\u{a0}");
+    assert!(nbsp.invisible);
+    assert!(reveal("Atlas\u{e0041}").invisible, "tag characters");
+    assert!(reveal("x\u{fe0f}").invisible, "variation selectors");
+}
+
+#[test]
+fn a_typed_escape_never_reads_as_a_revealed_one() {
+    assert_eq!(reveal("x\u{202e}").text, "x\\u{202e}");
+    assert_eq!(reveal("x\\u{202e}").text, "x\\\\u{202e}");
+    assert!(!reveal("C:\\dir").is_suspicious());
+}
+
+#[test]
+fn ordinary_text_in_any_script_is_left_alone() {
+    for text in [
+        "Apollo",
+        "Привет мир",
+        "工作区 Apollo",
+        "café",
+        "שלום",
+        "a\nb\tc",
+    ] {
+        let shown = reveal(text);
+        assert_eq!(shown.text, text);
+        assert!(!shown.is_suspicious(), "{text}");
+    }
+}
+
+#[test]
+fn names_show_everything_outside_ascii() {
+    let fake = reveal_name("s\u{430}ve_workspace_name");
+    assert_eq!(fake.text, "s\\u{430}ve_workspace_name");
+    assert!(fake.confusable);
+    assert_eq!(reveal_name("").text, "\"\"");
+    assert!(reveal_name("\u{200b}").invisible);
+    assert!(!reveal_name("save_workspace_name").is_suspicious());
+}
