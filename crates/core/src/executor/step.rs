@@ -18,7 +18,7 @@ use super::state::ExecutorState;
 #[derive(Debug)]
 pub enum Step {
     /// It ended (refused, or done); the same value is queued for
-    /// [`Executor::next_settled`] (and [`Executor::drain_settled`]).
+    /// [`super::Executor::next_settled`] (and [`super::Executor::drain_settled`]).
     Settled(Settled),
     /// It waits for a person's ticket; show this card.
     Approval(Box<ApprovalRequest>),
@@ -26,7 +26,7 @@ pub enum Step {
     Handoff(Box<HandoffView>),
     /// It waits for the person's answer; show this question.
     Question(Box<crate::question::QuestionView>),
-    /// It may run: drive the job and hand its completion to [`Executor::complete`].
+    /// It may run: drive the job and hand its completion to [`super::Executor::complete`].
     Perform(Job),
 }
 
