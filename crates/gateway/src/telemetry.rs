@@ -235,7 +235,7 @@ impl BatchSpan {
             .unwrap_or_default();
         let caller = record.caller.as_str();
         let mut attributes = vec![
-            KeyValue::new("countersign.record_id", bounded(&record.id.as_str())),
+            KeyValue::new("countersign.record_id", bounded(record.id.as_str())),
             KeyValue::new("countersign.session", bounded(&record.session)),
             KeyValue::new(
                 "countersign.call",

@@ -195,7 +195,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
     let mut records = records();
     assert_eq!(records.len(), 3);
     // The page sends the records: a string longer than the page's own limits is cut.
-    records[2].tool_call_id = "x".repeat(1000).into();
+    records[2].tool_call_id = "x".repeat(1000);
     let stored = page_post(
         &client,
         format!("{base}/v1/audit"),
@@ -313,7 +313,7 @@ async fn one_call_is_followed_from_the_page_through_the_gateway_to_the_model() {
             }
             for record in &records {
                 assert!(
-                    !value.contains(&*record.args_digest.as_str()),
+                    !value.contains(record.args_digest.as_str()),
                     "{key} holds the digest"
                 );
             }

@@ -245,7 +245,7 @@ fn verify_says_which_records_of_a_page_session_are_neither_in_the_trail_nor_name
         .into_iter()
         .filter(|r| ![3, 4, 6].contains(&r.seq))
         .map(|mut r| {
-            r.id = format!("named-{}", r.seq).into();
+            r.id = format!("named-{}", r.seq);
             r
         })
         .collect();

@@ -210,7 +210,7 @@ impl FileStore {
             // Sent again under its id: a duplicate if it is the same record, a conflict
             // (the whole batch refused, nothing written) if it is not.
             let id = record.id.as_str();
-            match inner.ids.get(&*id).or_else(|| fresh.get(&*id)) {
+            match inner.ids.get(id).or_else(|| fresh.get(id)) {
                 Some(stored) if *stored == digest => {
                     duplicates += 1;
                     continue;

@@ -322,7 +322,7 @@ impl PgStore {
         for record in records {
             let digest = super::record_digest(&record);
             let id = record.id.as_str();
-            match fresh.get(&*id) {
+            match fresh.get(id) {
                 Some(seen) if *seen == digest => duplicates += 1,
                 Some(_) => return Err(StoreError::Conflict(id.to_owned())),
                 None => {
@@ -359,7 +359,7 @@ impl PgStore {
         let (mut seq, mut last) = (head.seq, head.last);
         let (mut seqs, mut record_ids, mut lines) = (Vec::new(), Vec::new(), Vec::new());
         for record in &batch {
-            if stored.contains(&*record.id.as_str()) {
+            if stored.contains(record.id.as_str()) {
                 duplicates += 1;
                 continue;
             }

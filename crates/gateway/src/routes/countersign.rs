@@ -282,7 +282,7 @@ fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
         }
     };
     Ok(AuditRecord {
-        id: format!("{}-countersigned-{}", claims.session, claims.jti).into(),
+        id: format!("{}-countersigned-{}", claims.session, claims.jti),
         seq: 0,
         session: claims.session.as_str().into(),
         role: claims.role.as_str().into(),

@@ -217,7 +217,7 @@ pub fn records(n: usize, prefix: &str, offset: usize) -> Vec<AuditRecord> {
     }
     let mut records = audit.records();
     for (i, r) in records.iter_mut().enumerate() {
-        r.id = format!("{prefix}-{}", offset + i).into();
+        r.id = format!("{prefix}-{}", offset + i);
     }
     records
 }
