@@ -43,26 +43,37 @@ enum Command {
     /// every mac and the head (a cut tail, a rewritten and re-chained trail, a wrong
     /// key); without it, the structure only.
     Verify {
-        /// The audit file.
-        #[arg(
-            long,
-            env = "COUNTERSIGN_AUDIT_FILE",
-            default_value = "countersign-audit.jsonl"
-        )]
-        audit_file: PathBuf,
-        /// The PostgreSQL trail to check instead of a file (read only).
-        #[arg(
-            long,
-            env = "COUNTERSIGN_AUDIT_URL",
-            hide_env_values = true,
-            conflicts_with = "audit_file"
-        )]
-        audit_url: Option<String>,
+        #[command(flatten)]
+        audit: AuditSource,
         /// The audit key file (64 hex digits). Without it (and without
         /// `COUNTERSIGN_AUDIT_KEY`) only the structure is checked.
         #[arg(long)]
         key_file: Option<PathBuf>,
     },
+}
+
+/// Where the audit trail is: a file, or a PostgreSQL database instead. The same flags
+/// for `serve` and `verify`.
+#[derive(Args, Debug)]
+struct AuditSource {
+    /// The audit file (JSON Lines, chained with the audit key).
+    #[arg(
+        long,
+        env = "COUNTERSIGN_AUDIT_FILE",
+        default_value = "countersign-audit.jsonl"
+    )]
+    audit_file: PathBuf,
+    /// The trail in PostgreSQL instead of the file (`postgres://user:pw@host/db`),
+    /// shared by replicas behind a load balancer. `serve` migrates it on start and
+    /// creates no key (the audit and signing keys must exist already: replicas share
+    /// them); `verify` only reads it.
+    #[arg(
+        long,
+        env = "COUNTERSIGN_AUDIT_URL",
+        hide_env_values = true,
+        conflicts_with = "audit_file"
+    )]
+    audit_url: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -84,24 +95,8 @@ struct ServeArgs {
         default_value = "gpt-4o-mini"
     )]
     model: String,
-    /// The audit file (JSON Lines, chained with the audit key).
-    #[arg(
-        long,
-        env = "COUNTERSIGN_AUDIT_FILE",
-        default_value = "countersign-audit.jsonl"
-    )]
-    audit_file: PathBuf,
-    /// Keep the trail in PostgreSQL instead of the file (`postgres://user:pw@host/db`):
-    /// replicas behind a load balancer share it. Migrations run on start. The audit key
-    /// and the signing key must then exist already (replicas share them): they are not
-    /// created.
-    #[arg(
-        long,
-        env = "COUNTERSIGN_AUDIT_URL",
-        hide_env_values = true,
-        conflicts_with = "audit_file"
-    )]
-    audit_url: Option<String>,
+    #[command(flatten)]
+    audit: AuditSource,
     /// The audit key file (64 hex digits), created with a random key if missing.
     /// Default: `<audit-file>.key`. Keep it apart from the trail in a real deployment;
     /// `COUNTERSIGN_AUDIT_KEY` (hex) takes precedence.
@@ -197,11 +192,11 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Verify {
-            audit_file,
-            audit_url,
-            key_file,
-        } => verify(&audit_file, audit_url.as_deref(), key_file.as_deref()),
+        Command::Verify { audit, key_file } => verify(
+            &audit.audit_file,
+            audit.audit_url.as_deref(),
+            key_file.as_deref(),
+        ),
         Command::Serve(mut args) => {
             args.token = std::env::var("COUNTERSIGN_TOKEN")
                 .ok()
@@ -420,12 +415,12 @@ async fn serve(args: ServeArgs) -> ExitCode {
         },
     };
     let key_file = args.audit_key_file.clone().unwrap_or_else(|| {
-        let mut name = args.audit_file.as_os_str().to_owned();
+        let mut name = args.audit.audit_file.as_os_str().to_owned();
         name.push(".key");
         PathBuf::from(name)
     });
     let signing_key_file = args.signing_key_file.clone().unwrap_or_else(|| {
-        let mut name = args.audit_file.as_os_str().to_owned();
+        let mut name = args.audit.audit_file.as_os_str().to_owned();
         name.push(".signing.key");
         PathBuf::from(name)
     });
@@ -446,7 +441,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     // Replicas on one database share the keys: one made here would differ from theirs.
-    let shared = args.audit_url.is_some();
+    let shared = args.audit.audit_url.is_some();
     let seed = if shared {
         countersign_gateway::load_signing_seed(&signing_key_file)
     } else {
@@ -475,8 +470,8 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let audit = match &args.audit_url {
-        None => AuditStore::open(&args.audit_file, key),
+    let audit = match &args.audit.audit_url {
+        None => AuditStore::open(&args.audit.audit_file, key),
         Some(url) => AuditStore::connect(url, key).await,
     };
     let audit = match audit {
@@ -493,7 +488,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
             .unwrap_or_else(|| format!("http://{}:{}", args.rp_id, args.listen.port())),
         rp_id: args.rp_id.clone(),
         file: Some(args.passkey_file.clone().unwrap_or_else(|| {
-            let mut name = args.audit_file.as_os_str().to_owned();
+            let mut name = args.audit.audit_file.as_os_str().to_owned();
             name.push(".passkeys.json");
             PathBuf::from(name)
         })),
@@ -556,9 +551,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
     } else {
         "none (offline assistant)"
     };
-    let trail = match &args.audit_url {
+    let trail = match &args.audit.audit_url {
         Some(url) => without_password(url),
-        None => args.audit_file.display().to_string(),
+        None => args.audit.audit_file.display().to_string(),
     };
     println!(
         "countersign-gateway: http://{} (model: {model}; audit: {trail})",
@@ -593,6 +588,63 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Err(e) => {
             eprintln!("countersign-gateway: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// `serve` and `verify` name the trail alike: the flags, variables and default in the
+    /// README's table.
+    #[test]
+    fn serve_and_verify_take_the_same_trail_flags() {
+        let cli = Cli::command();
+        for name in ["serve", "verify"] {
+            let command = cli.find_subcommand(name).unwrap();
+            let arg = |id: &str| {
+                command
+                    .get_arguments()
+                    .find(|a| a.get_id() == id)
+                    .unwrap_or_else(|| panic!("{name} has no {id}"))
+            };
+            let file = arg("audit_file");
+            assert_eq!(file.get_long(), Some("audit-file"), "{name}");
+            assert_eq!(
+                file.get_env(),
+                Some(OsStr::new("COUNTERSIGN_AUDIT_FILE")),
+                "{name}"
+            );
+            let default: Vec<&OsStr> = file.get_default_values().iter().map(|v| &**v).collect();
+            assert_eq!(default, [OsStr::new("countersign-audit.jsonl")], "{name}");
+            let url = arg("audit_url");
+            assert_eq!(url.get_long(), Some("audit-url"), "{name}");
+            assert_eq!(
+                url.get_env(),
+                Some(OsStr::new("COUNTERSIGN_AUDIT_URL")),
+                "{name}"
+            );
+            assert!(url.get_default_values().is_empty(), "{name}");
+            let both = [
+                "--audit-file",
+                "a.jsonl",
+                "--audit-url",
+                "postgres://db/trail",
+            ];
+            assert!(
+                Cli::try_parse_from([&["countersign-gateway", name][..], &both].concat()).is_err(),
+                "{name} took both --audit-file and --audit-url"
+            );
         }
     }
 }
