@@ -10,13 +10,16 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use countersign_gateway::passkeys::{PasskeyConfig, PasskeyError, Passkeys};
+use countersign_gateway::relay::Relay;
+use countersign_gateway::telemetry::Traces;
 use countersign_gateway::{
-    app, loopback_hosts, telemetry::Traces, verify_file, verify_postgres, Access, AppState,
-    AuditStore, ChainKey, Completeness, GatewayConfig, Secret, StoreError, Upstream,
-    MAX_HOLES_LISTED,
+    app, loopback_hosts, verify_file, verify_postgres, Access, AppState, AuditStore, ChainKey,
+    Completeness, GatewayConfig, Secret, StoreError, Upstream, MAX_HOLES_LISTED,
 };
 
 /// mimalloc, not the system allocator: the proxy path allocates per request on every
@@ -43,26 +46,37 @@ enum Command {
     /// every mac and the head (a cut tail, a rewritten and re-chained trail, a wrong
     /// key); without it, the structure only.
     Verify {
-        /// The audit file.
-        #[arg(
-            long,
-            env = "COUNTERSIGN_AUDIT_FILE",
-            default_value = "countersign-audit.jsonl"
-        )]
-        audit_file: PathBuf,
-        /// The PostgreSQL trail to check instead of a file (read only).
-        #[arg(
-            long,
-            env = "COUNTERSIGN_AUDIT_URL",
-            hide_env_values = true,
-            conflicts_with = "audit_file"
-        )]
-        audit_url: Option<String>,
+        #[command(flatten)]
+        audit: AuditSource,
         /// The audit key file (64 hex digits). Without it (and without
         /// `COUNTERSIGN_AUDIT_KEY`) only the structure is checked.
         #[arg(long)]
         key_file: Option<PathBuf>,
     },
+}
+
+/// Where the audit trail is: a file, or a PostgreSQL database instead. The same flags
+/// for `serve` and `verify`.
+#[derive(Args, Debug)]
+struct AuditSource {
+    /// The audit file (JSON Lines, chained with the audit key).
+    #[arg(
+        long,
+        env = "COUNTERSIGN_AUDIT_FILE",
+        default_value = "countersign-audit.jsonl"
+    )]
+    audit_file: PathBuf,
+    /// The trail in PostgreSQL instead of the file (`postgres://user:pw@host/db`),
+    /// shared by replicas behind a load balancer. `serve` migrates it on start and
+    /// creates no key (the audit and signing keys must exist already: replicas share
+    /// them); `verify` only reads it.
+    #[arg(
+        long,
+        env = "COUNTERSIGN_AUDIT_URL",
+        hide_env_values = true,
+        conflicts_with = "audit_file"
+    )]
+    audit_url: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -84,24 +98,8 @@ struct ServeArgs {
         default_value = "gpt-4o-mini"
     )]
     model: String,
-    /// The audit file (JSON Lines, chained with the audit key).
-    #[arg(
-        long,
-        env = "COUNTERSIGN_AUDIT_FILE",
-        default_value = "countersign-audit.jsonl"
-    )]
-    audit_file: PathBuf,
-    /// Keep the trail in PostgreSQL instead of the file (`postgres://user:pw@host/db`):
-    /// replicas behind a load balancer share it. Migrations run on start. The audit key
-    /// and the signing key must then exist already (replicas share them): they are not
-    /// created.
-    #[arg(
-        long,
-        env = "COUNTERSIGN_AUDIT_URL",
-        hide_env_values = true,
-        conflicts_with = "audit_file"
-    )]
-    audit_url: Option<String>,
+    #[command(flatten)]
+    audit: AuditSource,
     /// The audit key file (64 hex digits), created with a random key if missing.
     /// Default: `<audit-file>.key`. Keep it apart from the trail in a real deployment;
     /// `COUNTERSIGN_AUDIT_KEY` (hex) takes precedence.
@@ -124,9 +122,6 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     allowed_origins: Vec<String>,
-    /// Require this bearer token on API calls (read from the environment only).
-    #[arg(skip)]
-    token: Option<String>,
     /// The largest request body, in bytes.
     #[arg(long, default_value_t = 1024 * 1024)]
     max_body_bytes: usize,
@@ -188,6 +183,69 @@ struct ServeArgs {
     service_name: String,
 }
 
+/// Why the gateway stopped, or `verify` could not check: printed once, by `main`.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot read the policy file `{}`: {source}", .path.display())]
+    PolicyUnreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`{}`: {source}", .path.display())]
+    Policy {
+        path: PathBuf,
+        source: countersign::policy::PolicyError,
+    },
+    #[error("the MCP token: {0}")]
+    McpTokenFile(StoreError),
+    #[error("the MCP token: cannot read `{}`: {source}", .path.display())]
+    McpTokenUnreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the MCP token: it must be at least 32 printable ASCII characters")]
+    McpTokenWeak,
+    #[error(
+        "the signing key file `{}` must be outside `--dist` and apart from the audit key file",
+        .path.display()
+    )]
+    SigningKeyPlace { path: PathBuf },
+    #[error("the countersignature signing key{}: {source}", shared_hint(*.shared))]
+    SigningKey { shared: bool, source: StoreError },
+    #[error("the audit key{}: {source}", shared_hint(*.shared))]
+    AuditKey { shared: bool, source: StoreError },
+    #[error("no audit key")]
+    NoAuditKey,
+    #[error(transparent)]
+    Store(StoreError),
+    #[error(transparent)]
+    Passkeys(PasskeyError),
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(reqwest::Error),
+    #[error("{0}")]
+    Traces(String),
+    #[error("the OTLP exporter: {0}")]
+    TracesStart(tokio::task::JoinError),
+    #[error("cannot listen on `{addr}`: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the server stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+/// What a key error adds when the keys must come from outside (replicas on a database).
+fn shared_hint(shared: bool) -> &'static str {
+    if shared {
+        " (replicas on one database share it: create it once, give every replica the same)"
+    } else {
+        ""
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -195,26 +253,180 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Verify {
-            audit_file,
-            audit_url,
-            key_file,
-        } => verify(&audit_file, audit_url.as_deref(), key_file.as_deref()),
-        Command::Serve(mut args) => {
-            args.token = std::env::var("COUNTERSIGN_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty());
-            match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt.block_on(serve(*args)),
-                Err(e) => {
-                    eprintln!("countersign-gateway: cannot start the runtime: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+    let ran = match Cli::parse().command {
+        Command::Verify { audit, key_file } => verify(&audit, key_file.as_deref()),
+        Command::Serve(args) => runtime()
+            .and_then(|rt| rt.block_on(serve(*args)))
+            .map(|()| ExitCode::SUCCESS),
+    };
+    ran.unwrap_or_else(|e| {
+        eprintln!("countersign-gateway: {e}");
+        ExitCode::FAILURE
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Runtime::new().map_err(Error::Runtime)
+}
+
+/// `serve`: each step in order; the first that fails stops the gateway.
+async fn serve(args: ServeArgs) -> Result<(), Error> {
+    let config = configuration(&args)?;
+    let keys = keys(&args)?;
+    let stores = stores(&args, keys.audit).await?;
+    let gateway = router(&args, config, &keys.signing_seed, stores).await?;
+    listen(&args, gateway).await
+}
+
+/// The settings from the flags and the environment: the page's origins and hosts, the
+/// upstream and its key, the policy file (checked here: a broken one stops the
+/// gateway), the MCP token.
+fn configuration(args: &ServeArgs) -> Result<GatewayConfig, Error> {
+    let mut origins = args.allowed_origins.clone();
+    if origins.is_empty() {
+        let port = args.listen.port();
+        origins = vec![
+            format!("http://{}", args.listen),
+            format!("http://localhost:{port}"),
+            "http://127.0.0.1:8080".into(),
+            "http://localhost:8080".into(),
+        ];
     }
+    let policy = args.policy_file.as_deref().map(policy).transpose()?;
+    let upstream_key = non_empty_env("COUNTERSIGN_UPSTREAM_KEY").map(Secret::new);
+    Ok(GatewayConfig {
+        upstream: args.upstream.clone().map(|base_url| Upstream {
+            base_url,
+            model: args.model.clone(),
+            key: upstream_key,
+        }),
+        access: Access {
+            // Secrets are never flags: the bearer token comes from the environment only.
+            token: non_empty_env("COUNTERSIGN_TOKEN").map(Secret::new),
+            allowed_origins: origins,
+            allowed_hosts: if args.allowed_hosts.is_empty() {
+                loopback_hosts()
+            } else {
+                args.allowed_hosts.clone()
+            },
+        },
+        max_body_bytes: args.max_body_bytes,
+        max_audit_batch: 1000,
+        upstream_timeout: Duration::from_secs(args.upstream_timeout_secs),
+        stream_idle_timeout: Duration::from_secs(args.upstream_timeout_secs),
+        rate_per_minute: Some(args.rate_per_minute).filter(|n| *n > 0),
+        dist: args.dist.clone(),
+        policy,
+        issuer: args.issuer.clone(),
+        countersign_ttl: Duration::from_secs(args.countersign_ttl_secs),
+        demo_backend: args.demo_backend,
+        mcp_token: mcp_token(args.mcp_token_file.as_deref())?,
+    })
+}
+
+/// An environment variable's value, unless it is unset or empty.
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The policy file's text, served to the page as it is once it parses.
+fn policy(path: &Path) -> Result<String, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::PolicyUnreadable {
+        path: path.to_owned(),
+        source,
+    })?;
+    countersign::policy::PolicyFile::from_json(&text).map_err(|source| Error::Policy {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(text)
+}
+
+/// The MCP token: `COUNTERSIGN_MCP_TOKEN` if set, else the file's content (the file is
+/// created with a random token if missing); `None` when neither is given (MCP off).
+fn mcp_token(file: Option<&Path>) -> Result<Option<Secret>, Error> {
+    let token = match std::env::var("COUNTERSIGN_MCP_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
+        Some(token) => token.trim().to_owned(),
+        None => match file {
+            None => return Ok(None),
+            Some(path) => {
+                if !path.exists() {
+                    ChainKey::load_or_create(path).map_err(Error::McpTokenFile)?;
+                }
+                std::fs::read_to_string(path)
+                    .map_err(|source| Error::McpTokenUnreadable {
+                        path: path.to_owned(),
+                        source,
+                    })?
+                    .trim()
+                    .to_owned()
+            }
+        },
+    };
+    let plain = token.bytes().all(|b| b.is_ascii_graphic());
+    if token.len() < 32 || !plain {
+        return Err(Error::McpTokenWeak);
+    }
+    Ok(Some(Secret::new(token)))
+}
+
+/// The keys a gateway holds: the audit key, and the seed that signs countersignatures.
+struct Keys {
+    audit: ChainKey,
+    signing_seed: [u8; 32],
+}
+
+/// The keys, from their files (or the environment). With a file trail a missing key is
+/// created; replicas on one database share theirs, so there one made here would differ
+/// from its neighbours' and a missing key stops the gateway instead.
+fn keys(args: &ServeArgs) -> Result<Keys, Error> {
+    let audit_file = &args.audit.audit_file;
+    let key_file = args
+        .audit_key_file
+        .clone()
+        .unwrap_or_else(|| beside(audit_file, ".key"));
+    let signing_key_file = args
+        .signing_key_file
+        .clone()
+        .unwrap_or_else(|| beside(audit_file, ".signing.key"));
+    // The seed must never be served or mistaken for the audit key.
+    let inside_dist = args.dist.as_ref().is_some_and(|dist| {
+        let dist = dist.canonicalize().unwrap_or_else(|_| dist.clone());
+        let folder = signing_key_file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        folder.canonicalize().is_ok_and(|f| f.starts_with(&dist))
+    });
+    if inside_dist || signing_key_file == key_file {
+        return Err(Error::SigningKeyPlace {
+            path: signing_key_file,
+        });
+    }
+    let shared = args.audit.audit_url.is_some();
+    let signing_seed = if shared {
+        countersign_gateway::load_signing_seed(&signing_key_file)
+    } else {
+        countersign_gateway::load_or_create_signing_seed(&signing_key_file)
+    }
+    .map_err(|source| Error::SigningKey { shared, source })?;
+    let audit = audit_key(Some(&key_file), !shared)
+        .map_err(|source| Error::AuditKey { shared, source })?
+        .ok_or(Error::NoAuditKey)?;
+    Ok(Keys {
+        audit,
+        signing_seed,
+    })
+}
+
+/// `<audit file><suffix>`: where a file that goes with the trail is kept by default.
+fn beside(audit_file: &Path, suffix: &str) -> PathBuf {
+    let mut name = audit_file.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// The audit key: `COUNTERSIGN_AUDIT_KEY` if set, else the key file (created if
@@ -233,51 +445,162 @@ fn audit_key(file: Option<&Path>, create: bool) -> Result<Option<ChainKey>, Stor
     }
 }
 
-/// The MCP token: `COUNTERSIGN_MCP_TOKEN` if set, else the file's content (the file is
-/// created with a random token if missing); `None` when neither is given (MCP off).
-fn mcp_token(file: Option<&Path>) -> Result<Option<Secret>, String> {
-    let token = match std::env::var("COUNTERSIGN_MCP_TOKEN")
-        .ok()
-        .filter(|t| !t.trim().is_empty())
-    {
-        Some(token) => token.trim().to_owned(),
-        None => match file {
-            None => return Ok(None),
-            Some(path) => {
-                if !path.exists() {
-                    ChainKey::load_or_create(path).map_err(|e| e.to_string())?;
-                }
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?
-                    .trim()
-                    .to_owned()
-            }
-        },
-    };
-    let plain = token.bytes().all(|b| b.is_ascii_graphic());
-    if token.len() < 32 || !plain {
-        return Err("it must be at least 32 printable ASCII characters".into());
-    }
-    Ok(Some(Secret::new(token)))
+/// What the gateway keeps: the audit trail and the registered passkeys.
+struct Stores {
+    audit: AuditStore,
+    passkeys: Passkeys,
 }
 
-fn verify(audit_file: &Path, audit_url: Option<&str>, key_file: Option<&Path>) -> ExitCode {
-    let key = match audit_key(key_file, false) {
-        Ok(key) => key,
-        Err(e) => {
-            eprintln!("countersign-gateway: {e}");
-            return ExitCode::FAILURE;
+/// The trail (the file, locked for this process, or the database, migrated) and the
+/// passkeys; then an enrollment code printed for each `--enroll-user` without one.
+async fn stores(args: &ServeArgs, audit_key: ChainKey) -> Result<Stores, Error> {
+    let audit = match &args.audit.audit_url {
+        None => AuditStore::open(&args.audit.audit_file, audit_key),
+        Some(url) => AuditStore::connect(url, audit_key).await,
+    }
+    .map_err(Error::Store)?;
+    let passkeys = Passkeys::open(&PasskeyConfig {
+        rp_origin: args
+            .rp_origin
+            .clone()
+            .unwrap_or_else(|| format!("http://{}:{}", args.rp_id, args.listen.port())),
+        rp_id: args.rp_id.clone(),
+        file: Some(
+            args.passkey_file
+                .clone()
+                .unwrap_or_else(|| beside(&args.audit.audit_file, ".passkeys.json")),
+        ),
+    })
+    .map_err(Error::Passkeys)?;
+    for user in &args.enroll_users {
+        if passkeys.registered(user) {
+            println!("countersign-gateway: {user} already has a passkey for approvals");
+            continue;
         }
+        let code = passkeys
+            .issue_enrollment_code(user)
+            .map_err(Error::Passkeys)?;
+        println!(
+            "countersign-gateway: passkey enrollment code for {user}: {code} (once, 15 minutes; type it into the dock's \"Set up a passkey\")"
+        );
+    }
+    Ok(Stores { audit, passkeys })
+}
+
+/// The app to serve, and what stopping it cleanly takes.
+struct Gateway {
+    /// Every route, with its layers.
+    app: axum::Router,
+    /// The pages' relays: upgraded connections a graceful shutdown would not end.
+    relay: Arc<Relay>,
+    /// The trace exporter, flushed once the last request is done.
+    traces: Option<Traces>,
+    /// Whether MCP is on (the start-up line says where).
+    mcp: bool,
+}
+
+/// The routes over the state: the configuration, the stores, the signing key and,
+/// with `--otlp-endpoint`, the trace exporter.
+async fn router(
+    args: &ServeArgs,
+    config: GatewayConfig,
+    signing_seed: &[u8; 32],
+    stores: Stores,
+) -> Result<Gateway, Error> {
+    let mut state = AppState::new(config, stores.audit)
+        .map_err(Error::HttpClient)?
+        .with_signing_seed(signing_seed)
+        .with_passkeys(stores.passkeys);
+    if let Some(endpoint) = args.otlp_endpoint.clone().filter(|e| !e.is_empty()) {
+        let service = args.service_name.clone();
+        // The exporter's blocking client is built off the async threads.
+        let traces = tokio::task::spawn_blocking(move || Traces::otlp(&endpoint, &service))
+            .await
+            .map_err(Error::TracesStart)?
+            .map_err(Error::Traces)?;
+        state = state.with_traces(traces);
+    }
+    Ok(Gateway {
+        relay: Arc::clone(&state.relay),
+        traces: state.traces.clone(),
+        mcp: state.config.mcp_token.is_some(),
+        app: app(state),
+    })
+}
+
+/// Binds the address, says where the gateway is, and serves until Ctrl-C; then the
+/// last spans go out.
+async fn listen(args: &ServeArgs, gateway: Gateway) -> Result<(), Error> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: args.listen,
+            source,
+        })?;
+    let model = if args.upstream.is_some() {
+        args.model.as_str()
+    } else {
+        "none (offline assistant)"
     };
-    let verified = match audit_url {
-        None => verify_file(audit_file, key.as_ref()),
-        Some(url) => match tokio::runtime::Runtime::new() {
-            Ok(rt) => rt.block_on(verify_postgres(url, key.as_ref())),
-            Err(e) => {
-                eprintln!("countersign-gateway: cannot start the runtime: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
+    let trail = match &args.audit.audit_url {
+        Some(url) => without_password(url),
+        None => args.audit.audit_file.display().to_string(),
+    };
+    println!(
+        "countersign-gateway: http://{} (model: {model}; audit: {trail})",
+        args.listen
+    );
+    if gateway.mcp {
+        let token = args
+            .mcp_token_file
+            .as_ref()
+            .map_or("COUNTERSIGN_MCP_TOKEN".into(), |f| f.display().to_string());
+        println!(
+            "countersign-gateway: MCP at http://{}/mcp (token: {token}; pair with the code in the page's dock)",
+            args.listen
+        );
+    }
+    let relay = gateway.relay;
+    let service = gateway
+        .app
+        .into_make_service_with_connect_info::<SocketAddr>();
+    let shutdown = async move {
+        let _ = tokio::signal::ctrl_c().await;
+        // Pages' relays are upgraded connections a graceful shutdown would not end.
+        relay.stop();
+    };
+    let served = axum::serve(listener, service)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    if let Some(traces) = gateway.traces {
+        // The spans of the last requests go out before the process ends.
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+    }
+    served.map_err(Error::Serve)
+}
+
+/// The database URL to print: the password (and the query, which may hold one) left out.
+fn without_password(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.to_string()
+        }
+        Err(_) => "a database (its URL does not parse)".into(),
+    }
+}
+
+/// `verify`: checks the trail and prints what it found. A broken trail is a finding,
+/// not an error: it is printed here and the exit status says it.
+fn verify(audit: &AuditSource, key_file: Option<&Path>) -> Result<ExitCode, Error> {
+    let key = audit_key(key_file, false).map_err(|source| Error::AuditKey {
+        shared: false,
+        source,
+    })?;
+    let verified = match &audit.audit_url {
+        None => verify_file(&audit.audit_file, key.as_ref()),
+        Some(url) => runtime()?.block_on(verify_postgres(url, key.as_ref())),
     };
     match verified {
         Ok(v) if v.keyed => {
@@ -292,7 +615,7 @@ fn verify(audit_file: &Path, audit_url: Option<&str>, key_file: Option<&Path>) -
                 println!("note: an incomplete final line ({} bytes) was never acknowledged; the gateway cuts it off at start", v.torn_tail_bytes);
             }
             print_completeness(&v.completeness);
-            ExitCode::SUCCESS
+            Ok(ExitCode::SUCCESS)
         }
         Ok(v) => {
             println!(
@@ -301,11 +624,11 @@ fn verify(audit_file: &Path, audit_url: Option<&str>, key_file: Option<&Path>) -
             );
             println!("without the audit key (--key-file or COUNTERSIGN_AUDIT_KEY) a rewritten and re-chained trail, or a cut tail, cannot be detected");
             print_completeness(&v.completeness);
-            ExitCode::SUCCESS
+            Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
             eprintln!("broken: {e}");
-            ExitCode::FAILURE
+            Ok(ExitCode::FAILURE)
         }
     }
 }
@@ -340,259 +663,59 @@ fn print_completeness(c: &Completeness) {
     }
 }
 
-/// The database URL to print: the password (and the query, which may hold one) left out.
-fn without_password(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) => {
-            let _ = parsed.set_password(None);
-            parsed.set_query(None);
-            parsed.to_string()
-        }
-        Err(_) => "a database (its URL does not parse)".into(),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
 
-async fn serve(args: ServeArgs) -> ExitCode {
-    let mut origins = args.allowed_origins.clone();
-    if origins.is_empty() {
-        let port = args.listen.port();
-        origins = vec![
-            format!("http://{}", args.listen),
-            format!("http://localhost:{port}"),
-            "http://127.0.0.1:8080".into(),
-            "http://localhost:8080".into(),
-        ];
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
     }
-    let policy = match &args.policy_file {
-        None => None,
-        Some(path) => match std::fs::read_to_string(path) {
-            Err(e) => {
-                eprintln!(
-                    "countersign-gateway: cannot read the policy file {}: {e}",
-                    path.display()
-                );
-                return ExitCode::FAILURE;
-            }
-            Ok(text) => match countersign::policy::PolicyFile::from_json(&text) {
-                Ok(_) => Some(text),
-                Err(e) => {
-                    eprintln!("countersign-gateway: {}: {e}", path.display());
-                    return ExitCode::FAILURE;
-                }
-            },
-        },
-    };
-    let key = std::env::var("COUNTERSIGN_UPSTREAM_KEY")
-        .ok()
-        .filter(|k| !k.is_empty())
-        .map(Secret::new);
-    let config = GatewayConfig {
-        upstream: args.upstream.clone().map(|base_url| Upstream {
-            base_url,
-            model: args.model.clone(),
-            key,
-        }),
-        access: Access {
-            token: args.token.clone().map(Secret::new),
-            allowed_origins: origins,
-            allowed_hosts: if args.allowed_hosts.is_empty() {
-                loopback_hosts()
-            } else {
-                args.allowed_hosts.clone()
-            },
-        },
-        max_body_bytes: args.max_body_bytes,
-        max_audit_batch: 1000,
-        upstream_timeout: Duration::from_secs(args.upstream_timeout_secs),
-        stream_idle_timeout: Duration::from_secs(args.upstream_timeout_secs),
-        rate_per_minute: Some(args.rate_per_minute).filter(|n| *n > 0),
-        dist: args.dist.clone(),
-        policy,
-        issuer: args.issuer.clone(),
-        countersign_ttl: Duration::from_secs(args.countersign_ttl_secs),
-        demo_backend: args.demo_backend,
-        mcp_token: match mcp_token(args.mcp_token_file.as_deref()) {
-            Ok(token) => token,
-            Err(e) => {
-                eprintln!("countersign-gateway: the MCP token: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-    };
-    let key_file = args.audit_key_file.clone().unwrap_or_else(|| {
-        let mut name = args.audit_file.as_os_str().to_owned();
-        name.push(".key");
-        PathBuf::from(name)
-    });
-    let signing_key_file = args.signing_key_file.clone().unwrap_or_else(|| {
-        let mut name = args.audit_file.as_os_str().to_owned();
-        name.push(".signing.key");
-        PathBuf::from(name)
-    });
-    // The seed must never be served or mistaken for the audit key.
-    let inside_dist = args.dist.as_ref().is_some_and(|dist| {
-        let dist = dist.canonicalize().unwrap_or_else(|_| dist.clone());
-        let folder = signing_key_file
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        folder.canonicalize().is_ok_and(|f| f.starts_with(&dist))
-    });
-    if inside_dist || signing_key_file == key_file {
-        eprintln!(
-            "countersign-gateway: the signing key file {} must be outside --dist and apart from the audit key file",
-            signing_key_file.display()
-        );
-        return ExitCode::FAILURE;
-    }
-    // Replicas on one database share the keys: one made here would differ from theirs.
-    let shared = args.audit_url.is_some();
-    let seed = if shared {
-        countersign_gateway::load_signing_seed(&signing_key_file)
-    } else {
-        countersign_gateway::load_or_create_signing_seed(&signing_key_file)
-    };
-    let hint = if shared {
-        " (replicas on one database share it: create it once, give every replica the same)"
-    } else {
-        ""
-    };
-    let seed = match seed {
-        Ok(seed) => seed,
-        Err(e) => {
-            eprintln!("countersign-gateway: the countersignature signing key{hint}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let key = match audit_key(Some(&key_file), !shared) {
-        Ok(Some(key)) => key,
-        Ok(None) => {
-            eprintln!("countersign-gateway: no audit key");
-            return ExitCode::FAILURE;
-        }
-        Err(e) => {
-            eprintln!("countersign-gateway: the audit key{hint}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let audit = match &args.audit_url {
-        None => AuditStore::open(&args.audit_file, key),
-        Some(url) => AuditStore::connect(url, key).await,
-    };
-    let audit = match audit {
-        Ok(store) => store,
-        Err(e) => {
-            eprintln!("countersign-gateway: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let passkeys = countersign_gateway::passkeys::PasskeyConfig {
-        rp_origin: args
-            .rp_origin
-            .clone()
-            .unwrap_or_else(|| format!("http://{}:{}", args.rp_id, args.listen.port())),
-        rp_id: args.rp_id.clone(),
-        file: Some(args.passkey_file.clone().unwrap_or_else(|| {
-            let mut name = args.audit_file.as_os_str().to_owned();
-            name.push(".passkeys.json");
-            PathBuf::from(name)
-        })),
-    };
-    let passkeys = match countersign_gateway::passkeys::Passkeys::open(&passkeys) {
-        Ok(passkeys) => passkeys,
-        Err(e) => {
-            eprintln!("countersign-gateway: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    for user in &args.enroll_users {
-        if passkeys.registered(user) {
-            println!("countersign-gateway: {user} already has a passkey for approvals");
-            continue;
-        }
-        match passkeys.issue_enrollment_code(user) {
-            Ok(code) => println!(
-                "countersign-gateway: passkey enrollment code for {user}: {code} (once, 15 minutes; type it into the dock's \"Set up a passkey\")"
-            ),
-            Err(e) => {
-                eprintln!("countersign-gateway: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    let mut state = match AppState::new(config, audit) {
-        Ok(state) => state.with_signing_seed(&seed).with_passkeys(passkeys),
-        Err(e) => {
-            eprintln!("countersign-gateway: cannot build the HTTP client: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Some(endpoint) = args.otlp_endpoint.clone().filter(|e| !e.is_empty()) {
-        let service = args.service_name.clone();
-        // The exporter's blocking client is built off the async threads.
-        let traces = tokio::task::spawn_blocking(move || Traces::otlp(&endpoint, &service)).await;
-        match traces {
-            Ok(Ok(traces)) => state = state.with_traces(traces),
-            Ok(Err(e)) => {
-                eprintln!("countersign-gateway: {e}");
-                return ExitCode::FAILURE;
-            }
-            Err(e) => {
-                eprintln!("countersign-gateway: the OTLP exporter: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    let traces = state.traces.clone();
-    let listener = match tokio::net::TcpListener::bind(args.listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("countersign-gateway: cannot listen on {}: {e}", args.listen);
-            return ExitCode::FAILURE;
-        }
-    };
-    let model = if args.upstream.is_some() {
-        args.model.as_str()
-    } else {
-        "none (offline assistant)"
-    };
-    let trail = match &args.audit_url {
-        Some(url) => without_password(url),
-        None => args.audit_file.display().to_string(),
-    };
-    println!(
-        "countersign-gateway: http://{} (model: {model}; audit: {trail})",
-        args.listen
-    );
-    if state.config.mcp_token.is_some() {
-        let token = args
-            .mcp_token_file
-            .as_ref()
-            .map_or("COUNTERSIGN_MCP_TOKEN".into(), |f| f.display().to_string());
-        println!(
-            "countersign-gateway: MCP at http://{}/mcp (token: {token}; pair with the code in the page's dock)",
-            args.listen
-        );
-    }
-    let relay = std::sync::Arc::clone(&state.relay);
-    let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
-    let shutdown = async move {
-        let _ = tokio::signal::ctrl_c().await;
-        // Pages' relays are upgraded connections a graceful shutdown would not end.
-        relay.stop();
-    };
-    let served = axum::serve(listener, service)
-        .with_graceful_shutdown(shutdown)
-        .await;
-    if let Some(traces) = traces {
-        // The spans of the last requests go out before the process ends.
-        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
-    }
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("countersign-gateway: {e}");
-            ExitCode::FAILURE
+
+    /// `serve` and `verify` name the trail alike: the flags, variables and default in the
+    /// README's table.
+    #[test]
+    fn serve_and_verify_take_the_same_trail_flags() {
+        let cli = Cli::command();
+        for name in ["serve", "verify"] {
+            let command = cli.find_subcommand(name).unwrap();
+            let arg = |id: &str| {
+                command
+                    .get_arguments()
+                    .find(|a| a.get_id() == id)
+                    .unwrap_or_else(|| panic!("{name} has no {id}"))
+            };
+            let file = arg("audit_file");
+            assert_eq!(file.get_long(), Some("audit-file"), "{name}");
+            assert_eq!(
+                file.get_env(),
+                Some(OsStr::new("COUNTERSIGN_AUDIT_FILE")),
+                "{name}"
+            );
+            let default: Vec<&OsStr> = file.get_default_values().iter().map(|v| &**v).collect();
+            assert_eq!(default, [OsStr::new("countersign-audit.jsonl")], "{name}");
+            let url = arg("audit_url");
+            assert_eq!(url.get_long(), Some("audit-url"), "{name}");
+            assert_eq!(
+                url.get_env(),
+                Some(OsStr::new("COUNTERSIGN_AUDIT_URL")),
+                "{name}"
+            );
+            assert!(url.get_default_values().is_empty(), "{name}");
+            let both = [
+                "--audit-file",
+                "a.jsonl",
+                "--audit-url",
+                "postgres://db/trail",
+            ];
+            assert!(
+                Cli::try_parse_from([&["countersign-gateway", name][..], &both].concat()).is_err(),
+                "{name} took both --audit-file and --audit-url"
+            );
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Countersignatures: the mint route (its audit record first, strict input), the JWKS,
-//! the tutorial's backend refusing every token that does not cover exactly its call, and
-//! a Python backend verifying a token with a stock JOSE library (PyJWT).
+//! every field of the core's mint request carried into the verifier's claims, the
+//! tutorial's backend refusing every token that does not cover exactly its call, and a
+//! Python backend verifying a token with a stock JOSE library (PyJWT).
 #![allow(
     missing_docs,
     clippy::unwrap_used,
@@ -11,8 +12,18 @@
 
 mod common;
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use common::{config, page_post, serve, state};
+use countersign::action::LocalBoxFuture;
 use countersign::audit::AuditEvent;
+use countersign::countersignature::{Countersignature, Countersigner, MintRequest};
+use countersign::ticket::GrantId;
+use countersign::{
+    Action, Call, Caller, Config, Confirm, Executor, Gesture, Kind, MemoryAudit, Session, Step,
+    Timestamp,
+};
 use countersign_verify::{ApprovedBy, Claims, Expected, Presence, Signer, Verifier};
 use serde_json::{json, Value};
 
@@ -120,6 +131,178 @@ async fn a_minted_token_is_recorded_first_and_checks_out_under_the_published_key
     );
     assert_eq!(record.args_digest, digest(&json!({})));
     assert_eq!(record.call, 3);
+}
+
+/// The page's executor asks this countersigner for tokens; it keeps each request and
+/// answers with a stand-in token, so the executor's own requests can be sent here.
+#[derive(Clone, Default)]
+struct Kept(Rc<RefCell<Vec<MintRequest>>>);
+
+impl Countersigner for Kept {
+    fn mint(&self, request: MintRequest) -> LocalBoxFuture<Result<Countersignature, String>> {
+        self.0.borrow_mut().push(request);
+        Box::pin(async { Ok(Countersignature::new("kept")) })
+    }
+}
+
+/// The parameters of the page's `save_workspace_name`.
+#[derive(Clone, Debug, serde::Deserialize, countersign::schemars::JsonSchema)]
+#[schemars(crate = "countersign::schemars")]
+struct Rename {
+    /// The workspace's new name.
+    name: String,
+}
+
+/// The mint requests a page's executor makes for `args`: a call the assistant asked for,
+/// allowed once; a call an MCP client asked for, allowed for the session (the card that
+/// makes a grant); and the MCP client's next call, which that grant covers (no card).
+async fn executor_requests(args: &Value) -> Vec<MintRequest> {
+    let exec = Executor::new(
+        Config::new(
+            "page-0a1b2c",
+            Session::new("admin", ["workspace.write"]),
+            [42; 32],
+        ),
+        MemoryAudit::new(),
+    );
+    let _registration = exec
+        .register(
+            Action::<Rename>::new("save_workspace_name", "Renames the workspace.")
+                .kind(Kind::Write)
+                .confirm(Confirm::Ask)
+                .run_countersigned(|p: Rename, _: Countersignature| async move {
+                    Ok::<_, String>(json!({ "name": p.name }))
+                }),
+        )
+        .unwrap();
+    let kept = Kept::default();
+    exec.set_countersigner(Rc::new(kept.clone())).unwrap();
+    let at = Timestamp::from_millis;
+    let run = |step: Step| async {
+        let Step::Perform(job) = step else {
+            panic!("expected the countersigned run, got {step:?}");
+        };
+        let completion = job.run().await;
+        assert!(exec.complete(completion, at(20)));
+    };
+    let arguments = args.to_string();
+    let submit = |id: &str, caller: Caller| {
+        exec.submit(
+            Call::new(id, "save_workspace_name", arguments.as_str()).by(caller),
+            at(0),
+        )
+        .unwrap()
+    };
+    for (id, caller, gesture) in [
+        ("call_1", Caller::Assistant, Gesture::AllowOnce),
+        ("call_2", Caller::Mcp, Gesture::AllowForSession),
+    ] {
+        let Step::Approval(card) = submit(id, caller) else {
+            panic!("{id} should wait for its card");
+        };
+        run(exec.approve(card.countersign(gesture), at(10)).unwrap()).await;
+    }
+    run(submit("call_3", Caller::Mcp)).await;
+    kept.0.take()
+}
+
+/// A value as it goes over the wire: where the two crates' types differ, their JSON must not.
+fn wire(value: impl serde::Serialize) -> Value {
+    serde_json::to_value(value).unwrap()
+}
+
+/// The core's `MintRequest` (what the page asks) and the verifier's `Claims` (what a
+/// backend reads) are two crates' names for one token: each request the page's executor
+/// makes, minted by the gateway, verifies into claims that carry every one of its fields
+/// unchanged, and besides them only what the gateway adds. Both are taken apart without
+/// `..`, so a field added to either fails to compile here until it is carried across.
+#[tokio::test]
+async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
+    let (base, s, _dir) = gateway(false).await;
+    let client = reqwest::Client::new();
+    let jwks = client
+        .get(format!("{base}/.well-known/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let verifier = Verifier::new("countersign-gateway")
+        .trust_jwks(&jwks)
+        .unwrap();
+    let args = json!({"name": "Apollo"});
+    let requests = executor_requests(&args).await;
+    let shapes: Vec<_> = requests
+        .iter()
+        .map(|r| (r.card_sha256.is_some(), r.grant.is_some(), r.caller))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (true, false, Caller::Assistant),
+            (true, true, Caller::Mcp),
+            (false, true, Caller::Mcp)
+        ]
+    );
+    for request in requests {
+        let (status, answer) = mint(&client, &base, &wire(&request)).await;
+        assert_eq!(status, 200, "{request:?}: {answer}");
+        let claims = verifier
+            .verify_now(
+                answer["countersignature"].as_str().unwrap(),
+                &Expected::call("save_workspace_name", &args),
+            )
+            .unwrap();
+        let MintRequest {
+            call,
+            tool_call_id,
+            action,
+            args_sha256,
+            card_sha256,
+            approved_by,
+            grant,
+            session,
+            role,
+            presence,
+            caller,
+        } = request;
+        let Claims {
+            iss,
+            jti,
+            iat,
+            exp,
+            call: signed_call,
+            tool_call_id: signed_tool_call_id,
+            action: signed_action,
+            args_sha256: signed_args_sha256,
+            card_sha256: signed_card_sha256,
+            approved_by: signed_approved_by,
+            grant: signed_grant,
+            session: signed_session,
+            role: signed_role,
+            presence: signed_presence,
+            passkey,
+            caller: signed_caller,
+        } = claims;
+        assert_eq!(signed_call, call.get());
+        assert_eq!(signed_tool_call_id, tool_call_id);
+        assert_eq!(signed_action, action);
+        assert_eq!(signed_args_sha256, args_sha256.to_hex());
+        assert_eq!(wire(signed_card_sha256), wire(card_sha256));
+        assert_eq!(wire(signed_approved_by), wire(approved_by));
+        assert_eq!(signed_grant, grant.map(GrantId::get));
+        assert_eq!(signed_session, session);
+        assert_eq!(signed_role, role);
+        assert_eq!(wire(signed_presence), wire(presence));
+        assert_eq!(signed_caller, caller);
+        // What the gateway adds, and nothing more.
+        assert_eq!(iss, "countersign-gateway");
+        assert_eq!(answer["id"], json!(jti));
+        assert_eq!(exp - iat, 120);
+        assert_eq!(passkey, None);
+    }
+    assert_eq!(s.audit.count().await.unwrap(), 3);
 }
 
 #[tokio::test]

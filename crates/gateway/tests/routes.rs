@@ -1,4 +1,5 @@
-//! Every route in-process (`oneshot`, no socket), including every kind of bad input.
+//! Every route in-process (`oneshot`, no socket), including every kind of bad input;
+//! and the `Host` spellings a rebinding page could send, written as they are to a socket.
 #![allow(
     missing_docs,
     clippy::unwrap_used,
@@ -15,11 +16,12 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use common::{config, state, test_key};
+use common::{config, serve, state, test_key};
 use countersign::AuditRecord;
 use countersign_gateway::{app, verify_file, GatewayConfig, Secret};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
 async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value, String) {
@@ -512,5 +514,76 @@ async fn configured_hosts_replace_the_loopback_defaults() {
         request.headers_mut().insert("host", host.parse().unwrap());
         let (status, _, _) = send(&app, request).await;
         assert_eq!(status == StatusCode::OK, ok, "{host}: {status}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Host spellings, sent as they are over a socket.
+// ---------------------------------------------------------------------------------
+
+async fn raw(base: &str, request: &str) -> String {
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        stream.read_to_end(&mut out),
+    )
+    .await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn status_of(response: &str) -> u16 {
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Held: every spelling of a foreign host is refused (421) on the API and on static
+/// files; the loopback names in any case and on any port pass.
+#[tokio::test]
+async fn host_spellings_a_rebinding_page_could_send_are_refused() {
+    let dist = tempfile::tempdir().unwrap();
+    std::fs::write(dist.path().join("index.html"), "<p>page</p>").unwrap();
+    let mut cfg = config(None);
+    cfg.dist = Some(dist.path().to_owned());
+    let (s, _dir) = state(cfg);
+    let base = serve(s).await;
+    let refused = [
+        ("/v1/health", "attacker.example:8787"),
+        ("/index.html", "attacker.example:8787"),
+        ("/v1/audit", "attacker.example"),
+        ("/v1/health", "localhost.attacker.example"),
+        ("/v1/health", "localhost@attacker.example"),
+        ("/v1/health", "attacker.example@localhost"),
+        ("/v1/health", "localhost:80@attacker.example"),
+        ("/v1/health", "127.0.0.1.nip.io"),
+        ("/v1/health", "[::ffff:127.0.0.1]"),
+        ("/v1/health", "0x7f.1"),
+        ("/v1/health", "localhost%2eattacker.example"),
+        ("http://localhost/v1/health", "attacker.example"),
+        ("/", "attacker.example"),
+    ];
+    for (target, host) in refused {
+        let response = raw(
+            &base,
+            &format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            status_of(&response) == 421 || status_of(&response) == 400,
+            "{target} with Host {host}: {response}"
+        );
+    }
+    for host in ["localhost", "LOCALHOST:9", "127.0.0.1:8787", "[::1]:1"] {
+        let response = raw(
+            &base,
+            &format!("GET /v1/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert_eq!(status_of(&response), 200, "{host}: {response}");
     }
 }

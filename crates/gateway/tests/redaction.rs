@@ -1,7 +1,9 @@
-//! A fresh attacker's review of the gateway: one test per attack tried. Each asserts
-//! the promise (the key never reaches the page in any encoding a client decodes; a
-//! trail that cannot be cut or rewritten unseen; one writer per file; only allowed
-//! `Host` values), so a failing test is a break.
+//! The key never reaches the page in any form a client decodes, whatever a hostile
+//! upstream sends: split across fields, choices and events a client joins, hidden by
+//! framings and parses the redactor might read differently from a client, or shaped to
+//! make the redactor crash or crawl. Each test is one attack, asserted as the promise,
+//! so a failing test is a break. (`upstream.rs` has the plain cases: the key echoed,
+//! escaped, split across deltas.)
 #![allow(
     missing_docs,
     clippy::unwrap_used,
@@ -13,18 +15,16 @@
 
 mod common;
 
-use common::client::{ask, data, halves, spec_events};
-
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use common::{config, serve, state, test_key, Behaviour, KEY};
-use countersign_gateway::{head_path, verify_file, FileStore, StoreError};
+use common::client::{ask, data, halves, spec_events};
+use common::{Behaviour, KEY};
+use countersign_gateway::redact::StreamRedactor;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 // ---------------------------------------------------------------------------------
-// Helpers: the gateway against a hostile upstream, and what a client decodes.
+// Helpers: what a client decodes from what the gateway sends.
 // ---------------------------------------------------------------------------------
 
 fn escaped(text: &str) -> String {
@@ -47,7 +47,7 @@ fn js_parse(data: &str) -> Option<Value> {
 /// `index`): every text field, every tool call's name and arguments, the legacy
 /// `function_call`, and the logprob tokens. Returned as separate strings, so only
 /// joins a client really makes are checked.
-fn accumulated(sse: &str) -> Vec<String> {
+fn sdk_accumulated(sse: &str) -> Vec<String> {
     let mut fields: BTreeMap<String, String> = BTreeMap::new();
     let mut add = |key: String, text: &str| fields.entry(key).or_default().push_str(text);
     for data in spec_events(sse) {
@@ -108,7 +108,7 @@ fn accumulated(sse: &str) -> Vec<String> {
 
 /// How a client decodes the key from `sse`, if it does.
 fn leak(name: &str, sse: &str) -> Option<String> {
-    accumulated(sse)
+    sdk_accumulated(sse)
         .into_iter()
         .find(|text| text.contains(KEY))
         .map(|text| format!("{name}: a client accumulating the stream decodes the key from {text:?}\n--- stream sent to the page ---\n{sse:?}"))
@@ -133,8 +133,120 @@ fn content(index: Value, text: &str, finish: Value) -> Value {
     json!({"object":"chat.completion.chunk","choices":[{"index":index,"delta":{"content":text},"finish_reason":finish}]})
 }
 
+/// The property key JavaScript uses for `snapshot.choices[index]` (openai-node's
+/// `ChatCompletionStream` accumulates choices and tool calls this way): `0`, `0.0`,
+/// `-0` and `"0"` are all the same slot; a missing index is `"undefined"`.
+fn js_key(value: Option<&Value>) -> String {
+    match value {
+        None => "undefined".into(),
+        Some(Value::Number(n)) => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            if f.fract() == 0.0 && f.abs() < 1e15 {
+                format!("{}", f as i64)
+            } else {
+                format!("{f}")
+            }
+        }
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// What a JS client accumulates per choice slot: `delta.content` (a string, or a list
+/// of parts whose `text` it joins, as for Mistral's streamed content chunks), tool call
+/// names/arguments per tool slot, and (optionally) the legacy `choices[].text`.
+/// `past_done`: keep reading after `[DONE]` (a page using `EventSource` and
+/// `try { JSON.parse } catch {}`), instead of stopping as the SDKs do.
+fn js_accumulated(sse: &str, past_done: bool) -> Vec<String> {
+    let mut fields: BTreeMap<String, String> = BTreeMap::new();
+    for data in spec_events(sse) {
+        if data.trim() == "[DONE]" {
+            if past_done {
+                continue;
+            }
+            break;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(&data) else {
+            continue;
+        };
+        for choice in event["choices"].as_array().cloned().unwrap_or_default() {
+            let slot = js_key(choice.get("index"));
+            let mut add = |name: String, text: &str| {
+                fields
+                    .entry(format!("{slot}/{name}"))
+                    .or_default()
+                    .push_str(text);
+            };
+            if let Some(text) = choice["text"].as_str() {
+                add("text".into(), text);
+            }
+            let delta = &choice["delta"];
+            match &delta["content"] {
+                Value::String(text) => add("content".into(), text),
+                Value::Array(parts) => {
+                    for part in parts {
+                        if let Some(t) = part.as_str() {
+                            add("content".into(), t);
+                        }
+                        if let Some(t) = part["text"].as_str() {
+                            add("content".into(), t);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            for call in delta["tool_calls"].as_array().cloned().unwrap_or_default() {
+                let at = js_key(call.get("index"));
+                for part in ["name", "arguments"] {
+                    if let Some(text) = call["function"][part].as_str() {
+                        add(format!("tool{at}/{part}"), text);
+                    }
+                }
+            }
+        }
+    }
+    fields.into_values().collect()
+}
+
+fn leak_in(name: &str, sse: &str, past_done: bool) -> Option<String> {
+    js_accumulated(sse, past_done)
+        .into_iter()
+        .find(|t| t.contains(KEY))
+        .map(|t| {
+            format!("{name}: a client accumulating the stream decodes the key from {t:?}\n--- stream sent to the page ---\n{sse}")
+        })
+}
+
+/// Runs this test's body in a child process (for attacks that may crash the process):
+/// returns `true` in the child, where the body should run.
+fn in_child(test: &str) -> bool {
+    if std::env::var_os("REDACTION_TEST_CHILD").is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("REDACTION_TEST_CHILD", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: String = stderr
+        .chars()
+        .rev()
+        .take(1500)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    assert!(
+        out.status.success(),
+        "{test}: the gateway process died ({:?}):\n{tail}",
+        out.status
+    );
+    false
+}
+
 // ---------------------------------------------------------------------------------
-// (a) The key never reaches the page.
+// Fields, framings and parses the redactor could see differently from a client.
 // ---------------------------------------------------------------------------------
 
 /// The redactor flushes what it held back for a choice as soon as that choice carries a
@@ -441,300 +553,316 @@ async fn the_covered_places_hold() {
 }
 
 // ---------------------------------------------------------------------------------
-// (b)/(c) The trail.
+// Choices, indexes and content parts a JS client joins.
 // ---------------------------------------------------------------------------------
 
-fn lines(file: &Path) -> Vec<String> {
-    std::fs::read_to_string(file)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn write_lines(file: &Path, lines: &[String]) {
-    let mut text = lines.join("\n");
-    text.push('\n');
-    std::fs::write(file, text).unwrap();
-}
-
-fn suffixed(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-/// One writer per file is enforced per *path*: the lock is `<path>.lock`, so a second
-/// gateway given another name for the same file (a symlink, a hard link, a bind mount)
-/// takes another lock and both write, forking the chain.
-#[test]
-fn a_second_writer_through_another_name_for_the_file_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("audit.jsonl");
-    let first = FileStore::open(&path, test_key()).unwrap();
-    let alias = dir.path().join("alias.jsonl");
-    std::os::unix::fs::symlink(&path, &alias).unwrap();
-    match FileStore::open(&alias, test_key()) {
-        Err(StoreError::Locked { .. }) => {}
-        Err(other) => panic!("refused, but not as locked: {other}"),
-        Ok(second) => {
-            first
-                .append_blocking(common::records(2, "first", 0))
-                .unwrap();
-            second
-                .append_blocking(common::records(2, "second", 0))
-                .unwrap();
-            let verdict = verify_file(&path, Some(&test_key()));
-            panic!(
-                "a second writer opened the same file through a symlink; after one batch each, verify says: {verdict:?}"
-            );
-        }
-    }
-}
-
-/// The head is written after the lines are synced; if writing it fails, the batch is
-/// reported failed but its lines stay in the file while the store's seq and ids do not
-/// move. The page retries (as it is told it safely can): the next lines repeat seq and
-/// prev, the record is stored twice, and the trail no longer verifies or opens.
-#[test]
-fn a_failed_head_write_then_a_retry_keeps_the_trail_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("audit.jsonl");
-    let store = FileStore::open(&path, test_key()).unwrap();
-    store.append_blocking(common::records(1, "r", 0)).unwrap();
-    // Something makes the head's temporary file unwritable (here: a directory in its
-    // place; on a real disk: ENOSPC, EIO, a permission change).
-    let temp = suffixed(&head_path(&path), ".tmp");
-    std::fs::create_dir(&temp).unwrap();
-    assert!(store.append_blocking(common::records(1, "r", 1)).is_err());
-    std::fs::remove_dir(&temp).unwrap();
-    // The page retries the batch that was not acknowledged.
-    store.append_blocking(common::records(1, "r", 1)).unwrap();
-    drop(store);
-    let verdict = verify_file(&path, Some(&test_key()));
-    assert!(
-        verdict.is_ok(),
-        "after a failed head write and a retry the gateway's own trail is broken: {verdict:?}\n{}",
-        lines(&path).join("\n")
-    );
-    assert!(FileStore::open(&path, test_key()).is_ok());
-}
-
-/// The lock file (and the head's temporary file) are opened following symlinks and
-/// truncated: whoever can plant `<file>.lock` (or `<file>.head.tmp`) as a symlink
-/// makes the gateway overwrite the target, for instance the audit key file.
-#[test]
-fn a_symlinked_lock_or_temp_file_does_not_clobber_its_target() {
-    let mut clobbered = Vec::new();
-    for suffix in [".lock", ".head.tmp"] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let victim = dir.path().join("audit.jsonl.key");
-        std::fs::write(&victim, "precious\n").unwrap();
-        let link = if suffix == ".lock" {
-            suffixed(&path, suffix)
-        } else {
-            suffixed(&head_path(&path), ".tmp")
-        };
-        std::os::unix::fs::symlink(&victim, &link).unwrap();
-        let _ = FileStore::open(&path, test_key());
-        let now = std::fs::read_to_string(&victim).unwrap();
-        if now != "precious\n" {
-            clobbered.push(format!(
-                "{suffix}: the gateway wrote through a symlink into `audit.jsonl.key`, which now holds {now:?}"
-            ));
-        }
-    }
-    assert!(clobbered.is_empty(), "{}", clobbered.join("\n"));
-}
-
-/// Held: a second `"mac"` field (appended after the genuine one), swapped lines, a line
-/// dropped from the middle, a truncated or deleted head, a duplicated line, a forged
-/// line under the wrong key; and a torn tail is cut at open without losing records.
-#[test]
-fn the_trail_tamperings_in_the_brief_are_detected() {
-    let key = test_key();
-    let fresh = || {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let store = FileStore::open(&path, key.clone()).unwrap();
-        store.append_blocking(common::records(3, "t", 0)).unwrap();
-        drop(store);
-        (dir, path)
-    };
-    let tamperings: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
-        (
-            "a second mac field",
-            Box::new(|p: &Path| {
-                let mut l = lines(p);
-                let mac = serde_json::from_str::<Value>(&l[2]).unwrap()["mac"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned();
-                l[2] = format!("{},\"mac\":\"{mac}\"}}", l[2].trim_end_matches('}'));
-                write_lines(p, &l);
-            }),
-        ),
-        (
-            "a field appended after the mac",
-            Box::new(|p: &Path| {
-                let mut l = lines(p);
-                l[2] = format!("{},\"note\":\"x\"}}", l[2].trim_end_matches('}'));
-                write_lines(p, &l);
-            }),
-        ),
-        (
-            "two lines swapped",
-            Box::new(|p: &Path| {
-                let mut l = lines(p);
-                l.swap(1, 2);
-                write_lines(p, &l);
-            }),
-        ),
-        (
-            "a middle line dropped",
-            Box::new(|p: &Path| {
-                let mut l = lines(p);
-                l.remove(1);
-                write_lines(p, &l);
-            }),
-        ),
-        (
-            "the last line dropped",
-            Box::new(|p: &Path| {
-                let mut l = lines(p);
-                l.pop();
-                write_lines(p, &l);
-            }),
-        ),
-        (
-            "a line repeated",
-            Box::new(|p: &Path| {
-                let mut l = lines(p);
-                let last = l[2].clone();
-                l.push(last);
-                write_lines(p, &l);
-            }),
-        ),
-        (
-            "the head truncated",
-            Box::new(|p: &Path| {
-                let h = head_path(p);
-                let text = std::fs::read_to_string(&h).unwrap();
-                std::fs::write(&h, &text[..text.len() / 2]).unwrap();
-            }),
-        ),
-        (
-            "the head deleted",
-            Box::new(|p: &Path| std::fs::remove_file(head_path(p)).unwrap()),
-        ),
-        (
-            "the record's text changed",
-            Box::new(|p: &Path| {
-                let mut l = lines(p);
-                l[1] = l[1].replacen("\"t-1\"", "\"t-9\"", 1);
-                write_lines(p, &l);
-            }),
-        ),
-    ];
-    for (name, tamper) in tamperings {
-        let (_dir, path) = fresh();
-        tamper(&path);
-        assert!(
-            verify_file(&path, Some(&key)).is_err(),
-            "{name}: verify --key-file did not notice"
-        );
-        assert!(
-            FileStore::open(&path, key.clone()).is_err(),
-            "{name}: the store extends a tampered file"
-        );
-    }
-    // A torn tail (an unacknowledged partial line) is cut at open; every record stays.
-    let (_dir, path) = fresh();
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes.extend_from_slice(b"{\"seq\":4,\"prev\":\"ab");
-    std::fs::write(&path, bytes).unwrap();
-    let store = FileStore::open(&path, key.clone()).unwrap();
-    assert_eq!(store.len(), 3);
-    drop(store);
-    assert_eq!(verify_file(&path, Some(&key)).unwrap().lines, 3);
-    // A record sent again is stored once, within a batch and across batches (the same
-    // record: another one under a stored id is a conflict, see the routes' tests).
-    let (_dir, path) = fresh();
-    let store = FileStore::open(&path, key.clone()).unwrap();
-    let mut batch = common::records(4, "t", 0).split_off(2);
-    batch.push(batch[0].clone());
-    let appended = store.append_blocking(batch).unwrap();
-    assert_eq!((appended.appended, appended.duplicates), (1, 2));
-}
-
-// ---------------------------------------------------------------------------------
-// (d) Host allow-list.
-// ---------------------------------------------------------------------------------
-
-async fn raw(base: &str, request: &str) -> String {
-    let addr = base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(
-        std::time::Duration::from_secs(3),
-        stream.read_to_end(&mut out),
-    )
-    .await;
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Held: every spelling of a foreign host is refused (421) on the API and on static
-/// files; the loopback names in any case and on any port pass.
+/// The redactor names a choice by `index` only when it is a u64 (`as_u64`), else by its
+/// position in the list; a JS client names it by `index`'s value as a property key. So
+/// `0.0`, `"0"` (or `-0`) at position 1 is a *fresh* choice to the redactor, past the
+/// "nothing follows a finish" check, but the same choice 0 to the client, which appends
+/// its text after the prefix the redactor flushed at choice 0's finish.
 #[tokio::test]
-async fn host_spellings_a_rebinding_page_could_send_are_refused() {
-    let dist = tempfile::tempdir().unwrap();
-    std::fs::write(dist.path().join("index.html"), "<p>page</p>").unwrap();
-    let mut cfg = config(None);
-    cfg.dist = Some(dist.path().to_owned());
-    let (s, _dir) = state(cfg);
-    let base = serve(s).await;
-    let refused = [
-        ("/v1/health", "attacker.example:8787"),
-        ("/index.html", "attacker.example:8787"),
-        ("/v1/audit", "attacker.example"),
-        ("/v1/health", "localhost.attacker.example"),
-        ("/v1/health", "localhost@attacker.example"),
-        ("/v1/health", "attacker.example@localhost"),
-        ("/v1/health", "localhost:80@attacker.example"),
-        ("/v1/health", "127.0.0.1.nip.io"),
-        ("/v1/health", "[::ffff:127.0.0.1]"),
-        ("/v1/health", "0x7f.1"),
-        ("/v1/health", "localhost%2eattacker.example"),
-        ("http://localhost/v1/health", "attacker.example"),
-        ("/", "attacker.example"),
-    ];
-    for (target, host) in refused {
-        let response = raw(
-            &base,
-            &format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
-        )
-        .await;
-        assert!(
-            status_of(&response) == 421 || status_of(&response) == 400,
-            "{target} with Host {host}: {response}"
-        );
+async fn a_non_integer_index_continues_a_finished_choice_in_the_client() {
+    let (a, b) = halves();
+    let mut leaks = Vec::new();
+    for spelled in [json!(0.0), json!("0")] {
+        let events = vec![
+            data(
+                &json!({"choices":[{"index":0,"delta":{"content":format!("token: {a}")},"finish_reason":null}]}),
+            ),
+            data(&json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})),
+            data(
+                &json!({"choices":[{"index":7,"delta":{},"finish_reason":null},{"index":spelled,"delta":{"content":b},"finish_reason":null}]}),
+            ),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let (_, sse) = ask(Behaviour::Events(events), true).await;
+        leaks.extend(leak_in(&format!("index {spelled}"), &sse, false));
     }
-    for host in ["localhost", "LOCALHOST:9", "127.0.0.1:8787", "[::1]:1"] {
-        let response = raw(
-            &base,
-            &format!("GET /v1/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+    assert_none(&leaks);
+}
+
+/// At a choice's finish its held text is merged into the finishing event's delta by the
+/// *list entry's `index` value*, while it was held by the entry's `index`-or-position.
+/// With content sent as a list of parts (Mistral streams `content` as typed chunks), the
+/// held key prefix lands in the entry marked `"index":0`, *before* a fresh part holding
+/// the rest: each string is redacted alone, the parts a client joins spell the key.
+#[tokio::test]
+async fn the_finish_flush_lands_a_held_prefix_before_the_rest_in_content_parts() {
+    let (a, b) = halves();
+    let events = vec![
+        data(
+            &json!({"choices":[{"index":0,"delta":{"content":[{"type":"text","text":format!("key {a}")}]},"finish_reason":null}]}),
+        ),
+        data(
+            &json!({"choices":[{"index":0,"delta":{"content":[{"index":0,"type":"text","text":""},{"type":"text","text":b}]},"finish_reason":"stop"}]}),
+        ),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let (_, sse) = ask(Behaviour::Events(events), true).await;
+    assert_none(
+        &leak_in("content parts", &sse, false)
+            .into_iter()
+            .collect::<Vec<_>>(),
+    );
+}
+
+/// `[DONE]` flushes what is held, but the redactor keeps going afterwards with fresh
+/// holds: the rest of the key in an event after `[DONE]` is passed. SDKs stop at
+/// `[DONE]`, but a page reading with `EventSource` and skipping what is not JSON joins
+/// the two.
+#[tokio::test]
+async fn text_after_done_continues_a_flushed_prefix() {
+    let (a, b) = halves();
+    let events = vec![
+        data(
+            &json!({"choices":[{"index":0,"delta":{"content":format!("token: {a}")},"finish_reason":null}]}),
+        ),
+        "data:  [DONE] \n\n".to_owned(),
+        data(&json!({"choices":[{"index":0,"delta":{"content":b},"finish_reason":null}]})),
+    ];
+    let (_, sse) = ask(Behaviour::Events(events), true).await;
+    assert_none(
+        &leak_in("after [DONE]", &sse, true)
+            .into_iter()
+            .collect::<Vec<_>>(),
+    );
+}
+
+/// Only strings inside `delta` are held back: the legacy completions chunk shape
+/// (`choices[].text`, what vLLM/LangChain completion clients accumulate) passes a split
+/// key, each half redacted alone.
+#[tokio::test]
+async fn a_key_split_across_choice_text_outside_delta() {
+    let (a, b) = halves();
+    let events = vec![
+        data(
+            &json!({"object":"text_completion","choices":[{"index":0,"text":format!("token: {a}"),"finish_reason":null}]}),
+        ),
+        data(
+            &json!({"object":"text_completion","choices":[{"index":0,"text":b,"finish_reason":null}]}),
+        ),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let (_, sse) = ask(Behaviour::Events(events), true).await;
+    assert_none(
+        &leak_in("choices[].text", &sse, false)
+            .into_iter()
+            .collect::<Vec<_>>(),
+    );
+}
+
+/// A whole answer's `content` list mixing a bare string and a `{type,text}` part (both
+/// shapes LangChain's content blocks accept and join): `joined_leak` joins the strings
+/// alone and each key's strings alone, never the two together.
+#[tokio::test]
+async fn mixed_string_and_object_content_parts_join_into_the_key() {
+    let (a, b) = halves();
+    let body = json!({"choices":[{"index":0,"message":{"role":"assistant","content":[a,{"type":"text","text":b}]},"finish_reason":"stop"}]});
+    let (status, answer) = ask(Behaviour::Body(body.to_string()), false).await;
+    let Ok(value) = serde_json::from_str::<Value>(&answer) else {
+        return;
+    };
+    let mut joined = String::new();
+    for part in value["choices"][0]["message"]["content"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        joined.push_str(part.as_str().unwrap_or_default());
+        joined.push_str(part["text"].as_str().unwrap_or_default());
+    }
+    assert!(
+        !joined.contains(KEY),
+        "HTTP {status}: a client joining the content parts decodes the key: {answer}"
+    );
+}
+
+/// Held: a key split within one choice across two `tool_calls` entries whose `index`
+/// collide as `0` and `0.0`, and arguments split the same way; two entries with the
+/// same index in one event; a delta that is a string; `[DONE]` spelt with spaces or
+/// over two data lines; an idle end with a held prefix.
+#[tokio::test]
+async fn index_collisions_inside_a_choice_and_odd_shapes_hold() {
+    let (a, b) = halves();
+    let tool = |at: Value, part: &str, t: &str, finish: Value| {
+        data(
+            &json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":at,"function":{part:t}}]},"finish_reason":finish}]}),
         )
-        .await;
-        assert_eq!(status_of(&response), 200, "{host}: {response}");
+    };
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        (
+            "tool name 0 / 0.0",
+            vec![
+                tool(json!(0), "name", a, Value::Null),
+                data(
+                    &json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":5,"function":{"name":"x"}},{"index":0.0,"function":{"name":b}}]},"finish_reason":null}]}),
+                ),
+                tool(json!(5), "name", "", json!("tool_calls")),
+            ],
+        ),
+        (
+            "arguments 0 / 0.0",
+            vec![
+                tool(
+                    json!(0),
+                    "arguments",
+                    &format!("{{\"k\":\"{a}"),
+                    Value::Null,
+                ),
+                data(
+                    &json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":5,"function":{"arguments":"{}"}},{"index":0.0,"function":{"arguments":format!("{b}\"}}")}}]},"finish_reason":null}]}),
+                ),
+                tool(json!(5), "arguments", "", json!("tool_calls")),
+            ],
+        ),
+        (
+            "two entries, same index, one event",
+            vec![data(
+                &json!({"choices":[{"index":0,"delta":{"content":a}},{"index":0,"delta":{"content":b}}]}),
+            )],
+        ),
+        (
+            "delta as a string",
+            vec![
+                data(&json!({"choices":[{"index":0,"delta":a}]})),
+                data(&json!({"choices":[{"index":0,"delta":b}]})),
+            ],
+        ),
+        (
+            "[DONE] over two data lines",
+            vec![
+                data(&json!({"choices":[{"index":0,"delta":{"content":a}}]})),
+                "data:\ndata: [DONE]\n\n".to_owned(),
+                data(&json!({"choices":[{"index":0,"delta":{"content":b}}]})),
+            ],
+        ),
+        (
+            "no DONE, stream just ends with a held prefix",
+            vec![data(
+                &json!({"choices":[{"index":0,"delta":{"content":a}}]}),
+            )],
+        ),
+    ];
+    let mut leaks = Vec::new();
+    for (name, mut events) in cases {
+        if !events.iter().any(|e| e.contains("[DONE]"))
+            && name != "no DONE, stream just ends with a held prefix"
+        {
+            events.push("data: [DONE]\n\n".to_owned());
+        }
+        let (_, sse) = ask(Behaviour::Events(events), true).await;
+        if sse.contains(KEY) {
+            leaks.push(format!("{name}: raw key in {sse}"));
+        }
+        leaks.extend(leak_in(name, &sse, false));
+    }
+    assert_none(&leaks);
+}
+
+/// Held: the upstream answering SSE to a non-streaming request, or JSON to a streaming
+/// one, or `text/event-stream` with an escaped key in the JSON body.
+#[tokio::test]
+async fn mismatched_answer_kinds_are_refused() {
+    let escaped: String = KEY
+        .chars()
+        .map(|c| format!("\\u{:04x}", u32::from(c)))
+        .collect();
+    let sse = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{escaped}\"}}}}]}}\n\n"
+    );
+    let (status, body) = ask(Behaviour::Body(sse), false).await;
+    assert!(
+        !common::decoded(&body).contains(KEY) && status >= 400,
+        "{status} {body}"
+    );
+    let json_body = format!(
+        r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","content":"{escaped}"}}}}]}}"#
+    );
+    // `Behaviour::Body` answers `application/json` even to `stream: true`.
+    let (status, body) = ask(Behaviour::Body(json_body), true).await;
+    assert!(
+        !common::decoded(&body).contains(KEY) && status >= 400,
+        "{status} {body}"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// The redactor stays up against a hostile upstream.
+// ---------------------------------------------------------------------------------
+
+/// serde_json caps nesting at 128 per parse, but `redact_string` parses every string
+/// that looks like JSON and recurses into it, and a string inside that is parsed again:
+/// ~20 levels of JSON-in-a-string, each 120 deep, fit in the 8 MiB answer cap and
+/// recurse ~2,400 levels deep through `redact_value` on a 2 MiB tokio worker stack.
+/// A stack overflow aborts the whole gateway (every page, every request).
+#[test]
+fn json_nested_inside_strings_does_not_overflow_the_stack() {
+    if !in_child("json_nested_inside_strings_does_not_overflow_the_stack") {
+        return;
+    }
+    const DEPTH: usize = 120;
+    let mut inner = Value::String("x".into());
+    let mut levels = 0;
+    loop {
+        let mut v = inner.clone();
+        for _ in 0..DEPTH {
+            v = Value::Array(vec![v]);
+        }
+        let text = v.to_string();
+        if text.len() > 3 * 1024 * 1024 {
+            break;
+        }
+        inner = Value::String(text);
+        levels += 1;
+    }
+    let body =
+        json!({"choices":[{"index":0,"message":{"role":"assistant","content":inner}}]}).to_string();
+    eprintln!("{levels} levels, {} bytes", body.len());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (status, answer) = runtime.block_on(ask(Behaviour::Body(body), false));
+    assert!(status > 0, "{}", answer.len());
+}
+
+/// Every distinct (choice, path) ever seen stays in `held` (an empty string, uncounted
+/// by the 1 MiB cap), and every string of every later event sums all of them
+/// (`check_cap`): tool calls with fresh `index` values make the redactor's work
+/// quadratic and its memory unbounded. ~2.5 MB from the upstream should take well under
+/// a few seconds.
+#[test]
+fn many_distinct_tool_call_indexes_do_not_make_the_redactor_quadratic() {
+    let mut events = Vec::new();
+    let per_event = 2_000;
+    for e in 0..30 {
+        let calls: Vec<Value> = (0..per_event)
+            .map(|i| json!({"index": e * per_event + i, "function": {"name": "x"}}))
+            .collect();
+        events.push(data(
+            &json!({"choices":[{"index":0,"delta":{"tool_calls":calls}}]}),
+        ));
+    }
+    let bytes: usize = events.iter().map(String::len).sum();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let mut r = StreamRedactor::new(KEY);
+        for e in &events {
+            let _ = r.push(e.as_bytes());
+        }
+        let _ = r.finish();
+        let _ = tx.send(started.elapsed());
+    });
+    match rx.recv_timeout(Duration::from_secs(8)) {
+        Ok(took) => assert!(
+            took < Duration::from_secs(8),
+            "{bytes} bytes took {took:?}"
+        ),
+        Err(_) => panic!(
+            "{bytes} bytes of upstream events (60,000 tool calls, fresh indexes) still not redacted after 8 s"
+        ),
     }
 }
