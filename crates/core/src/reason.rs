@@ -483,60 +483,13 @@ impl Reason {
         }
     }
 
-    /// The rule's name, as audit records and the model's error JSON spell it.
-    pub fn rule(&self) -> &'static str {
-        use Reason as R;
-        match self {
-            R::UnknownAction => "unknown_action",
-            R::ToolCallIdTooLong => "tool_call_id_too_long",
-            R::InvalidArguments => "invalid_arguments",
-            R::ScopeMissing { .. } => "scope_missing",
-            R::PolicyFileBroken { .. } => "policy_file_broken",
-            R::Unavailable => "unavailable",
-            R::TooManyLive { .. } => "too_many_live",
-            R::Unregistered => "unregistered",
-            R::PageClosed => "page_closed",
-            R::TrailGap { .. } => "trail_gap",
-            R::Level(_) => "level",
-            R::ClassifierAsked => "classifier_asked",
-            R::ClassifierDenied => "classifier_denied",
-            R::Grant { .. } => "grant",
-            R::ModeAllowed { .. } => "mode_allowed",
-            R::ModeRefused { .. } => "mode_refused",
-            R::Handoff => "handoff",
-            R::Question => "question",
-            R::Answered => "answered",
-            R::QuestionDeclined => "question_declined",
-            R::Rewritten { .. } => "rewritten",
-            R::RewriteLoop => "rewrite_loop",
-            R::AllowedOnce => "allowed_once",
-            R::AllowedInBatch => "allowed_in_batch",
-            R::Granted { .. } => "granted",
-            R::SecondQuestion => "second_question",
-            R::StaleCard { .. } => "stale_card",
-            R::CardKeptChanging => "card_kept_changing",
-            R::Declined => "declined",
-            R::Withdrawn { .. } => "withdrawn",
-            R::EditedInto { .. } => "edited_into",
-            R::Restored => "restored",
-            R::SyntheticGesture { .. } => "synthetic_gesture",
-            R::NotRestored { .. } => "not_restored",
-            R::EditedFrom { .. } => "edited_from",
-            R::ApprovalTimeout => "approval_timeout",
-            R::NothingToRun => "nothing_to_run",
-            R::NeedsCountersignature => "needs_countersignature",
-            R::OutsideCaller { .. } => "outside_caller",
-            R::NotCountersigned => "not_countersigned",
-            R::RunFailed => "run_failed",
-            R::Interrupted => "interrupted",
-            R::VerifyFailed => "verify_failed",
-            R::Verified => "verified",
-            R::HandoffCancelled => "handoff_cancelled",
-            R::HandoffTimeout => "handoff_timeout",
-            R::HandoffCompleted => "handoff_completed",
-            R::HandoffFailed => "handoff_failed",
-            R::HookReentered { .. } => "hook_reentered",
-        }
+    /// The rule's name, as audit records and the model's error JSON spell it: the
+    /// reason's own `rule` tag.
+    pub fn rule(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("rule")?.as_str().map(str::to_owned))
+            .unwrap_or_default()
     }
 
     /// A sentence for people reading the trail. It never holds argument text.

@@ -188,3 +188,99 @@ fn empty_arguments_work_for_no_param_actions_and_extras_are_refused() {
     assert_eq!(code(&s), "INVALID_ARGS");
     assert_eq!(runs.get(), 3);
 }
+
+/// Params with an optional nested struct, read as the edit form's check reads them.
+mod reading {
+    use countersign::{executor::Config, Action, Kind, Session};
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+
+    use crate::common::World;
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    struct Rename {
+        name: String,
+        #[serde(default)]
+        notify: Option<Notify>,
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    struct Notify {
+        email: bool,
+    }
+
+    /// `check_arguments` of a `rename` action whose arguments are capped at `max` bytes.
+    fn checked(raw: &str, max: usize) -> Result<serde_json::Value, String> {
+        let mut config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
+        config.max_argument_bytes = max;
+        let w = World::with_config(config);
+        let _rename = w
+            .exec
+            .register(
+                Action::<Rename>::new("rename", "Rename.")
+                    .kind(Kind::Write)
+                    .run(|_p: Rename| async { Ok::<_, String>(()) }),
+            )
+            .unwrap();
+        w.exec.check_arguments("rename", raw)
+    }
+
+    fn typed(raw: &str) -> Result<serde_json::Value, String> {
+        checked(raw, 1024)
+    }
+
+    #[test]
+    fn well_formed_arguments_become_typed_params() {
+        assert_eq!(
+            typed(r#"{"name":"Apollo"}"#).unwrap(),
+            serde_json::json!({ "name": "Apollo" })
+        );
+    }
+
+    #[test]
+    fn empty_text_is_an_empty_object() {
+        let err = typed("  ").unwrap_err();
+        assert!(err.contains("missing field `name`"), "{err}");
+    }
+
+    #[test]
+    fn approval_fields_from_the_model_are_unknown_fields() {
+        for field in ["confirmed", "approved"] {
+            let err = typed(&format!(r#"{{"name":"A","{field}":true}}"#)).unwrap_err();
+            assert!(err.contains(&format!("`{field}`")), "{err}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_at_any_depth() {
+        let err = typed(r#"{"name":"A","notify":{"email":true,"sms":true}}"#).unwrap_err();
+        assert!(err.contains("notify.sms"), "{err}");
+    }
+
+    #[test]
+    fn wrong_types_and_missing_fields_name_the_field() {
+        let err = typed(r#"{"name":7}"#).unwrap_err();
+        assert!(
+            err.contains("`name`") && err.contains("invalid type"),
+            "{err}"
+        );
+        let err = typed(r#"{}"#).unwrap_err();
+        assert!(err.contains("missing field `name`"), "{err}");
+    }
+
+    #[test]
+    fn oversized_malformed_and_non_object_arguments_are_refused() {
+        assert!(checked(&"x".repeat(11), 10)
+            .unwrap_err()
+            .contains("over the limit of 10"));
+        assert!(typed("{\"name\":").unwrap_err().contains("not valid JSON"));
+        assert!(typed("[1]").unwrap_err().contains("not an array"));
+        assert!(typed("null").unwrap_err().contains("not null"));
+    }
+
+    #[test]
+    fn deeply_nested_json_is_refused_without_overflowing_the_stack() {
+        let raw = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(checked(&raw, usize::MAX).is_err());
+    }
+}
