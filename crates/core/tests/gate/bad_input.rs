@@ -197,6 +197,7 @@ mod reading {
 
     use crate::common::World;
 
+    #[allow(dead_code)] // Only deserialised.
     #[derive(Clone, Debug, Deserialize, JsonSchema)]
     struct Rename {
         name: String,
@@ -204,6 +205,7 @@ mod reading {
         notify: Option<Notify>,
     }
 
+    #[allow(dead_code)] // Only deserialised.
     #[derive(Clone, Debug, Deserialize, JsonSchema)]
     struct Notify {
         email: bool,
