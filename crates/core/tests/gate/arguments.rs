@@ -11,6 +11,8 @@ use crate::common::{at, code, drive, World};
 
 #[allow(dead_code, unreachable_pub, missing_docs)] // Only deserialised.
 mod shapes {
+    use std::collections::BTreeMap;
+
     use schemars::JsonSchema;
     use serde::Deserialize;
 
@@ -25,6 +27,53 @@ mod shapes {
     #[derive(Clone, Debug, Deserialize, JsonSchema)]
     pub struct Purge {
         pub target: Rows,
+    }
+
+    /// What a purge removes: serde reads the first alternative that deserialises, and
+    /// the last one (no field at all) removes every row.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum Target {
+        /// Rows `span.0..=span.1`.
+        Span { span: (u32, u32) },
+        /// Rows whose id and version are given.
+        Versioned { rows: BTreeMap<u32, u32> },
+        /// Rows written from this address.
+        From { host: std::net::IpAddr },
+        /// Every row but the `keep` newest (or oldest, if negative).
+        Keep { keep: std::num::NonZeroI32 },
+        /// Rows older than this.
+        Older { older_than: std::time::Duration },
+        /// Every row.
+        Everything {},
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Sweep {
+        pub target: Target,
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Transfer {
+        pub small: f32,
+        pub large: f64,
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum Share {
+        /// One person: their user name.
+        Person {
+            #[serde(alias = "group")]
+            user: String,
+        },
+        /// A whole group.
+        Group { group: String },
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct ShareWith {
+        pub with: Share,
     }
 
     #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -209,4 +258,227 @@ fn a_ticket_for_the_models_arguments_does_not_approve_the_persons_edit() {
     assert_eq!(w.runs(), ["rename:person"]);
     assert_eq!(w.terminal(card.call).len(), 1, "superseded once");
     assert_eq!(w.terminal(edited.call).len(), 1);
+}
+
+/// What became of a call: refused before any card, or the card's arguments and what
+/// `run` was given once the person allowed it.
+#[derive(Debug)]
+enum Seen {
+    Refused(String),
+    Ran {
+        card: serde_json::Value,
+        ran: Vec<String>,
+    },
+}
+
+/// Submits `args` to a `Danger` action taking `P` (always asked), allows the card if one
+/// is drawn, and says what ran (`{:?}` of the params). One terminal record either way,
+/// and nothing runs before the card is allowed.
+fn allow_the_card<P>(args: &str) -> Seen
+where
+    P: serde::de::DeserializeOwned + schemars::JsonSchema + Clone + std::fmt::Debug + 'static,
+{
+    let w = World::new();
+    let ran = Rc::new(RefCell::new(Vec::<String>::new()));
+    let log = Rc::clone(&ran);
+    let _a = w
+        .exec
+        .register(
+            Action::<P>::new("sweep", "Remove rows.")
+                .kind(Kind::Danger)
+                .run(move |p: P| {
+                    log.borrow_mut().push(format!("{p:?}"));
+                    async { Ok::<_, String>(()) }
+                }),
+        )
+        .unwrap();
+    match w.call("sweep", args, 0) {
+        Step::Settled(s) => {
+            assert!(ran.borrow().is_empty());
+            assert_eq!(w.terminal(s.call).len(), 1);
+            Seen::Refused(code(&s).to_owned())
+        }
+        Step::Approval(card) => {
+            assert!(ran.borrow().is_empty(), "nothing runs before the card");
+            let settled = w.allow(&card, Gesture::AllowOnce, 1).unwrap();
+            assert_eq!(w.terminal(settled.call).len(), 1);
+            assert_eq!(w.exec.live_calls(), 0);
+            let ran = ran.borrow().clone();
+            Seen::Ran {
+                card: card.arguments.clone(),
+                ran,
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The call is refused, or what ran is the alternative the card's fields name (never
+/// `Everything`, which the card does not show).
+fn never_everything(args: &str) {
+    match allow_the_card::<shapes::Sweep>(args) {
+        Seen::Refused(code) => assert_eq!(code, "INVALID_ARGS", "{args}"),
+        Seen::Ran { card, ran } => assert!(
+            ran.len() == 1 && !ran[0].contains("Everything"),
+            "the person approved a card showing {card}; what ran was {ran:?}"
+        ),
+    }
+}
+
+/// The legitimate form of each alternative is read as the card shows it.
+#[test]
+fn each_untagged_alternative_runs_as_its_card_shows_it() {
+    for (args, ran) in [
+        (
+            r#"{"target":{"span":[5,6]}}"#,
+            "Sweep { target: Span { span: (5, 6) } }",
+        ),
+        (
+            r#"{"target":{"host":"10.0.0.1"}}"#,
+            "Sweep { target: From { host: 10.0.0.1 } }",
+        ),
+        (
+            r#"{"target":{"keep":-2}}"#,
+            "Sweep { target: Keep { keep: -2 } }",
+        ),
+        (
+            r#"{"target":{"older_than":{"secs":60,"nanos":0}}}"#,
+            "Sweep { target: Older { older_than: 60s } }",
+        ),
+        (r#"{"target":{}}"#, "Sweep { target: Everything }"),
+    ] {
+        match allow_the_card::<shapes::Sweep>(args) {
+            Seen::Ran { ran: got, .. } => assert_eq!(got, [ran], "{args}"),
+            other => panic!("{args}: {other:?}"),
+        }
+    }
+}
+
+/// Broke: schema_check ignores `minItems`/`maxItems`, which schemars writes for a tuple
+/// (and a `[T; N]`), so `{"span":[5]}` fits `Span` for the check; serde cannot read a
+/// one-item array as `(u32, u32)` and falls through to `Everything {}`. The card shows
+/// `span: [5]`; `run` removes every row.
+/// Likely fix: judge `minItems`/`maxItems` in `fits_scalar`/`within_limits` (and refuse
+/// an array longer than `prefixItems` when `items` is absent or `false`).
+#[test]
+fn break_a_tuple_too_short_shows_a_span_and_run_removes_every_row() {
+    never_everything(r#"{"target":{"span":[5]}}"#);
+    never_everything(r#"{"target":{"span":[5,6,7]}}"#);
+}
+
+/// Broke: serde's untagged enums buffer the arguments, and a buffered string key cannot
+/// be read as an integer: a `BTreeMap<u32, _>` (or `HashMap`) inside an untagged
+/// alternative never deserialises, whatever its keys. Its legitimate form,
+/// `{"rows":{"7":3}}`, fits `Versioned` for the check (the keys match `^\d+$`), serde
+/// falls through to `Everything {}`; the card shows row 7, `run` removes every row.
+/// Likely fix: refuse (at registration, or in the check) an integer-keyed map reached
+/// through an untagged (or internally tagged / flattened) alternative, since serde can
+/// never read it there; or compare serde's choice with the check's.
+#[test]
+fn break_an_integer_keyed_map_in_an_untagged_alternative_runs_the_next_one() {
+    never_everything(r#"{"target":{"rows":{"7":3}}}"#);
+}
+
+/// Broke: schemars writes `"format": "ip"` (and `ipv4`, `ipv6`, `uuid`, `date-time`
+/// for other types) on strings serde parses, and the check reads formats of integers
+/// only. `"host":"everywhere"` fits `From` for the check; serde cannot parse an address
+/// and falls through to `Everything {}`.
+/// Likely fix: for a string whose `format` serde parses (ip, ipv4, ipv6, and any other
+/// schemars writes for a `FromStr` type), refuse what does not parse; fail closed on a
+/// string format the check does not know when it stands in an untagged alternative.
+#[test]
+fn break_a_string_that_is_no_address_shows_a_host_and_run_removes_every_row() {
+    never_everything(r#"{"target":{"host":"everywhere"}}"#);
+}
+
+/// Broke: schemars writes a `NonZeroI32` as `"not": {"const": 0}`, a keyword the check
+/// does not read; `{"keep":0}` fits `Keep` for the check, serde refuses 0 and falls
+/// through to `Everything {}`.
+/// Likely fix: honour `not` in `fits_scalar` (at least `not: {const}`), or fail closed
+/// on any keyword the check does not understand.
+#[test]
+fn break_a_zero_for_a_non_zero_field_shows_keep_and_run_removes_every_row() {
+    never_everything(r#"{"target":{"keep":0}}"#);
+}
+
+/// Broke: a `Duration` is `{secs: u64, nanos: u32}` to schemars, each within range;
+/// serde refuses a pair whose sum overflows (`nanos` carries into `secs`). The check
+/// chooses `Older`, serde falls through to `Everything {}`.
+/// Likely fix: the same as any limit serde enforces beyond the schema: compare serde's
+/// chosen alternative with the check's (e.g. deserialise each alternative alone, or
+/// re-serialise the params and compare), instead of mirroring each limit by hand.
+#[test]
+fn break_a_duration_that_overflows_shows_an_age_and_run_removes_every_row() {
+    never_everything(
+        r#"{"target":{"older_than":{"secs":18446744073709551615,"nanos":1000000000}}}"#,
+    );
+}
+
+/// Broke: a number the card shows is not the number `run` reads. serde casts a JSON
+/// number into an `f32` (`1e39` becomes `inf`) and an integer into an `f64` (above 2^53
+/// it rounds: 9007199254740993 becomes 9007199254740992); the check knows no `float`
+/// or `double` limit. The card (and the ticket, and the audit digest) bind one amount,
+/// `run` moves another.
+/// Likely fix: in `within_limits`, refuse for `format: float` a number outside `f32`'s
+/// finite range, and for `number` (`float`/`double`) an integer the float cannot hold
+/// exactly.
+#[test]
+fn break_an_amount_the_card_shows_is_not_the_amount_that_runs() {
+    let mut differ = Vec::new();
+    for args in [
+        r#"{"small":1e39,"large":1}"#,
+        r#"{"small":1,"large":9007199254740993}"#,
+    ] {
+        match allow_the_card::<shapes::Transfer>(args) {
+            Seen::Refused(code) => assert_eq!(code, "INVALID_ARGS"),
+            Seen::Ran { card, ran } => {
+                if ran != [shapes_transfer_text(&card)] {
+                    differ.push(format!("the card showed {card}; what ran was {ran:?}"));
+                }
+            }
+        }
+    }
+    assert!(differ.is_empty(), "{differ:#?}");
+    // Sanity: amounts each float holds exactly run as shown.
+    match allow_the_card::<shapes::Transfer>(r#"{"small":0.5,"large":12345.25}"#) {
+        Seen::Ran { ran, .. } => assert_eq!(ran, ["Transfer { small: 0.5, large: 12345.25 }"]),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `{:?}` of a `Transfer` holding exactly the numbers `card` shows (as decimal text).
+fn shapes_transfer_text(card: &serde_json::Value) -> String {
+    let text = |v: &serde_json::Value| {
+        let t = v.to_string();
+        if t.contains(['.', 'e', 'E']) {
+            t
+        } else {
+            format!("{t}.0")
+        }
+    };
+    format!(
+        "Transfer {{ small: {}, large: {} }}",
+        text(&card["small"]),
+        text(&card["large"])
+    )
+}
+
+/// Broke: schemars does not show `#[serde(alias)]`, and in an untagged enum serde tries
+/// the alternative with the alias first: `{"group":"staff"}` is `Group` to the check
+/// (the model was shown `group` only there) and `Person { user: "staff" }` to serde.
+/// The card shows a group; `run` shares with a person named "staff".
+/// Likely fix: the check cannot see aliases; compare serde's choice with the check's
+/// (re-serialise the params and compare with the arguments, or deserialise the chosen
+/// alternative alone), or refuse an untagged alternative's field name another
+/// alternative declares.
+#[test]
+fn break_an_alias_makes_serde_choose_another_alternative_than_the_card_shows() {
+    match allow_the_card::<shapes::ShareWith>(r#"{"with":{"group":"staff"}}"#) {
+        Seen::Refused(code) => assert_eq!(code, "INVALID_ARGS"),
+        Seen::Ran { card, ran } => assert_eq!(
+            ran,
+            [r#"ShareWith { with: Group { group: "staff" } }"#],
+            "the model was shown `group` only in `Group`; the card showed {card}"
+        ),
+    }
 }
