@@ -531,3 +531,188 @@ fn the_card_never_shows_a_field_the_typed_params_dropped() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Params the check must not refuse: what serde reads and the schema shows.
+#[allow(dead_code, unreachable_pub, missing_docs)] // The shapes are only deserialised.
+mod legit {
+    use std::collections::{BTreeMap, HashMap};
+
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Empty {}
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct Strict {
+        pub name: String,
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Extras {
+        pub name: String,
+        #[serde(flatten)]
+        pub rest: HashMap<String, serde_json::Value>,
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct Many {
+        #[serde(default)]
+        pub any: Option<serde_json::Value>,
+        #[serde(default)]
+        pub tags: HashMap<String, u32>,
+        #[serde(default)]
+        pub empty: Option<Empty>,
+        #[serde(default)]
+        pub by_id: BTreeMap<u32, String>,
+        #[serde(default)]
+        pub big: Option<u128>,
+        #[serde(default)]
+        pub low: Option<i64>,
+        #[serde(default)]
+        pub letter: Option<char>,
+        #[serde(default)]
+        pub strict: Option<Strict>,
+        #[serde(default)]
+        pub pair: Option<(u8, String)>,
+        #[serde(default)]
+        pub boxed: Option<Box<Strict>>,
+    }
+
+    /// Untagged: the strict alternative refuses the extra field, serde goes on to the
+    /// next one, which declares it.
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum Note {
+        Bare(Strict),
+        Full { name: String, note: String },
+    }
+
+    #[derive(Clone, Debug, Deserialize, JsonSchema)]
+    pub struct HoldsNote {
+        pub note: Note,
+    }
+}
+
+/// The schema check refuses nothing serde reads as shown: a `serde_json::Value` (any
+/// object in it), a `HashMap<String, _>` (any key), an empty struct as `{}` or `null`
+/// behind `Option`, an integer-keyed map, `u128`/`i64` at their ends, a `char` spelt
+/// with escapes, an escaped key, a tuple, `deny_unknown_fields`, a flattened map.
+#[test]
+fn legitimate_params_of_every_common_shape_reach_the_card() {
+    let w = World::new();
+    let _a = w.exec.register(shaped::<legit::Many>("many")).unwrap();
+    let _b = w.exec.register(shaped::<legit::Empty>("empty")).unwrap();
+    let _c = w.exec.register(shaped::<legit::Extras>("extras")).unwrap();
+    let mut refused = Vec::new();
+    for (action, args) in [
+        ("many", r#"{}"#),
+        (
+            "many",
+            r#"{"any":{"x":{"y":[1,{"z":null}]},"confirmed":true}}"#,
+        ),
+        ("many", r#"{"any":[1,"a"]}"#),
+        ("many", r#"{"tags":{"confirmed":1,"approved_by":2,"":3}}"#),
+        ("many", r#"{"empty":{}}"#),
+        ("many", r#"{"empty":null}"#),
+        ("many", r#"{"by_id":{"7":"a","4294967295":"b"}}"#),
+        ("many", r#"{"big":18446744073709551615}"#),
+        ("many", r#"{"low":-9223372036854775808}"#),
+        ("many", r#"{"letter":"\ud83d\ude00"}"#),
+        ("many", r#"{"l\u0065tter":"a"}"#),
+        ("many", r#"{"strict":{"name":"a"}}"#),
+        ("many", r#"{"pair":[255,"a"]}"#),
+        ("many", r#"{"boxed":{"name":"a"}}"#),
+        ("empty", r#"{}"#),
+        ("empty", ""),
+        ("extras", r#"{"name":"a","color":"red","n":[1]}"#),
+    ] {
+        match w.call(action, args, 0) {
+            Step::Approval(card) => {
+                w.exec.deny(card.call, None, at(0)).unwrap();
+            }
+            Step::Settled(s) => refused.push(format!(
+                "{action} {args}: {}",
+                s.outcome.to_model_json()["error"]["message"]
+            )),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(w.runs().is_empty());
+    assert!(refused.is_empty(), "{refused:#?}");
+}
+
+/// What serde would not read as the card shows it is refused: a number serde_json keeps
+/// as a float (`-0`, `1.0`, `1e2`) for an integer, a number out of range, a number
+/// spelt as a string, a char of two, a field or key of an empty struct, a map key serde
+/// does not read as the integer it spells.
+#[test]
+fn values_serde_would_not_read_as_shown_are_refused() {
+    let w = World::new();
+    let _a = w.exec.register(shaped::<legit::Many>("many")).unwrap();
+    let _b = w.exec.register(shaped::<legit::Empty>("empty")).unwrap();
+    let mut accepted = Vec::new();
+    for (action, args) in [
+        ("many", r#"{"tags":{"a":-0}}"#),
+        ("many", r#"{"tags":{"a":1.0}}"#),
+        ("many", r#"{"tags":{"a":1e2}}"#),
+        ("many", r#"{"tags":{"a":4294967296}}"#),
+        ("many", r#"{"tags":{"a":"5"}}"#),
+        ("many", r#"{"big":-1}"#),
+        ("many", r#"{"big":1e39}"#),
+        // A `u128` above `u64` is a float to serde_json (no `arbitrary_precision`):
+        // refused, never rounded.
+        ("many", r#"{"big":340282366920938463463374607431768211455}"#),
+        ("many", r#"{"low":9223372036854775808}"#),
+        ("many", r#"{"letter":"ab"}"#),
+        ("many", r#"{"letter":""}"#),
+        ("many", r#"{"letter":"e\u0301"}"#),
+        ("many", r#"{"empty":{"all":true}}"#),
+        ("many", r#"{"empty":[]}"#),
+        ("many", r#"{"by_id":{"07":"a"}}"#),
+        ("many", r#"{"by_id":{"+7":"a"}}"#),
+        ("many", r#"{"by_id":{"-7":"a"}}"#),
+        ("many", r#"{"by_id":{"4294967296":"a"}}"#),
+        ("many", r#"{"by_id":{"7":"a","07":"b"}}"#),
+        ("many", r#"{"strict":{"name":"a","force":true}}"#),
+        ("many", r#"{"pair":[256,"a"]}"#),
+        ("many", r#"{"pair":[1]}"#),
+        ("many", r#"{"pair":[1,"a",true]}"#),
+        ("empty", r#"{"all":true}"#),
+        ("empty", r#"[]"#),
+        ("empty", r#"null"#),
+    ] {
+        if let Err(e) = refused_as_invalid(&w, action, args) {
+            accepted.push(e);
+        }
+    }
+    assert!(w.runs().is_empty());
+    assert!(accepted.is_empty(), "{accepted:#?}");
+}
+
+/// Broke (fails closed: a legitimate call refused, nothing wrong runs): an untagged
+/// alternative with `deny_unknown_fields` refuses an extra field, and serde goes on to
+/// the next alternative, which declares it. The check chooses alternatives in its open
+/// mode, which passes over undeclared fields even where the schema says
+/// `additionalProperties: false`, so it chooses `Bare`, then judges `note` undeclared.
+/// Likely fix: while choosing, an object whose schema says `additionalProperties: false`
+/// does not fit when it has a field that schema does not declare.
+#[test]
+fn break_a_strict_alternative_passed_over_for_the_next_one_is_not_refused() {
+    let w = World::new();
+    let _a = w.exec.register(shaped::<legit::HoldsNote>("note")).unwrap();
+    for args in [
+        r#"{"note":{"name":"a"}}"#,
+        r#"{"note":{"name":"a","note":"b"}}"#,
+    ] {
+        match w.call("note", args, 0) {
+            Step::Approval(card) => {
+                w.exec.deny(card.call, None, at(0)).unwrap();
+            }
+            Step::Settled(s) => panic!("{args}: {}", s.outcome.to_model_json()["error"]["message"]),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(w.runs().is_empty());
+}
