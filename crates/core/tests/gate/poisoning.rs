@@ -466,3 +466,288 @@ fn a_hook_cannot_spend_another_calls_ticket() {
     assert_eq!(w.terminal(save.call).len(), 1);
     assert_eq!(w.terminal(s.call).len(), 1);
 }
+
+/// A world whose audit sink is `sink` before the records reach `w.audit`.
+fn world_with_sink(mut sink: impl FnMut(&countersign::AuditRecord) + 'static) -> World {
+    use countersign::{AuditRecord, AuditSink, Config, Executor, MemoryAudit, Session};
+    let audit = MemoryAudit::new();
+    let mut kept = audit.clone();
+    let config = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]);
+    World {
+        exec: Executor::new(config, move |r: AuditRecord| {
+            sink(&r);
+            kept.record(r);
+        }),
+        audit,
+        runs: Rc::default(),
+        regs: Vec::new(),
+    }
+}
+
+/// A job dropped while the executor is idle settles its call in a step of its own; the
+/// sink panics in that step (inside the job's drop, not during an unwind): the panic
+/// reaches the host and the executor is poisoned, as for any step.
+#[test]
+fn a_sink_that_panics_while_a_dropped_job_settles_poisons_the_executor() {
+    let mut w = world_with_sink(|r| {
+        if r.reason == Reason::Interrupted {
+            panic!("the disk is full");
+        }
+    });
+    w.add(w.action("note", Kind::Write, Confirm::Unset));
+    w.add(w.action("save", Kind::Write, Confirm::Ask));
+    let card = w.card("save", r#"{"name":"s"}"#, 0);
+    let Step::Perform(job) = w.call("note", r#"{"name":"a"}"#, 1) else {
+        panic!("a write declared without confirm runs unasked");
+    };
+    let dropped = catch_unwind(AssertUnwindSafe(move || drop(job)));
+    assert!(dropped.is_err(), "the sink's panic reaches the host");
+    assert!(w.exec.is_poisoned());
+    let r = w.exec.approve(card.countersign(Gesture::AllowOnce), at(2));
+    assert!(
+        matches!(r, Err(TicketError::Blocked(Blocked::Poisoned))),
+        "{r:?}"
+    );
+    assert!(w.runs().is_empty(), "run never called");
+}
+
+/// A registration a hook dropped is unregistered at the start of the next step; the
+/// sink panics while that unregistering settles a waiting call. The step that was
+/// about to begin (a submit) never runs, and the executor is poisoned.
+#[test]
+fn a_panic_while_a_posted_unregister_is_applied_poisons_before_the_next_step_runs() {
+    let mut w = world_with_sink(|r| {
+        if r.reason == Reason::Unregistered {
+            panic!("the disk is full");
+        }
+    });
+    w.add(w.action("note", Kind::Write, Confirm::Unset));
+    let held: Rc<RefCell<Option<countersign::executor::Registration>>> = Rc::default();
+    let dropper = Rc::clone(&held);
+    *held.borrow_mut() = Some(
+        w.exec
+            .register(w.action("save", Kind::Write, Confirm::Ask))
+            .unwrap(),
+    );
+    w.add(
+        w.action("unmount", Kind::Write, Confirm::Unset)
+            .consequence(move |_| {
+                dropper.borrow_mut().take();
+                "unmounts save".into()
+            }),
+    );
+    let save = w.card("save", r#"{"name":"s"}"#, 0);
+    // The hook's drop is posted: its call is refused, `save` still waits.
+    let Step::Settled(s) = w.call("unmount", r#"{"name":"u"}"#, 1) else {
+        panic!("a hook that dropped a registration refuses its call");
+    };
+    assert_eq!(
+        s.outcome.reason(),
+        Reason::HookReentered {
+            hook: countersign::reason::Hook::Consequence
+        }
+    );
+    assert!(!w.exec.is_poisoned());
+    let submitted = catch_unwind(AssertUnwindSafe(|| {
+        w.exec
+            .submit(Call::new("tc", "note", r#"{"name":"n"}"#), at(2))
+    }));
+    assert!(submitted.is_err(), "the sink's panic reaches the host");
+    assert!(w.exec.is_poisoned());
+    let r = w.exec.approve(save.countersign(Gesture::AllowOnce), at(3));
+    assert!(
+        matches!(r, Err(TicketError::Blocked(Blocked::Poisoned))),
+        "{r:?}"
+    );
+    assert!(w.runs().is_empty(), "neither note nor save ran");
+    assert_eq!(w.terminal(s.call).len(), 1);
+}
+
+/// The audit sink (host code, inside a step) drops another action's registration:
+/// nothing went wrong, so nothing is poisoned; the drop is applied at the next step,
+/// which settles that action's waiting card once (`UNAVAILABLE`) before anything else.
+#[test]
+fn a_registration_dropped_by_the_sink_is_applied_next_step_without_poisoning() {
+    let held: Rc<RefCell<Option<countersign::executor::Registration>>> = Rc::default();
+    let dropper = Rc::clone(&held);
+    let mut w = world_with_sink(move |r| {
+        if r.event == AuditEvent::Settled && r.reason == Reason::Declined {
+            dropper.borrow_mut().take();
+        }
+    });
+    w.add(w.action("note", Kind::Write, Confirm::Ask));
+    *held.borrow_mut() = Some(
+        w.exec
+            .register(w.action("save", Kind::Write, Confirm::Ask))
+            .unwrap(),
+    );
+    let note = w.card("note", r#"{"name":"n"}"#, 0);
+    let save = w.card("save", r#"{"name":"s"}"#, 0);
+    let denied = w.exec.deny(note.call, None, at(1)).unwrap();
+    assert_eq!(code(&denied), "PERMISSION_DENIED");
+    assert!(held.borrow().is_none(), "the sink dropped the registration");
+    assert!(!w.exec.is_poisoned(), "nothing went wrong");
+    let r = w.exec.approve(save.countersign(Gesture::AllowOnce), at(2));
+    assert!(matches!(r, Err(TicketError::NotPending)), "{r:?}");
+    let ends = w.terminal(save.call);
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0].reason, Reason::Unregistered);
+    assert_eq!(w.terminal(note.call).len(), 1);
+    assert!(w.runs().is_empty());
+    // The executor goes on, and its hooks are not refused for the sink's drop.
+    let again = w.card("note", r#"{"name":"m"}"#, 3);
+    assert_eq!(code(&w.allow(&again, Gesture::AllowOnce, 4).unwrap()), "OK");
+    assert_eq!(w.runs(), ["note:m"]);
+}
+
+/// An action whose hook holds another action's registration: unregistering the first
+/// drops its hooks inside that step, and so the second registration; that drop is
+/// posted, applied at the next step (its waiting card settles once), and poisons
+/// nothing.
+#[test]
+fn a_registration_held_by_an_unregistered_actions_hook_is_released_next_step() {
+    let mut w = World::new();
+    w.add(w.action("note", Kind::Write, Confirm::Ask));
+    let inner = w
+        .exec
+        .register(w.action("save", Kind::Write, Confirm::Ask))
+        .unwrap();
+    let outer = w
+        .exec
+        .register(
+            w.action("panel", Kind::Write, Confirm::Ask)
+                .consequence(move |p| format!("{} ({})", p.name, inner.id())),
+        )
+        .unwrap();
+    let save = w.card("save", r#"{"name":"s"}"#, 0);
+    let panel = w.card("panel", r#"{"name":"p"}"#, 0);
+    outer.unregister();
+    assert!(!w.exec.is_poisoned());
+    assert_eq!(w.exec.action_ids(), ["note"], "both are gone");
+    for (card, what) in [(&save, "save"), (&panel, "panel")] {
+        let r = w.exec.approve(card.countersign(Gesture::AllowOnce), at(1));
+        assert!(matches!(r, Err(TicketError::NotPending)), "{what}: {r:?}");
+        let ends = w.terminal(card.call);
+        assert_eq!(ends.len(), 1, "{what}");
+        assert_eq!(ends[0].reason, Reason::Unregistered, "{what}");
+    }
+    assert!(w.runs().is_empty());
+    let note = w.card("note", r#"{"name":"n"}"#, 2);
+    assert_eq!(code(&w.allow(&note, Gesture::AllowOnce, 3).unwrap()), "OK");
+    assert_eq!(w.runs(), ["note:n"]);
+}
+
+/// Mints a token after running `during` (the page shuts down, or panics, while the
+/// gateway answers), logging each request.
+struct SlowSigner<F: Fn()> {
+    during: F,
+    asked: Rc<Cell<u32>>,
+}
+
+impl<F: Fn() + 'static> countersign::countersignature::Countersigner for SlowSigner<F> {
+    fn mint(
+        &self,
+        _request: countersign::countersignature::MintRequest,
+    ) -> countersign::action::LocalBoxFuture<
+        Result<countersign::countersignature::Countersignature, String>,
+    > {
+        self.asked.set(self.asked.get() + 1);
+        (self.during)();
+        Box::pin(async { Ok(countersign::countersignature::Countersignature::new("tok")) })
+    }
+}
+
+/// The call ends (shut down) or the executor is poisoned while its token is minted:
+/// the token comes back, but `run` is never reached, and the call has one end.
+#[test]
+fn nothing_runs_with_a_token_minted_for_a_call_that_ended_meanwhile() {
+    for poisoned in [false, true] {
+        let mut w = world();
+        w.add(signed(&w, "archive"));
+        let exec = w.exec.clone();
+        let asked = Rc::new(Cell::new(0));
+        w.exec
+            .set_countersigner(Rc::new(SlowSigner {
+                during: move || {
+                    if poisoned {
+                        let _ = catch_unwind(AssertUnwindSafe(|| {
+                            exec.submit(Call::new("tc_boom", "boom", r#"{"name":"x"}"#), at(5))
+                        }));
+                    } else {
+                        exec.shutdown(at(5));
+                    }
+                },
+                asked: Rc::clone(&asked),
+            }))
+            .unwrap();
+        let card = w.card("archive", r#"{"name":"Acme"}"#, 0);
+        let Step::Perform(job) = w
+            .exec
+            .approve(card.countersign(Gesture::AllowOnce), at(1))
+            .unwrap()
+        else {
+            panic!("an approved call goes to perform");
+        };
+        let completion = pollster::block_on(job.run());
+        assert_eq!(asked.get(), 1, "the mint was asked while the call was live");
+        assert!(!w.exec.complete(completion, at(6)));
+        assert!(
+            w.runs().is_empty(),
+            "run never called (poisoned: {poisoned})"
+        );
+        assert_eq!(w.exec.is_poisoned(), poisoned);
+        let ends = w.terminal(card.call);
+        if poisoned {
+            assert!(ends.is_empty(), "a poisoned executor records nothing more");
+        } else {
+            assert_eq!(ends.len(), 1);
+            assert_eq!(ends[0].reason, Reason::PageClosed);
+        }
+    }
+}
+
+/// A hook that drives another call's job (polls its `run`) gets nothing run: the
+/// executor is busy, so the call is not "still wanted"; the hook's call is refused for
+/// handing the completion back, and the job's call ends once, as failed.
+#[test]
+fn a_job_driven_from_inside_a_hook_does_not_run() {
+    let mut w = World::new();
+    w.add(w.action("note", Kind::Write, Confirm::Unset));
+    let stash: Rc<RefCell<Option<countersign::executor::Job>>> = Rc::default();
+    let taken = Rc::clone(&stash);
+    let exec = w.exec.clone();
+    w.add(
+        w.action("sly", Kind::Write, Confirm::Ask)
+            .consequence(move |_| {
+                if let Some(job) = taken.borrow_mut().take() {
+                    let completion = pollster::block_on(job.run());
+                    let _ = exec.complete(completion, at(2));
+                }
+                "nothing".into()
+            }),
+    );
+    let Step::Perform(job) = w.call("note", r#"{"name":"a"}"#, 1) else {
+        panic!("runs unasked");
+    };
+    let call = job.call();
+    *stash.borrow_mut() = Some(job);
+    let Step::Settled(s) = w.call("sly", r#"{"name":"x"}"#, 2) else {
+        panic!("a hook that reentered must refuse its call");
+    };
+    assert_eq!(
+        s.outcome.reason(),
+        Reason::HookReentered {
+            hook: countersign::reason::Hook::Consequence
+        }
+    );
+    assert!(w.runs().is_empty(), "run never called");
+    assert_eq!(
+        w.exec.live_calls(),
+        0,
+        "the job's call ended at the next step"
+    );
+    let ends = w.terminal(call);
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_ne!(ends[0].outcome.as_deref(), Some("OK"));
+    assert!(!w.exec.is_poisoned());
+}
