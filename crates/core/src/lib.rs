@@ -2,6 +2,7 @@
 #![cfg_attr(not(test), warn(clippy::print_stdout))]
 
 pub mod action;
+mod alternatives;
 mod arguments;
 pub mod audit;
 pub mod call;

@@ -174,8 +174,14 @@ fn check_object<'a>(
         }
         let len = path.len();
         *path = join(path, key);
+        // serde's `deny_unknown_fields` refuses an undeclared field even while an
+        // alternative is being chosen.
+        let closed = mode == Mode::Closed
+            || all
+                .iter()
+                .any(|(s, _)| s.get("additionalProperties") == Some(&Value::Bool(false)));
         if inner.is_empty() {
-            if mode == Mode::Closed {
+            if closed {
                 return Err(Miss::Undeclared(path.clone()));
             }
         } else {
@@ -230,7 +236,7 @@ fn check_array<'a>(
     Ok(())
 }
 
-fn alternatives(schema: &Value) -> Option<&[Value]> {
+pub(crate) fn alternatives(schema: &Value) -> Option<&[Value]> {
     schema
         .get("oneOf")
         .or_else(|| schema.get("anyOf"))
@@ -239,7 +245,7 @@ fn alternatives(schema: &Value) -> Option<&[Value]> {
 }
 
 /// Follows a local `$ref` (`#/$defs/Name`); anything else is taken as it is.
-fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+pub(crate) fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
     let mut schema = schema;
     for _ in 0..32 {
         let Some(target) = schema
@@ -329,6 +335,14 @@ fn within_limits(schema: &Value, value: &Value) -> bool {
         };
         if let Some((low, high)) = range {
             return whole.is_some_and(|w| (low..=high).contains(&w));
+        }
+        // INVARIANT: a float field holds exactly the number the card shows: no integer
+        // it would round, no value it would overflow to infinity.
+        match schema.get("format").and_then(Value::as_str) {
+            Some("float") if n.abs() > f64::from(f32::MAX) => return false,
+            Some("float") => return whole.is_none_or(|w| (w as f32) as i128 == w),
+            Some("double") => return whole.is_none_or(|w| (w as f64) as i128 == w),
+            _ => {}
         }
     }
     if let Some(text) = value.as_str() {

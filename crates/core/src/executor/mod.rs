@@ -160,6 +160,11 @@ impl Executor {
         registry::check_declaration(&action)?;
         let erased = action.into_erased();
         let id = erased.meta().id.to_string();
+        // INVARIANT: serde and the schema check choose the same alternative: params whose
+        // alternatives overlap never register.
+        if let Some(why) = crate::alternatives::ambiguity(&erased.meta().schema) {
+            return Err(RegisterError::Ambiguous(id, why));
+        }
         let generation = self.step(|state| state.registry.insert(erased))??;
         Ok(Registration {
             id,

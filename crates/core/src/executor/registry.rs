@@ -42,6 +42,10 @@ pub enum RegisterError {
     /// so nobody could ever approve it.
     #[error("action `{0}` has an approval timeout of zero; nobody could approve it")]
     ZeroApprovalTimeout(String),
+    /// The params offer alternatives the arguments alone cannot tell apart (an untagged
+    /// enum whose variants overlap): the card could show one and `run` get another.
+    #[error("the params of action `{0}` are ambiguous: {1}")]
+    Ambiguous(String, String),
     /// The executor took no step (see [`crate::ticket::Blocked`]).
     #[error(transparent)]
     Blocked(#[from] crate::ticket::Blocked),
