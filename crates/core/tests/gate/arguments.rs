@@ -9,7 +9,7 @@ use countersign::{audit::ArgsDigest, Action, Config, Confirm, Gesture, Kind, Ses
 
 use countersign::executor::RegisterError;
 
-use crate::common::{at, code, drive, World};
+use crate::common::{at, code, World};
 
 #[allow(dead_code, unreachable_pub, missing_docs)] // Only deserialised.
 mod shapes {

@@ -1,12 +1,9 @@
 //! Arguments pass only if every field is one the schema shows and the typed params read.
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
-use countersign::{Action, Confirm, Gesture, Kind, Step};
+use countersign::{Action, Confirm, Kind, Step};
 use schemars::JsonSchema;
 
-use crate::common::{at, code, drive, World};
+use crate::common::{at, code, World};
 
 fn shaped<P>(id: &str) -> Action<P>
 where
