@@ -8,10 +8,9 @@ mod message;
 mod openai;
 mod scripted;
 mod stream;
+
 #[cfg(test)]
-mod stream_attacks;
-#[cfg(test)]
-mod window_tests;
+mod history_tests;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

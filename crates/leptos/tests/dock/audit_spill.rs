@@ -9,8 +9,8 @@ use gloo_timers::future::TimeoutFuture;
 use leptos::prelude::*;
 use wasm_bindgen_test::*;
 
+use super::harness::{refusals, small_trail_page};
 use super::long_session::{quiet_options, set_mode, stored};
-use super::{refusals, small_trail_page};
 
 const ENDPOINT: &str = "/spill-audit";
 const PREFIX: &str = "countersign.audit.unsent /spill-audit ";

@@ -4,10 +4,13 @@
 //! the code on screen, the tools sent, a relayed call asked and answered, a cancel, and
 //! after a dropped connection, nothing run twice and nothing the gateway forgot left up.
 
-use super::*;
+use countersign_testing::tick;
 use gloo_timers::future::TimeoutFuture;
 use js_sys::{Function, JSON};
 use wasm_bindgen::JsValue;
+use wasm_bindgen_test::*;
+
+use super::harness::*;
 
 const URL: &str = "ws://relay.test/v1/relay";
 

@@ -4,11 +4,20 @@
 //! name, a duplicate name refused, a tool gone when its registration's signal aborts,
 //! `execute(input, {signal})`, and the result handed back as JSON text.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use countersign::{Confirm, Kind};
+use countersign_leptos::{use_action, AgentDock, CountersignOptions};
+use countersign_testing::{code, tick};
 use gloo_timers::future::TimeoutFuture;
 use js_sys::{Array, Function, Object, Promise, Reflect, JSON};
-use wasm_bindgen::JsValue;
+use leptos::prelude::*;
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::*;
+
+use super::harness::*;
 
 const STAND_IN: &str = r#"
   const tools = new Map();

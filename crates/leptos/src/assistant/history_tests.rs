@@ -1,4 +1,5 @@
-//! The conversation kept between turns is windowed at whole turns.
+//! The conversation kept between turns: windowed at whole turns, never carrying
+//! megabytes of one call, and restored only when every result answers its own call.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::*;
@@ -72,4 +73,71 @@ fn a_last_turn_longer_than_the_window_is_kept_whole() {
     assert_eq!(history.len(), kept);
     assert_eq!(history[0].content.as_deref(), Some("the long one"));
     assert!(valid_history(&history), "every result still has its call");
+}
+
+/// Not only oversized *arguments*: a call's name and id are model text of any size (up
+/// to the 4 MiB stream cap) that goes back to the model on every later step of the turn
+/// and into sessionStorage (where an over-cap save is silently skipped, so a reload
+/// would resume an older history). The gate refuses such a call unread (unknown
+/// action); `kept` must not keep its megabytes either.
+#[test]
+fn the_history_never_carries_megabytes_of_a_refused_call() {
+    let cap = 16 * 1024;
+    let call = ToolCall {
+        id: "i".repeat(1024 * 1024),
+        name: "n".repeat(2 * 1024 * 1024),
+        arguments: "{}".into(),
+    };
+    let kept = super::kept(&call, cap);
+    let size = serde_json::to_string(&kept).unwrap().len();
+    assert!(
+        size <= 2 * cap,
+        "the history keeps {size} bytes of one call"
+    );
+}
+
+/// Arguments over the cap become a placeholder naming their size.
+#[test]
+fn oversized_arguments_become_a_placeholder() {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "save".into(),
+        arguments: format!(r#"{{"a":"{}"}}"#, "z".repeat(100_000)),
+    };
+    let kept = super::kept(&call, 16 * 1024);
+    assert!(kept.arguments.len() < 200);
+    assert!(kept.arguments.contains("omitted"));
+}
+
+/// A stored conversation with two calls under one id must not pass `valid_history` with
+/// one result answering both in `unanswered`: after a reload the second call (never
+/// run) would be taken as answered with the first call's result.
+#[test]
+fn a_restored_history_with_a_repeated_call_id_is_refused() {
+    let history = vec![
+        ChatMessage::text(Role::User, "tidy up"),
+        ChatMessage {
+            role: Role::Assistant,
+            content: None,
+            tool_calls: vec![
+                ToolCall {
+                    id: "c1".into(),
+                    name: "read".into(),
+                    arguments: "{}".into(),
+                },
+                ToolCall {
+                    id: "c1".into(),
+                    name: "delete_all".into(),
+                    arguments: "{}".into(),
+                },
+            ],
+            tool_call_id: None,
+        },
+        ChatMessage::tool("c1", r#"{"ok":true}"#),
+    ];
+    let open = super::unanswered(&history);
+    assert!(
+        !super::valid_history(&history) || open.len() == 1,
+        "delete_all was never answered, yet counts as answered: {open:?}"
+    );
 }
