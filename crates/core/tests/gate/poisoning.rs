@@ -59,10 +59,7 @@ fn a_card_drawn_before_the_panic_can_no_longer_be_approved() {
     poison(&w);
     for gesture in [Gesture::AllowOnce, Gesture::AllowForSession] {
         let approved = w.exec.approve(card.countersign(gesture), at(10));
-        assert!(
-            matches!(approved, Err(TicketError::Blocked(Blocked::Poisoned))),
-            "{approved:?}"
-        );
+        poisoned(&approved);
     }
     assert!(w.runs().is_empty(), "run never called");
     assert!(w.exec.grants().is_empty(), "no grant made");
@@ -209,10 +206,7 @@ fn break_a_hook_panic_inside_a_hosts_unwind_cleanup_still_poisons() {
         w.terminal(first.call).len()
     );
     let approved = w.exec.approve(later.countersign(Gesture::AllowOnce), at(2));
-    assert!(
-        matches!(approved, Err(TicketError::Blocked(Blocked::Poisoned))),
-        "a ticket was taken after a panic: {approved:?}"
-    );
+    poisoned(&approved);
     assert!(w.runs().is_empty(), "run never called");
 }
 
@@ -249,18 +243,12 @@ fn a_ticket_is_refused_after_a_panic_in_another_calls_approval_hook() {
         Gesture::AllowInBatch,
     ] {
         let r = w.exec.approve(save.countersign(gesture), at(2));
-        assert!(
-            matches!(r, Err(TicketError::Blocked(Blocked::Poisoned))),
-            "{r:?}"
-        );
+        poisoned(&r);
     }
     let r = w
         .exec
         .approve(fragile.countersign(Gesture::AllowOnce), at(2));
-    assert!(
-        matches!(r, Err(TicketError::Blocked(Blocked::Poisoned))),
-        "{r:?}"
-    );
+    poisoned(&r);
     assert!(w.runs().is_empty(), "run never called");
     assert!(
         !w.audit
@@ -418,10 +406,7 @@ fn params_that_panic_when_dropped_poison_the_executor() {
     assert!(denied.is_err(), "the drop's panic reaches the host");
     assert!(w.exec.is_poisoned());
     let r = w.exec.approve(save.countersign(Gesture::AllowOnce), at(2));
-    assert!(
-        matches!(r, Err(TicketError::Blocked(Blocked::Poisoned))),
-        "{r:?}"
-    );
+    poisoned(&r);
     assert!(w.runs().is_empty());
 }
 
@@ -504,10 +489,7 @@ fn a_sink_that_panics_while_a_dropped_job_settles_poisons_the_executor() {
     assert!(dropped.is_err(), "the sink's panic reaches the host");
     assert!(w.exec.is_poisoned());
     let r = w.exec.approve(card.countersign(Gesture::AllowOnce), at(2));
-    assert!(
-        matches!(r, Err(TicketError::Blocked(Blocked::Poisoned))),
-        "{r:?}"
-    );
+    poisoned(&r);
     assert!(w.runs().is_empty(), "run never called");
 }
 
@@ -555,10 +537,7 @@ fn a_panic_while_a_posted_unregister_is_applied_poisons_before_the_next_step_run
     assert!(submitted.is_err(), "the sink's panic reaches the host");
     assert!(w.exec.is_poisoned());
     let r = w.exec.approve(save.countersign(Gesture::AllowOnce), at(3));
-    assert!(
-        matches!(r, Err(TicketError::Blocked(Blocked::Poisoned))),
-        "{r:?}"
-    );
+    poisoned(&r);
     assert!(w.runs().is_empty(), "neither note nor save ran");
     assert_eq!(w.terminal(s.call).len(), 1);
 }
@@ -750,4 +729,12 @@ fn a_job_driven_from_inside_a_hook_does_not_run() {
     assert_eq!(ends.len(), 1, "{ends:?}");
     assert_ne!(ends[0].outcome.as_deref(), Some("OK"));
     assert!(!w.exec.is_poisoned());
+}
+
+/// The executor refused: a panic had poisoned it.
+fn poisoned<T: std::fmt::Debug>(result: &Result<T, TicketError>) {
+    assert!(
+        matches!(result, Err(TicketError::Blocked(Blocked::Poisoned))),
+        "{result:?}"
+    );
 }
