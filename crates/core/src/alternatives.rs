@@ -115,8 +115,10 @@ fn own<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
 /// Whether `closed` declares no other fields and `other` requires one it does not declare.
 fn shuts_out(closed: &Value, other: &Value) -> bool {
     let declared = |key: &str| closed.get("properties").and_then(|p| p.get(key)).is_some();
+    // Fields it takes from elsewhere (`allOf`, `$ref`) are not read here: not closed then.
+    let elsewhere = ["patternProperties", "allOf", "$ref"];
     closed.get("additionalProperties") == Some(&Value::Bool(false))
-        && closed.get("patternProperties").is_none()
+        && elsewhere.iter().all(|k| closed.get(*k).is_none())
         && required(other).iter().any(|key| !declared(key))
 }
 
