@@ -44,14 +44,15 @@ impl Task {
     pub(crate) async fn finish(self, still_wanted: impl Fn() -> bool) -> Result<Value, RunError> {
         // INVARIANT: nothing is minted or run for a call that has ended, or once the
         // executor is poisoned.
+        if !still_wanted() {
+            let ended = "the call ended before it could run".to_owned();
+            return Err(match self {
+                Task::Run(_) => RunError::Failed(ended),
+                Task::Countersigned { .. } => RunError::NotCountersigned(ended),
+            });
+        }
         match self {
-            Task::Run(_) if !still_wanted() => Err(RunError::Failed(
-                "the call ended before it could run".into(),
-            )),
             Task::Run(run) => run.await.map_err(RunError::Failed),
-            Task::Countersigned { .. } if !still_wanted() => Err(RunError::NotCountersigned(
-                "the call ended before its countersignature was minted".into(),
-            )),
             Task::Countersigned { mint, prepared } => {
                 let token = mint.await.map_err(RunError::NotCountersigned)?;
                 if !still_wanted() {

@@ -208,8 +208,8 @@ impl ExecutorState {
         consequence: Option<String>,
         digest: Option<crate::digest::ArgsDigest>,
         state: LiveState,
-    ) -> Box<Live> {
-        Box::new(Live {
+    ) -> Live {
+        Live {
             tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
             caller: trace.caller,
             trace: trace.trace.map(str::to_owned),
@@ -225,6 +225,6 @@ impl ExecutorState {
             edited: decided.edited,
             deadline: decided.deadline,
             state,
-        })
+        }
     }
 }

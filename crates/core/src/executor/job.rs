@@ -44,8 +44,8 @@ impl Job {
     pub async fn run(self) -> Completion {
         let Job { task, guard } = self;
         let (state, call) = (std::rc::Weak::clone(&guard.to.state), guard.call);
-        // INVARIANT: nothing runs once its call has ended (shut down, unregistered) or
-        // the executor is poisoned.
+        // INVARIANT: nothing runs once its call has ended (the page shut down) or the
+        // executor is poisoned.
         let still_wanted = move || {
             state.upgrade().is_some_and(|state| {
                 state.try_borrow().is_ok_and(|state| {

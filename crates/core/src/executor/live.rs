@@ -25,7 +25,7 @@ pub(crate) enum LiveState {
 }
 
 /// The calls not yet settled, by call id (oldest first).
-pub(crate) type LiveCalls = std::collections::BTreeMap<CallId, Box<Live>>;
+pub(crate) type LiveCalls = std::collections::BTreeMap<CallId, Live>;
 
 /// A call past the decide stage that has not settled.
 pub(crate) struct Live {
