@@ -67,7 +67,19 @@ fn name(root: &Value, schema: &Value) -> String {
     let referred = schema.get("$ref").and_then(Value::as_str);
     match titled.or(referred) {
         Some(text) => format!("`{}`", text.trim_start_matches("#/$defs/")),
-        None => format!("a schema of type bits {:#x}", types(root, schema, 0)),
+        None => {
+            let bits = types(root, schema, 0);
+            let names = [
+                "object", "array", "string", "boolean", "null", "integer", "number",
+            ];
+            let named: Vec<&str> = names
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| bits & (1 << i) != 0)
+                .map(|(_, n)| *n)
+                .collect();
+            format!("a `{}`", named.join(" or "))
+        }
     }
 }
 
