@@ -88,42 +88,26 @@ pub enum Rewrite {
 /// assert_eq!(save.id(), "save_workspace_name");
 /// ```
 pub struct Action<P> {
-    pub(crate) id: String,
-    pub(crate) title: Option<String>,
-    pub(crate) description: String,
-    pub(crate) kind: Kind,
-    pub(crate) confirm: Confirm,
-    pub(crate) scope: Option<String>,
+    /// What the gate knows of it; `into_erased` fills in the derived fields.
+    pub(crate) meta: ActionMeta,
     pub(crate) available: Option<Rc<dyn Fn() -> bool>>,
     pub(crate) validator: Option<Rc<CheckFn<P>>>,
     pub(crate) classify: Option<Rc<ClassifyFn<P>>>,
     pub(crate) consequence: Option<Rc<TextFn<P>>>,
     pub(crate) run: Option<Rc<RunFn<P>>>,
     pub(crate) run_signed: Option<Rc<SignedRunFn<P>>>,
-    pub(crate) presence: crate::countersignature::Presence,
-    /// Who may call it (every caller unless [`Action::only_for`] narrowed it).
-    pub(crate) callers: Vec<crate::call::Caller>,
     pub(crate) verify: Option<Rc<VerifyFn<P>>>,
-    pub(crate) handoff: Option<Handoff>,
     pub(crate) remember: Option<Rc<RememberFn<P>>>,
     pub(crate) preview: Option<Rc<PreviewFn<P>>>,
     pub(crate) second_question: Option<Rc<QuestionFn<P>>>,
-    pub(crate) reversal: bool,
     pub(crate) rewrite: Option<Rc<RewriteFn<P>>>,
-    pub(crate) approval_timeout: Option<std::time::Duration>,
-    pub(crate) question: Option<crate::question::Question>,
 }
 
 impl<P> std::fmt::Debug for Action<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Action")
-            .field("id", &self.id)
-            .field("kind", &self.kind)
-            .field("confirm", &self.confirm)
-            .field("scope", &self.scope)
+            .field("meta", &self.meta)
             .field("has_run", &self.run.is_some())
-            .field("countersigned", &self.run_signed.is_some())
-            .field("handoff", &self.handoff)
             .finish_non_exhaustive()
     }
 }
@@ -135,66 +119,74 @@ where
     /// An action with `id` (what the model calls) and a description for the model.
     /// Defaults: kind `Read`, confirm unset, no scope, always available.
     pub fn new(id: impl Into<String>, description: impl Into<String>) -> Self {
+        let id: std::sync::Arc<str> = id.into().into();
         Self {
-            id: id.into(),
-            title: None,
-            description: description.into(),
-            kind: Kind::Read,
-            confirm: Confirm::Unset,
-            scope: None,
+            meta: ActionMeta {
+                title: std::sync::Arc::clone(&id),
+                id,
+                declaration: String::new(),
+                description: description.into(),
+                kind: Kind::Read,
+                confirm: Confirm::Unset,
+                policy: ApprovalPolicy::resolve(Kind::Read, Confirm::Unset),
+                scope: None,
+                schema: Value::Null,
+                handoff: None,
+                reversal: false,
+                confirm_twice: false,
+                approval_timeout: None,
+                question: None,
+                countersigned: false,
+                presence: crate::countersignature::Presence::Click,
+                callers: crate::call::Caller::ALL.to_vec(),
+            },
             available: None,
             validator: None,
             classify: None,
             consequence: None,
             run: None,
             run_signed: None,
-            presence: crate::countersignature::Presence::Click,
-            callers: crate::call::Caller::ALL.to_vec(),
             verify: None,
-            handoff: None,
             remember: None,
             preview: None,
             second_question: None,
-            reversal: false,
-            approval_timeout: None,
             rewrite: None,
-            question: None,
         }
     }
 
     /// Makes the action a question for the person: nothing runs, and the person's
     /// validated answer is the result. Declining is `QUESTION_DECLINED`.
     pub fn question(mut self, question: crate::question::Question) -> Self {
-        self.question = Some(question);
+        self.meta.question = Some(question);
         self
     }
 
     /// The action's id.
     pub fn id(&self) -> &str {
-        &self.id
+        &self.meta.id
     }
 
     /// The title the person sees on an approval card. Defaults to the id.
     pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.title = Some(title.into());
+        self.meta.title = title.into().into();
         self
     }
 
     /// The risk kind. Default `Read`.
     pub fn kind(mut self, kind: Kind) -> Self {
-        self.kind = kind;
+        self.meta.kind = kind;
         self
     }
 
     /// The confirm override. Default unset (the kind decides).
     pub fn confirm(mut self, confirm: Confirm) -> Self {
-        self.confirm = confirm;
+        self.meta.confirm = confirm;
         self
     }
 
     /// The scope the session's role must hold. Default none.
     pub fn scope(mut self, scope: impl Into<String>) -> Self {
-        self.scope = Some(scope.into());
+        self.meta.scope = Some(scope.into());
         self
     }
 
@@ -261,7 +253,7 @@ where
     /// `presence: "passkey"`. Otherwise `NOT_COUNTERSIGNED`. Registering it without
     /// [`Action::run_countersigned`] is an error.
     pub fn needs_passkey(mut self) -> Self {
-        self.presence = crate::countersignature::Presence::Passkey;
+        self.meta.presence = crate::countersignature::Presence::Passkey;
         self
     }
 
@@ -271,7 +263,7 @@ where
         let mut callers: Vec<crate::call::Caller> = callers.into_iter().collect();
         callers.sort_unstable();
         callers.dedup();
-        self.callers = callers;
+        self.meta.callers = callers;
         self
     }
 
@@ -312,7 +304,7 @@ where
     /// it gets the last good file's scopes and levels, or "ask every time". No mode lowers
     /// its level; with nobody there it is refused.
     pub fn reversal(mut self) -> Self {
-        self.reversal = true;
+        self.meta.reversal = true;
         self
     }
 
@@ -320,57 +312,41 @@ where
     /// [`approval_timeout`](crate::executor::Config::approval_timeout). A redrawn card
     /// gets a fresh deadline.
     pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.approval_timeout = Some(timeout);
+        self.meta.approval_timeout = Some(timeout);
         self
     }
 
     /// Makes the last step the person's: nothing runs; the executor waits for `expect`.
     pub fn handoff(mut self, handoff: Handoff) -> Self {
-        self.handoff = Some(handoff);
+        self.meta.handoff = Some(handoff);
         self
     }
 
-    pub(crate) fn into_erased(self) -> Rc<dyn ErasedAction> {
-        let schema = crate::projection::schema_for::<P>();
-        let policy = ApprovalPolicy::resolve(self.kind, self.confirm);
+    pub(crate) fn into_erased(mut self) -> Rc<dyn ErasedAction> {
+        let meta = &mut self.meta;
+        meta.schema = crate::projection::schema_for::<P>();
+        meta.policy = ApprovalPolicy::resolve(meta.kind, meta.confirm);
+        meta.confirm_twice = self.second_question.is_some();
+        meta.countersigned = self.run_signed.is_some();
         // Grants bind this: a changed declaration under the same id inherits none.
-        let declaration = crate::digest::ArgsDigest::of_value(&serde_json::json!({
-            "id": self.id,
-            "kind": self.kind,
-            "confirm": self.confirm,
-            "scope": self.scope,
-            "schema": schema,
-            "confirm_twice": self.second_question.is_some(),
+        meta.declaration = crate::digest::ArgsDigest::of_value(&serde_json::json!({
+            "id": meta.id,
+            "kind": meta.kind,
+            "confirm": meta.confirm,
+            "scope": meta.scope,
+            "schema": meta.schema,
+            "confirm_twice": meta.confirm_twice,
             "remember": self.remember.is_some(),
-            "reversal": self.reversal,
-            "handoff": self.handoff.is_some(),
-            "question": self.question.as_ref().map(|q| &q.schema),
-            "countersigned": self.run_signed.is_some(),
-            "presence": self.presence,
-            "callers": self.callers,
+            "reversal": meta.reversal,
+            "handoff": meta.handoff.is_some(),
+            "question": meta.question.as_ref().map(|q| &q.schema),
+            "countersigned": meta.countersigned,
+            "presence": meta.presence,
+            "callers": meta.callers,
         }))
         .to_hex();
-        let meta = ActionMeta {
-            declaration,
-            title: self.title.as_deref().unwrap_or(&self.id).into(),
-            id: self.id.as_str().into(),
-            description: self.description.clone(),
-            kind: self.kind,
-            confirm: self.confirm,
-            policy,
-            scope: self.scope.clone(),
-            schema,
-            handoff: self.handoff.clone(),
-            reversal: self.reversal,
-            confirm_twice: self.second_question.is_some(),
-            approval_timeout: self.approval_timeout,
-            question: self.question.clone(),
-            countersigned: self.run_signed.is_some(),
-            presence: self.presence,
-            callers: self.callers.clone(),
-        };
         Rc::new(Typed {
-            meta,
+            meta: self.meta.clone(),
             action: Rc::new(self),
         })
     }
@@ -453,8 +429,7 @@ struct Typed<P> {
 }
 
 struct Bound<P> {
-    /// Until `run` takes them (see [`Bound::params_to_run`]).
-    params: std::cell::RefCell<Option<P>>,
+    params: P,
     action: Rc<Action<P>>,
 }
 
@@ -471,172 +446,70 @@ where
     }
 
     fn prepare(&self, args: &Value) -> Result<Rc<dyn PreparedCall>, String> {
-        let params = self.guarded_params(args)?;
-        if let Some(check) = &self.action.validator {
-            check(&params)?;
-        }
-        Ok(Rc::new(Bound {
-            params: std::cell::RefCell::new(Some(params)),
-            action: Rc::clone(&self.action),
-        }))
-    }
-}
-
-impl<P> Typed<P>
-where
-    P: DeserializeOwned + JsonSchema + Clone + 'static,
-{
-    /// The params, with a field the model was not shown refused by serde, then the schema.
-    fn guarded_params(&self, args: &Value) -> Result<P, String> {
         let params: P = crate::arguments::into_params(args)?;
         // INVARIANT: a field the model was not shown is refused in every serde shape
         // (tagged and untagged enums, flatten), not only where serde notices it.
         if let Some(why) = crate::schema_check::misfit(&self.meta.schema, args) {
             return Err(why);
         }
-        Ok(params)
-    }
-}
-
-impl<P: Clone + 'static> Bound<P> {
-    /// Applies `f` to the params, while they are here (see [`Bound::params_to_run`]).
-    fn with<R>(&self, f: impl FnOnce(&P) -> R) -> Option<R> {
-        self.params.borrow().as_ref().map(f)
-    }
-
-    /// The params for `run`: moved, not cloned, unless `verify` reads them after. A hook
-    /// asked after that answers closed: ask, refuse, cover nothing.
-    fn params_to_run(&self) -> Option<P> {
-        if self.action.verify.is_some() {
-            self.with(P::clone)
-        } else {
-            self.params.borrow_mut().take()
+        if let Some(check) = &self.action.validator {
+            check(&params)?;
         }
+        Ok(Rc::new(Bound {
+            params,
+            action: Rc::clone(&self.action),
+        }))
     }
 }
 
 impl<P: Clone + 'static> PreparedCall for Bound<P> {
     fn consequence(&self) -> Option<String> {
-        let text = self.action.consequence.as_ref()?;
-        self.with(|params| text(params))
+        Some(self.action.consequence.as_ref()?(&self.params))
     }
 
     fn classify(&self) -> Verdict {
-        match &self.action.classify {
-            None => Verdict::Allow,
-            // Params already run cannot be judged again: asked, never let through.
-            Some(classify) => self.with(|params| classify(params)).unwrap_or(Verdict::Ask),
-        }
+        self.action
+            .classify
+            .as_ref()
+            .map_or(Verdict::Allow, |classify| classify(&self.params))
     }
 
     fn run(&self) -> Option<LocalBoxFuture<Result<Value, String>>> {
-        let run = self.action.run.as_ref()?;
-        self.params_to_run().map(|params| run(params))
+        Some(self.action.run.as_ref()?(self.params.clone()))
     }
 
     fn run_countersigned(
         &self,
         token: crate::countersignature::Countersignature,
     ) -> Option<LocalBoxFuture<Result<Value, String>>> {
-        let run = self.action.run_signed.as_ref()?;
-        self.params_to_run().map(|params| run(params, token))
+        Some(self.action.run_signed.as_ref()?(self.params.clone(), token))
     }
 
     fn verify(&self, output: &Value) -> Result<(), String> {
-        match &self.action.verify {
-            None => Ok(()),
-            Some(verify) => self
-                .with(|params| verify(params, output))
-                .unwrap_or_else(|| Err("its params were not kept to verify".to_owned())),
-        }
+        self.action
+            .verify
+            .as_ref()
+            .map_or(Ok(()), |verify| verify(&self.params, output))
     }
 
     fn grant_rule(&self) -> Option<crate::grant_rule::GrantRule> {
-        let rule = self.action.remember.as_ref()?;
-        // A spent call's rule covers nothing, never every call.
-        Some(
-            self.with(|params| rule(params))
-                .unwrap_or_else(|| crate::grant_rule::GrantRule::exact(SPENT, "", Value::Null)),
-        )
+        Some(self.action.remember.as_ref()?(&self.params))
     }
 
     fn preview(&self) -> Option<crate::preview::Preview> {
-        let dry_run = self.action.preview.as_ref()?;
-        self.with(|params| dry_run(params))
+        Some(self.action.preview.as_ref()?(&self.params))
     }
 
     fn second_question(&self) -> Option<String> {
-        let question = self.action.second_question.as_ref()?;
-        Some(
-            self.with(|params| question(params))
-                .unwrap_or_else(|| SPENT.to_owned()),
-        )
+        Some(self.action.second_question.as_ref()?(&self.params))
     }
 
     fn rewrite(&self) -> Option<Rewrite> {
-        let hook = self.action.rewrite.as_ref()?;
-        // A replacement no registry holds: the call is refused (`rewritten`, to nothing).
-        Some(
-            self.with(|params| hook(params))
-                .unwrap_or_else(|| Rewrite::Action {
-                    action: String::new(),
-                    arguments: Value::Null,
-                    why: SPENT.to_owned(),
-                }),
-        )
+        Some(self.action.rewrite.as_ref()?(&self.params))
     }
 }
-
-/// What a hook asked after `run` took the params says (see [`Bound::params_to_run`]).
-const SPENT: &str = "this call already ran";
 
 /// Params for an action that takes none: `{}` (or empty text) and nothing else.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(Clone, serde::Deserialize, JsonSchema)]
-    struct Path {
-        path: String,
-    }
-
-    #[test]
-    fn a_hook_asked_after_run_answers_closed() {
-        let action = Action::<Path>::new("write", "Write a file.")
-            .kind(Kind::Write)
-            .classify(|_| Verdict::Allow)
-            .consequence(|p| format!("writes {}", p.path))
-            .remember(|p| crate::grant_rule::GrantRule::prefix("under it", "/path", p.path.clone()))
-            .confirm_twice(|p| format!("really {}?", p.path))
-            .rewrite(|_| Rewrite::Keep)
-            .run(|p: Path| async move { Ok::<_, String>(p.path) })
-            .into_erased();
-        let prepared = action
-            .prepare(&serde_json::json!({ "path": "drafts/a" }))
-            .unwrap_or_else(|e| panic!("{e}"));
-        // Before run: each hook answers from the params.
-        assert!(matches!(prepared.classify(), Verdict::Allow));
-        assert!(matches!(prepared.rewrite(), Some(Rewrite::Keep)));
-        assert!(prepared.run().is_some(), "run takes the params (no verify)");
-        // After: ask, refuse, cover nothing; never the answers of a call without hooks.
-        assert!(matches!(prepared.classify(), Verdict::Ask));
-        let rule = prepared
-            .grant_rule()
-            .unwrap_or_else(crate::grant_rule::GrantRule::every_call);
-        assert!(!rule
-            .matcher
-            .matches(&serde_json::json!({ "path": "drafts/a" })));
-        assert!(!rule.matcher.matches(&serde_json::json!({})));
-        assert_eq!(prepared.second_question().as_deref(), Some(SPENT));
-        assert!(matches!(
-            prepared.rewrite(),
-            Some(Rewrite::Action { action, .. }) if action.is_empty()
-        ));
-        assert!(prepared.consequence().is_none());
-        assert!(prepared.run().is_none(), "nothing to run twice");
-    }
-}

@@ -53,7 +53,8 @@ pub enum RegisterError {
 
 /// Checks a declaration before it is registered.
 pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterError> {
-    let id = &action.id;
+    let meta = &action.meta;
+    let id = &meta.id.to_string();
     let id_ok = !id.is_empty()
         && id.len() <= MAX_ACTION_ID_LEN
         && id
@@ -63,11 +64,11 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
         let shown: String = id.chars().take(MAX_ACTION_ID_LEN).collect();
         return Err(RegisterError::InvalidId(shown.escape_default().to_string()));
     }
-    if action.approval_timeout.is_some_and(|t| t.is_zero()) {
+    if meta.approval_timeout.is_some_and(|t| t.is_zero()) {
         return Err(RegisterError::ZeroApprovalTimeout(id.clone()));
     }
-    if let Some(question) = &action.question {
-        if action.run.is_some() || action.run_signed.is_some() || action.handoff.is_some() {
+    if let Some(question) = &meta.question {
+        if action.run.is_some() || action.run_signed.is_some() || meta.handoff.is_some() {
             return Err(RegisterError::QuestionAndMore(id.clone()));
         }
         // An answer is a form's object; a question nobody could answer is refused.
@@ -77,12 +78,11 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
         }
         return Ok(());
     }
-    if action.presence == crate::countersignature::Presence::Passkey && action.run_signed.is_none()
-    {
+    if meta.presence == crate::countersignature::Presence::Passkey && action.run_signed.is_none() {
         return Err(RegisterError::PasskeyWithoutCountersignature(id.clone()));
     }
     let runs = action.run.is_some() || action.run_signed.is_some();
-    match (runs, &action.handoff) {
+    match (runs, &meta.handoff) {
         (false, None) => Err(RegisterError::NothingToDo(id.clone())),
         (true, Some(_)) => Err(RegisterError::RunAndHandoff(id.clone())),
         (false, Some(handoff)) if handoff.steps.is_empty() => {

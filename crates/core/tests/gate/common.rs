@@ -21,37 +21,6 @@ pub struct Named {
     pub name: String,
 }
 
-thread_local! {
-    static CLONES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Params that count their copies (on this thread).
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct Counted {
-    /// A name.
-    pub name: String,
-}
-
-impl Counted {
-    /// Copies made since the last [`Counted::reset`].
-    pub fn clones() -> u32 {
-        CLONES.with(std::cell::Cell::get)
-    }
-
-    pub fn reset() {
-        CLONES.with(|c| c.set(0));
-    }
-}
-
-impl Clone for Counted {
-    fn clone(&self) -> Self {
-        CLONES.with(|c| c.set(c.get() + 1));
-        Self {
-            name: self.name.clone(),
-        }
-    }
-}
-
 pub struct World {
     pub exec: Executor,
     pub audit: MemoryAudit,
