@@ -28,7 +28,8 @@ pub enum Gesture {
     /// "Always allow this session": this call and later ones of the action; only for `Ask`.
     AllowForSession,
     /// "Allow all in this batch": this call once, for every remaining item of one model
-    /// turn. Only on a plain `Ask` card; each item still needs its own ticket.
+    /// turn, each listed with its own arguments. Only on a plain `Ask` card; minted with
+    /// [`ApprovalRequest::countersign_batch`], never one card at a time.
     AllowInBatch,
 }
 
@@ -115,7 +116,22 @@ impl ApprovalRequest {
             nonce: self.nonce,
             executor: self.executor,
             gesture,
+            batch: Vec::new(),
         }
+    }
+
+    /// Mints "allow all in this batch" for `cards`, as the person saw them listed, each
+    /// with its own arguments: one ticket per card, each binding the digests of every
+    /// card listed and only those. A card left off the list is not covered.
+    pub fn countersign_batch(cards: &[ApprovalRequest]) -> Vec<Ticket> {
+        let listed: Vec<CardDigest> = cards.iter().map(|c| c.card_sha256).collect();
+        cards
+            .iter()
+            .map(|card| Ticket {
+                batch: listed.clone(),
+                ..card.countersign(Gesture::AllowInBatch)
+            })
+            .collect()
     }
 }
 
@@ -131,6 +147,8 @@ pub struct Ticket {
     pub(crate) nonce: Nonce,
     pub(crate) executor: u64,
     pub(crate) gesture: Gesture,
+    /// The cards one "allow all in this batch" listed (empty for any other gesture).
+    pub(crate) batch: Vec<CardDigest>,
 }
 
 impl Ticket {
@@ -167,7 +185,8 @@ pub enum TicketError {
     /// "Always allow" was asked for a call whose policy never offers it.
     #[error("this action cannot be allowed for the session")]
     GrantNotOffered,
-    /// "Allow all in this batch" was used on a card that must be decided on its own.
+    /// "Allow all in this batch" was used on a card that must be decided on its own, or
+    /// on a card the batch did not list beside at least one other.
     #[error("this call must be decided on its own")]
     BatchNotOffered,
 }

@@ -300,6 +300,17 @@ impl Countersign {
         result
     }
 
+    /// The person pressed "allow all in this batch" over `cards`, each listed with its own
+    /// arguments. Each is approved once; a card that changed since is drawn again.
+    pub fn approve_batch(&self, cards: &[ApprovalRequest]) {
+        for ticket in ApprovalRequest::countersign_batch(cards) {
+            if let Ok(step) = self.0.executor.approve(ticket, now()) {
+                self.handle(step);
+            }
+        }
+        self.pump();
+    }
+
     /// The person pressed Deny on a card, with an optional reason for the model.
     pub fn deny(&self, call: CallId, reason: Option<&str>) -> Result<(), TicketError> {
         let result = self.0.executor.deny(call, reason, now()).map(|_| ());

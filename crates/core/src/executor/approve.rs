@@ -53,8 +53,12 @@ impl ExecutorState {
             return Err(TicketError::GrantNotOffered);
         }
         // INVARIANT: "allow all in this batch" never covers a card that must be decided
-        // on its own.
-        if ticket.gesture == Gesture::AllowInBatch && !request.batchable() {
+        // on its own, nor one the batch did not list (with its arguments) beside another.
+        if ticket.gesture == Gesture::AllowInBatch
+            && (!request.batchable()
+                || !ticket.batch.contains(&request.card_sha256)
+                || ticket.batch.iter().all(|d| *d == request.card_sha256))
+        {
             return Err(TicketError::BatchNotOffered);
         }
         let call = ticket.call;

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use countersign::{
-    audit::AuditEvent, policy::ApprovalPolicy, reason::CardChange, ticket::TicketError, Confirm,
-    Gesture, Kind, Mode, Reason, Step,
+    audit::AuditEvent, policy::ApprovalPolicy, reason::CardChange, ticket::TicketError,
+    ApprovalRequest, Confirm, Gesture, Kind, Mode, Reason, Step,
 };
 
 use crate::common::{approval, at, code, drive, edit, pending, World};
@@ -33,17 +33,45 @@ fn allow_all_in_a_batch_never_covers_a_card_that_must_be_decided_alone() {
         );
         assert_eq!(w.terminal(card.call).len(), 0);
     }
-    let card = w.card("rename", r#"{"name":"a"}"#, 2);
-    assert!(card.batchable());
-    let step = w
+    let a = w.card("rename", r#"{"name":"a"}"#, 2);
+    let b = w.card("rename", r#"{"name":"b"}"#, 2);
+    assert!(a.batchable() && b.batchable());
+    for ticket in ApprovalRequest::countersign_batch(&[a.clone(), b.clone()]) {
+        let step = w.exec.approve(ticket, at(3)).unwrap();
+        assert_eq!(code(&drive(&w.exec, step, 4).unwrap()), "OK");
+    }
+    for card in [&a, &b] {
+        let approved = &w.audit.for_call(card.call)[1];
+        assert_eq!(approved.event, AuditEvent::Approved);
+        assert_eq!(approved.reason, Reason::AllowedInBatch);
+        assert_eq!(w.terminal(card.call).len(), 1);
+    }
+    assert_eq!(w.runs(), ["rename:a", "rename:b"]);
+}
+
+/// One "allow all" covers the cards it listed, each with its arguments, and only those:
+/// a card minted alone, or one the list left off, waits for its own decision.
+#[test]
+fn allow_all_covers_only_the_cards_it_listed() {
+    let mut w = World::with_rename();
+    let shown = w.card("rename", r#"{"name":"weekly notes"}"#, 0);
+    let other = w.card("rename", r#"{"name":"the release notes"}"#, 0);
+    let unlisted = w.card("rename", r#"{"name":"all private notes"}"#, 0);
+    let alone = w
         .exec
-        .approve(card.countersign(Gesture::AllowInBatch), at(3))
-        .unwrap();
-    assert_eq!(code(&drive(&w.exec, step, 4).unwrap()), "OK");
-    let approved = &w.audit.for_call(card.call)[1];
-    assert_eq!(approved.event, AuditEvent::Approved);
-    assert_eq!(approved.reason, Reason::AllowedInBatch);
-    assert_eq!(w.runs(), ["rename:a"]);
+        .approve(unlisted.countersign(Gesture::AllowInBatch), at(1))
+        .unwrap_err();
+    assert_eq!(alone, TicketError::BatchNotOffered, "a batch of one card");
+    for ticket in ApprovalRequest::countersign_batch(&[shown.clone(), other.clone()]) {
+        let step = w.exec.approve(ticket, at(2)).unwrap();
+        assert_eq!(code(&drive(&w.exec, step, 3).unwrap()), "OK");
+    }
+    assert_eq!(
+        w.runs(),
+        ["rename:weekly notes", "rename:the release notes"]
+    );
+    assert_eq!(w.terminal(unlisted.call).len(), 0, "still waiting");
+    assert!(w.exec.approvals().iter().any(|c| c.call == unlisted.call));
 }
 
 /// "Allow all" never covers an edited or restored card of an ask-always action.

@@ -9,7 +9,7 @@ use leptos::ev::KeyboardEvent;
 use leptos::html;
 use leptos::prelude::*;
 
-use super::revealed::{revealed, Shape};
+use super::revealed::{arguments_view, revealed, Shape};
 use crate::countersign::Countersign;
 use crate::i18n::Strings;
 
@@ -360,50 +360,4 @@ fn preview_view(strings: &'static Strings, preview: countersign::text::Preview) 
             <ul class="cs-counts">{counts}</ul>
         </div>
     }
-}
-
-/// The arguments as indented JSON, each string value (and key) isolated and revealed on
-/// its own, so right-to-left text in one value cannot reorder the numbers or keys
-/// around it.
-fn arguments_view(strings: &'static Strings, value: &serde_json::Value) -> AnyView {
-    fn push(
-        strings: &'static Strings,
-        value: &serde_json::Value,
-        indent: usize,
-        out: &mut Vec<AnyView>,
-    ) {
-        use serde_json::Value;
-        let pad = |n: usize| "  ".repeat(n);
-        match value {
-            Value::String(text) => {
-                out.push("\"".into_any());
-                out.push(revealed(strings, text, Shape::Text));
-                out.push("\"".into_any());
-            }
-            Value::Array(items) if !items.is_empty() => {
-                out.push("[\n".into_any());
-                for (i, item) in items.iter().enumerate() {
-                    out.push(pad(indent + 1).into_any());
-                    push(strings, item, indent + 1, out);
-                    out.push(if i + 1 < items.len() { ",\n" } else { "\n" }.into_any());
-                }
-                out.push(format!("{}]", pad(indent)).into_any());
-            }
-            Value::Object(map) if !map.is_empty() => {
-                out.push("{\n".into_any());
-                for (i, (key, item)) in map.iter().enumerate() {
-                    out.push(format!("{}\"", pad(indent + 1)).into_any());
-                    out.push(revealed(strings, key, Shape::Text));
-                    out.push("\": ".into_any());
-                    push(strings, item, indent + 1, out);
-                    out.push(if i + 1 < map.len() { ",\n" } else { "\n" }.into_any());
-                }
-                out.push(format!("{}}}", pad(indent)).into_any());
-            }
-            other => out.push(other.to_string().into_any()),
-        }
-    }
-    let mut out = Vec::new();
-    push(strings, value, 0, &mut out);
-    out.collect_view().into_any()
 }

@@ -1,12 +1,13 @@
 //! "Allow all in this batch": offered only while every remaining item of the model's
 //! turn waits on a card that may be allowed together (a plain `Ask`: never `AskAlways`,
-//! a handoff or a double confirmation). It lists what it allows, and mints one ticket
-//! per card, each bound to the card listed; it never reaches a later turn.
+//! a handoff or a double confirmation). It lists each card it allows with its own
+//! arguments, and mints one ticket per card, each bound to the cards listed; it never
+//! reaches a later turn.
 
-use countersign::{ApprovalRequest, CallId, Gesture};
+use countersign::{ApprovalRequest, CallId};
 use leptos::prelude::*;
 
-use super::revealed::{revealed, Shape};
+use super::revealed::{arguments_view, revealed, Shape};
 use crate::countersign::Countersign;
 use crate::dock_state::DockState;
 use crate::i18n::Strings;
@@ -45,17 +46,20 @@ pub(crate) fn view(
     strings: &'static Strings,
     cards: Vec<ApprovalRequest>,
 ) -> impl IntoView {
+    // Each item as its card shows it: title, consequence and the exact arguments, every
+    // string isolated and revealed, so one gesture never covers text the person did not see.
     let items = cards
         .iter()
         .map(|card| {
             let what = card
                 .consequence
-                .clone()
-                .unwrap_or_else(|| card.action.clone());
+                .as_deref()
+                .map(|text| revealed(strings, text, Shape::Text))
+                .unwrap_or_else(|| revealed(strings, &card.action, Shape::Name));
             view! {
                 <li>
-                    <strong>{card.title.clone()}</strong>": "
-                    {revealed(strings, &what, Shape::Text)}
+                    <strong>{card.title.clone()}</strong>": "{what}
+                    <pre class="cs-card__args">{arguments_view(strings, &card.arguments)}</pre>
                 </li>
             }
         })
@@ -69,13 +73,9 @@ pub(crate) fn view(
         if !person {
             return;
         }
-        // Each ticket is bound to the card as listed: a card that changed since is
-        // drawn again by the gate and waits for the person instead of running.
-        for card in listed.get_value() {
-            cs.with_value(|cs| {
-                let _ = cs.approve(&card, Gesture::AllowInBatch);
-            });
-        }
+        // One gesture over the cards as listed: each ticket binds every listed card's
+        // digest, so a card that changed since is drawn again and waits for the person.
+        listed.with_value(|cards| cs.with_value(|cs| cs.approve_batch(cards)));
     };
     view! {
         <div class="cs-batch" role="group" aria-label=strings.allow_batch>

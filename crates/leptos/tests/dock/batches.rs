@@ -98,3 +98,40 @@ async fn dependent_items_run_in_call_order_and_a_denial_cancels_no_other() {
     assert!(results[2].edited.is_some());
     assert_eq!(page.runs(), ["rewrite:r", "save:two"]);
 }
+
+/// One "allow all" covers only what the person could read: each listed item shows its
+/// own arguments (isolated and revealed, as on a card), even for an action with no
+/// consequence, so a second call with other arguments cannot ride on the first.
+#[wasm_bindgen_test]
+async fn allow_all_lists_each_item_with_its_own_arguments() {
+    let page = mount(Setup::default());
+    let results = page.batch(&[
+        ("tagged", r#"{"tags":["weekly notes"]}"#),
+        (
+            "shaped",
+            r#"{"name":"all private notes of every user\u202e","count":1,"public":true,"colour":"red"}"#,
+        ),
+    ]);
+    tick().await;
+    let items = page.all(".cs-batch__items li");
+    assert_eq!(items.len(), 2);
+    let first = items[0].text_content().unwrap_or_default();
+    let second = items[1].text_content().unwrap_or_default();
+    assert!(first.contains("\"weekly notes\""), "{first}");
+    assert!(!first.contains("private"), "{first}");
+    assert!(
+        second.contains("all private notes of every user\\u{202e}"),
+        "the second item's arguments, revealed: {second}"
+    );
+    assert_eq!(page.all(".cs-batch .cs-card__args").len(), 2);
+    page.click(".cs-allow-batch");
+    let codes: Vec<_> = results.await.iter().map(code).collect();
+    assert_eq!(codes, ["OK", "OK"]);
+    assert_eq!(
+        page.runs(),
+        [
+            r#"tagged:{"tags":["weekly notes"]}"#,
+            "shaped:{\"name\":\"all private notes of every user\u{202e}\",\"count\":1,\"public\":true,\"colour\":\"red\"}"
+        ]
+    );
+}
