@@ -53,7 +53,7 @@ fn allow_all_in_a_batch_never_covers_a_card_that_must_be_decided_alone() {
 /// a card minted alone, or one the list left off, waits for its own decision.
 #[test]
 fn allow_all_covers_only_the_cards_it_listed() {
-    let mut w = World::with_rename();
+    let w = World::with_rename();
     let shown = w.card("rename", r#"{"name":"weekly notes"}"#, 0);
     let other = w.card("rename", r#"{"name":"the release notes"}"#, 0);
     let unlisted = w.card("rename", r#"{"name":"all private notes"}"#, 0);
