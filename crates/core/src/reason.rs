@@ -177,6 +177,12 @@ pub enum Reason {
     UnknownAction,
     /// validate: the tool call id is longer than the executor accepts.
     ToolCallIdTooLong,
+    /// validate: the model's turn held more calls than the host takes; this one was
+    /// refused unread.
+    TooManyCalls {
+        /// How many calls a turn may hold.
+        cap: usize,
+    },
     /// validate: the arguments are not the action's params.
     InvalidArguments,
     /// scope: the session's role lacks the action's scope.
@@ -349,7 +355,7 @@ impl Reason {
         use Reason as R;
         match self {
             R::UnknownAction => Stage::Resolve,
-            R::ToolCallIdTooLong | R::InvalidArguments => Stage::Validate,
+            R::ToolCallIdTooLong | R::TooManyCalls { .. } | R::InvalidArguments => Stage::Validate,
             R::ScopeMissing { .. } | R::PolicyFileBroken { .. } => Stage::Scope,
             R::Unavailable | R::Unregistered | R::PageClosed | R::TooManyLive { .. } => {
                 Stage::Availability
@@ -410,7 +416,10 @@ impl Reason {
         use Reason as R;
         Some(match self {
             R::UnknownAction => Code::UnknownAction,
-            R::ToolCallIdTooLong | R::InvalidArguments | R::RewriteLoop => Code::InvalidArgs,
+            R::ToolCallIdTooLong
+            | R::TooManyCalls { .. }
+            | R::InvalidArguments
+            | R::RewriteLoop => Code::InvalidArgs,
             R::ScopeMissing { .. } => Code::ScopeMissing,
             R::PolicyFileBroken { .. } | R::ClassifierDenied | R::ModeRefused { .. } => {
                 Code::PolicyDenied
@@ -468,7 +477,10 @@ impl Reason {
     pub fn retry(&self) -> RetryHint {
         use Reason as R;
         match self {
-            R::UnknownAction | R::ToolCallIdTooLong | R::InvalidArguments => RetryHint::FixCall,
+            R::UnknownAction
+            | R::ToolCallIdTooLong
+            | R::TooManyCalls { .. }
+            | R::InvalidArguments => RetryHint::FixCall,
             R::ClassifierDenied | R::RewriteLoop => RetryHint::DoNotRetry,
             R::ModeRefused { .. } => RetryHint::WhenPersonReturns,
             _ => RetryHint::AskUser,
@@ -504,6 +516,9 @@ impl Reason {
         match self {
             R::UnknownAction => "no action has this id".into(),
             R::ToolCallIdTooLong => "the tool call id was too long".into(),
+            R::TooManyCalls { cap } => {
+                written!("the turn held more than {cap} calls; refused unread")
+            }
             R::InvalidArguments => "the arguments did not validate".into(),
             R::ScopeMissing { scope } => written!("the role lacks the scope `{scope}`"),
             R::PolicyFileBroken { line } => {
@@ -646,6 +661,9 @@ impl Reason {
                 format!("there is no action {name}; nothing was done. call only the tools listed")
             }
             R::ToolCallIdTooLong => format!("the tool call id is too long ({}); nothing was done", raw()),
+            R::TooManyCalls { cap } => format!(
+                "{name} was not run: at most {cap} tool calls are taken per turn. ask for fewer at a time"
+            ),
             R::InvalidArguments => format!("{name} was not run: {}", raw()),
             R::ScopeMissing { scope } => format!(
                 "{name} needs the scope {}, which the role {} does not hold; nothing was done",

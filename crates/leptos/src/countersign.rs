@@ -177,6 +177,26 @@ impl Countersign {
         }
     }
 
+    /// A call past the cap of `cap` per turn: refused unread by the gate, so the trail
+    /// names it too (one terminal record, `too_many_calls`).
+    pub(crate) fn refuse_over_cap(
+        &self,
+        call: Call,
+        cap: usize,
+    ) -> impl Future<Output = Settled> + 'static {
+        let refused = self.0.executor.refuse_over_cap(call, cap, now());
+        self.pump();
+        let rx = refused.ok().map(|id| self.wait(id));
+        async move {
+            match rx {
+                Some(rx) => rx
+                    .await
+                    .unwrap_or_else(|_| crate::driver::lost(CallId::default())),
+                None => crate::driver::lost(CallId::default()),
+            }
+        }
+    }
+
     /// The person edited a waiting call's arguments (raw JSON from the edit form). The
     /// edit approves nothing: arguments that do not validate change nothing and come
     /// back as [`EditError::Invalid`] for the form; otherwise the call carries on as a

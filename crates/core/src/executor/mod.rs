@@ -239,6 +239,18 @@ impl Executor {
         self.next(|state| Ok(state.submit(call, now)))
     }
 
+    /// Refuses, unread, a call the host will not take because the model's turn held more
+    /// than `cap` calls (`INVALID_ARGS`, `too_many_calls`). The trail still names it: one
+    /// terminal record, and its settlement is queued like any other's.
+    pub fn refuse_over_cap(
+        &self,
+        call: Call,
+        cap: usize,
+        now: Timestamp,
+    ) -> Result<CallId, Blocked> {
+        self.step(|state| state.refuse_over_cap(call, cap, now).call)
+    }
+
     /// Applies a person's ticket. The card is drawn again first: if it changed, nothing
     /// runs and the new card comes back ([`Step::Approval`]); otherwise the call may run.
     pub fn approve(&self, ticket: Ticket, now: Timestamp) -> Result<Step, TicketError> {

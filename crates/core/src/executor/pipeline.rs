@@ -10,6 +10,7 @@
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
 use crate::edit::EditDiff;
+use crate::outcome::Settled;
 use crate::policy::ApprovalPolicy;
 use crate::reason::Reason;
 use crate::time::Timestamp;
@@ -38,6 +39,20 @@ impl ExecutorState {
         let now = self.tick(now);
         let id = self.new_call_id();
         self.pipeline(id, call, now, now, 0, Origin::default())
+    }
+
+    /// Refuses, unread, a call past the host's cap of calls per turn: one record.
+    pub(crate) fn refuse_over_cap(&mut self, call: Call, cap: usize, now: Timestamp) -> Settled {
+        let now = self.tick(now);
+        let id = self.new_call_id();
+        let mut trace = AuditContext::arriving(id, &call, now);
+        trace.unvalidated(
+            &call.arguments,
+            &self.config.audit_key,
+            self.config.max_argument_bytes,
+        );
+        let stop = Stop::new(Reason::TooManyCalls { cap }, Decider::Host);
+        self.refuse_early(&trace, stop, now)
     }
 
     /// resolve → validate → scope → availability → decide, then ask, hand off or run.

@@ -211,6 +211,18 @@ fn refusals_carry_their_own_typed_reason() {
         .unwrap();
     let Step::Settled(s) = s else { panic!() };
     assert_eq!(s.outcome.reason(), Reason::ToolCallIdTooLong);
+    // A call past the host's cap per turn: refused unread, one record, nothing run.
+    let over = w
+        .exec
+        .refuse_over_cap(Call::new("tc-17", "ask", r#"{"name":"b"}"#), 16, at(0))
+        .unwrap();
+    let s = w.exec.drain_settled().pop().unwrap();
+    assert_eq!(s.call, over);
+    assert_eq!(s.outcome.reason(), Reason::TooManyCalls { cap: 16 });
+    assert_eq!(w.terminal(over).len(), 1);
+    assert_eq!(w.audit.for_call(over).len(), 1, "only the terminal record");
+    assert_eq!(w.terminal(over)[0].action, "ask");
+    assert!(w.runs().is_empty());
     // Away + an Ask card: mode_refused, hint when_person_returns, decided by the mode.
     w.exec.set_mode(Mode::Away).unwrap();
     let Step::Settled(s) = w.call("ask", r#"{"name":"a"}"#, 0) else {
@@ -250,6 +262,7 @@ fn every_reason_names_its_stage_code_and_hint() {
     let table: Vec<(Reason, S, Option<C>, H, &str)> = vec![
         (Reason::UnknownAction, S::Resolve, Some(C::UnknownAction), H::FixCall, "unknown_action"),
         (Reason::ToolCallIdTooLong, S::Validate, Some(C::InvalidArgs), H::FixCall, "tool_call_id_too_long"),
+        (Reason::TooManyCalls { cap: 16 }, S::Validate, Some(C::InvalidArgs), H::FixCall, "too_many_calls"),
         (Reason::InvalidArguments, S::Validate, Some(C::InvalidArgs), H::FixCall, "invalid_arguments"),
         (Reason::ScopeMissing { scope: "w".into() }, S::Scope, Some(C::ScopeMissing), H::AskUser, "scope_missing"),
         (Reason::PolicyFileBroken { line: 3 }, S::Scope, Some(C::PolicyDenied), H::AskUser, "policy_file_broken"),

@@ -307,10 +307,10 @@ impl Assistant {
                         cs.push_log(LogEntry::Assistant(text));
                     }
                     // One batch per turn: each item decided on its own, every result
-                    // back in call order once all have settled.
-                    let batch = calls
+                    // back in call order once all have settled. Calls past the cap are
+                    // refused unread, each with its record in the trail.
+                    let mut calls: Vec<Call> = calls
                         .iter()
-                        .take(MAX_CALLS_PER_TURN)
                         .map(|c| {
                             let call = Call::new(c.id.clone(), c.name.clone(), c.arguments.clone());
                             match &trace {
@@ -319,7 +319,11 @@ impl Assistant {
                             }
                         })
                         .collect();
-                    let results = cs.call_batch(batch).await;
+                    let over = calls.split_off(calls.len().min(MAX_CALLS_PER_TURN));
+                    let mut results = cs.call_batch(calls).await;
+                    for call in over {
+                        results.push(cs.refuse_over_cap(call, MAX_CALLS_PER_TURN).await);
+                    }
                     {
                         let mut history = self.0.history.borrow_mut();
                         // The results answer the calls as the history keeps them.
@@ -328,9 +332,6 @@ impl Assistant {
                                 call.id.clone(),
                                 settled.to_model_content(),
                             ));
-                        }
-                        for call in kept_calls.iter().skip(MAX_CALLS_PER_TURN) {
-                            history.push(ChatMessage::tool(call.id.clone(), over_the_cap()));
                         }
                     }
                     cs.save_history(&self.0.history.borrow());
@@ -362,20 +363,6 @@ fn kept(call: &ToolCall, cap: usize) -> ToolCall {
         name: short(&call.name),
         arguments,
     }
-}
-
-/// The answer for a call past [`MAX_CALLS_PER_TURN`]: it never reached the gate.
-fn over_the_cap() -> String {
-    serde_json::json!({
-        "ok": false,
-        "error": {
-            "code": "INVALID_ARGS",
-            "reason": "too_many_calls",
-            "message": format!("at most {MAX_CALLS_PER_TURN} tool calls are taken per turn; this one was not run. ask for fewer at a time"),
-            "retry": "fix_call",
-        }
-    })
-    .to_string()
 }
 
 /// The most a restored conversation may hold.

@@ -200,7 +200,7 @@ async fn an_unreachable_gateway_switches_to_the_offline_assistant_visibly_and_th
 }
 
 #[wasm_bindgen_test]
-async fn a_turn_with_too_many_calls_sends_only_the_first_sixteen_to_the_gate() {
+async fn a_turn_with_too_many_calls_runs_sixteen_and_records_every_refusal() {
     let calls: Vec<serde_json::Value> = (0..20)
         .map(|i| serde_json::json!({"id": format!("c{i}"), "type": "function", "function": {"name": "note", "arguments": format!(r#"{{"name":"n{i}"}}"#)}}))
         .collect();
@@ -217,5 +217,17 @@ async fn a_turn_with_too_many_calls_sends_only_the_first_sixteen_to_the_gate() {
         4,
         "the rest are answered, not run"
     );
+    // Every call the page answered is in the trail: one terminal record each.
+    let records = page.cs.audit().records();
+    for i in 0..20 {
+        let id = format!("c{i}");
+        let terminal: Vec<_> = records
+            .iter()
+            .filter(|r| r.tool_call_id == id && r.is_terminal())
+            .collect();
+        assert_eq!(terminal.len(), 1, "{id}");
+        let over = terminal[0].reason == countersign::Reason::TooManyCalls { cap: 16 };
+        assert_eq!(over, i >= 16, "{id}");
+    }
     assert!(page.text(".cs-log").contains("Noted."));
 }
