@@ -49,19 +49,28 @@ pub(crate) struct Shared {
     pub(crate) trust_script_clicks: bool,
     /// Where countersignatures are minted (`/v1/countersign`), if anywhere.
     pub(crate) countersign_endpoint: Option<String>,
-    /// The tab title and notifications while something waits.
-    pub(crate) attention: crate::attention::AttentionSlot,
     /// The model turns whose calls have not all settled.
     pub(crate) batches: RefCell<Vec<crate::batch::Batch>>,
     pub(crate) next_batch: std::cell::Cell<u64>,
-    /// The page's actions as WebMCP tools, when the browser offers WebMCP.
-    pub(crate) webmcp: crate::webmcp::WebMcpSlot,
-    pub(crate) mcp_relay: crate::mcp_relay::McpRelaySlot,
+    /// What follows the gate: the tab's attention, the WebMCP export, the MCP relay.
+    pub(crate) services: RefCell<Vec<Rc<dyn PageService>>>,
     /// Until when (host ms) yes-gestures are held back: an agent just withdrew the card
     /// on screen, so the one now under the person's pointer is not the one they read.
     pub(crate) hold_until_ms: std::cell::Cell<u64>,
     /// When each outside agent's waiting call came on screen (host ms).
     pub(crate) shown: RefCell<HashMap<CallId, u64>>,
+}
+
+/// A part of the page that follows the gate (the tab's attention, the WebMCP export, the
+/// MCP relay): after every step it brings what it shows or sends up to date. A new
+/// service is one module and one [`Countersign::add_service`] call.
+pub(crate) trait PageService: std::any::Any {
+    /// After every step of the gate.
+    fn after_step(self: Rc<Self>, cs: &Countersign);
+    /// The page is going away, or into the back/forward cache.
+    fn close(self: Rc<Self>, _cs: &Countersign) {}
+    /// The page came back from the back/forward cache.
+    fn reopen(self: Rc<Self>, _cs: &Countersign) {}
 }
 
 /// How many entries the dock's log keeps (the oldest go first).
@@ -85,6 +94,24 @@ impl std::fmt::Debug for Countersign {
 }
 
 impl Countersign {
+    /// Adds a service that follows the gate from the next step on.
+    pub(crate) fn add_service(&self, service: Rc<dyn PageService>) {
+        self.0.services.borrow_mut().push(service);
+    }
+
+    /// The services, in the order they were added.
+    pub(crate) fn services(&self) -> Vec<Rc<dyn PageService>> {
+        self.0.services.borrow().clone()
+    }
+
+    /// The service of type `T`, if the page has one.
+    pub(crate) fn service<T: PageService>(&self) -> Option<Rc<T>> {
+        self.services().into_iter().find_map(|service| {
+            let any: Rc<dyn std::any::Any> = service;
+            any.downcast::<T>().ok()
+        })
+    }
+
     /// The executor (registry, pipeline, tickets, grants).
     pub fn executor(&self) -> &Executor {
         &self.0.executor
@@ -117,7 +144,7 @@ impl Countersign {
         let submitted = self.0.executor.submit(call, now());
         let (id, rx) = match submitted {
             Ok(step) => {
-                let id = crate::driver::step_call(&step);
+                let id = step_call(&step);
                 self.handle(step);
                 (Some(id), Some(self.wait(id)))
             }
@@ -127,7 +154,7 @@ impl Countersign {
         self.pump();
         async move {
             match (id, rx) {
-                (Some(id), Some(rx)) => rx.await.unwrap_or_else(|_| crate::driver::lost(id)),
+                (Some(id), Some(rx)) => rx.await.unwrap_or_else(|_| lost(id)),
                 _ => Settled {
                     call: CallId::default(),
                     tool_call_id: "".into(),
@@ -170,9 +197,7 @@ impl Countersign {
             match rx.await {
                 Ok(results) => results,
                 // The page went away first: every item is reported as not done.
-                Err(_) => (0..count)
-                    .map(|_| crate::driver::lost(CallId::default()))
-                    .collect(),
+                Err(_) => (0..count).map(|_| lost(CallId::default())).collect(),
             }
         }
     }
@@ -189,10 +214,8 @@ impl Countersign {
         let rx = refused.ok().map(|id| self.wait(id));
         async move {
             match rx {
-                Some(rx) => rx
-                    .await
-                    .unwrap_or_else(|_| crate::driver::lost(CallId::default())),
-                None => crate::driver::lost(CallId::default()),
+                Some(rx) => rx.await.unwrap_or_else(|_| lost(CallId::default())),
+                None => lost(CallId::default()),
             }
         }
     }
@@ -204,7 +227,7 @@ impl Countersign {
     /// the original gets the new call's result.
     pub fn edit(&self, call: CallId, arguments: &str) -> Result<CallId, EditError> {
         let result = self.0.executor.edit(call, arguments, now()).map(|step| {
-            let to = crate::driver::step_call(&step);
+            let to = step_call(&step);
             self.moved(call, to);
             self.handle(step);
             to
@@ -264,7 +287,7 @@ impl Countersign {
         // A real event, not an object a script made up with `isTrusted: true`: the
         // native `timeStamp` getter refuses anything that is not an Event.
         let real = wasm_bindgen::JsCast::is_instance_of::<web_sys::Event>(event)
-            && crate::attention::is_real_event(event);
+            && crate::event_brand::is_real_event(event);
         if !((real && event.is_trusted()) || self.0.trust_script_clicks) {
             let _ = self.0.executor.refuse_synthetic(call, control, now());
             self.push_log(LogEntry::Notice(
@@ -536,5 +559,31 @@ impl Countersign {
     /// Whether the offline assistant is the one answering (the dock's badge).
     pub(crate) fn set_offline(&self, offline: bool) {
         self.0.dock.offline.set(offline);
+    }
+}
+
+/// The call a step is about.
+pub(crate) fn step_call(step: &countersign::Step) -> CallId {
+    match step {
+        countersign::Step::Settled(s) => s.call,
+        countersign::Step::Approval(card) => card.call,
+        countersign::Step::Handoff(view) => view.call,
+        countersign::Step::Question(view) => view.call,
+        countersign::Step::Perform(job) => job.call(),
+    }
+}
+
+/// What a waiter gets when the page went away before its call settled.
+pub(crate) fn lost(call: CallId) -> Settled {
+    Settled {
+        call,
+        tool_call_id: "".into(),
+        caller: countersign::Caller::Assistant,
+        action: "".into(),
+        outcome: countersign::Outcome::Refused(countersign::outcome::Refusal::of(
+            countersign::Reason::PageClosed,
+            "",
+        )),
+        edited: None,
     }
 }

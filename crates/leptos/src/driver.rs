@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use countersign::{CallId, Outcome, Settled, Step};
+use countersign::{CallId, Settled, Step};
 use futures_channel::oneshot;
 use leptos::prelude::*;
 
@@ -80,12 +80,12 @@ impl Countersign {
             }
         }
         dock.now_ms.set(now().as_millis());
-        self.update_attention();
         self.note_activity();
         self.rearm();
         self.0.shipping.ship();
-        crate::webmcp::sync(self);
-        crate::mcp_relay::sync(self);
+        for service in self.services() {
+            service.after_step(self);
+        }
     }
 
     /// A person's edit moved a call: whoever waited for `from` now waits for `to`.
@@ -120,7 +120,7 @@ impl Countersign {
                 continue;
             };
             any = true;
-            let call = step_call(&step);
+            let call = crate::countersign::step_call(&step);
             if let Some(batch) = self.0.batches.borrow_mut().iter_mut().find(|b| b.id == id) {
                 batch.started(index, call);
             }
@@ -242,35 +242,12 @@ impl Countersign {
 
     /// Settles every live call (the page is going away) and stops the timers.
     pub(crate) fn shutdown(&self) {
-        crate::webmcp::close(self);
-        crate::mcp_relay::close(self);
+        for service in self.services() {
+            service.close(self);
+        }
         self.0.executor.shutdown(now());
         self.pump();
         *self.0.timer.borrow_mut() = None;
         *self.0.ticker.borrow_mut() = None;
-    }
-}
-
-pub(crate) fn step_call(step: &Step) -> CallId {
-    match step {
-        Step::Settled(s) => s.call,
-        Step::Approval(card) => card.call,
-        Step::Handoff(view) => view.call,
-        Step::Question(view) => view.call,
-        Step::Perform(job) => job.call(),
-    }
-}
-
-pub(crate) fn lost(call: CallId) -> Settled {
-    Settled {
-        call,
-        tool_call_id: "".into(),
-        caller: countersign::Caller::Assistant,
-        action: "".into(),
-        outcome: Outcome::Refused(countersign::outcome::Refusal::of(
-            countersign::Reason::PageClosed,
-            "",
-        )),
-        edited: None,
     }
 }

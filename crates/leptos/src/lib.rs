@@ -11,6 +11,7 @@ mod countersigner;
 mod dock;
 mod dock_state;
 mod driver;
+mod event_brand;
 mod grant_store;
 mod highlight;
 mod http;
@@ -44,6 +45,8 @@ pub use provider::{
     provide_countersign, use_countersign, CountersignContext, CountersignOptions, ProvideError,
     READ_PAGE_STATE,
 };
-pub use use_action::{use_action, use_action_with_options, UseActionOptions, UseActionReturn};
+pub use use_action::{
+    use_action, use_action_with_options, Registered, UseActionOptions, UseActionReturn,
+};
 pub use use_page_state::use_page_state;
 pub use use_target::{use_target, use_target_ref};

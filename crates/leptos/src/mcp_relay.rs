@@ -21,7 +21,7 @@ use leptos::prelude::{GetUntracked, Set};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsCast;
 
-use crate::countersign::{Countersign, Shared};
+use crate::countersign::{Countersign, PageService, Shared};
 
 /// How often availability is read again while paired (ms).
 const POLL_MS: u32 = 500;
@@ -75,8 +75,6 @@ pub(crate) struct McpRelay {
     /// The page is going (or gone to the back/forward cache): no reconnecting.
     closing: Cell<bool>,
 }
-
-pub(crate) type McpRelaySlot = RefCell<Option<Rc<McpRelay>>>;
 
 /// A socket event handler.
 type Handler = Closure<dyn FnMut(web_sys::Event)>;
@@ -165,7 +163,7 @@ pub(crate) fn start(cs: &Countersign, base: String) {
         backoff_ms: Cell::new(1_000),
         closing: Cell::new(false),
     });
-    *cs.0.mcp_relay.borrow_mut() = Some(relay);
+    cs.add_service(Rc::clone(&relay) as Rc<dyn PageService>);
     let Some(health) = health else {
         open(cs);
         return;
@@ -210,7 +208,7 @@ fn with_relay(weak: &Weak<Shared>, f: impl FnOnce(&Countersign, &Rc<McpRelay>)) 
         return;
     };
     let cs = Countersign(shared);
-    let relay = cs.0.mcp_relay.borrow().clone();
+    let relay = cs.service::<McpRelay>();
     if let Some(relay) = relay {
         f(&cs, &relay);
     }
@@ -237,7 +235,7 @@ fn handler(
 
 /// Opens the socket (at start, after a drop, and back from the back/forward cache).
 fn open(cs: &Countersign) {
-    let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
+    let Some(relay) = cs.service::<McpRelay>() else {
         return;
     };
     if relay.closing.get() || relay.socket.borrow().is_some() {
@@ -304,8 +302,8 @@ fn dropped(cs: &Countersign, relay: &Rc<McpRelay>, code: Option<u16>) {
 
 /// The page is going: close the socket, which tells the gateway at once, so an MCP
 /// client's next call gets "no page" rather than waiting on a page that is gone.
-pub(crate) fn close(cs: &Countersign) {
-    let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
+fn close(cs: &Countersign) {
+    let Some(relay) = cs.service::<McpRelay>() else {
         return;
     };
     relay.closing.set(true);
@@ -319,8 +317,8 @@ pub(crate) fn close(cs: &Countersign) {
 }
 
 /// Back from the back/forward cache: open the relay again.
-pub(crate) fn reopen(cs: &Countersign) {
-    let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
+fn reopen(cs: &Countersign) {
+    let Some(relay) = cs.service::<McpRelay>() else {
         return;
     };
     if relay.closing.replace(false) {
@@ -338,7 +336,7 @@ fn withdraw_live(cs: &Countersign, relay: &McpRelay) {
 }
 
 fn received(cs: &Countersign, event: Event) {
-    let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
+    let Some(relay) = cs.service::<McpRelay>() else {
         return;
     };
     match event {
@@ -429,8 +427,8 @@ fn received(cs: &Countersign, event: Event) {
 }
 
 /// Sends the tools the projection shows MCP callers, when they changed.
-pub(crate) fn sync(cs: &Countersign) {
-    let Some(relay) = cs.0.mcp_relay.borrow().clone() else {
+fn sync(cs: &Countersign) {
+    let Some(relay) = cs.service::<McpRelay>() else {
         return;
     };
     if cs.0.dock.pairing.get_untracked().is_none() {
@@ -533,5 +531,19 @@ impl std::fmt::Debug for McpRelay {
         f.debug_struct("McpRelay")
             .field("base", &self.base)
             .finish_non_exhaustive()
+    }
+}
+
+impl PageService for McpRelay {
+    fn after_step(self: Rc<Self>, cs: &Countersign) {
+        sync(cs);
+    }
+
+    fn close(self: Rc<Self>, cs: &Countersign) {
+        close(cs);
+    }
+
+    fn reopen(self: Rc<Self>, cs: &Countersign) {
+        reopen(cs);
     }
 }

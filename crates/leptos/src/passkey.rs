@@ -64,7 +64,7 @@ impl Countersign {
     ) {
         let event: &web_sys::Event = event.as_ref();
         let real = wasm_bindgen::JsCast::is_instance_of::<web_sys::Event>(event)
-            && crate::attention::is_real_event(event);
+            && crate::event_brand::is_real_event(event);
         if !((real && event.is_trusted()) || self.trusts_script_clicks()) {
             return;
         }

@@ -197,13 +197,11 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         activity_seen: std::cell::Cell::new(0),
         batches: RefCell::default(),
         next_batch: std::cell::Cell::new(0),
-        webmcp: RefCell::default(),
-        mcp_relay: RefCell::default(),
+        services: RefCell::default(),
         hold_until_ms: std::cell::Cell::new(0),
         shown: RefCell::default(),
         pending_store: RefCell::default(),
         restored: RefCell::default(),
-        attention: RefCell::default(),
         trust_script_clicks: options.trust_script_clicks,
         countersign_endpoint: options.countersign_endpoint,
     }));
@@ -217,8 +215,8 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
             .record_trail_gap(gap.first_seq, gap.last_seq, gap.unconfirmed, now())
             .ok()
     });
-    cs.watch_visibility();
-    crate::attention::remember_event_brand();
+    crate::attention::start(&cs);
+    crate::event_brand::remember_event_brand();
     if let Some(key) = options.keep_pending {
         cs.keep_pending(format!("{key}:{role_key}"));
     }
@@ -279,8 +277,9 @@ fn settle_on_pagehide(cs: &Countersign) {
                     store.thaw();
                 }
                 let cs = Countersign(shared);
-                crate::webmcp::reopen(&cs);
-                crate::mcp_relay::reopen(&cs);
+                for service in cs.services() {
+                    service.reopen(&cs);
+                }
                 cs.pump();
             }
         },

@@ -86,7 +86,7 @@ impl Countersign {
                 match exec.restore_pending(pending, now()) {
                     Ok(Step::Settled(settled)) => Some(Err(settled)),
                     Ok(step) => {
-                        let call = crate::driver::step_call(&step);
+                        let call = crate::countersign::step_call(&step);
                         self.handle(step);
                         Some(Ok(call))
                     }

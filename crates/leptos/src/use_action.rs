@@ -29,9 +29,19 @@ impl UseActionOptions {
 pub struct UseActionReturn {
     /// The action's id.
     pub id: String,
-    /// Whether it was registered. `false` without a provider, or when the declaration
-    /// was refused (the reason is logged to the console); the model then cannot call it.
-    pub registered: bool,
+    /// Whether it was registered, and why not (also logged to the console).
+    pub registered: Registered,
+}
+
+/// Whether [`use_action`] registered the action. Unless it did, the model cannot call it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Registered {
+    /// Registered while the component is mounted.
+    Yes,
+    /// No `provide_countersign` above the component.
+    NoProvider,
+    /// The declaration was refused, for this reason.
+    Refused(String),
 }
 
 /// Registers `action` while the calling component is mounted.
@@ -74,7 +84,7 @@ where
         );
         return UseActionReturn {
             id,
-            registered: false,
+            registered: Registered::NoProvider,
         };
     };
     match cs.executor().register(action) {
@@ -92,14 +102,14 @@ where
             });
             UseActionReturn {
                 id,
-                registered: true,
+                registered: Registered::Yes,
             }
         }
         Err(e) => {
             leptos::logging::error!("countersign: {e}");
             UseActionReturn {
                 id,
-                registered: false,
+                registered: Registered::Refused(e.to_string()),
             }
         }
     }

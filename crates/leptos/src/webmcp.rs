@@ -19,7 +19,7 @@ use js_sys::{Function, Object, Promise, Reflect, JSON};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 
-use crate::countersign::{Countersign, Shared};
+use crate::countersign::{Countersign, PageService, Shared};
 
 /// How often availability is read again while tools are exported (ms).
 const POLL_MS: u32 = 500;
@@ -51,8 +51,6 @@ struct Exported {
     _execute: Closure<dyn FnMut(JsValue, JsValue) -> Promise>,
 }
 
-pub(crate) type WebMcpSlot = RefCell<Option<Rc<WebMcp>>>;
-
 /// The browser's `ModelContext` with a callable `registerTool`, if it has one:
 /// `document.modelContext`, else `navigator.modelContext`.
 fn model_context() -> Option<(Object, Function)> {
@@ -77,7 +75,7 @@ pub(crate) fn start(cs: &Countersign) {
     let Some((context, register)) = model_context() else {
         return;
     };
-    *cs.0.webmcp.borrow_mut() = Some(Rc::new(WebMcp {
+    cs.add_service(Rc::new(WebMcp {
         context,
         register,
         tools: RefCell::default(),
@@ -90,8 +88,8 @@ pub(crate) fn start(cs: &Countersign) {
 }
 
 /// Brings the registered tools in step with what the projection shows a browser agent.
-pub(crate) fn sync(cs: &Countersign) {
-    let Some(export) = cs.0.webmcp.borrow().clone() else {
+fn sync(cs: &Countersign) {
+    let Some(export) = cs.service::<WebMcp>() else {
         return;
     };
     if export.closed.get() {
@@ -143,8 +141,8 @@ pub(crate) fn sync(cs: &Countersign) {
 }
 
 /// Unregisters every tool and stops the export (the page is going away).
-pub(crate) fn close(cs: &Countersign) {
-    let Some(export) = cs.0.webmcp.borrow().clone() else {
+fn close(cs: &Countersign) {
+    let Some(export) = cs.service::<WebMcp>() else {
         return;
     };
     export.closed.set(true);
@@ -156,8 +154,8 @@ pub(crate) fn close(cs: &Countersign) {
 }
 
 /// The page came back from the back/forward cache: export again.
-pub(crate) fn reopen(cs: &Countersign) {
-    let Some(export) = cs.0.webmcp.borrow().clone() else {
+fn reopen(cs: &Countersign) {
+    let Some(export) = cs.service::<WebMcp>() else {
         return;
     };
     if !export.closed.replace(false) {
@@ -372,4 +370,18 @@ fn withdraw_on_abort(
         &options,
     );
     (signal, on_abort)
+}
+
+impl PageService for WebMcp {
+    fn after_step(self: Rc<Self>, cs: &Countersign) {
+        sync(cs);
+    }
+
+    fn close(self: Rc<Self>, cs: &Countersign) {
+        close(cs);
+    }
+
+    fn reopen(self: Rc<Self>, cs: &Countersign) {
+        reopen(cs);
+    }
 }

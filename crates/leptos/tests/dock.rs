@@ -72,3 +72,6 @@ mod webmcp;
 
 #[path = "dock/mcp_relay.rs"]
 mod mcp_relay;
+
+#[path = "dock/registration.rs"]
+mod registration;

@@ -9,6 +9,7 @@ use leptos::ev::KeyboardEvent;
 use leptos::html;
 use leptos::prelude::*;
 
+use super::edit_form::Editor;
 use super::revealed::{arguments_view, revealed, Shape};
 use crate::countersign::Countersign;
 use crate::i18n::Strings;
@@ -88,25 +89,6 @@ pub(crate) fn ApprovalQueue(
             {card_view(cs, strings, card, place, reason, card_ref, dock.now_ms, editor)}
             {move || super::batch_allow::offer(dock, current.get()).map(|cards| super::batch_allow::view(cs, strings, cards))}
         })
-    }
-}
-
-/// The edit form's state, shared by the queue and the card on screen.
-#[derive(Clone, Copy)]
-pub(crate) struct Editor {
-    /// The call whose edit form is open.
-    pub(crate) editing: RwSignal<Option<CallId>>,
-    /// The card to show next (the one an edit made).
-    pub(crate) prefer: RwSignal<Option<CallId>>,
-}
-
-impl Editor {
-    /// The form closed: `Some(call)` when the edit became that call.
-    pub(crate) fn done(self, to: Option<CallId>) {
-        self.editing.set(None);
-        if to.is_some() {
-            self.prefer.set(to);
-        }
     }
 }
 

@@ -32,6 +32,25 @@ struct Field {
 }
 
 /// The fields of a flat params schema, or `None` when the form cannot express it.
+/// The edit form's state, shared by the queue and the card on screen.
+#[derive(Clone, Copy)]
+pub(crate) struct Editor {
+    /// The call whose edit form is open.
+    pub(crate) editing: RwSignal<Option<CallId>>,
+    /// The card to show next (the one an edit made).
+    pub(crate) prefer: RwSignal<Option<CallId>>,
+}
+
+impl Editor {
+    /// The form closed: `Some(call)` when the edit became that call.
+    pub(crate) fn done(self, to: Option<CallId>) {
+        self.editing.set(None);
+        if to.is_some() {
+            self.prefer.set(to);
+        }
+    }
+}
+
 fn fields_of(schema: &Value) -> Option<Vec<Field>> {
     let properties = schema.get("properties")?.as_object()?;
     let required: Vec<&str> = schema
@@ -126,7 +145,7 @@ pub(crate) fn edit_form(
     cs: StoredValue<Countersign, LocalStorage>,
     strings: &'static Strings,
     card: &ApprovalRequest,
-    editor: super::approval_queue::Editor,
+    editor: Editor,
 ) -> impl IntoView {
     let done = move |to: Option<CallId>| editor.done(to);
     let action = StoredValue::new(card.action.clone());

@@ -37,7 +37,7 @@ fn NotifySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl Into
                     (false, Some(false)) => view! { <span role="status">{strings.notify_denied}</span> }.into_any(),
                     _ => view! {
                         <button type="button" class="cs-btn cs-btn--link cs-notify-on" on:click=move |_| {
-                            cs.with_value(crate::Countersign::turn_notifications_on);
+                            cs.with_value(|cs| crate::attention::turn_notifications_on(cs.0.dock));
                         }>{strings.notify_setting}</button>
                     }.into_any(),
                 }}
