@@ -8,12 +8,11 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use countersign::{
-    question::AnswerError, ticket::EditError, ticket::GrantId, ticket::TicketError, Action,
+    question::AnswerError, ticket::EditError, ticket::GrantId, ticket::TicketError,
     ApprovalRequest, Call, CallId, Executor, Gesture, MemoryAudit, Outcome, Settled,
 };
 use futures_channel::oneshot;
 use leptos::prelude::*;
-use schemars::JsonSchema;
 use serde_json::{Map, Value};
 
 use crate::audit_ship::{Shipping, ShippingStatus};
@@ -449,20 +448,6 @@ impl Countersign {
         let revoked = self.0.executor.revoke(grant).unwrap_or(false);
         self.pump();
         revoked
-    }
-
-    /// Registers an action for the page's whole life (not tied to a component).
-    pub fn register_static<P>(
-        &self,
-        action: Action<P>,
-    ) -> Result<(), countersign::executor::RegisterError>
-    where
-        P: serde::de::DeserializeOwned + JsonSchema + Clone + 'static,
-    {
-        let reg = self.0.executor.register(action)?;
-        self.0.builtins.borrow_mut().push(reg);
-        self.pump();
-        Ok(())
     }
 
     /// The element registered under target `name`, if it is mounted.
