@@ -3,6 +3,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod package;
 mod split;
 
 use std::env;
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
         "bench" => bench::bench(rest),
         "serve" => setup().and_then(|()| serve()),
         "size" => setup().and_then(|()| size()),
+        "package" => package::package(),
         // Run by trunk (Trunk.toml's post_build hook), not by hand.
         "split" => split::split(),
         _ => {
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
             println!("  test   setup, then fmt, clippy (native and wasm32), docs and every test");
             println!("  bench  run the benchmarks (extra arguments go to criterion)");
             println!("  serve  run the main job: the tutorial on http://localhost:8080/");
+            println!("  package  check and package the four published crates (no second build)");
             println!(
                 "  size   build the tutorial and a bare Leptos counter for release; compare sizes"
             );
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
             };
         }
     };
+    print_phases();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -113,14 +117,43 @@ fn cargo() -> Command {
 
 fn run(what: &str, mut c: Command) -> Result {
     println!("\n==> {what}");
-    let status = c
-        .status()
-        .map_err(|e| format!("{what}: could not start ({e})"))?;
+    let started = std::time::Instant::now();
+    let status = c.status();
+    PHASES.with(|p| p.borrow_mut().push((what.to_owned(), started.elapsed())));
+    let status = status.map_err(|e| format!("{what}: could not start ({e})"))?;
     if status.success() {
         Ok(())
     } else {
         Err(format!("{what}: failed ({status})"))
     }
+}
+
+thread_local! {
+    /// Each command [`run`] ran, with how long it took.
+    static PHASES: std::cell::RefCell<Vec<(String, std::time::Duration)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Prints how long each phase took, and the total.
+fn print_phases() {
+    PHASES.with(|phases| {
+        let phases = phases.borrow();
+        if phases.is_empty() {
+            return;
+        }
+        println!("\n==> time by phase");
+        let mut total = std::time::Duration::ZERO;
+        for (what, took) in phases.iter() {
+            total += *took;
+            let short: String = what.chars().take(70).collect();
+            println!("{:>8.1} s  {short}", took.as_secs_f64());
+        }
+        println!(
+            "{:>8.1} s  in all ({:.1} min)",
+            total.as_secs_f64(),
+            total.as_secs_f64() / 60.0
+        );
+    });
 }
 
 /// The first line a tool prints for `--version`, or `None` if it is not there.
@@ -395,62 +428,13 @@ fn test() -> Result {
     c.args(["test", "--workspace", "--exclude", "countersign-e2e"]);
     run("native tests, doctests included", c)?;
 
-    // The published crates build from their packages: metadata, included files, READMEs.
-    // Cargo verifies them against a local registry of the packages, whose extracted
-    // sources it keeps by version: a copy left from an earlier run (same version, older
-    // code) would be built instead of this one, so those copies go first.
-    forget_packaged_sources(&PUBLISHED);
-    // Cargo also keeps what it compiled from those packages keyed by version alone.
-    let mut c = cargo();
-    c.args(["clean", "--quiet"]);
-    for name in PUBLISHED {
-        c.args(["-p", name]);
-    }
-    run("forget builds of earlier packages", c)?;
-    let mut c = cargo();
-    c.args(["package", "--allow-dirty"]);
-    for name in PUBLISHED {
-        c.args(["-p", name]);
-    }
-    run(
-        "cargo package (the four published crates build from their packages)",
-        c,
-    )?;
+    package::package()?;
 
     browser_tests()?;
     end_to_end()?;
 
     println!("\n==> all checks passed");
     Ok(())
-}
-
-/// The crates published to crates.io, in dependency order.
-const PUBLISHED: [&str; 4] = [
-    "countersign",
-    "countersign-leptos",
-    "countersign-verify",
-    "countersign-gateway",
-];
-
-/// Removes extracted sources of `crates` (this workspace's version) that earlier
-/// `cargo package` runs left in cargo's registry cache.
-fn forget_packaged_sources(crates: &[&str]) {
-    let version = env!("CARGO_PKG_VERSION");
-    let src = cargo_bin_dir()
-        .parent()
-        .map(|home| home.join("registry").join("src"))
-        .unwrap_or_default();
-    let Ok(registries) = std::fs::read_dir(&src) else {
-        return;
-    };
-    for registry in registries.flatten() {
-        for name in crates {
-            let stale = registry.path().join(format!("{name}-{version}"));
-            if stale.is_dir() {
-                let _ = std::fs::remove_dir_all(&stale);
-            }
-        }
-    }
 }
 
 /// wasm-bindgen-test in headless Chromium (the runner reads each crate's webdriver.json).
