@@ -46,6 +46,7 @@ fn main() -> ExitCode {
         "serve" => setup().and_then(|()| serve()),
         "size" => setup().and_then(|()| size()),
         "package" => package::package(),
+        "e2e" => setup().and_then(|()| end_to_end()),
         // Run by trunk (Trunk.toml's post_build hook), not by hand.
         "split" => split::split(),
         _ => {
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
             println!("  bench  run the benchmarks (extra arguments go to criterion)");
             println!("  serve  run the main job: the tutorial on http://localhost:8080/");
             println!("  package  check and package the four published crates (no second build)");
+            println!("  e2e    the tutorial's end-to-end scenarios only (release build, Chromium, gateway)");
             println!(
                 "  size   build the tutorial and a bare Leptos counter for release; compare sizes"
             );
