@@ -33,10 +33,15 @@ const CREATE: [&str; 2] = [
 /// which it is kept; taking one is a single atomic insert, refused on conflict. When the
 /// database cannot be reached, tokens are refused ([`Spent::Unavailable`]), never
 /// accepted on doubt.
-#[derive(Debug)]
 pub struct PgSpentTokens {
     pool: PgPool,
     takes: AtomicU64,
+}
+
+impl std::fmt::Debug for PgSpentTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgSpentTokens(..)")
+    }
 }
 
 /// PostgreSQL could not be reached or set up (the cause, said without the URL: it may
@@ -64,12 +69,16 @@ impl PgSpentTokens {
     /// Commits are durable whatever the server's default (`synchronous_commit = on`); a
     /// statement or a wait for a connection takes at most 5 s.
     pub async fn connect(url: &str) -> Result<Self, PgUnavailable> {
+        let not_postgres = || {
+            PgUnavailable(
+                "not a PostgreSQL URL (postgres://user:password@host:port/database)".into(),
+            )
+        };
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(not_postgres());
+        }
         let options = PgConnectOptions::from_str(url)
-            .map_err(|_| {
-                PgUnavailable(
-                    "not a PostgreSQL URL (postgres://user:password@host:port/database)".into(),
-                )
-            })?
+            .map_err(|_| not_postgres())?
             .application_name("countersign-verify")
             .options([("synchronous_commit", "on"), ("statement_timeout", "5s")]);
         let pool = PgPoolOptions::new()

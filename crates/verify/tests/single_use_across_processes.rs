@@ -36,7 +36,7 @@ const ISSUER: &str = "countersign-gateway";
 /// A scenario, run against the one cluster.
 type Test = fn(&Cluster);
 
-const TESTS: [(&str, Test); 4] = [
+const TESTS: [(&str, Test); 5] = [
     (
         "a_token_is_accepted_once_by_two_processes_and_after_a_restart",
         a_token_is_accepted_once_by_two_processes_and_after_a_restart,
@@ -48,6 +48,10 @@ const TESTS: [(&str, Test); 4] = [
     (
         "expired_ids_are_pruned_and_live_ones_kept",
         expired_ids_are_pruned_and_live_ones_kept,
+    ),
+    (
+        "a_url_that_is_not_postgres_or_leads_nowhere_is_said_without_secrets",
+        a_url_that_is_not_postgres_or_leads_nowhere_is_said_without_secrets,
     ),
     (
         "a_database_that_is_down_refuses_tokens_and_spends_none",
@@ -246,6 +250,30 @@ fn expired_ids_are_pruned_and_live_ones_kept(pg: &Cluster) {
             Err(Spent::Replayed)
         );
         assert_eq!(store.take(&old, now - 7200, now).await, Ok(()));
+    });
+}
+
+fn a_url_that_is_not_postgres_or_leads_nowhere_is_said_without_secrets(_: &Cluster) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let refused = PgSpentTokens::connect("mysql://app:hunter2@127.0.0.1/app")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("not a PostgreSQL URL"), "{refused}");
+        // A port nobody listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("postgres://app:hunter2@127.0.0.1:{port}/app");
+        let refused = PgSpentTokens::connect(&url).await.unwrap_err().to_string();
+        assert!(
+            refused.starts_with("the record of spent tokens in PostgreSQL is unavailable: "),
+            "{refused}"
+        );
+        assert!(!refused.contains("hunter2"), "{refused}");
     });
 }
 

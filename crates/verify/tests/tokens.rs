@@ -432,3 +432,22 @@ async fn a_passkey_token_names_its_credential_and_its_role_is_checked() {
         .unwrap();
     assert_eq!(got.passkey.as_deref(), Some("Y3JlZGVudGlhbA"));
 }
+
+#[tokio::test]
+async fn an_unreachable_store_answers_503_and_keeps_its_cause_to_the_backend() {
+    use axum::response::IntoResponse as _;
+    use http_body_util::BodyExt as _;
+    let refused = VerifyError::Unavailable("PostgreSQL: password authentication failed".into());
+    assert!(refused
+        .to_string()
+        .contains("password authentication failed"));
+    let response = refused.into_response();
+    assert_eq!(response.status(), 503);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["error"]["code"], "unavailable");
+    assert!(
+        !body.to_string().contains("PostgreSQL"),
+        "the cause reached the client: {body}"
+    );
+}
