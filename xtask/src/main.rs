@@ -198,8 +198,9 @@ fn setup() -> Result {
         apt_install(&missing)?;
     }
 
-    // The PostgreSQL server for the gateway's replica tests and audit benchmark: each
-    // creates its own throw-away cluster with initdb/pg_ctl.
+    // The PostgreSQL server for the gateway's replica tests, the verifier's tests across
+    // processes and the audit benchmark: each creates its own throw-away cluster with
+    // initdb/pg_ctl.
     if postgres_server().is_some() {
         println!("ok: PostgreSQL server (initdb, pg_ctl)");
     } else {
@@ -372,6 +373,10 @@ fn locked_version(name: &str) -> Result<Option<String>> {
     Ok(None)
 }
 
+/// Features off by default that the native checks and tests cover too: the verifier's
+/// PostgreSQL record of spent tokens (its tests start their own cluster).
+const EXTRA_FEATURES: &str = "countersign-verify/postgres";
+
 fn test() -> Result {
     let mut c = cargo();
     c.args(["fmt", "--all", "--check"]);
@@ -382,6 +387,8 @@ fn test() -> Result {
         "clippy",
         "--workspace",
         "--all-targets",
+        "--features",
+        EXTRA_FEATURES,
         "--",
         "-D",
         "warnings",
@@ -422,12 +429,25 @@ fn test() -> Result {
     )?;
 
     let mut c = cargo();
-    c.args(["doc", "--workspace", "--no-deps"])
-        .env("RUSTDOCFLAGS", "-D warnings");
+    c.args([
+        "doc",
+        "--workspace",
+        "--no-deps",
+        "--features",
+        EXTRA_FEATURES,
+    ])
+    .env("RUSTDOCFLAGS", "-D warnings");
     run("cargo doc (every public item documented, links resolve)", c)?;
 
     let mut c = cargo();
-    c.args(["test", "--workspace", "--exclude", "countersign-e2e"]);
+    c.args([
+        "test",
+        "--workspace",
+        "--exclude",
+        "countersign-e2e",
+        "--features",
+        EXTRA_FEATURES,
+    ]);
     run("native tests, doctests included", c)?;
 
     package::package()?;

@@ -102,6 +102,7 @@ async fn a_minted_token_is_recorded_first_and_checks_out_under_the_published_key
         .unwrap();
     let claims = verifier
         .verify_now(token, &Expected::call("archive_workspace", &json!({})))
+        .await
         .unwrap();
     assert_eq!(claims.call, 3);
     assert_eq!(&*claims.tool_call_id, "call_abc");
@@ -253,6 +254,7 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
                 answer["countersignature"].as_str().unwrap(),
                 &Expected::call("save_workspace_name", &args),
             )
+            .await
             .unwrap();
         let MintRequest {
             call,

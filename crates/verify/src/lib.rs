@@ -2,6 +2,8 @@
 
 mod claims;
 mod jwk;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod replay;
 mod sign;
 mod token;
@@ -10,6 +12,9 @@ mod web;
 
 pub use claims::{ApprovedBy, Claims, Presence};
 pub use jwk::{Jwk, JwkSet, JwksError};
+#[cfg(feature = "postgres")]
+pub use postgres::{PgSpentTokens, PgUnavailable};
+pub use replay::{MemorySpentTokens, Spent, SpentTokens};
 pub use sign::Signer;
 pub use token::{Expected, Verifier, VerifyError, MAX_TOKEN_BYTES, TOKEN_TYPE};
 #[cfg(feature = "axum")]

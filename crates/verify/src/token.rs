@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::claims::{Claims, Presence};
 use crate::jwk::{JwkSet, JwksError};
-use crate::replay::{ReplayCache, Spent};
+use crate::replay::{MemorySpentTokens, Spent, SpentTokens};
 
 /// base64url without padding, canonical only (no padding, no stray bits).
 pub(crate) const B64: GeneralPurpose = GeneralPurpose::new(
@@ -108,9 +108,14 @@ pub enum VerifyError {
     /// Used before.
     #[error("the token was already used")]
     Replayed,
-    /// The replay cache is full of unexpired ids: refused rather than forgetting one.
+    /// The in-memory store of spent ids is full of unexpired ones: refused rather than
+    /// forgetting one.
     #[error("too many tokens in flight; try again shortly")]
     Busy,
+    /// The store of spent ids cannot be reached (the cause follows): the token was not
+    /// accepted, and not spent.
+    #[error("the record of spent tokens is unavailable, so the token was not accepted: {0}")]
+    Unavailable(String),
 }
 
 impl VerifyError {
@@ -132,6 +137,7 @@ impl VerifyError {
             VerifyError::WrongRole => "wrong_role",
             VerifyError::Replayed => "replayed",
             VerifyError::Busy => "busy",
+            VerifyError::Unavailable(_) => "unavailable",
         }
     }
 }
@@ -145,27 +151,55 @@ struct Header {
 }
 
 /// Checks countersignatures: the keys it trusts, the issuer, the clock leeway, the
-/// longest lifetime, and a replay cache that makes each token single use. Share one
+/// longest lifetime, and the store of spent ids `S` that makes each token single use
+/// (this process's memory unless [`Verifier::spent_tokens`] says otherwise). Share one
 /// (`Arc`) across requests.
 #[derive(Debug)]
-pub struct Verifier {
+pub struct Verifier<S = MemorySpentTokens> {
     keys: Vec<(String, VerifyingKey)>,
     issuer: String,
     leeway_secs: u64,
     max_lifetime_secs: u64,
-    replay: ReplayCache,
+    spent: S,
 }
 
 impl Verifier {
     /// A verifier for tokens from `issuer`, trusting no key yet. Defaults: 5 s of clock
-    /// leeway, lifetimes up to 10 minutes, up to 100,000 unexpired tokens remembered.
+    /// leeway, lifetimes up to 10 minutes, spent ids kept in memory (up to 100,000
+    /// unexpired ones).
     pub fn new(issuer: impl Into<String>) -> Self {
         Self {
             keys: Vec::new(),
             issuer: issuer.into(),
             leeway_secs: 5,
             max_lifetime_secs: 600,
-            replay: ReplayCache::new(100_000, 5),
+            spent: MemorySpentTokens::default(),
+        }
+    }
+
+    /// Remembers at most `n` unexpired token ids; past that, new tokens are refused
+    /// ([`VerifyError::Busy`]) rather than an id forgotten early.
+    pub fn remember_at_most(mut self, n: usize) -> Self {
+        self.spent = MemorySpentTokens::new(n);
+        self
+    }
+
+    /// How many token ids are remembered now.
+    pub fn remembered(&self) -> usize {
+        self.spent.len()
+    }
+}
+
+impl<S> Verifier<S> {
+    /// Keeps spent token ids in `store` instead: a store shared by every replica makes a
+    /// token single use across all of them, and across restarts.
+    pub fn spent_tokens<T: SpentTokens>(self, store: T) -> Verifier<T> {
+        Verifier {
+            keys: self.keys,
+            issuer: self.issuer,
+            leeway_secs: self.leeway_secs,
+            max_lifetime_secs: self.max_lifetime_secs,
+            spent: store,
         }
     }
 
@@ -189,49 +223,47 @@ impl Verifier {
         Ok(self)
     }
 
-    /// Remembers at most `n` unexpired token ids; past that, new tokens are refused
-    /// ([`VerifyError::Busy`]) rather than an id forgotten early.
-    pub fn remember_at_most(mut self, n: usize) -> Self {
-        self.replay = ReplayCache::new(n, self.leeway_secs);
-        self
-    }
-
     /// Sets the clock leeway.
     pub fn leeway_secs(mut self, secs: u64) -> Self {
         self.leeway_secs = secs;
-        self.replay.leeway = secs;
         self
     }
+}
 
-    /// How many token ids are remembered now.
-    pub fn remembered(&self) -> usize {
-        self.replay.len()
-    }
-
+impl<S: SpentTokens> Verifier<S> {
     /// Checks `token` for `expected` at `now` (seconds since the Unix epoch) and, if it
-    /// holds, spends it: the same token is refused from then on.
-    pub fn verify(
+    /// holds, spends it: the same token is refused from then on, as far as the store of
+    /// spent ids reaches.
+    pub async fn verify(
         &self,
         token: &str,
         expected: &Expected<'_>,
         now: u64,
     ) -> Result<Claims, VerifyError> {
         let claims = self.check(token, expected, now)?;
-        self.replay
-            .take(&claims.jti, claims.exp, now)
+        let until = claims.exp.saturating_add(self.leeway_secs);
+        self.spent
+            .take(&claims.jti, until, now)
+            .await
             .map_err(|spent| match spent {
                 Spent::Replayed => VerifyError::Replayed,
+                Spent::Expired => VerifyError::Expired,
                 Spent::Full => VerifyError::Busy,
+                Spent::Unavailable(cause) => VerifyError::Unavailable(cause),
             })?;
         Ok(claims)
     }
 
     /// [`Verifier::verify`] at the system clock's now.
-    pub fn verify_now(&self, token: &str, expected: &Expected<'_>) -> Result<Claims, VerifyError> {
+    pub async fn verify_now(
+        &self,
+        token: &str,
+        expected: &Expected<'_>,
+    ) -> Result<Claims, VerifyError> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        self.verify(token, expected, now)
+        self.verify(token, expected, now).await
     }
 
     /// Everything but single use.

@@ -41,7 +41,8 @@ impl<S: Send + Sync> FromRequestParts<S> for CountersignatureHeader {
 
 impl IntoResponse for VerifyError {
     /// 401 for a token that is not a valid countersignature, 403 for a valid one that
-    /// does not cover this request, 409 for one already used, 503 when busy.
+    /// does not cover this request, 409 for one already used, 503 when busy or when the
+    /// store of spent ids is unavailable (its cause is not sent: log the error first).
     fn into_response(self) -> Response {
         let status = match self {
             VerifyError::WrongAction
@@ -49,10 +50,16 @@ impl IntoResponse for VerifyError {
             | VerifyError::Presence
             | VerifyError::WrongRole => StatusCode::FORBIDDEN,
             VerifyError::Replayed => StatusCode::CONFLICT,
-            VerifyError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            VerifyError::Busy | VerifyError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::UNAUTHORIZED,
         };
-        refusal(status, self.code(), &self.to_string())
+        let message = match self {
+            VerifyError::Unavailable(_) => {
+                "the record of spent tokens is unavailable, so the token was not accepted; try again shortly".to_owned()
+            }
+            _ => self.to_string(),
+        };
+        refusal(status, self.code(), &message)
     }
 }
 

@@ -65,25 +65,26 @@ fn header() -> serde_json::Value {
     json!({ "alg": "EdDSA", "kid": signer().kid(), "typ": "countersign+jwt" })
 }
 
-#[test]
-fn a_good_token_holds_once() {
+#[tokio::test]
+async fn a_good_token_holds_once() {
     let v = verifier();
     let token = signer().sign(&claims()).unwrap();
-    let got = v.verify(&token, &archive(), NOW + 1).unwrap();
+    let got = v.verify(&token, &archive(), NOW + 1).await.unwrap();
     assert_eq!(got, claims());
     assert_eq!(
-        v.verify(&token, &archive(), NOW + 2),
+        v.verify(&token, &archive(), NOW + 2).await,
         Err(VerifyError::Replayed)
     );
     assert_eq!(v.remembered(), 1);
 }
 
-#[test]
-fn a_token_covers_only_its_action_and_arguments_and_time() {
+#[tokio::test]
+async fn a_token_covers_only_its_action_and_arguments_and_time() {
     let token = signer().sign(&claims()).unwrap();
     let v = verifier();
     assert_eq!(
-        v.verify(&token, &Expected::call("reset_workspace", &json!({})), NOW),
+        v.verify(&token, &Expected::call("reset_workspace", &json!({})), NOW)
+            .await,
         Err(VerifyError::WrongAction)
     );
     assert_eq!(
@@ -91,64 +92,65 @@ fn a_token_covers_only_its_action_and_arguments_and_time() {
             &token,
             &Expected::call("archive_workspace", &json!({"force": true})),
             NOW
-        ),
+        )
+        .await,
         Err(VerifyError::WrongArguments)
     );
     assert_eq!(
-        v.verify(&token, &archive(), NOW + 125),
+        v.verify(&token, &archive(), NOW + 125).await,
         Err(VerifyError::Expired)
     );
     assert_eq!(
-        v.verify(&token, &archive(), NOW - 60),
+        v.verify(&token, &archive(), NOW - 60).await,
         Err(VerifyError::NotYetValid)
     );
     assert_eq!(
-        v.verify(&token, &archive().with_passkey(), NOW),
+        v.verify(&token, &archive().with_passkey(), NOW).await,
         Err(VerifyError::Presence)
     );
     // None of the refusals spent it.
-    assert!(v.verify(&token, &archive(), NOW).is_ok());
+    assert!(v.verify(&token, &archive(), NOW).await.is_ok());
 }
 
-#[test]
-fn a_lifetime_that_is_empty_or_too_long_is_refused() {
+#[tokio::test]
+async fn a_lifetime_that_is_empty_or_too_long_is_refused() {
     for (iat, exp) in [(NOW, NOW), (NOW, NOW - 1), (NOW, NOW + 3600)] {
         let mut c = claims();
         c.iat = iat;
         c.exp = exp;
         let token = signer().sign(&c).unwrap();
         assert_eq!(
-            verifier().verify(&token, &archive(), NOW),
+            verifier().verify(&token, &archive(), NOW).await,
             Err(VerifyError::Lifetime)
         );
     }
 }
 
-#[test]
-fn another_key_or_issuer_is_refused() {
+#[tokio::test]
+async fn another_key_or_issuer_is_refused() {
     let other = Signer::from_seed(&[8; 32]);
     let token = other.sign(&claims()).unwrap();
     assert_eq!(
-        verifier().verify(&token, &archive(), NOW),
+        verifier().verify(&token, &archive(), NOW).await,
         Err(VerifyError::UnknownKey)
     );
     // Another key claiming the trusted key's id.
     let token = forge(&header(), &serde_json::to_value(claims()).unwrap(), 8);
     assert_eq!(
-        verifier().verify(&token, &archive(), NOW),
+        verifier().verify(&token, &archive(), NOW).await,
         Err(VerifyError::BadSignature)
     );
     let mut c = claims();
     c.iss = "someone-else".into();
     let token = signer().sign(&c).unwrap();
     assert_eq!(
-        verifier().verify(&token, &archive(), NOW),
+        verifier().verify(&token, &archive(), NOW).await,
         Err(VerifyError::WrongIssuer)
     );
 }
 
-#[test]
-fn a_changed_claim_or_signature_is_refused() {
+#[tokio::test]
+async fn a_changed_claim_or_signature_is_refused() {
     let token = signer().sign(&claims()).unwrap();
     let parts: Vec<&str> = token.split('.').collect();
     let mut c = claims();
@@ -160,37 +162,39 @@ fn a_changed_claim_or_signature_is_refused() {
         parts[2]
     );
     assert_eq!(
-        verifier().verify(
-            &swapped,
-            &Expected::call("reset_workspace", &json!({})),
-            NOW
-        ),
+        verifier()
+            .verify(
+                &swapped,
+                &Expected::call("reset_workspace", &json!({})),
+                NOW
+            )
+            .await,
         Err(VerifyError::BadSignature)
     );
     let mut sig = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
     sig[10] ^= 1;
     let flipped = format!("{}.{}.{}", parts[0], parts[1], b64(&sig));
     assert_eq!(
-        verifier().verify(&flipped, &archive(), NOW),
+        verifier().verify(&flipped, &archive(), NOW).await,
         Err(VerifyError::BadSignature)
     );
 }
 
-#[test]
-fn every_truncation_is_refused() {
+#[tokio::test]
+async fn every_truncation_is_refused() {
     let token = signer().sign(&claims()).unwrap();
     let v = verifier();
     for cut in 0..token.len() {
         assert!(
-            v.verify(&token[..cut], &archive(), NOW).is_err(),
+            v.verify(&token[..cut], &archive(), NOW).await.is_err(),
             "cut at {cut}"
         );
     }
     assert_eq!(v.remembered(), 0);
 }
 
-#[test]
-fn other_algorithms_and_headers_are_refused() {
+#[tokio::test]
+async fn other_algorithms_and_headers_are_refused() {
     let c = serde_json::to_value(claims()).unwrap();
     let kid = signer().kid().to_owned();
     // `none`, with and without a signature part.
@@ -202,11 +206,14 @@ fn other_algorithms_and_headers_are_refused() {
         b64(c.to_string().as_bytes())
     );
     assert!(matches!(
-        verifier().verify(&none, &archive(), NOW),
+        verifier().verify(&none, &archive(), NOW).await,
         Err(VerifyError::Header)
     ));
     let none_two_parts = none.trim_end_matches('.').to_owned();
-    assert!(verifier().verify(&none_two_parts, &archive(), NOW).is_err());
+    assert!(verifier()
+        .verify(&none_two_parts, &archive(), NOW)
+        .await
+        .is_err());
     for alg in ["HS256", "RS256", "ES256", "eddsa", "Ed25519"] {
         let token = forge(
             &json!({"alg": alg, "kid": kid, "typ": "countersign+jwt"}),
@@ -214,7 +221,7 @@ fn other_algorithms_and_headers_are_refused() {
             7,
         );
         assert_eq!(
-            verifier().verify(&token, &archive(), NOW),
+            verifier().verify(&token, &archive(), NOW).await,
             Err(VerifyError::Header),
             "{alg}"
         );
@@ -222,7 +229,7 @@ fn other_algorithms_and_headers_are_refused() {
     // Another type: a login JWT signed by the same key is not a countersignature.
     let token = forge(&json!({"alg": "EdDSA", "kid": kid, "typ": "JWT"}), &c, 7);
     assert_eq!(
-        verifier().verify(&token, &archive(), NOW),
+        verifier().verify(&token, &archive(), NOW).await,
         Err(VerifyError::Header)
     );
     // An embedded key, a key URL, `crit`, a missing kid: never followed, refused.
@@ -236,7 +243,7 @@ fn other_algorithms_and_headers_are_refused() {
         let token = forge(&extra, &c, 7);
         assert!(
             matches!(
-                verifier().verify(&token, &archive(), NOW),
+                verifier().verify(&token, &archive(), NOW).await,
                 Err(VerifyError::Malformed(_))
             ),
             "{extra}"
@@ -244,8 +251,8 @@ fn other_algorithms_and_headers_are_refused() {
     }
 }
 
-#[test]
-fn bad_base64_and_bad_json_are_refused() {
+#[tokio::test]
+async fn bad_base64_and_bad_json_are_refused() {
     let token = signer().sign(&claims()).unwrap();
     let parts: Vec<&str> = token.split('.').collect();
     let bad = [
@@ -265,28 +272,28 @@ fn bad_base64_and_bad_json_are_refused() {
     ];
     for token in bad {
         assert!(
-            verifier().verify(&token, &archive(), NOW).is_err(),
+            verifier().verify(&token, &archive(), NOW).await.is_err(),
             "{token:?}"
         );
     }
 }
 
-#[test]
-fn a_huge_token_is_refused_unread() {
+#[tokio::test]
+async fn a_huge_token_is_refused_unread() {
     let huge = "a".repeat(MAX_TOKEN_BYTES + 1);
     assert_eq!(
-        verifier().verify(&huge, &archive(), NOW),
+        verifier().verify(&huge, &archive(), NOW).await,
         Err(VerifyError::TooLarge)
     );
     let huge = format!("{}.{}.{}", "a".repeat(10_000_000), "b", "c");
     assert_eq!(
-        verifier().verify(&huge, &archive(), NOW),
+        verifier().verify(&huge, &archive(), NOW).await,
         Err(VerifyError::TooLarge)
     );
 }
 
-#[test]
-fn a_full_replay_cache_refuses_instead_of_forgetting() {
+#[tokio::test]
+async fn a_full_replay_cache_refuses_instead_of_forgetting() {
     let v = verifier().remember_at_most(2);
     let mint = |jti: &str, exp: u64| {
         let mut c = claims();
@@ -294,27 +301,32 @@ fn a_full_replay_cache_refuses_instead_of_forgetting() {
         c.exp = exp;
         signer().sign(&c).unwrap()
     };
-    v.verify(&mint("a", NOW + 100), &archive(), NOW).unwrap();
-    v.verify(&mint("b", NOW + 10), &archive(), NOW).unwrap();
+    v.verify(&mint("a", NOW + 100), &archive(), NOW)
+        .await
+        .unwrap();
+    v.verify(&mint("b", NOW + 10), &archive(), NOW)
+        .await
+        .unwrap();
     assert_eq!(
-        v.verify(&mint("c", NOW + 100), &archive(), NOW),
+        v.verify(&mint("c", NOW + 100), &archive(), NOW).await,
         Err(VerifyError::Busy)
     );
     // Once "b" has expired its slot is freed; "a" is still remembered.
     v.verify(&mint("c", NOW + 100), &archive(), NOW + 20)
+        .await
         .unwrap();
     assert_eq!(
-        v.verify(&mint("a", NOW + 100), &archive(), NOW + 20),
+        v.verify(&mint("a", NOW + 100), &archive(), NOW + 20).await,
         Err(VerifyError::Replayed)
     );
 }
 
-#[test]
-fn a_jwk_set_is_checked_before_it_is_trusted() {
+#[tokio::test]
+async fn a_jwk_set_is_checked_before_it_is_trusted() {
     let jwks = serde_json::to_string(&signer().jwks()).unwrap();
     let v = Verifier::new("gw").trust_jwks(&jwks).unwrap();
     let token = signer().sign(&claims()).unwrap();
-    assert!(v.verify(&token, &archive(), NOW).is_ok());
+    assert!(v.verify(&token, &archive(), NOW).await.is_ok());
     let mut set = serde_json::to_value(signer().jwks()).unwrap();
     set["keys"][0]["kid"] = json!("chosen-by-attacker");
     assert!(Verifier::new("gw").trust_jwks(&set.to_string()).is_err());
@@ -328,8 +340,8 @@ fn a_jwk_set_is_checked_before_it_is_trusted() {
     assert!(Verifier::new("gw").trust_jwks("[").is_err());
 }
 
-#[test]
-fn an_id_is_kept_as_long_as_its_token_is_accepted() {
+#[tokio::test]
+async fn an_id_is_kept_as_long_as_its_token_is_accepted() {
     // Tokens are accepted until exp + leeway; a full cache must not forget an id before.
     let v = verifier().remember_at_most(2);
     let mint = |jti: &str, exp: u64| {
@@ -339,31 +351,70 @@ fn an_id_is_kept_as_long_as_its_token_is_accepted() {
         signer().sign(&c).unwrap()
     };
     let e = NOW + 100;
-    v.verify(&mint("a", e), &archive(), NOW).unwrap();
-    v.verify(&mint("b", e), &archive(), NOW).unwrap();
+    v.verify(&mint("a", e), &archive(), NOW).await.unwrap();
+    v.verify(&mint("b", e), &archive(), NOW).await.unwrap();
     assert_eq!(
-        v.verify(&mint("c", e + 50), &archive(), e),
+        v.verify(&mint("c", e + 50), &archive(), e).await,
         Err(VerifyError::Busy)
     );
     assert_eq!(
-        v.verify(&mint("a", e), &archive(), e + 1),
+        v.verify(&mint("a", e), &archive(), e + 1).await,
         Err(VerifyError::Replayed)
     );
     // Past exp + leeway the old ids go, and so does the token they named.
-    v.verify(&mint("c", e + 50), &archive(), e + 5).unwrap();
+    v.verify(&mint("c", e + 50), &archive(), e + 5)
+        .await
+        .unwrap();
     assert_eq!(
-        v.verify(&mint("a", e), &archive(), e + 5),
+        v.verify(&mint("a", e), &archive(), e + 5).await,
         Err(VerifyError::Expired)
     );
 }
 
-#[test]
-fn a_passkey_token_names_its_credential_and_its_role_is_checked() {
+#[tokio::test]
+async fn a_clock_stepped_back_does_not_bring_a_spent_token_back() {
+    // A full cache forgets ids by the clock of the moment; once it has, a clock stepped
+    // back must not make their tokens new again.
+    let v = verifier().remember_at_most(2);
+    let mint = |jti: &str, iat: u64| {
+        let mut c = claims();
+        c.jti = jti.into();
+        c.iat = iat;
+        c.exp = iat + 120;
+        signer().sign(&c).unwrap()
+    };
+    v.verify(&mint("a", NOW), &archive(), NOW).await.unwrap();
+    v.verify(&mint("b", NOW), &archive(), NOW).await.unwrap();
+    // The clock jumps ahead: "a" and "b" are past, and forgotten to make room.
+    let ahead = NOW + 1000;
+    v.verify(&mint("c", ahead), &archive(), ahead)
+        .await
+        .unwrap();
+    // Back to the true time: both are refused, not taken again.
+    for jti in ["a", "b"] {
+        assert_eq!(
+            v.verify(&mint(jti, NOW), &archive(), NOW + 1).await,
+            Err(VerifyError::Expired),
+            "{jti}"
+        );
+    }
+    assert_eq!(v.remembered(), 1);
+    // A token newer than what was forgotten is still taken.
+    v.verify(&mint("d", NOW + 2), &archive(), NOW + 2)
+        .await
+        .unwrap();
+    assert_eq!(v.remembered(), 2);
+}
+
+#[tokio::test]
+async fn a_passkey_token_names_its_credential_and_its_role_is_checked() {
     let mut c = claims();
     c.presence = Presence::Passkey;
     let without_credential = signer().sign(&c).unwrap();
     assert_eq!(
-        verifier().verify(&without_credential, &archive().with_passkey(), NOW),
+        verifier()
+            .verify(&without_credential, &archive().with_passkey(), NOW)
+            .await,
         Err(VerifyError::Presence)
     );
     c.passkey = Some("Y3JlZGVudGlhbA".into());
@@ -371,11 +422,32 @@ fn a_passkey_token_names_its_credential_and_its_role_is_checked() {
     let token = signer().sign(&c).unwrap();
     let v = verifier();
     assert_eq!(
-        v.verify(&token, &archive().with_passkey().with_role("viewer"), NOW),
+        v.verify(&token, &archive().with_passkey().with_role("viewer"), NOW)
+            .await,
         Err(VerifyError::WrongRole)
     );
     let got = v
         .verify(&token, &archive().with_passkey().with_role("admin"), NOW)
+        .await
         .unwrap();
     assert_eq!(got.passkey.as_deref(), Some("Y3JlZGVudGlhbA"));
+}
+
+#[tokio::test]
+async fn an_unreachable_store_answers_503_and_keeps_its_cause_to_the_backend() {
+    use axum::response::IntoResponse as _;
+    use http_body_util::BodyExt as _;
+    let refused = VerifyError::Unavailable("PostgreSQL: password authentication failed".into());
+    assert!(refused
+        .to_string()
+        .contains("password authentication failed"));
+    let response = refused.into_response();
+    assert_eq!(response.status(), 503);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["error"]["code"], "unavailable");
+    assert!(
+        !body.to_string().contains("PostgreSQL"),
+        "the cause reached the client: {body}"
+    );
 }

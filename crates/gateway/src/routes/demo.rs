@@ -49,7 +49,7 @@ pub(crate) async fn perform(
     if action == "reset_workspace" {
         expected = expected.with_passkey().with_role(TUTORIAL_ROLE);
     }
-    let claims = match state.verifier.verify_now(&token, &expected) {
+    let claims = match state.verifier.verify_now(&token, &expected).await {
         Ok(claims) => claims,
         Err(refused) => return refused.into_response(),
     };
