@@ -57,7 +57,7 @@ use tower_http::trace::TraceLayer;
 
 pub use audit_store::{
     head_path, verify_bytes, verify_file, verify_postgres, AuditStore, ChainKey, ChainedLine,
-    Completeness, FileStore, Head, Hole, PgStore, StoreError, Verified, MAX_HOLES_LISTED,
+    Completeness, FileStore, Head, Hole, PgStore, StoreError, Trail, Verified, MAX_HOLES_LISTED,
 };
 pub use config::{loopback_hosts, Access, GatewayConfig, Secret, Upstream, DEFAULT_ISSUER};
 pub use error::{ApiError, ErrorCode};
