@@ -150,8 +150,8 @@ struct ServeArgs {
     /// opened at (WebAuthn takes no IP addresses: open the page at `localhost`).
     #[arg(long, env = "COUNTERSIGN_RP_ID", default_value = "localhost")]
     rp_id: String,
-    /// The page's origin for passkeys (any port of it is accepted). Default:
-    /// `http://<rp-id>:<listen port>`.
+    /// The page's exact origin for passkeys, port included: an assertion made on another
+    /// port of the same host is refused. Default: `http://<rp-id>:<listen port>`.
     #[arg(long, env = "COUNTERSIGN_RP_ORIGIN")]
     rp_origin: Option<String>,
     /// Where registered passkeys are kept (JSON, 0600). Default:

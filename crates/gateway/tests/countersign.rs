@@ -798,3 +798,20 @@ async fn registering_a_passkey_takes_the_enrollment_code_and_user_verification()
     assert_eq!(r.status().as_u16(), 400);
     assert!(r.json::<Value>().await.unwrap()["error"]["code"].is_string());
 }
+
+/// The relying party checks the page's exact origin, port included (webauthn-rs without
+/// `allow_any_port`); `serve --help` says so, and never that any port is accepted.
+#[test]
+fn the_passkey_origin_help_says_the_port_is_checked() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign-gateway"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let start = help.find("--rp-origin").unwrap();
+    let end = help[start..].find("--passkey-file").unwrap() + start;
+    let rp_origin = &help[start..end];
+    assert!(rp_origin.contains("port included"), "{rp_origin}");
+    assert!(!rp_origin.contains("any port"), "{rp_origin}");
+}
