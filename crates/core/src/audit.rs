@@ -40,7 +40,8 @@ pub enum AuditEvent {
     /// reason `granted` and call 0: a stored session grant was derived again.
     Restored,
     /// The gateway (not the page) minted a countersignature for the approved call:
-    /// `countersignature` names it; `args_digest` is the plain SHA-256 it binds.
+    /// `countersignature` names it; `args_digest` is keyed by the gateway (the token
+    /// alone carries the plain SHA-256 it binds).
     Countersigned,
     /// Not a call's: records were pushed out of the page's bounded trail before the
     /// gateway acknowledged them. `reason` names their `seq`s.

@@ -91,6 +91,11 @@ pub struct GatewayConfig {
     /// The bearer token MCP clients send to `/mcp`; `None` turns MCP (and the page
     /// relay) off. Separate from the page's token: it lets a client act in a page.
     pub mcp_token: Option<Secret>,
+    /// The most pages connected to the MCP relay at once.
+    pub max_relay_pages: usize,
+    /// The most relay pages one client (peer address, [`crate::relay::Client`]) may
+    /// have connected at once.
+    pub max_relay_pages_per_client: usize,
 }
 
 impl GatewayConfig {
@@ -114,6 +119,8 @@ impl GatewayConfig {
             countersign_ttl: Duration::from_secs(120),
             demo_backend: false,
             mcp_token: None,
+            max_relay_pages: crate::relay::DEFAULT_MAX_PAGES,
+            max_relay_pages_per_client: crate::relay::DEFAULT_MAX_PAGES_PER_CLIENT,
         }
     }
 }

@@ -57,7 +57,7 @@ use tower_http::trace::TraceLayer;
 
 pub use audit_store::{
     head_path, verify_bytes, verify_file, verify_postgres, AuditStore, ChainKey, ChainedLine,
-    Completeness, FileStore, Head, Hole, PgStore, StoreError, Verified, MAX_HOLES_LISTED,
+    Completeness, FileStore, Head, Hole, PgStore, StoreError, Trail, Verified, MAX_HOLES_LISTED,
 };
 pub use config::{loopback_hosts, Access, GatewayConfig, Secret, Upstream, DEFAULT_ISSUER};
 pub use error::{ApiError, ErrorCode};
@@ -124,7 +124,6 @@ impl AppState {
         // Without randomness the key is unusable: zero seed would be guessable, so the
         // gateway refuses to start in `main`, which always sets a kept seed.
         let _ = getrandom::fill(&mut seed);
-        let max_body_bytes = config.max_body_bytes;
         let state = Self {
             config: Arc::new(config),
             http,
@@ -133,7 +132,8 @@ impl AppState {
             verifier: Arc::new(countersign_verify::Verifier::new("")),
             demo: Arc::default(),
             passkeys: None,
-            relay: Arc::new(relay::Relay::new().with_max_bytes(max_body_bytes)),
+            // Replaced below, by the relay whose codes derive from the seed.
+            relay: Arc::new(relay::Relay::new()),
             traces: None,
         };
         Ok(state.with_signing_seed(&seed))
@@ -164,7 +164,11 @@ impl AppState {
             hmac::Mac::update(&mut mac, b"countersign/relay-secret/v1");
             self.relay = Arc::new(
                 relay::Relay::with_secret(hmac::Mac::finalize(mac).into_bytes().into())
-                    .with_max_bytes(self.relay.max_bytes()),
+                    .with_max_bytes(self.config.max_body_bytes)
+                    .with_max_pages(
+                        self.config.max_relay_pages,
+                        self.config.max_relay_pages_per_client,
+                    ),
             );
         }
         self
@@ -229,7 +233,8 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// `/mcp`: the MCP endpoint, behind its own guard (no browser requests, the MCP token),
-/// with the body cap; stateless for 2026-07-28 clients, sessions for earlier ones.
+/// with the body cap; stateless for 2026-07-28 clients, sessions for earlier ones (at
+/// most [`mcp::MAX_SESSIONS`]).
 fn mcp_routes(state: &AppState) -> Router<AppState> {
     use rmcp::transport::streamable_http_server::{
         session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
@@ -238,6 +243,8 @@ fn mcp_routes(state: &AppState) -> Router<AppState> {
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts = state.config.access.allowed_hosts.clone();
     config.sse_keep_alive = Some(Duration::from_secs(15));
+    let manager = Arc::new(LocalSessionManager::default());
+    let sessions = Arc::new(mcp::Sessions::new(Arc::clone(&manager)));
     let service = StreamableHttpService::new(
         move || {
             Ok(mcp::McpServer {
@@ -245,13 +252,16 @@ fn mcp_routes(state: &AppState) -> Router<AppState> {
                 listening: Arc::default(),
             })
         },
-        Arc::new(LocalSessionManager::default()),
+        manager,
         config,
     );
+    let max_bytes = state.config.max_body_bytes;
     Router::new()
         .route_service("/mcp", service)
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(
-            state.config.max_body_bytes,
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(max_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            (sessions, max_bytes),
+            mcp::session_cap,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -150,8 +150,8 @@ struct ServeArgs {
     /// opened at (WebAuthn takes no IP addresses: open the page at `localhost`).
     #[arg(long, env = "COUNTERSIGN_RP_ID", default_value = "localhost")]
     rp_id: String,
-    /// The page's origin for passkeys (any port of it is accepted). Default:
-    /// `http://<rp-id>:<listen port>`.
+    /// The page's exact origin for passkeys, port included: an assertion made on another
+    /// port of the same host is refused. Default: `http://<rp-id>:<listen port>`.
     #[arg(long, env = "COUNTERSIGN_RP_ORIGIN")]
     rp_origin: Option<String>,
     /// Where registered passkeys are kept (JSON, 0600). Default:
@@ -172,6 +172,25 @@ struct ServeArgs {
     /// without either.
     #[arg(long, env = "COUNTERSIGN_MCP_TOKEN_FILE")]
     mcp_token_file: Option<PathBuf>,
+    /// The most pages connected to the MCP relay at once (each open tab of the app is
+    /// one); a page beyond it is refused, and told so.
+    #[arg(
+        long,
+        env = "COUNTERSIGN_MAX_RELAY_PAGES",
+        default_value_t = countersign_gateway::relay::DEFAULT_MAX_PAGES,
+        value_parser = pages()
+    )]
+    max_relay_pages: usize,
+    /// The most relay pages one client may have connected at once: one peer address (an
+    /// IPv6 address counts by its /64), so no one client holds every slot. Behind a
+    /// reverse proxy every page comes from the proxy: raise it to `--max-relay-pages`.
+    #[arg(
+        long,
+        env = "COUNTERSIGN_MAX_RELAY_PAGES_PER_CLIENT",
+        default_value_t = countersign_gateway::relay::DEFAULT_MAX_PAGES_PER_CLIENT,
+        value_parser = pages()
+    )]
+    max_relay_pages_per_client: usize,
     /// Export traces over OTLP/HTTP (protobuf) to this collector (its base URL:
     /// `/v1/traces` is added): a span per model request and per audit batch, under the
     /// page's `traceparent`. Off without it. `OTEL_EXPORTER_OTLP_HEADERS` adds headers
@@ -181,6 +200,11 @@ struct ServeArgs {
     /// The service name the traces carry.
     #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "countersign-gateway")]
     service_name: String,
+}
+
+/// A count of relay pages: 1 to 100,000.
+fn pages() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=100_000)
 }
 
 /// Why the gateway stopped, or `verify` could not check: printed once, by `main`.
@@ -321,6 +345,8 @@ fn configuration(args: &ServeArgs) -> Result<GatewayConfig, Error> {
         countersign_ttl: Duration::from_secs(args.countersign_ttl_secs),
         demo_backend: args.demo_backend,
         mcp_token: mcp_token(args.mcp_token_file.as_deref())?,
+        max_relay_pages: args.max_relay_pages,
+        max_relay_pages_per_client: args.max_relay_pages_per_client,
     })
 }
 

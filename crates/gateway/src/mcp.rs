@@ -10,20 +10,25 @@
 //! - A `tools/call` is relayed to the page, where the executor and the dock handle it as
 //!   any call; the client gets the same JSON the in-page model would, progress while a
 //!   person decides, and a cancel (or a disconnect) withdraws the call in the page.
+//! - Legacy (before 2026-07-28) clients get a session each, at most [`MAX_SESSIONS`]
+//!   open at once; past that, `initialize` is refused with 503 and a JSON-RPC error.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    SubscriptionFilter, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest,
+    Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, SubscriptionFilter, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
@@ -40,6 +45,13 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 const CALL_DEADLINE: Duration = Duration::from_secs(15 * 60);
 /// How often a legacy session's change listener checks that its client is still there.
 const SESSION_CHECK: Duration = Duration::from_secs(5);
+/// The most legacy sessions open at once. Each costs about 100 KiB and lasts until its
+/// client ends it or it has been idle five minutes. Every MCP client holds the gateway's
+/// one token, so this is the cap per token and the cap in total alike.
+pub(crate) const MAX_SESSIONS: usize = 128;
+/// The JSON-RPC error code of a refused session (one of the codes JSON-RPC leaves to
+/// servers).
+const TOO_MANY_SESSIONS: i64 = -32000;
 
 /// The MCP server of one request (or one legacy session): the relay is shared.
 #[derive(Clone, Debug)]
@@ -256,6 +268,102 @@ fn settled_result(content: &str) -> CallToolResponse {
             "the page answered with something that is not a result",
         ),
     }
+}
+
+/// The legacy sessions: those open (the session manager's) and those being opened.
+#[derive(Debug)]
+pub(crate) struct Sessions {
+    manager: Arc<LocalSessionManager>,
+    opening: AtomicUsize,
+}
+
+impl Sessions {
+    /// Counts the sessions `manager` keeps.
+    pub(crate) fn new(manager: Arc<LocalSessionManager>) -> Self {
+        Self {
+            manager,
+            opening: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// An `initialize` in flight, counted until its answer is ready (its session, if any,
+/// is in the manager by then).
+struct Opening<'a>(&'a AtomicUsize);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The session cap in front of `/mcp`: a `POST` without `Mcp-Session-Id` whose body is
+/// an `initialize` request (read as `rmcp` reads it) opens a session, so it is refused
+/// once [`MAX_SESSIONS`] are open or being opened. Everything else passes. The body is
+/// read here, within the body cap.
+pub(crate) async fn session_cap(
+    State((sessions, max_bytes)): State<(Arc<Sessions>, usize)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::POST || request.headers().contains_key("mcp-session-id") {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match read_within(body, max_bytes).await {
+        Ok(bytes) => bytes,
+        Err(e) => return e.into_response(),
+    };
+    let initialize = match serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+        Ok(ClientJsonRpcMessage::Request(request))
+            if matches!(request.request, ClientRequest::InitializeRequest(_)) =>
+        {
+            Some(request.id)
+        }
+        _ => None,
+    };
+    let request = Request::from_parts(parts, Body::from(bytes));
+    let Some(id) = initialize else {
+        return next.run(request).await;
+    };
+    // INVARIANT: counted before the open sessions are read, and until its own session is
+    // among them: of two concurrent openings, the later one counts the earlier.
+    let opening = sessions.opening.fetch_add(1, Ordering::SeqCst) + 1;
+    let _counted = Opening(&sessions.opening);
+    let open = sessions.manager.sessions.read().await.len();
+    if open + opening > MAX_SESSIONS {
+        let message = format!(
+            "too many MCP sessions are open on this gateway ({MAX_SESSIONS}, the most it keeps); \
+             end one (DELETE /mcp with its Mcp-Session-Id) or wait until one has been idle for \
+             5 minutes. Clients of protocol 2026-07-28 or later need no session."
+        );
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": { "code": TOO_MANY_SESSIONS, "message": message },
+        });
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    }
+    next.run(request).await
+}
+
+/// The whole body, refused (413) past `max_bytes`.
+async fn read_within(body: Body, max_bytes: usize) -> Result<bytes::Bytes, ApiError> {
+    use futures_util::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|_| ApiError::new(ErrorCode::UnreadableBody, "the body could not be read"))?;
+        if bytes.len() + chunk.len() > max_bytes {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("the body is over the limit of {max_bytes} bytes"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes.into())
 }
 
 /// The MCP endpoint's guard: no browser requests, and the MCP token.

@@ -45,7 +45,8 @@ const MAX_CODE_TRIES: u8 = 5;
 pub struct PasskeyConfig {
     /// The WebAuthn relying party id: the page's host name (`localhost`, `app.example`).
     pub rp_id: String,
-    /// The page's origin (any port of it is accepted).
+    /// The page's exact origin, port included: an assertion made on another port of the
+    /// same host is refused.
     pub rp_origin: String,
     /// The file the registered passkeys are kept in; `None` keeps them in memory.
     pub file: Option<PathBuf>,

@@ -16,6 +16,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -24,8 +25,13 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-/// The most pages connected at once.
-pub const MAX_PAGES: usize = 64;
+/// The most pages connected at once, unless the deployment says otherwise
+/// (`--max-relay-pages`).
+pub const DEFAULT_MAX_PAGES: usize = 64;
+/// The most pages one [`Client`] may have connected at once, unless the deployment says
+/// otherwise (`--max-relay-pages-per-client`): a person's tabs fit, and one client
+/// cannot hold every slot.
+pub const DEFAULT_MAX_PAGES_PER_CLIENT: usize = 16;
 /// The most calls one page may have waiting.
 pub const MAX_CALLS_PER_PAGE: usize = 16;
 /// The most tools one page may offer.
@@ -34,6 +40,42 @@ pub const MAX_TOOLS: usize = 256;
 const EVENT_QUEUE: usize = 64;
 /// How long a page whose connection dropped keeps its code and waiting calls.
 pub const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Who a page's connection comes from, for the per-client share of the relay's slots:
+/// the peer's IP address, an IPv6 address by its /64 (a host is commonly given a whole
+/// /64, and could otherwise open each page from another address of it), an IPv4 address
+/// mapped into IPv6 as itself.
+///
+/// Not the `Origin`: any program other than a browser sends whichever allowed origin it
+/// likes, so it tells no one apart. Not the page's relay key: a page makes its own, so a
+/// client could make one per slot. The peer address is what a client cannot choose from
+/// afar. What that leaves: programs on one machine share its address, so on a loopback
+/// gateway the share bounds a local program (and a script in a page) only as it bounds
+/// the person's own tabs; and behind a reverse proxy every page comes from the proxy's
+/// address, so there the share must be raised to the total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Client(IpAddr);
+
+impl Client {
+    /// The client a connection from `address` belongs to.
+    pub fn of(address: IpAddr) -> Self {
+        let address = match address {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let [a, b, c, d, ..] = v6.segments();
+                    IpAddr::V6(Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
+                }
+            },
+            v4 => v4,
+        };
+        Self(address)
+    }
+
+    /// The client of a connection whose peer address is not known (a gateway served
+    /// without it): all such pages share one client.
+    pub const UNKNOWN: Self = Self(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+}
 
 /// A message to a page, sent as one WebSocket text message (its JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -105,8 +147,15 @@ pub enum RelayError {
     #[error("no page is connected with that pairing code")]
     NoPage,
     /// As many pages as allowed are connected.
-    #[error("too many pages are connected to this gateway")]
+    #[error(
+        "too many pages are connected to this gateway; close one, or raise its limit (--max-relay-pages)"
+    )]
     Full,
+    /// As many pages as one client may have are connected from this one.
+    #[error(
+        "too many pages are connected from this address; close one, or raise the gateway's share per client (--max-relay-pages-per-client)"
+    )]
+    ClientFull,
     /// The page has as many calls waiting as allowed, or its event queue is full.
     #[error("the page has too many calls waiting; let them finish first")]
     Busy,
@@ -125,6 +174,10 @@ pub struct Relay {
     secret: [u8; 32],
     /// The largest message a page may send.
     max_bytes: usize,
+    /// The most pages connected at once.
+    max_pages: usize,
+    /// The most pages one client may have connected at once.
+    max_pages_per_client: usize,
     /// Connections of every page, numbered once: a late end of an old one never ends
     /// a newer one.
     next_connection: AtomicU64,
@@ -142,6 +195,8 @@ impl std::fmt::Debug for Relay {
 #[derive(Debug)]
 struct Page {
     key: [u8; 32],
+    /// Where its latest connection came from: its slot counts against this client.
+    client: Client,
     connection: u64,
     /// The connection dropped: the page is gone unless it is back by then.
     detached: bool,
@@ -191,6 +246,8 @@ impl Relay {
             changes: broadcast::channel(64).0,
             secret,
             max_bytes: 1024 * 1024,
+            max_pages: DEFAULT_MAX_PAGES,
+            max_pages_per_client: DEFAULT_MAX_PAGES_PER_CLIENT,
             next_connection: AtomicU64::new(0),
             stopping: tokio::sync::watch::channel(false).0,
         }
@@ -207,6 +264,13 @@ impl Relay {
         self.max_bytes
     }
 
+    /// At most `pages` pages connected at once, `per_client` of them from one [`Client`].
+    pub fn with_max_pages(mut self, pages: usize, per_client: usize) -> Self {
+        self.max_pages = pages;
+        self.max_pages_per_client = per_client;
+        self
+    }
+
     /// The gateway is stopping: every page's connection closes (pages reconnect).
     pub fn stop(&self) {
         self.stopping.send_replace(true);
@@ -221,24 +285,31 @@ impl Relay {
         self.pages.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A page connects (or reconnects) with `key`. A reconnect keeps its code, tools and
-    /// waiting calls (sent again after `Paired`) and replaces the connection before.
-    pub fn connect(&self, key: &str) -> Result<Connection, RelayError> {
+    /// A page connects (or reconnects) with `key`, from `client`. A reconnect keeps its
+    /// code, tools and waiting calls (sent again after `Paired`), replaces the connection
+    /// before, and keeps its slot (now counted against `client`). A new page needs a free
+    /// slot, in all and in `client`'s share.
+    pub fn connect(&self, key: &str, client: Client) -> Result<Connection, RelayError> {
         let digest = self.key_digest(key)?;
         let code = pairing_code(&digest);
         let (sender, events) = mpsc::channel(EVENT_QUEUE);
         let serial = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let mut pages = self.pages();
         let count = pages.len();
+        let mine = pages.values().filter(|p| p.client == client).count();
         let page = match pages.entry(code.clone()) {
             Entry::Occupied(taken) if taken.get().key != digest => {
                 // Another key with the same code (2^-60 by chance): the first keeps it.
                 return Err(RelayError::Full);
             }
             Entry::Occupied(page) => page.into_mut(),
-            Entry::Vacant(_) if count >= MAX_PAGES => return Err(RelayError::Full),
+            Entry::Vacant(_) if count >= self.max_pages => return Err(RelayError::Full),
+            Entry::Vacant(_) if mine >= self.max_pages_per_client => {
+                return Err(RelayError::ClientFull)
+            }
             Entry::Vacant(free) => free.insert(Page {
                 key: digest,
+                client,
                 connection: serial,
                 detached: false,
                 events: sender.clone(),
@@ -259,6 +330,7 @@ impl Relay {
                 arguments: call.arguments.clone(),
             });
         }
+        page.client = client;
         page.connection = serial;
         page.detached = false;
         page.events = sender;
@@ -479,8 +551,10 @@ mod tests {
     const KEY: &str = "0123456789abcdef0123456789abcdef";
     const OTHER: &str = "fedcba9876543210fedcba9876543210";
 
+    const HERE: Client = Client::UNKNOWN;
+
     fn connect(relay: &Relay, key: &str) -> Connection {
-        relay.connect(key).unwrap_or_else(|e| panic!("{e}"))
+        relay.connect(key, HERE).unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn call(relay: &Relay, code: &str) -> (String, oneshot::Receiver<String>) {
@@ -708,9 +782,53 @@ mod tests {
             relay.start_call(&page.code, "x", "{}".into()).err(),
             Some(RelayError::Busy)
         );
-        for n in 1..MAX_PAGES {
-            assert!(relay.connect(&format!("{n:0>32}")).is_ok());
+        // Pages from many clients, up to the total.
+        for n in 1..DEFAULT_MAX_PAGES {
+            let client = Client::of(IpAddr::from([10, 0, 0, u8::try_from(n).unwrap_or(0)]));
+            assert!(relay.connect(&format!("{n:0>32}"), client).is_ok());
         }
-        assert_eq!(relay.connect(&"z".repeat(32)).err(), Some(RelayError::Full));
+        let late = Client::of(IpAddr::from([10, 0, 1, 1]));
+        assert_eq!(
+            relay.connect(&"z".repeat(32), late).err(),
+            Some(RelayError::Full)
+        );
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_share_and_a_reconnect_keeps_its_slot() {
+        let relay = Relay::new().with_max_pages(4, 2);
+        let greedy = Client::of(IpAddr::from([192, 0, 2, 7]));
+        assert!(relay.connect(KEY, greedy).is_ok());
+        assert!(relay.connect(OTHER, greedy).is_ok());
+        assert_eq!(
+            relay.connect(&"a".repeat(32), greedy).err(),
+            Some(RelayError::ClientFull)
+        );
+        // Its pages reconnect (from wherever): no new slot needed.
+        assert!(relay.connect(KEY, greedy).is_ok());
+        // Another client still pairs, up to the total.
+        let person = Client::of(IpAddr::from([198, 51, 100, 1]));
+        assert!(relay.connect(&"b".repeat(32), person).is_ok());
+        assert!(relay.connect(&"c".repeat(32), person).is_ok());
+        let third = Client::of(IpAddr::from([203, 0, 113, 9]));
+        assert_eq!(
+            relay.connect(&"d".repeat(32), third).err(),
+            Some(RelayError::Full)
+        );
+    }
+
+    #[test]
+    fn a_client_is_its_address_an_ipv6_one_by_its_64() {
+        let v6 = |text: &str| Client::of(text.parse().unwrap_or(IpAddr::from([0u8; 16])));
+        assert_eq!(v6("2001:db8:1:2::1"), v6("2001:db8:1:2:ffff::9"));
+        assert_ne!(v6("2001:db8:1:2::1"), v6("2001:db8:1:3::1"));
+        assert_eq!(
+            v6("::ffff:192.0.2.7"),
+            Client::of(IpAddr::from([192, 0, 2, 7]))
+        );
+        assert_ne!(
+            Client::of(IpAddr::from([192, 0, 2, 7])),
+            Client::of(IpAddr::from([192, 0, 2, 8]))
+        );
     }
 }

@@ -11,9 +11,10 @@
 //!
 //! What a span never holds: argument values (a record has only their keyed digest, which
 //! is left out too), message text, keys, tokens, pairing codes. Strings copied from
-//! records are cut to 128 characters. A streamed answer's span ends when its headers
-//! are sent: how the stream ended is not in it. The gateway samples every span itself,
-//! whatever the page's `traceparent` flags say.
+//! records have their control, bidi and format characters escaped and are cut to 128
+//! characters. A streamed answer's span ends when its headers are sent: how the stream
+//! ended is not in it. The gateway samples every span itself, whatever the page's
+//! `traceparent` flags say.
 
 use axum::http::{HeaderMap, HeaderValue};
 use countersign::AuditRecord;
@@ -46,8 +47,30 @@ impl std::fmt::Debug for Traces {
 /// so their strings are bounded here whatever the page's own limits were.
 const MAX_ATTRIBUTE_CHARS: usize = 128;
 
+/// A record's text as a span attribute. The page sends the records, and an action name
+/// in them is whatever a model or an MCP client made up: control, bidi and invisible
+/// format characters are escaped (`\u{1b}`), so none can forge a line or reorder text
+/// where the trace is read, and the result is cut to [`MAX_ATTRIBUTE_CHARS`] characters
+/// (an escape is never split).
 fn bounded(text: &str) -> String {
-    text.chars().take(MAX_ATTRIBUTE_CHARS).collect()
+    let mut out = String::new();
+    let mut room = MAX_ATTRIBUTE_CHARS;
+    for c in text.chars() {
+        let hidden = c.is_control()
+            || countersign::text::is_bidi_control(c)
+            || countersign::text::is_format_char(c);
+        let piece: String = if hidden {
+            c.escape_unicode().collect()
+        } else {
+            c.into()
+        };
+        let Some(left) = room.checked_sub(piece.chars().count()) else {
+            break;
+        };
+        room = left;
+        out.push_str(&piece);
+    }
+    out
 }
 
 /// The parent a request names in its `traceparent` header (none if absent or malformed).

@@ -130,7 +130,11 @@ async fn a_minted_token_is_recorded_first_and_checks_out_under_the_published_key
         record.countersignature.as_deref(),
         Some(claims.jti.as_str())
     );
-    assert_eq!(record.args_digest, digest(&json!({})));
+    // The arguments as the trail keys them, never the plain digest the token binds.
+    assert_eq!(
+        record.args_digest,
+        common::test_key().countersigned_digest(&digest(&json!({})))
+    );
     assert_eq!(record.call, 3);
 }
 
@@ -795,4 +799,21 @@ async fn registering_a_passkey_takes_the_enrollment_code_and_user_verification()
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     assert!(r.json::<Value>().await.unwrap()["error"]["code"].is_string());
+}
+
+/// The relying party checks the page's exact origin, port included (webauthn-rs without
+/// `allow_any_port`); `serve --help` says so, and never that any port is accepted.
+#[test]
+fn the_passkey_origin_help_says_the_port_is_checked() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign-gateway"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let start = help.find("--rp-origin").unwrap();
+    let end = help[start..].find("--passkey-file").unwrap() + start;
+    let rp_origin = &help[start..end];
+    assert!(rp_origin.contains("port included"), "{rp_origin}");
+    assert!(!rp_origin.contains("any port"), "{rp_origin}");
 }

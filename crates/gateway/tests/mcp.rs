@@ -321,3 +321,274 @@ async fn a_page_that_closes_its_relay_is_gone_at_once() {
     assert!(answer.await.is_err(), "the waiting call ends with the page");
     assert!(state.relay.start_call(&code, "save", "{}".into()).is_err());
 }
+
+/// Opens a page's relay from the loopback address `source` and says hello with the
+/// `n`th key: the socket and the gateway's first answer.
+async fn page_from(base: &str, source: [u8; 4], n: usize) -> (Socket, Value) {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let gateway: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let tcp = tokio::net::TcpSocket::new_v4().unwrap();
+    tcp.bind(SocketAddr::from((source, 0))).unwrap();
+    let stream = tcp.connect(gateway).await.unwrap();
+    let mut request = format!("{}/v1/relay", base.replace("http://", "ws://"))
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("origin", PAGE.parse().unwrap());
+    let (mut socket, _) =
+        tokio_tungstenite::client_async(request, tokio_tungstenite::MaybeTlsStream::Plain(stream))
+            .await
+            .unwrap();
+    say(
+        &mut socket,
+        json!({"type": "hello", "key": format!("{n:0>64}")}),
+    )
+    .await;
+    let answer = heard(&mut socket).await.unwrap();
+    (socket, answer)
+}
+
+/// A page refused a slot is told why, and its socket ends.
+async fn refused_slot(base: &str, source: [u8; 4], n: usize) -> String {
+    let (mut socket, answer) = page_from(base, source, n).await;
+    assert_eq!(answer["type"], "error", "{answer}");
+    assert!(heard(&mut socket).await.is_none(), "the socket stays open");
+    answer["message"].as_str().unwrap().to_owned()
+}
+
+/// One program that opens pages from its address (a local process sending an allowed
+/// `Origin`, a script in a page) gets its share of the relay's slots, not all of them:
+/// the person's page, from another address, still pairs. Past the total, a new page is
+/// refused, and told how the deployment raises it.
+#[tokio::test]
+async fn one_client_cannot_take_every_relay_slot() {
+    let mut config = config(None);
+    config.mcp_token = Some(Secret::new(TOKEN));
+    config.max_relay_pages = 4;
+    config.max_relay_pages_per_client = 2;
+    let (state, _dir) = state(config);
+    let base = common::serve(state.clone()).await;
+    let greedy = [127, 0, 0, 2];
+    let mut held = Vec::new();
+    for n in 0..2 {
+        let (socket, answer) = page_from(&base, greedy, n).await;
+        assert_eq!(answer["type"], "paired", "{answer}");
+        held.push(socket);
+    }
+    let refused = refused_slot(&base, greedy, 2).await;
+    assert!(
+        refused.contains("too many pages are connected from this address")
+            && refused.contains("--max-relay-pages-per-client"),
+        "{refused}"
+    );
+    let (_person, answer) = page_from(&base, [127, 0, 0, 1], 3).await;
+    assert_eq!(answer["type"], "paired", "{answer}");
+    let code = answer["code"].as_str().unwrap();
+    assert!(state.relay.start_call(code, "save", "{}".into()).is_ok());
+    let (_other, answer) = page_from(&base, [127, 0, 0, 3], 4).await;
+    assert_eq!(answer["type"], "paired", "{answer}");
+    let full = refused_slot(&base, [127, 0, 0, 4], 5).await;
+    assert!(
+        full.contains("too many pages are connected to this gateway")
+            && full.contains("--max-relay-pages"),
+        "{full}"
+    );
+    // A page already paired reconnects into its own slot, full or not.
+    let (_again, answer) = page_from(&base, greedy, 0).await;
+    assert_eq!(answer["type"], "paired", "{answer}");
+}
+
+/// The deployment sets both limits: `serve --max-relay-pages N
+/// --max-relay-pages-per-client M` (or their variables).
+#[tokio::test]
+async fn a_deployment_sets_the_relay_limits_by_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    /// Ends the gateway however the test ends.
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_countersign-gateway"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--allowed-origin", PAGE, "--max-relay-pages", "2"])
+        .arg("--audit-file")
+        .arg(dir.path().join("audit.jsonl"))
+        .env("COUNTERSIGN_MAX_RELAY_PAGES_PER_CLIENT", "1")
+        .env("COUNTERSIGN_MCP_TOKEN", TOKEN)
+        .env("RUST_LOG", "error")
+        .env_remove("COUNTERSIGN_TOKEN")
+        .env_remove("COUNTERSIGN_AUDIT_KEY")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _running = Running(child);
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !client
+        .get(format!("{base}/v1/health"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (_first, answer) = page_from(&base, [127, 0, 0, 1], 0).await;
+    assert_eq!(answer["type"], "paired", "{answer}");
+    let share = refused_slot(&base, [127, 0, 0, 1], 1).await;
+    assert!(share.contains("from this address"), "{share}");
+    let (_second, answer) = page_from(&base, [127, 0, 0, 2], 2).await;
+    assert_eq!(answer["type"], "paired", "{answer}");
+    let total = refused_slot(&base, [127, 0, 0, 3], 3).await;
+    assert!(total.contains("to this gateway"), "{total}");
+}
+
+fn initialize_with_id(id: u64) -> Request<Body> {
+    let mut body: Value = serde_json::from_str(&initialize()).unwrap();
+    body["id"] = json!(id);
+    let mut request = mcp(Some(TOKEN), None);
+    *request.body_mut() = Body::from(body.to_string());
+    request
+}
+
+async fn answer(app: &Router, mut request: Request<Body>) -> axum::response::Response {
+    request
+        .extensions_mut()
+        .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
+    app.clone().oneshot(request).await.unwrap()
+}
+
+/// Legacy sessions cost memory until they end (about 100 KiB, up to five minutes idle),
+/// so at most 128 are open: the next `initialize` is refused with 503 and a JSON-RPC
+/// error for its own id that says what to do. Open sessions go on, and one ended makes
+/// room.
+#[tokio::test]
+async fn legacy_sessions_are_capped_with_a_clear_refusal() {
+    let (app, _dir) = gateway(true);
+    let mut sessions = Vec::new();
+    for n in 0..128 {
+        let opened = answer(&app, initialize_with_id(n)).await;
+        assert_eq!(opened.status(), StatusCode::OK, "session {n}");
+        let id = opened.headers()["mcp-session-id"].to_str().unwrap();
+        sessions.push(id.to_owned());
+    }
+    let refused = answer(&app, initialize_with_id(900)).await;
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["content-type"], "application/json");
+    assert!(!refused.headers().contains_key("mcp-session-id"));
+    let body: Value =
+        serde_json::from_slice(&refused.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["id"], 900);
+    assert_eq!(body["error"]["code"], -32000);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("too many MCP sessions are open on this gateway (128")
+            && message.contains("DELETE /mcp"),
+        "{message}"
+    );
+    // An open session goes on.
+    let in_session = |method: &str, id: &str| {
+        Request::builder()
+            .method(method)
+            .uri("/mcp")
+            .header("host", "127.0.0.1:8787")
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18")
+    };
+    let initialized = in_session("POST", &sessions[1])
+        .body(Body::from(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        ))
+        .unwrap();
+    assert_eq!(
+        answer(&app, initialized).await.status(),
+        StatusCode::ACCEPTED
+    );
+    // One ended: room for one more, and one only.
+    let ended = in_session("DELETE", &sessions[0])
+        .body(Body::empty())
+        .unwrap();
+    assert!(answer(&app, ended).await.status().is_success());
+    assert_eq!(
+        answer(&app, initialize_with_id(901)).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        answer(&app, initialize_with_id(902)).await.status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
+/// The official MCP Python SDK, refused a legacy session, shows the gateway's sentence;
+/// once a session ends, it connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_shows_why_its_session_was_refused() {
+    let (base, _state, _dir) = served(true).await;
+    let client = reqwest::Client::new();
+    let open = |id: u64| {
+        let mut body: Value = serde_json::from_str(&initialize()).unwrap();
+        body["id"] = json!(id);
+        client
+            .post(format!("{base}/mcp"))
+            .bearer_auth(TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let mut first = None;
+    for n in 0..128 {
+        let opened = open(n).await.unwrap();
+        assert_eq!(opened.status(), 200);
+        first.get_or_insert_with(|| opened.headers()["mcp-session-id"].clone());
+    }
+    let sdk = |base: String| async move {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_legacy_session.py");
+        let out = tokio::process::Command::new("python3")
+            .arg(script)
+            .arg(format!("{base}/mcp"))
+            .arg(TOKEN)
+            .output()
+            .await
+            .expect("python3 runs (cargo xtask setup installs the mcp package)");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        said
+    };
+    let said = sdk(base.clone()).await;
+    assert!(
+        said.starts_with("refused: ") && said.contains("too many MCP sessions are open"),
+        "{said}"
+    );
+    let ended = client
+        .delete(format!("{base}/mcp"))
+        .bearer_auth(TOKEN)
+        .header("mcp-session-id", first.unwrap())
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    assert_eq!(sdk(base).await.trim(), "connected");
+}

@@ -398,7 +398,7 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     sql(&url, "UPDATE countersign.countersign_audit SET line = replace(line, '\"v-6\"', '\"v-y\"') WHERE seq = 7").await;
     assert!(matches!(
         PgStore::connect(&url, key()).await,
-        Err(StoreError::Unanchored(_))
+        Err(StoreError::Unanchored { .. })
     ));
     sql(&url, "UPDATE countersign.countersign_audit SET line = replace(line, '\"v-y\"', '\"v-6\"') WHERE seq = 7").await;
     PgStore::connect(&url, key()).await.unwrap();
@@ -412,7 +412,7 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     // A replica with another key is refused before it writes anything.
     assert!(matches!(
         PgStore::connect(&url, other).await,
-        Err(StoreError::Unanchored(_))
+        Err(StoreError::Unanchored { .. })
     ));
 
     // A row changed in place: its mac no longer matches.
@@ -422,7 +422,9 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     )
     .await;
     match verify_postgres(&url, Some(&key())).await {
-        Err(StoreError::Broken { line: 3, reason }) => assert!(reason.contains("mac"), "{reason}"),
+        Err(StoreError::Broken {
+            line: 3, reason, ..
+        }) => assert!(reason.contains("mac"), "{reason}"),
         other => panic!("a changed row passed: {other:?}"),
     }
     sql(
@@ -441,14 +443,14 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     .await;
     assert!(matches!(
         verify_postgres(&url, Some(&key())).await,
-        Err(StoreError::Unanchored(_))
+        Err(StoreError::Unanchored { .. })
     ));
     assert_eq!(verify_postgres(&url, None).await.unwrap().lines, 6);
     // A replica starting on the cut trail refuses to extend it, and so does a running one
     // whose next line would not follow the head.
     assert!(matches!(
         PgStore::connect(&url, key()).await,
-        Err(StoreError::Unanchored(_))
+        Err(StoreError::Unanchored { .. })
     ));
     // The head forged to the cut end, without the key: refused too.
     sql(
@@ -458,11 +460,11 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     .await;
     assert!(matches!(
         store.append(common::records(1, "late", 0)).await,
-        Err(StoreError::Unanchored(_))
+        Err(StoreError::Unanchored { .. })
     ));
     assert!(matches!(
         verify_postgres(&url, Some(&key())).await,
-        Err(StoreError::Unanchored(_))
+        Err(StoreError::Unanchored { .. })
     ));
 }
 
@@ -494,4 +496,74 @@ async fn a_bad_database_is_refused_at_start_and_its_password_never_said() {
     let no_key = said(&format!("postgres://someone@127.0.0.1:{port}/trail"));
     assert!(no_key.contains("share it"), "{no_key}");
     assert!(!dir.path().join("audit.key").exists());
+}
+
+/// A countersigned call's record goes to the database as to a file: its arguments keyed,
+/// never the plain SHA-256 its token binds, in no row of either table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_countersigned_call_leaves_only_a_keyed_digest_in_the_database() {
+    use sqlx::Connection as _;
+    let pg = Cluster::start();
+    let url = pg.url();
+    let store = PgStore::connect(&url, key()).await.unwrap();
+    let state = countersign_gateway::AppState::new(common::config(None), store).unwrap();
+    let base = common::serve(state).await;
+    let args = serde_json::json!({"name": "all private notes of every user"});
+    let plain = countersign::audit::ArgsDigest::of_value(&args).to_hex();
+    let answer = common::countersign(&reqwest::Client::new(), &base, &args).await;
+    let token = answer["countersignature"].as_str().unwrap();
+    assert_eq!(common::claims_of(token)["args_sha256"], plain.as_str());
+    let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT row_to_json(a)::text FROM countersign.countersign_audit a \
+         UNION ALL SELECT row_to_json(h)::text FROM countersign.countersign_audit_head h",
+    )
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 2, "one record and the head");
+    for (row,) in &rows {
+        assert!(!row.contains(&plain), "{row}");
+    }
+    let keyed = key().countersigned_digest(&plain);
+    assert!(rows[0].0.contains(&keyed), "{}", rows[0].0);
+    assert_eq!(verify_postgres(&url, Some(&key())).await.unwrap().lines, 1);
+}
+
+/// A replica the database refuses says which trail refused it: the audit database, not
+/// a file. So does `verify --audit-url`.
+#[tokio::test]
+async fn a_replica_refused_by_its_database_names_the_database() {
+    let pg = Cluster::start();
+    let url = pg.url();
+    // The trail was begun under another key than the replicas are given.
+    let other = PgStore::connect(&url, ChainKey::new([9; 32]))
+        .await
+        .unwrap();
+    other.append(common::records(2, "o", 0)).await.unwrap();
+    drop(other);
+    let dir = tempfile::tempdir().unwrap();
+    shared_keys(dir.path());
+    let out = serve(dir.path(), free_port(), &url, 0).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "a replica started on a foreign trail"
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("audit database does not match its head"),
+        "{said}"
+    );
+    assert!(!said.contains("file"), "{said}");
+    let verify = Command::new(BIN)
+        .args(["verify", "--audit-url", &url, "--key-file"])
+        .arg(dir.path().join("audit.key"))
+        .env_remove("COUNTERSIGN_AUDIT_KEY")
+        .env_remove("COUNTERSIGN_AUDIT_FILE")
+        .output()
+        .unwrap();
+    assert!(!verify.status.success());
+    let said = String::from_utf8_lossy(&verify.stderr);
+    assert!(said.contains("audit database is broken at row 1"), "{said}");
+    assert!(!said.contains("file"), "{said}");
 }

@@ -388,3 +388,61 @@ async fn an_upstream_failure_is_a_failed_span_even_unsampled_and_off_means_the_t
         "an untraced gateway sent spans"
     );
 }
+
+/// An action name a model or an MCP client made up (a terminal escape, a forged log
+/// line, a bidi override, 10,000 characters more) reaches a record's span escaped and
+/// cut: as the page's executor writes it, and as a page that does not escape sends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_made_up_action_name_reaches_its_span_escaped_and_cut() {
+    let (collector, got) = collector().await;
+    let (base, traces, _seen, _dir) = traced_gateway(&collector, Behaviour::Recorded).await;
+    let made_up = format!(
+        "\u{1b}[2J\nINFO approved by admin\u{202e}{}",
+        "x".repeat(10_000)
+    );
+    let audit = MemoryAudit::new();
+    let exec = Executor::new(
+        Config::new("mu", Session::default(), [2; 32]),
+        audit.clone(),
+    );
+    let call = Call::new("call_mcp", made_up.as_str(), "{}").by(countersign::Caller::Mcp);
+    let _ = exec.submit(call, Timestamp::from_millis(1));
+    let mut records = audit.records();
+    assert_eq!(records.len(), 1, "one refusal: unknown action");
+    let mut raw = records[0].clone();
+    raw.id = "mu-raw".into();
+    raw.action = made_up.clone();
+    records.push(raw);
+    let stored = page_post(
+        &reqwest::Client::new(),
+        format!("{base}/v1/audit"),
+        serde_json::to_string(&records).unwrap(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(stored.status(), 200);
+    flushed(&traces).await;
+    let spans = got.lock().unwrap().clone();
+    let actions: Vec<&str> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("audit ") && s.name != "audit.append")
+        .map(|s| s.attributes["countersign.action"].as_str())
+        .collect();
+    assert_eq!(actions.len(), 2, "{spans:#?}");
+    for action in &actions {
+        assert!(action.chars().count() <= 128, "{action}");
+        assert!(
+            !action.chars().any(|c| c.is_control()
+                || countersign::text::is_bidi_control(c)
+                || countersign::text::is_format_char(c)),
+            "{action:?}"
+        );
+        assert!(action.contains("INFO approved by admin"), "{action}");
+    }
+    let raw = actions
+        .iter()
+        .find(|a| a.starts_with("\\u{1b}[2J\\u{a}"))
+        .unwrap_or_else(|| panic!("{actions:?}"));
+    assert!(raw.contains("admin\\u{202e}xxx"), "{raw}");
+}

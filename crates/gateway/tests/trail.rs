@@ -1,7 +1,7 @@
 //! The audit trail keeps its word: without the deployment's key nobody can cut its
 //! tail, rewrite and re-chain it, put an old head back, or pass it off under another key
-//! unseen; a failed write retried leaves it whole; and one gateway writes a file at a
-//! time, whatever name it is given.
+//! unseen; a failed write retried leaves it whole; one gateway writes a file at a time,
+//! whatever name it is given; and a countersigned call's arguments are in it only keyed.
 #![allow(
     missing_docs,
     clippy::unwrap_used,
@@ -57,14 +57,14 @@ fn a_cut_tail_is_detected() {
     let kept = lines(&file)[..4].join("\n") + "\n";
     std::fs::write(&file, kept).unwrap();
     let e = verify_file(&file, Some(&key)).unwrap_err();
-    assert!(matches!(e, StoreError::Unanchored(_)), "{e}");
+    assert!(matches!(e, StoreError::Unanchored { .. }), "{e}");
     assert!(e.to_string().contains("records were cut"), "{e}");
     // Structure alone cannot see it, and says nothing more than that.
     assert!(!verify_file(&file, None).unwrap().keyed);
     // The gateway refuses to extend it.
     assert!(matches!(
         FileStore::open(&file, key),
-        Err(StoreError::Unanchored(_))
+        Err(StoreError::Unanchored { .. })
     ));
 }
 
@@ -581,4 +581,38 @@ fn a_symlinked_lock_or_temp_file_does_not_clobber_its_target() {
         }
     }
     assert!(clobbered.is_empty(), "{}", clobbered.join("\n"));
+}
+
+/// The record of a countersigned call holds its arguments keyed, like every other
+/// record: never the plain SHA-256 its token binds, which anyone could compute from a
+/// guessed argument and find in the trail.
+#[tokio::test]
+async fn a_countersigned_call_leaves_only_a_keyed_digest_of_its_arguments() {
+    let (state, dir) = common::state(common::config(None));
+    let base = common::serve(state).await;
+    let args = serde_json::json!({"name": "all private notes of every user"});
+    let plain = countersign::audit::ArgsDigest::of_value(&args).to_hex();
+    let answer = common::countersign(&reqwest::Client::new(), &base, &args).await;
+    // The backend still gets the plain digest, in the token.
+    let token = answer["countersignature"].as_str().unwrap();
+    assert_eq!(common::claims_of(token)["args_sha256"], plain.as_str());
+    let file = dir.path().join("audit.jsonl");
+    for kept in [file.clone(), head_path(&file)] {
+        let text = std::fs::read_to_string(&kept).unwrap();
+        assert!(!text.contains(&plain), "{}: {text}", kept.display());
+    }
+    let lines = lines(&file);
+    assert_eq!(lines.len(), 1);
+    let line: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(line["record"]["event"], "countersigned");
+    // The key's holder can check a claimed argument; without the key nobody can.
+    assert_eq!(
+        line["record"]["args_digest"],
+        test_key().countersigned_digest(&plain).as_str()
+    );
+    assert_ne!(
+        ChainKey::new([8; 32]).countersigned_digest(&plain),
+        test_key().countersigned_digest(&plain)
+    );
+    verify_file(&file, Some(&test_key())).unwrap();
 }

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use countersign::AuditRecord;
 
 use super::{
-    anchor, check_chain, io, seal, verify_bytes, Appended, ChainKey, Head, StoreError, Verified,
+    anchor, check_chain, io, seal, verify_bytes, Appended, ChainKey, Head, StoreError, Trail,
+    Verified,
 };
 
 struct Inner {
@@ -19,7 +20,6 @@ struct Inner {
     head_path: PathBuf,
     /// Locked for the store's life: one writer per file.
     file: File,
-    key: ChainKey,
     /// The file's length after the last acknowledged write.
     len: u64,
     seq: u64,
@@ -29,9 +29,9 @@ struct Inner {
     head_dirty: bool,
 }
 
-/// A keyed, anchored, append-only audit file. Cheap to clone.
+/// A keyed, anchored, append-only audit file, and its key. Cheap to clone.
 #[derive(Clone)]
-pub struct FileStore(Arc<Mutex<Inner>>);
+pub struct FileStore(Arc<Mutex<Inner>>, ChainKey);
 
 impl std::fmt::Debug for FileStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,12 +54,12 @@ fn lock_path(path: &Path) -> PathBuf {
 
 fn read_head(path: &Path) -> Result<Option<Head>, StoreError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            StoreError::Unanchored(format!(
-                "the head file `{}` is unreadable ({e})",
-                path.display()
-            ))
-        }),
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Unanchored {
+                trail: Trail::File,
+                reason: format!("the head file `{}` is unreadable ({e})", path.display()),
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io(path)(e)),
     }
@@ -76,7 +76,7 @@ pub fn verify_file(path: &Path, key: Option<&ChainKey>) -> Result<Verified, Stor
     let (mut verified, _) = verify_bytes(&bytes, key)?;
     if let Some(key) = key {
         let head = read_head(&head_path(path))?;
-        anchor(&mut verified, &bytes, head.as_ref(), key)?;
+        anchor(&mut verified, &bytes, head.as_ref(), key, Trail::File)?;
     }
     Ok(verified)
 }
@@ -158,8 +158,9 @@ impl FileStore {
         let head_path = head_path(&path);
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io(&path))?;
-        let (mut verified, ids) = check_chain(&bytes, Some(&key), None)?;
-        anchor(&mut verified, &bytes, read_head(&head_path)?.as_ref(), &key)?;
+        let (mut verified, ids) = check_chain(&bytes, Some(&key), Trail::File, None)?;
+        let head = read_head(&head_path)?;
+        anchor(&mut verified, &bytes, head.as_ref(), &key, Trail::File)?;
         if verified.torn_tail_bytes > 0 {
             let keep = (bytes.len() - verified.torn_tail_bytes) as u64;
             tracing::warn!(
@@ -183,17 +184,17 @@ impl FileStore {
         )
         .map_err(io(&head_path))?;
         let len = (bytes.len() - verified.torn_tail_bytes) as u64;
-        Ok(Self(Arc::new(Mutex::new(Inner {
+        let inner = Inner {
             path,
             head_path,
             file,
-            key,
             len,
             seq: verified.lines,
             head: verified.head,
             ids,
             head_dirty: false,
-        }))))
+        };
+        Ok(Self(Arc::new(Mutex::new(inner)), key))
     }
 
     /// Appends records not stored yet, in order, chained, flushes them to disk
@@ -220,7 +221,7 @@ impl FileStore {
             }
             fresh.insert(id.to_owned(), digest);
             seq += 1;
-            let (line, mac) = seal(&inner.key, seq, &head, &record)?;
+            let (line, mac) = seal(&self.1, Trail::File, seq, &head, &record)?;
             head = mac;
             out.extend_from_slice(&line);
             out.push(b'\n');
@@ -228,7 +229,7 @@ impl FileStore {
         let appended = fresh.len();
         if appended > 0 {
             // The intent first: the head allows lines up to `seq` before they exist.
-            let intent = Head::sealed(&inner.key, inner.seq, &inner.head, seq);
+            let intent = Head::sealed(&self.1, inner.seq, &inner.head, seq);
             write_head(&inner.head_path, &intent).map_err(io(&inner.head_path))?;
             let path = inner.path.clone();
             // INVARIANT: one write, fdatasync, then the head; state advances (and the
@@ -252,7 +253,7 @@ impl FileStore {
             inner.head_dirty = true;
         }
         if inner.head_dirty {
-            let sealed = Head::sealed(&inner.key, inner.seq, &inner.head, inner.seq);
+            let sealed = Head::sealed(&self.1, inner.seq, &inner.head, inner.seq);
             write_head(&inner.head_path, &sealed).map_err(io(&inner.head_path))?;
             inner.head_dirty = false;
         }
@@ -283,6 +284,11 @@ impl FileStore {
         })
         .await
         .map_err(|_| StoreError::Poisoned)?
+    }
+
+    /// The key the file is chained under.
+    pub(crate) fn key(&self) -> &ChainKey {
+        &self.1
     }
 
     /// How many records are stored.

@@ -33,6 +33,10 @@ pub use postgres::{verify_postgres, PgStore};
 /// The `prev` of the first line.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// What a `countersigned` record's argument digest is keyed with, before the plain
+/// digest: no line (which starts with `{`) nor head (`head`) is keyed so.
+const COUNTERSIGNED_DIGEST: &[u8] = b"countersign/countersigned-args/v1\0";
+
 /// The key that chains and anchors the trail (HMAC-SHA256). Never printed, never
 /// written to the trail.
 #[derive(Clone)]
@@ -95,6 +99,15 @@ impl ChainKey {
             }
             Err(e) => Err(io(path)(e)),
         }
+    }
+
+    /// The digest a `countersigned` record carries for the arguments: HMAC-SHA256 under
+    /// this key of a label and `args_sha256` (the plain SHA-256, hex, that the token
+    /// binds). The trail never holds the plain digest, which anyone could compute from a
+    /// guessed argument; the key's holder checks a claimed argument with
+    /// [`countersign::audit::ArgsDigest::of_value`] and this.
+    pub fn countersigned_digest(&self, args_sha256: &str) -> String {
+        self.mac(&[COUNTERSIGNED_DIGEST, args_sha256.as_bytes()])
     }
 
     fn mac(&self, parts: &[&[u8]]) -> String {
@@ -186,17 +199,24 @@ pub enum StoreError {
         /// The cause.
         source: std::io::Error,
     },
-    /// The existing file's chain is broken; the store refuses to extend it.
-    #[error("audit file is broken at line {line}: {reason}")]
+    /// The trail's chain is broken; the store refuses to extend it.
+    #[error("{trail} is broken at {} {line}: {reason}", trail.unit())]
     Broken {
-        /// The first bad line, from 1.
+        /// The file or the database.
+        trail: Trail,
+        /// The first bad line (a database's row), from 1.
         line: u64,
         /// What is wrong with it.
         reason: String,
     },
     /// The head does not match the body: records were cut, or the head was forged.
-    #[error("audit file does not match its head: {0}")]
-    Unanchored(String),
+    #[error("{trail} does not match its head: {reason}")]
+    Unanchored {
+        /// The file or the database.
+        trail: Trail,
+        /// What does not match.
+        reason: String,
+    },
     /// Another process writes the file.
     #[error("audit file `{path}` is in use by another gateway ({holder}); one writer per file")]
     Locked {
@@ -218,6 +238,35 @@ pub enum StoreError {
     /// A writer panicked while holding the store.
     #[error("the audit store is unusable after an earlier failure")]
     Poisoned,
+}
+
+/// Which trail an error is about: its message names it ("audit file", "audit
+/// database"), so an operator looks in the right place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trail {
+    /// A JSON Lines file and its head file.
+    File,
+    /// A PostgreSQL database: its rows and its head row.
+    Database,
+}
+
+impl Trail {
+    /// What one record of this trail is called: a line, or a row.
+    fn unit(self) -> &'static str {
+        match self {
+            Self::File => "line",
+            Self::Database => "row",
+        }
+    }
+}
+
+impl std::fmt::Display for Trail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::File => "audit file",
+            Self::Database => "audit database",
+        })
+    }
 }
 
 /// What an append did.
@@ -265,15 +314,17 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 const MAC_FIELD: &[u8] = b",\"mac\":\"";
 
-/// Seals a line: its bytes up to `,"mac"` are what the mac covers.
+/// Seals a line of `trail`: its bytes up to `,"mac"` are what the mac covers.
 fn seal(
     key: &ChainKey,
+    trail: Trail,
     seq: u64,
     prev: &str,
     record: &AuditRecord,
 ) -> Result<(Vec<u8>, String), StoreError> {
     let body =
         serde_json::to_vec(&Unsealed { seq, prev, record }).map_err(|e| StoreError::Broken {
+            trail,
             line: seq,
             reason: e.to_string(),
         })?;
@@ -329,8 +380,17 @@ pub fn verify_bytes(
     bytes: &[u8],
     key: Option<&ChainKey>,
 ) -> Result<(Verified, StoredIds), StoreError> {
+    verify_trail(bytes, key, Trail::File)
+}
+
+/// [`verify_bytes`] of the lines of `trail`, whose errors name it.
+pub(crate) fn verify_trail(
+    bytes: &[u8],
+    key: Option<&ChainKey>,
+    trail: Trail,
+) -> Result<(Verified, StoredIds), StoreError> {
     let mut tally = completeness::Tally::default();
-    let (mut verified, ids) = check_chain(bytes, key, Some(&mut tally))?;
+    let (mut verified, ids) = check_chain(bytes, key, trail, Some(&mut tally))?;
     verified.completeness = tally.finish();
     Ok((verified, ids))
 }
@@ -341,6 +401,7 @@ pub fn verify_bytes(
 pub(crate) fn check_chain(
     bytes: &[u8],
     key: Option<&ChainKey>,
+    trail: Trail,
     mut tally: Option<&mut completeness::Tally>,
 ) -> Result<(Verified, StoredIds), StoreError> {
     let mut prev = GENESIS.to_owned();
@@ -357,6 +418,7 @@ pub(crate) fn check_chain(
         rest = after.get(1..).unwrap_or_default();
         let number = lines + 1;
         let broken = |reason: String| StoreError::Broken {
+            trail,
             line: number,
             reason,
         };
@@ -409,46 +471,47 @@ pub(crate) fn check_chain(
     ))
 }
 
-/// Checks the body against its head with the key: the head must be genuine, and the
-/// body must reach it (a cut tail leaves the body short of it).
+/// Checks the body of `trail` against its head with the key: the head must be
+/// genuine, and the body must reach it (a cut tail leaves the body short of it).
 fn anchor(
     verified: &mut Verified,
     bytes: &[u8],
     head: Option<&Head>,
     key: &ChainKey,
+    trail: Trail,
 ) -> Result<(), StoreError> {
+    let unanchored = |reason: String| Err(StoreError::Unanchored { trail, reason });
+    let unit = trail.unit();
     let Some(head) = head else {
         if verified.lines == 0 {
             return Ok(());
         }
-        return Err(StoreError::Unanchored(
-            "the file has records but no head: its end cannot be checked".into(),
-        ));
+        return unanchored("there are records but no head: the end cannot be checked".into());
     };
     if !head.holds(key) {
-        return Err(StoreError::Unanchored(
+        return unanchored(
             "the head's mac does not match: it was changed, or the key is wrong".into(),
-        ));
+        );
     }
     if verified.lines < head.seq {
-        return Err(StoreError::Unanchored(format!(
-            "the head says {} records were acknowledged, but the file ends after {}: records were cut",
+        return unanchored(format!(
+            "the head says {} records were acknowledged, but the trail ends after {}: records were cut",
             head.seq, verified.lines
-        )));
+        ));
     }
     let mac_at_head = mac_of_line(bytes, head.seq);
     if head.seq > 0 && mac_at_head.as_deref() != Some(head.last.as_str()) {
-        return Err(StoreError::Unanchored(format!(
-            "line {} is not the line the head acknowledged: the file was rewritten",
+        return unanchored(format!(
+            "{unit} {} is not the {unit} the head acknowledged: the trail was rewritten",
             head.seq
-        )));
+        ));
     }
     if verified.lines > head.seq.max(head.pending) {
-        return Err(StoreError::Unanchored(format!(
-            "{} lines lie beyond what the head allows ({}): the head was put back from earlier",
+        return unanchored(format!(
+            "{} {unit}s lie beyond what the head allows ({}): the head was put back from earlier",
             verified.lines - head.seq,
             head.seq.max(head.pending)
-        )));
+        ));
     }
     verified.unanchored_lines = verified.lines - head.seq;
     Ok(())
@@ -516,6 +579,14 @@ impl AuditStore {
         match self {
             Self::File(_) => "file",
             Self::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The key the trail is chained under.
+    pub(crate) fn key(&self) -> &ChainKey {
+        match self {
+            Self::File(store) => store.key(),
+            Self::Postgres(store) => store.key(),
         }
     }
 

@@ -29,9 +29,26 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::Connection as _;
 
 use super::{
-    anchor, constant_time_eq, seal, sealed_part, verify_bytes, Appended, ChainKey, ChainedLine,
-    Head, StoreError, Verified, GENESIS,
+    anchor, constant_time_eq, seal, sealed_part, verify_trail, Appended, ChainKey, ChainedLine,
+    Head, StoreError, Trail, Verified, GENESIS,
 };
+
+/// A broken row of the database's trail.
+fn broken(line: u64, reason: impl Into<String>) -> StoreError {
+    StoreError::Broken {
+        trail: Trail::Database,
+        line,
+        reason: reason.into(),
+    }
+}
+
+/// The database's head and rows do not match.
+fn unanchored(reason: impl Into<String>) -> StoreError {
+    StoreError::Unanchored {
+        trail: Trail::Database,
+        reason: reason.into(),
+    }
+}
 
 /// How long one append may take, the wait for the head's lock included, before it is
 /// refused (and rolled back): a database that went away answers 503 in bounded time.
@@ -143,9 +160,7 @@ type HeadRow = (i64, String, i64, String);
 
 fn head_of(row: HeadRow) -> Result<Head, StoreError> {
     let (seq, last, pending, mac) = row;
-    let count = |n: i64| {
-        u64::try_from(n).map_err(|_| StoreError::Unanchored("the head's seq is negative".into()))
-    };
+    let count = |n: i64| u64::try_from(n).map_err(|_| unanchored("the head's seq is negative"));
     Ok(Head {
         seq: count(seq)?,
         last,
@@ -157,11 +172,11 @@ fn head_of(row: HeadRow) -> Result<Head, StoreError> {
 /// The head row, its mac checked under `key`.
 fn checked(row: Option<HeadRow>, key: &ChainKey) -> Result<Head, StoreError> {
     let head = head_of(row.ok_or_else(|| {
-        StoreError::Unanchored("the head row is missing: the trail's end cannot be checked".into())
+        unanchored("the head row is missing: the trail's end cannot be checked")
     })?)?;
     if !head.holds(key) {
-        return Err(StoreError::Unanchored(
-            "the head's mac does not match: it was changed, or the key is wrong".into(),
+        return Err(unanchored(
+            "the head's mac does not match: it was changed, or the key is wrong",
         ));
     }
     Ok(head)
@@ -177,15 +192,17 @@ fn already_stored(
 ) -> Result<std::collections::HashSet<String>, StoreError> {
     let mut stored = std::collections::HashSet::new();
     for (id, line) in rows {
-        let line: ChainedLine = serde_json::from_str(&line).map_err(|e| StoreError::Broken {
-            line: 0,
-            reason: format!("the row of record `{id}` is not a chained line ({e})"),
+        let line: ChainedLine = serde_json::from_str(&line).map_err(|e| {
+            broken(
+                0,
+                format!("the row of record `{id}` is not a chained line ({e})"),
+            )
         })?;
         if line.record.id != id {
-            return Err(StoreError::Broken {
-                line: line.seq,
-                reason: "its record_id column is not its record's id: the row was changed".into(),
-            });
+            return Err(broken(
+                line.seq,
+                "its record_id column is not its record's id: the row was changed",
+            ));
         }
         if batch
             .get(&id)
@@ -293,13 +310,13 @@ impl PgStore {
             }
         });
         if head.seq > 0 && !genuine {
-            return Err(StoreError::Unanchored(format!(
+            return Err(unanchored(format!(
                 "row {} is not the row the head acknowledged: rows were cut or rewritten",
                 head.seq
             )));
         }
         if beyond > 0 {
-            return Err(StoreError::Unanchored(format!(
+            return Err(unanchored(format!(
                 "{beyond} rows lie beyond the head: the head was put back from earlier"
             )));
         }
@@ -364,14 +381,13 @@ impl PgStore {
                 continue;
             }
             seq += 1;
-            let (line, mac) = seal(&self.key, seq, &last, record)?;
+            let (line, mac) = seal(&self.key, Trail::Database, seq, &last, record)?;
             last = mac;
             seqs.push(seq_value(seq)?);
             record_ids.push(record.id.to_string());
-            lines.push(String::from_utf8(line).map_err(|_| StoreError::Broken {
-                line: seq,
-                reason: "a sealed line is not UTF-8".into(),
-            })?);
+            lines.push(
+                String::from_utf8(line).map_err(|_| broken(seq, "a sealed line is not UTF-8"))?,
+            );
         }
         let appended = lines.len();
         if appended > 0 {
@@ -403,6 +419,11 @@ impl PgStore {
             duplicates,
             last_seq: seq,
         })
+    }
+
+    /// The key the trail is chained under.
+    pub(crate) fn key(&self) -> &ChainKey {
+        &self.key
     }
 
     /// The whole trail as JSON Lines, read in one snapshot.
@@ -451,10 +472,10 @@ async fn read_trail(
         // The columns outside the mac must say what the sealed line says.
         if let Ok(parsed) = serde_json::from_str::<ChainedLine>(&line) {
             if i64::try_from(parsed.seq).ok() != Some(seq) || parsed.record.id != id {
-                return Err(StoreError::Broken {
-                    line: parsed.seq,
-                    reason: "its seq or record_id column differs from its sealed line: the row was changed".into(),
-                });
+                return Err(broken(
+                    parsed.seq,
+                    "its seq or record_id column differs from its sealed line: the row was changed",
+                ));
             }
         }
         bytes.extend_from_slice(line.as_bytes());
@@ -473,9 +494,9 @@ pub async fn verify_postgres(url: &str, key: Option<&ChainKey>) -> Result<Verifi
     let mut tx = connection.begin().await.map_err(db("cannot begin"))?;
     let (bytes, head) = read_trail(&mut tx).await?;
     tx.commit().await.map_err(db("cannot end the read"))?;
-    let (mut verified, _) = verify_bytes(&bytes, key)?;
+    let (mut verified, _) = verify_trail(&bytes, key, Trail::Database)?;
     if let Some(key) = key {
-        anchor(&mut verified, &bytes, head.as_ref(), key)?;
+        anchor(&mut verified, &bytes, head.as_ref(), key, Trail::Database)?;
     }
     Ok(verified)
 }

@@ -138,13 +138,13 @@ async fn append(
     ))
 }
 
-/// `GET /v1/audit`: the chained file as JSON Lines.
+/// `GET /v1/audit`: the chained trail (the file, or the database's rows) as JSON Lines.
 pub(crate) async fn export_audit(State(state): State<AppState>) -> Result<Response, ApiError> {
     let bytes = state.audit.export().await.map_err(|e| {
         tracing::error!(error = %e, "audit export failed");
         ApiError::new(
             ErrorCode::AuditUnavailable,
-            "the audit file could not be read",
+            "the audit trail could not be read",
         )
     })?;
     let mut response = Response::new(axum::body::Body::from(bytes));

@@ -188,7 +188,10 @@ pub(crate) async fn mint(
         passkey,
         caller: body.caller,
     };
-    let record = record_of(&claims, u64::try_from(now.as_millis()).unwrap_or(u64::MAX))?;
+    let at_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+    // INVARIANT: the trail gets the keyed digest; only the token carries the plain one.
+    let args_digest = state.audit.key().countersigned_digest(&claims.args_sha256);
+    let record = record_of(&claims, at_ms, args_digest)?;
     state.audit.append(vec![record]).await.map_err(|e| {
         tracing::error!(error = %e, "audit append failed; no countersignature minted");
         ApiError::new(
@@ -259,8 +262,9 @@ fn check(body: &MintBody) -> Result<(), ApiError> {
     }
 }
 
-/// The trail's record of a mint: the call, the decision and the token's id.
-fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
+/// The trail's record of a mint: the call, the decision and the token's id, with the
+/// arguments as `args_digest`, keyed ([`crate::ChainKey::countersigned_digest`]).
+fn record_of(claims: &Claims, at_ms: u64, args_digest: String) -> Result<AuditRecord, ApiError> {
     let grant: Option<GrantId> = claims
         .grant
         .map(|g| serde_json::from_value(json!(g)))
@@ -302,7 +306,7 @@ fn record_of(claims: &Claims, at_ms: u64) -> Result<AuditRecord, ApiError> {
         summary: reason.summary().into_owned(),
         grant,
         reason,
-        args_digest: claims.args_sha256.as_str().into(),
+        args_digest,
         duration_ms: 0,
         countersignature: Some(claims.jti.clone()),
         trace: None,

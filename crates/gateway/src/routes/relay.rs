@@ -11,17 +11,22 @@
 //! sends `call` and `cancel`.
 //! The page sends `tools` (what it projects for MCP callers) and `result` (a call's
 //! answer). A bad message is answered `{"type":"error","message":…}` and changes nothing.
+//!
+//! Pages are admitted up to the relay's total, and up to a share per client (the peer's
+//! address: see [`crate::relay::Client`]); a page over either is told why and closed.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
+use axum::Extension;
 use serde::Deserialize;
 
 use crate::error::{ApiError, ErrorCode};
-use crate::relay::{PageTool, Relay, GRACE};
+use crate::relay::{Client, PageTool, Relay, GRACE};
 use crate::AppState;
 
 /// How often the gateway pings the page.
@@ -41,6 +46,7 @@ enum PageMessage {
 /// `GET /v1/relay`: the page's WebSocket.
 pub(crate) async fn connect(
     State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     if state.config.mcp_token.is_none() {
@@ -49,12 +55,15 @@ pub(crate) async fn connect(
             "MCP is off on this gateway (start it with --mcp-token-file)",
         ));
     }
+    let client = peer.map_or(Client::UNKNOWN, |Extension(ConnectInfo(address))| {
+        Client::of(address.ip())
+    });
     let relay = Arc::clone(&state.relay);
     let max = relay.max_bytes();
     Ok(upgrade
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| serve_page(relay, socket)))
+        .on_upgrade(move |socket| serve_page(relay, client, socket)))
 }
 
 fn text(value: &serde_json::Value) -> Message {
@@ -69,7 +78,7 @@ fn parse(message: &str) -> Result<PageMessage, String> {
     serde_json::from_str(message).map_err(|e| format!("not a relay message ({e})"))
 }
 
-async fn serve_page(relay: Arc<Relay>, mut socket: WebSocket) {
+async fn serve_page(relay: Arc<Relay>, client: Client, mut socket: WebSocket) {
     let key = match tokio::time::timeout(HELLO, socket.recv()).await {
         Ok(Some(Ok(Message::Text(first)))) => match parse(&first) {
             Ok(PageMessage::Hello { key }) => key,
@@ -84,7 +93,7 @@ async fn serve_page(relay: Arc<Relay>, mut socket: WebSocket) {
         },
         _ => return,
     };
-    let mut connection = match relay.connect(&key) {
+    let mut connection = match relay.connect(&key, client) {
         Ok(connection) => connection,
         Err(e) => {
             let _ = socket.send(error(e)).await;

@@ -289,3 +289,39 @@ pub async fn exported(client: &reqwest::Client, base: &str) -> String {
         .await
         .unwrap()
 }
+
+/// Asks the gateway at `base`, as the page does, to countersign one call approved once
+/// with `args`; the answer's JSON (the token is `countersignature`).
+pub async fn countersign(
+    client: &reqwest::Client,
+    base: &str,
+    args: &serde_json::Value,
+) -> serde_json::Value {
+    let body = serde_json::json!({
+        "call": 1,
+        "tool_call_id": "call_1",
+        "action": "publish_note",
+        "args_sha256": countersign::audit::ArgsDigest::of_value(args).to_hex(),
+        "card_sha256": "cd".repeat(32),
+        "approved_by": "once",
+        "grant": null,
+        "session": "page-1",
+        "role": "admin",
+    });
+    let response = page_post(client, format!("{base}/v1/countersign"), body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "the mint was refused");
+    response.json().await.unwrap()
+}
+
+/// The claims of a compact JWS, read without checking it.
+pub fn claims_of(token: &str) -> serde_json::Value {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1).unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
