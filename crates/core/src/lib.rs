@@ -20,6 +20,7 @@ mod preview;
 mod projection;
 pub mod question;
 pub mod reason;
+pub mod relay;
 mod reveal;
 mod schema_check;
 pub mod ticket;

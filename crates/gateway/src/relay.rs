@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hmac::{Hmac, Mac as _};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use sha2::Sha256;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -77,35 +77,7 @@ impl Client {
     pub const UNKNOWN: Self = Self(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
 }
 
-/// A message to a page, sent as one WebSocket text message (its JSON).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum PageEvent {
-    /// The first event: the code the dock shows, and the relayed calls that still wait
-    /// (sent again right after; the page withdraws any other MCP call it has live).
-    Paired {
-        /// The pairing code.
-        code: String,
-        /// The ids of the calls that still wait for the page's answer.
-        waiting: Vec<String>,
-        /// The largest message the page may send (a bigger one ends the connection).
-        max_bytes: usize,
-    },
-    /// An MCP client's tool call, for the page's executor.
-    Call {
-        /// The call's id (the executor's `tool_call_id`): random, never reused.
-        id: String,
-        /// The tool (action) name, as the client sent it.
-        name: String,
-        /// The arguments as JSON text, as the client sent them.
-        arguments: String,
-    },
-    /// The client cancelled the call, or went away: withdraw it if it still waits.
-    Cancel {
-        /// The call's id.
-        id: String,
-    },
-}
+pub use countersign::relay::ToPage;
 
 /// A tool as the page posts it: the core's `ToolSpec`, as serialised.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -200,7 +172,7 @@ struct Page {
     connection: u64,
     /// The connection dropped: the page is gone unless it is back by then.
     detached: bool,
-    events: mpsc::Sender<PageEvent>,
+    events: mpsc::Sender<ToPage>,
     tools: Arc<Vec<PageTool>>,
     calls: HashMap<String, Waiting>,
 }
@@ -221,7 +193,7 @@ pub struct Connection {
     /// Which connection of this page this is (a reconnect replaces the one before).
     pub serial: u64,
     /// The events for the page, `Paired` first.
-    pub events: mpsc::Receiver<PageEvent>,
+    pub events: mpsc::Receiver<ToPage>,
 }
 
 impl Default for Relay {
@@ -318,13 +290,13 @@ impl Relay {
             }),
         };
         // A reconnect is told what still waits, and sent it again.
-        let _ = sender.try_send(PageEvent::Paired {
+        let _ = sender.try_send(ToPage::Paired {
             code: code.clone(),
             waiting: page.calls.keys().cloned().collect(),
             max_bytes: self.max_bytes,
         });
         for (id, call) in &page.calls {
-            let _ = sender.try_send(PageEvent::Call {
+            let _ = sender.try_send(ToPage::Call {
                 id: id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
@@ -424,7 +396,7 @@ impl Relay {
         let mut random = [0u8; 16];
         let _ = getrandom::fill(&mut random);
         let id = format!("mcp-{}", crate::audit_store::hex(&random));
-        let event = PageEvent::Call {
+        let event = ToPage::Call {
             id: id.clone(),
             name: name.to_owned(),
             arguments: arguments.clone(),
@@ -449,9 +421,7 @@ impl Relay {
         let mut pages = self.pages();
         if let Some(page) = pages.get_mut(code) {
             if page.calls.remove(id).is_some() {
-                let _ = page
-                    .events
-                    .try_send(PageEvent::Cancel { id: id.to_owned() });
+                let _ = page.events.try_send(ToPage::Cancel { id: id.to_owned() });
             }
         }
     }
@@ -628,14 +598,14 @@ mod tests {
         let mut a = connect(&relay, KEY);
         let b = connect(&relay, OTHER);
         assert_ne!(a.code, b.code);
-        let paired = PageEvent::Paired {
+        let paired = ToPage::Paired {
             code: a.code.clone(),
             waiting: vec![],
             max_bytes: 1024 * 1024,
         };
         assert_eq!(a.events.recv().await, Some(paired));
         let (id, answer) = call(&relay, &a.code);
-        assert!(matches!(a.events.recv().await, Some(PageEvent::Call { id: i, .. }) if i == id));
+        assert!(matches!(a.events.recv().await, Some(ToPage::Call { id: i, .. }) if i == id));
         // The other page cannot answer it.
         assert_eq!(
             relay.settle(&b.code, &id, "{}".into()),
@@ -675,15 +645,13 @@ mod tests {
         relay.detach(&first.code, first.serial);
         drop(first);
         let mut second = connect(&relay, KEY);
-        let paired = PageEvent::Paired {
+        let paired = ToPage::Paired {
             code: second.code.clone(),
             waiting: vec![id.clone()],
             max_bytes: 1024 * 1024,
         };
         assert_eq!(second.events.recv().await, Some(paired));
-        assert!(
-            matches!(second.events.recv().await, Some(PageEvent::Call { id: i, .. }) if i == id)
-        );
+        assert!(matches!(second.events.recv().await, Some(ToPage::Call { id: i, .. }) if i == id));
         // The first connection's grace ending does not end the page.
         relay.expire(&second.code, 0);
         relay
@@ -765,7 +733,7 @@ mod tests {
         relay.cancel(&page.code, &first);
         let mut cancelled = false;
         while let Ok(event) = page.events.try_recv() {
-            cancelled |= event == PageEvent::Cancel { id: first.clone() };
+            cancelled |= event == ToPage::Cancel { id: first.clone() };
         }
         assert!(cancelled, "the cancel was dropped");
     }

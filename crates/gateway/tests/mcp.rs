@@ -592,3 +592,87 @@ async fn the_official_client_shows_why_its_session_was_refused() {
     assert!(ended.status().is_success(), "{}", ended.status());
     assert_eq!(sdk(base).await.trim(), "connected");
 }
+
+/// The relay's messages are declared once (`countersign::relay`), for the gateway and the
+/// page alike: each reads back what the other writes, in the documented shape.
+#[test]
+fn relay_messages_read_back_as_written_in_the_documented_shape() {
+    use countersign::relay::{ToGateway, ToPage};
+    let to_page = [
+        (
+            ToPage::Paired {
+                code: "123-456".into(),
+                waiting: vec!["c1".into()],
+                max_bytes: 1024,
+            },
+            json!({"type":"paired","code":"123-456","waiting":["c1"],"max_bytes":1024}),
+        ),
+        (
+            ToPage::Call {
+                id: "c1".into(),
+                name: "rename".into(),
+                arguments: "{\"name\":\"a\u{202e}\"}".into(),
+            },
+            json!({"type":"call","id":"c1","name":"rename","arguments":"{\"name\":\"a\u{202e}\"}"}),
+        ),
+        (
+            ToPage::Cancel { id: "c1".into() },
+            json!({"type":"cancel","id":"c1"}),
+        ),
+        (
+            ToPage::Error {
+                message: "no".into(),
+            },
+            json!({"type":"error","message":"no"}),
+        ),
+    ];
+    for (message, shape) in to_page {
+        let text = message.to_json();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), shape);
+        assert_eq!(ToPage::parse(&text), Some(message));
+    }
+    let to_gateway = [
+        (
+            ToGateway::Hello {
+                key: "k".repeat(32),
+            },
+            json!({"type":"hello","key":"k".repeat(32)}),
+        ),
+        (
+            ToGateway::Tools { tools: json!([]) },
+            json!({"type":"tools","tools":[]}),
+        ),
+        (
+            ToGateway::Result {
+                id: "c1".into(),
+                content: r#"{"ok":true}"#.into(),
+            },
+            json!({"type":"result","id":"c1","content":"{\"ok\":true}"}),
+        ),
+    ];
+    for (message, shape) in to_gateway {
+        let text = message.to_json();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), shape);
+        assert_eq!(ToGateway::parse(&text), Ok(message));
+    }
+    // What is not a message is said, and never half read.
+    for (bad, why) in [
+        (
+            r#"{"type":"hello","key":"k","extra":1}"#,
+            "unknown field `extra`",
+        ),
+        (r#"{"type":"wave"}"#, "unknown type `wave`"),
+        (
+            r#"{"type":"result","id":"c1","content":{}}"#,
+            "`content` must be text",
+        ),
+        ("[1]", "not an object"),
+    ] {
+        let error = ToGateway::parse(bad).unwrap_err();
+        assert!(error.contains(why), "{bad}: {error}");
+    }
+    assert_eq!(
+        ToPage::parse(r#"{"type":"paired","code":"1","waiting":[1],"max_bytes":1}"#),
+        None
+    );
+}

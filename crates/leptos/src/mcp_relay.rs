@@ -16,6 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 
+use countersign::relay::{ToGateway, ToPage};
 use countersign::{wire::ToolSpec, Call, Caller};
 use leptos::prelude::{GetUntracked, Set};
 use wasm_bindgen::closure::Closure;
@@ -78,59 +79,6 @@ pub(crate) struct McpRelay {
 
 /// A socket event handler.
 type Handler = Closure<dyn FnMut(web_sys::Event)>;
-
-/// A message from the gateway.
-#[derive(Debug)]
-enum Event {
-    Paired {
-        code: String,
-        waiting: Vec<String>,
-        max_bytes: usize,
-    },
-    Call {
-        id: String,
-        name: String,
-        arguments: String,
-    },
-    Cancel {
-        id: String,
-    },
-    Error {
-        message: String,
-    },
-}
-
-impl Event {
-    /// The message in `text`, if it is one (read through `serde_json::Value`, which the
-    /// page has anyway: a derived, internally tagged enum would add its own machinery to
-    /// the bundle).
-    fn parse(text: &str) -> Option<Self> {
-        let value: serde_json::Value = serde_json::from_str(text).ok()?;
-        let text = |key: &str| value.get(key)?.as_str().map(str::to_owned);
-        Some(match value.get("type")?.as_str()? {
-            "paired" => Event::Paired {
-                code: text("code")?,
-                waiting: value
-                    .get("waiting")?
-                    .as_array()?
-                    .iter()
-                    .filter_map(|id| id.as_str().map(str::to_owned))
-                    .collect(),
-                max_bytes: usize::try_from(value.get("max_bytes")?.as_u64()?).ok()?,
-            },
-            "call" => Event::Call {
-                id: text("id")?,
-                name: text("name")?,
-                arguments: text("arguments")?,
-            },
-            "cancel" => Event::Cancel { id: text("id")? },
-            "error" => Event::Error {
-                message: text("message")?,
-            },
-            _ => return None,
-        })
-    }
-}
 
 /// Starts the relay for `cs` against `base`: a path at the page's origin if the
 /// gateway's health (its sibling `/health`) says MCP is on; a `ws:`/`wss:` URL at once.
@@ -249,16 +197,18 @@ fn open(cs: &Countersign) {
     };
     relay.retired.borrow_mut().clear();
     let on_open = handler(&cs.0, |_, relay, _| {
-        relay.send(&format!(
-            r#"{{"type":"hello","key":{}}}"#,
-            quoted(&relay.key)
-        ));
+        relay.send(
+            &ToGateway::Hello {
+                key: relay.key.clone(),
+            }
+            .to_json(),
+        );
     });
     let on_message = handler(&cs.0, |cs, _, event| {
         let text = event
             .dyn_ref::<web_sys::MessageEvent>()
             .and_then(|e| e.data().as_string());
-        if let Some(event) = text.as_deref().and_then(Event::parse) {
+        if let Some(event) = text.as_deref().and_then(ToPage::parse) {
             received(cs, event);
         }
     });
@@ -335,12 +285,12 @@ fn withdraw_live(cs: &Countersign, relay: &McpRelay) {
     }
 }
 
-fn received(cs: &Countersign, event: Event) {
+fn received(cs: &Countersign, event: ToPage) {
     let Some(relay) = cs.service::<McpRelay>() else {
         return;
     };
     match event {
-        Event::Paired {
+        ToPage::Paired {
             code,
             waiting,
             max_bytes,
@@ -382,7 +332,7 @@ fn received(cs: &Countersign, event: Event) {
             *relay.poll.borrow_mut() = Some(gloo_timers::callback::Interval::new(POLL_MS, poll));
             sync(cs);
         }
-        Event::Call {
+        ToPage::Call {
             id,
             name,
             arguments,
@@ -419,8 +369,8 @@ fn received(cs: &Countersign, event: Event) {
                 }
             });
         }
-        Event::Cancel { id } => cs.withdraw(Caller::Mcp, &id),
-        Event::Error { message } => {
+        ToPage::Cancel { id } => cs.withdraw(Caller::Mcp, &id),
+        ToPage::Error { message } => {
             web_sys::console::warn_1(&format!("countersign: the MCP relay: {message}").into());
         }
     }
@@ -442,10 +392,10 @@ fn sync(cs: &Countersign) {
     if relay.sent_tools.borrow().as_ref() == Some(&tools) {
         return;
     }
-    let Ok(text) = serde_json::to_string(&tools) else {
+    let Ok(list) = serde_json::to_value(&tools) else {
         return;
     };
-    let message = format!(r#"{{"type":"tools","tools":{text}}}"#);
+    let message = ToGateway::Tools { tools: list }.to_json();
     // Over the gateway's limit the message would end the connection (and again after
     // every reconnect): MCP clients keep the tools they had, and the console says why.
     if message.len() > relay.max_bytes.get() {
@@ -465,11 +415,6 @@ const LOST: &str = r#"{"ok":false,"error":{"code":"RESULT_LOST","reason":"result
 
 /// The answer in place of one too large to relay.
 const TOO_LARGE: &str = r#"{"ok":false,"error":{"code":"RESULT_TOO_LARGE","reason":"result_too_large","message":"the call went through the page, but its result is too large to relay; what happened is in the page's audit trail","retry":false}}"#;
-
-/// `text` as a JSON string.
-fn quoted(text: &str) -> String {
-    serde_json::Value::from(text).to_string()
-}
 
 impl McpRelay {
     /// Sends `text` if the socket is open.
@@ -503,11 +448,11 @@ impl McpRelay {
     }
 
     fn answer(&self, id: &str, content: String) {
-        let message = format!(
-            r#"{{"type":"result","id":{},"content":{}}}"#,
-            quoted(id),
-            quoted(&content)
-        );
+        let message = ToGateway::Result {
+            id: id.to_owned(),
+            content: content.clone(),
+        }
+        .to_json();
         if !self.send(&message) {
             self.unsent.borrow_mut().insert(id.to_owned(), content);
         }

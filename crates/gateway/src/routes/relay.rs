@@ -23,7 +23,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
 use axum::Extension;
-use serde::Deserialize;
+use countersign::relay::{ToGateway, ToPage};
 
 use crate::error::{ApiError, ErrorCode};
 use crate::relay::{Client, PageTool, Relay, GRACE};
@@ -34,9 +34,7 @@ const PING: Duration = Duration::from_secs(15);
 /// How long the page has to say hello.
 const HELLO: Duration = Duration::from_secs(10);
 
-/// What the page sends.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+/// What the page sends, with its tools read as the relay keeps them.
 enum PageMessage {
     Hello { key: String },
     Tools { tools: Vec<PageTool> },
@@ -66,16 +64,25 @@ pub(crate) async fn connect(
         .on_upgrade(move |socket| serve_page(relay, client, socket)))
 }
 
-fn text(value: &serde_json::Value) -> Message {
-    Message::Text(value.to_string().into())
+fn text(event: &ToPage) -> Message {
+    Message::Text(event.to_json().into())
 }
 
 fn error(message: impl std::fmt::Display) -> Message {
-    text(&serde_json::json!({ "type": "error", "message": message.to_string() }))
+    text(&ToPage::Error {
+        message: message.to_string(),
+    })
 }
 
 fn parse(message: &str) -> Result<PageMessage, String> {
-    serde_json::from_str(message).map_err(|e| format!("not a relay message ({e})"))
+    Ok(match ToGateway::parse(message)? {
+        ToGateway::Hello { key } => PageMessage::Hello { key },
+        ToGateway::Tools { tools } => PageMessage::Tools {
+            tools: serde_json::from_value(tools)
+                .map_err(|e| format!("not a relay message ({e})"))?,
+        },
+        ToGateway::Result { id, content } => PageMessage::Result { id, content },
+    })
 }
 
 async fn serve_page(relay: Arc<Relay>, client: Client, mut socket: WebSocket) {
@@ -118,8 +125,7 @@ async fn serve_page(relay: Arc<Relay>, client: Client, mut socket: WebSocket) {
             event = connection.events.recv() => {
                 // `None`: a reconnect of the same page took over.
                 let Some(event) = event else { break false };
-                let Ok(value) = serde_json::to_value(&event) else { continue };
-                if socket.send(text(&value)).await.is_err() {
+                if socket.send(text(&event)).await.is_err() {
                     break false;
                 }
             }
