@@ -250,6 +250,9 @@ type Place = (u64, Vec<Seg>);
 /// The most decoded text held back at once (tool call arguments are held whole).
 const MAX_HELD_BYTES: usize = 1024 * 1024;
 
+/// The longest tool call id or name a stream may build.
+const MAX_NAME_BYTES: usize = 4096;
+
 /// The most places (choice × path) holding text at once.
 const MAX_PLACES: usize = 256;
 
@@ -290,6 +293,10 @@ pub struct StreamRedactor {
     held: BTreeMap<Place, String>,
     /// `arguments` strings, held whole until their choice finishes.
     arguments: BTreeMap<Place, String>,
+    /// Each tool call's `id` and `name` as received so far: a server that repeats them
+    /// whole in every chunk (llama-cpp-python) is passed on as if it sent them once, so
+    /// the pieces held back here never shift a repeat into something a client misjoins.
+    names: BTreeMap<Place, String>,
     /// Choices that sent their `finish_reason`.
     finished: std::collections::BTreeSet<u64>,
     /// Bytes held back in all places.
@@ -308,6 +315,7 @@ impl StreamRedactor {
             data: None,
             held: BTreeMap::new(),
             arguments: BTreeMap::new(),
+            names: BTreeMap::new(),
             finished: std::collections::BTreeSet::new(),
             held_bytes: 0,
             stopped: false,
@@ -524,6 +532,21 @@ impl StreamRedactor {
                     self.held_bytes += text.len();
                     self.arguments.entry(place).or_default().push_str(text);
                     text.clear();
+                } else if matches!(path.last(), Some(Seg::Key(k)) if k == "id" || k == "name")
+                    && matches!(path.first(), Some(Seg::Key(k)) if k == "delta")
+                {
+                    let received = self.names.entry(place.clone()).or_default();
+                    if !text.is_empty() && *received == *text {
+                        // The whole of it again: a repeat, not a piece.
+                        text.clear();
+                    } else {
+                        received.push_str(text);
+                        // Ids and names are short: a long one is not passed on.
+                        if received.len() > MAX_NAME_BYTES {
+                            return Err(Leak);
+                        }
+                        *text = self.hold(place, text);
+                    }
                 } else {
                     *text = self.hold(place, text);
                 }
@@ -561,7 +584,8 @@ impl StreamRedactor {
 
     /// Refuses more held text, or more places holding it, than a stream needs.
     fn check_cap(&self) -> Result<(), Leak> {
-        if self.held_bytes > MAX_HELD_BYTES || self.held.len() + self.arguments.len() > MAX_PLACES {
+        let places = self.held.len() + self.arguments.len() + self.names.len();
+        if self.held_bytes > MAX_HELD_BYTES || places > MAX_PLACES {
             Err(Leak)
         } else {
             Ok(())
@@ -781,6 +805,46 @@ mod tests {
             "data: {}\n\n",
             json!({"choices":[{"index":0,"delta":{"content":content}}]})
         )
+    }
+
+    /// A server that repeats the call's whole id and name in every chunk
+    /// (llama-cpp-python) reaches the client as if it sent them once: a name ending in
+    /// the key's first letter (`s` of `sk-`) is not shifted into pieces a client misjoins.
+    #[test]
+    fn ids_and_names_repeated_whole_in_every_chunk_are_passed_once() {
+        let chunk = |args: &str| {
+            format!(
+                "data: {}\n\n",
+                json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_s","type":"function","function":{"name":"publish_changes","arguments":args}}]}}]})
+            )
+        };
+        let finish =
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n";
+        let chunks = [chunk("{\"a\""), chunk(":1}"), finish.to_owned()];
+        let sse = stream(&chunks.iter().map(String::as_str).collect::<Vec<_>>());
+        let (mut ids, mut names) = (String::new(), String::new());
+        for line in sse.lines() {
+            let Some(v) = line
+                .strip_prefix("data: ")
+                .and_then(|d| serde_json::from_str::<Value>(d).ok())
+            else {
+                continue;
+            };
+            for call in v["choices"][0]["delta"]["tool_calls"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+            {
+                ids.push_str(call["id"].as_str().unwrap_or_default());
+                names.push_str(call["function"]["name"].as_str().unwrap_or_default());
+            }
+        }
+        assert_eq!(
+            (ids.as_str(), names.as_str()),
+            ("call_s", "publish_changes"),
+            "{sse}"
+        );
+        assert_eq!(decoded(&sse).1, "{\"a\":1}");
     }
 
     #[test]

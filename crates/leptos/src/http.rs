@@ -32,7 +32,7 @@ pub(crate) async fn fetch_full(
     header: Option<(&str, &str)>,
     timeout_ms: u32,
 ) -> Result<Answer, String> {
-    let (response, timer) = send(method, url, body, header, timeout_ms).await?;
+    let (response, _, timer) = send(method, url, body, header, timeout_ms).await?;
     let answer = whole(response).await;
     drop(timer);
     answer
@@ -49,21 +49,28 @@ pub async fn post_countersigned(
 ) -> Result<(u16, String), String> {
     let body = serde_json::to_string(token.arguments()).map_err(|e| e.to_string())?;
     let header = ("countersignature", token.as_str());
-    let (response, timer) = send("POST", url, Some(&body), Some(header), 15_000).await?;
+    let (response, _, timer) = send("POST", url, Some(&body), Some(header), 15_000).await?;
     let answer = whole(response).await;
     drop(timer);
     answer.map(|a| (a.status, a.body))
 }
 
 /// Sends a JSON request that the returned timer aborts after `timeout_ms` (keep it
-/// alive for as long as the body is read).
+/// alive for as long as the body is read), with the controller that aborts it.
 async fn send(
     method: &str,
     url: &str,
     body: Option<&str>,
     header: Option<(&str, &str)>,
     timeout_ms: u32,
-) -> Result<(web_sys::Response, gloo_timers::callback::Timeout), String> {
+) -> Result<
+    (
+        web_sys::Response,
+        web_sys::AbortController,
+        gloo_timers::callback::Timeout,
+    ),
+    String,
+> {
     let window = web_sys::window().ok_or("no window")?;
     let init = web_sys::RequestInit::new();
     init.set_method(method);
@@ -80,11 +87,20 @@ async fn send(
     if let Some((name, value)) = header {
         request.headers().set(name, value).map_err(js_error)?;
     }
-    let timer = gloo_timers::callback::Timeout::new(timeout_ms, move || abort.abort());
+    let timer = abort_after(&abort, timeout_ms);
     let response = JsFuture::from(window.fetch_with_request(&request))
         .await
         .map_err(js_error)?;
-    Ok((response.dyn_into().map_err(js_error)?, timer))
+    Ok((response.dyn_into().map_err(js_error)?, abort, timer))
+}
+
+/// A timer that aborts the request `timeout_ms` from now (dropping it cancels that).
+fn abort_after(
+    abort: &web_sys::AbortController,
+    timeout_ms: u32,
+) -> gloo_timers::callback::Timeout {
+    let abort = abort.clone();
+    gloo_timers::callback::Timeout::new(timeout_ms, move || abort.abort())
 }
 
 /// The whole body of an answer, with its status and `Retry-After`.
@@ -124,15 +140,17 @@ pub(crate) enum Streamed {
 
 /// Sends a request; an event-stream answer is decoded (UTF-8 across chunk boundaries)
 /// and handed to `on_text` as it arrives. A connection that breaks mid-stream just ends
-/// the stream: whoever reads it decides whether it was complete.
+/// the stream: whoever reads it decides whether it was complete. `silence_ms` is how
+/// long the server may say nothing (before its answer, and between two chunks): a long
+/// answer that keeps streaming is never cut.
 pub(crate) async fn fetch_streaming(
     url: &str,
     body: &str,
     header: Option<(&str, &str)>,
-    timeout_ms: u32,
+    silence_ms: u32,
     mut on_text: impl FnMut(&str),
 ) -> Result<Streamed, String> {
-    let (response, timer) = send("POST", url, Some(body), header, timeout_ms).await?;
+    let (response, abort, mut timer) = send("POST", url, Some(body), header, silence_ms).await?;
     let status = response.status();
     let event_stream = response
         .headers()
@@ -170,6 +188,8 @@ pub(crate) async fn fetch_streaming(
         let Ok(bytes) = value.dyn_into::<js_sys::Uint8Array>() else {
             break;
         };
+        // Something arrived: the silence starts again.
+        timer = abort_after(&abort, silence_ms);
         if let Ok(text) = decoder.decode_with_js_u8_array_and_options(&bytes, &options) {
             on_text(&text);
         }

@@ -8,7 +8,9 @@ use super::client::ModelClient;
 use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
 use crate::http::{fetch, fetch_full, fetch_streaming, Streamed};
 
-/// How long one model request may take before it is abandoned.
+/// How long the model may say nothing before its request is abandoned: before its
+/// answer starts, and between two pieces of a streamed answer (a long answer that keeps
+/// streaming is never cut). An answer in one piece must come whole within it.
 pub const DEFAULT_MODEL_TIMEOUT_MS: u32 = 60_000;
 
 /// A client for an OpenAI-compatible Chat Completions endpoint (by default the
@@ -48,6 +50,13 @@ impl OpenAiCompatible {
     /// upstream that answers in one piece anyway is read as before.
     pub fn streaming(mut self, stream: bool) -> Self {
         self.stream = stream;
+        self
+    }
+
+    /// How long the model may say nothing, in milliseconds (see
+    /// [`DEFAULT_MODEL_TIMEOUT_MS`]). Local and reasoning models may want more.
+    pub fn silence_timeout_ms(mut self, ms: u32) -> Self {
+        self.timeout_ms = ms;
         self
     }
 
@@ -122,7 +131,17 @@ fn wire_message(message: &ChatMessage) -> Value {
     };
     let mut out = serde_json::Map::new();
     out.insert("role".into(), json!(role));
-    out.insert("content".into(), json!(message.content));
+    // An assistant message that only calls tools says no `content` at all: some servers
+    // refuse `null` (llama-cpp-python answers 500), and every one takes it left out.
+    match &message.content {
+        Some(text) => {
+            out.insert("content".into(), json!(text));
+        }
+        None if message.tool_calls.is_empty() => {
+            out.insert("content".into(), json!(""));
+        }
+        None => {}
+    }
     if !message.tool_calls.is_empty() {
         let calls = message
             .tool_calls
@@ -433,7 +452,11 @@ mod tests {
             body["messages"][1]["tool_calls"][0]["function"]["name"],
             "a"
         );
-        assert_eq!(body["messages"][1]["content"], Value::Null);
+        assert!(
+            body["messages"][1].get("content").is_none(),
+            "a message of tool calls alone says no content: {}",
+            body["messages"][1]
+        );
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
         assert!(body.get("tools").is_none());
     }

@@ -239,8 +239,8 @@ impl Accumulator {
             .unwrap_or_default();
         self.grow(id.len() + name.len() + arguments.len())?;
         if let Some(slot) = self.calls.get_mut(index) {
-            slot.id.push_str(id);
-            slot.name.push_str(name);
+            join_piece(&mut slot.id, id);
+            join_piece(&mut slot.name, name);
             slot.arguments.push_str(arguments);
         }
         Ok(())
@@ -323,6 +323,15 @@ pub(crate) fn check_calls<'a>(
         seen.push(id);
     }
     Ok(())
+}
+
+/// Adds a streamed piece of a call's id or name. Servers send each in pieces to join (as
+/// the OpenAI SDK joins them) or whole in every chunk (llama-cpp-python): a piece equal to
+/// all that is held is that repeat. The name is checked against the page's actions anyway.
+fn join_piece(held: &mut String, piece: &str) {
+    if held.as_str() != piece {
+        held.push_str(piece);
+    }
 }
 
 #[cfg(test)]

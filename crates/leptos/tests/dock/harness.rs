@@ -362,6 +362,17 @@ pub(crate) fn mount_online(cap: Option<usize>) -> Page {
     mount_with_model(cap, false)
 }
 
+/// The settings page and the dock, its assistant on `client` (offline when it fails).
+pub(crate) fn mount_with_client(client: countersign_leptos::OpenAiCompatible) -> Page {
+    let options = options(&Setup::default());
+    mount_settings(options, Duration::from_secs(60), move || {
+        let offline = Scripted::new(Locale::En, Vec::new());
+        Some(Assistant::new(countersign_leptos::Fallback::new(
+            client, offline, false,
+        )))
+    })
+}
+
 pub(crate) fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
     let options = options(&Setup::default());
     mount_settings(options, Duration::from_secs(60), move || {

@@ -3,7 +3,7 @@
 use gloo_timers::future::TimeoutFuture;
 use wasm_bindgen_test::*;
 
-use super::harness::{completion_text, idle, mount_online, say, FakeFetch};
+use super::harness::{completion_text, idle, mount_online, mount_with_client, say, FakeFetch};
 
 fn sse(chunk: serde_json::Value) -> String {
     format!("data: {chunk}\n\n")
@@ -140,4 +140,30 @@ async fn streamed_arguments_that_never_parse_are_refused_by_the_gate() {
     assert!(page.q(".cs-card").is_none(), "never a card to approve");
     assert!(page.runs().is_empty());
     assert!(FakeFetch::requests()[1].1.contains("INVALID_ARGS"));
+}
+
+/// The model's time limit is on silence, not on the whole answer: a long answer that
+/// keeps streaming is read to its end (local and reasoning models stream for minutes).
+#[wasm_bindgen_test]
+async fn a_long_answer_that_keeps_streaming_is_never_cut() {
+    let words = [
+        "A long ", "answer ", "that ", "keeps ", "coming, ", "piece ", "by ", "piece.",
+    ];
+    let mut chunks: Vec<String> = words.iter().map(|w| text_chunk(w, false)).collect();
+    chunks.push(text_chunk("", true));
+    chunks.push("data: [DONE]\n\n".into());
+    // Ten pieces 150 ms apart: 1.5 s in all, three times the 500 ms of silence allowed.
+    let answers = serde_json::json!([streamed(chunks, 150, false)]);
+    let _fetch = FakeFetch::install(&answers.to_string());
+    let client = countersign_leptos::OpenAiCompatible::default().silence_timeout_ms(500);
+    let page = mount_with_client(client);
+    say(&page, "tell me at length").await;
+    idle(&page).await;
+    assert!(
+        page.text(".cs-log")
+            .contains("A long answer that keeps coming, piece by piece."),
+        "{}",
+        page.text(".cs-log")
+    );
+    assert!(!page.text(".cs-log").contains("offline"), "no fallback");
 }

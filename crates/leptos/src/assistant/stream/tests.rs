@@ -209,6 +209,41 @@ mod the_turn_is_what_the_model_sent {
         assert_eq!(calls[0].arguments, r#"{"name":"A"}"#);
     }
 
+    /// llama-cpp-python repeats the call's whole id and name in every chunk, where OpenAI
+    /// sends them once (or in pieces): both read as the one call the model meant.
+    #[test]
+    fn an_id_and_name_repeated_whole_in_every_chunk_are_read_once() {
+        let chunk = |args: &str| {
+            event(&format!(
+                r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":0,"id":"call_7","type":"function","function":{{"name":"publish_changes","arguments":"{args}"}}}}]}}}}]}}"#
+            ))
+        };
+        let sse = [
+            chunk(r#"{\"na"#),
+            chunk(r#"me\":"#),
+            chunk(r#"\"A\"}"#),
+            event(r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#),
+        ]
+        .concat();
+        let calls = calls_of(run(&sse)).unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].id, "call_7");
+        assert_eq!(calls[0].name, "publish_changes");
+        assert_eq!(calls[0].arguments, r#"{"name":"A"}"#);
+        // Pieces still join, as the OpenAI SDK joins them.
+        let pieces = [
+            event(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_","function":{"name":"publish_","arguments":""}}]}}]}"#),
+            event(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"7","function":{"name":"changes","arguments":"{}"}}]}}]}"#),
+            event(r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#),
+        ]
+        .concat();
+        let calls = calls_of(run(&pieces)).unwrap();
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("call_7", "publish_changes")
+        );
+    }
+
     /// Indexes that are not small non-negative integers (a string, a negative number, a
     /// float) are refused, as a skipped index is: folded into the *last* call, one call's
     /// argument text would be glued onto another's. (On wasm32 an index of 2^32 or more
