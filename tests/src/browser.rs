@@ -232,6 +232,18 @@ impl Ui<'_> {
             .map_err(|e| format!("could not type into `{css}`: {e}"))
     }
 
+    /// Empties an input.
+    pub async fn clear(&self, css: &str) -> Result<(), String> {
+        let el = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .map_err(|_| format!("no `{css}` to clear"))?;
+        el.clear()
+            .await
+            .map_err(|e| format!("could not clear `{css}`: {e}"))
+    }
+
     /// The `value` of an input.
     pub async fn value(&self, css: &str) -> Result<String, String> {
         let el = self

@@ -139,7 +139,7 @@ async fn main() -> ExitCode {
         archive_is_asked_twice_and_a_denial_changes_nothing,
         reset_states_what_is_lost,
         publish_handoff_cancelled,
-        publish_with_a_wrong_code_is_a_failed_handoff,
+        publish_with_a_wrong_code_says_not_yet_and_the_right_one_publishes,
         publish_with_the_code_gives_the_receipt,
         a_question_is_answered_without_changing_anything,
         the_same_flow_in_chinese,
@@ -774,7 +774,11 @@ async fn publish_handoff_cancelled(ui: &Ui<'_>) -> Outcome {
     )
 }
 
-async fn publish_with_a_wrong_code_is_a_failed_handoff(ui: &Ui<'_>) -> Outcome {
+/// "I've done it" pressed too early says "not yet" and keeps the handoff: the person
+/// enters the right code and it completes, one outcome for the model.
+async fn publish_with_a_wrong_code_says_not_yet_and_the_right_one_publishes(
+    ui: &Ui<'_>,
+) -> Outcome {
     ui.open("en").await?;
     ui.say("publish").await?;
     ui.wait_for(".cs-handoff").await?;
@@ -782,14 +786,31 @@ async fn publish_with_a_wrong_code_is_a_failed_handoff(ui: &Ui<'_>) -> Outcome {
     ui.click("#publish").await?;
     ui.wait_text(".error", "not right").await?;
     ui.click(".cs-handoff-done").await?;
-    ui.answer_contains("did not happen").await?;
-    ui.wait_for(".cs-msg--outcome[data-code='HANDOFF_FAILED']")
-        .await?;
+    ui.wait_text(".cs-handoff__not-yet", "Not yet").await?;
     ensure(
         ui.text("#publish-status").await? == "Draft",
         "a wrong code published",
     )?;
-    ui.shot("07-publish-failed").await
+    ensure(
+        ui.count(".cs-msg--outcome[data-action='publish_changes']")
+            .await?
+            == 0,
+        "an outcome while the handoff still waits",
+    )?;
+    ui.shot("07-publish-not-yet").await?;
+    ui.clear("#verification-code").await?;
+    ui.type_into("#verification-code", "246810").await?;
+    ui.click("#publish").await?;
+    ui.wait_text("#publish-status", "Published").await?;
+    ui.click(".cs-handoff-done").await?;
+    ui.wait_for(".cs-msg--outcome[data-code='OK'][data-action='publish_changes']")
+        .await?;
+    ensure(
+        ui.count(".cs-msg--outcome[data-action='publish_changes']")
+            .await?
+            == 1,
+        "one outcome",
+    )
 }
 
 async fn publish_with_the_code_gives_the_receipt(ui: &Ui<'_>) -> Outcome {

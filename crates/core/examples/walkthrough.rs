@@ -171,7 +171,7 @@ fn main() {
         .unwrap(),
     ));
 
-    section("5. \"Publish\" — a handoff: the person says done without typing the code");
+    section("5. \"Publish\" — a handoff: the person says done too early, then cancels");
     let Step::Handoff(view) = exec
         .submit(Call::new("tc_5", "publish_changes", "{}"), now())
         .unwrap()
@@ -187,7 +187,11 @@ fn main() {
             step.target.as_deref().unwrap_or("-")
         );
     }
-    told(&exec.handoff_done(view.call, now()).unwrap());
+    match exec.handoff_done(view.call, now()).unwrap() {
+        Some(settled) => told(&settled),
+        None => println!("  not yet: the page does not show it; the handoff still waits"),
+    }
+    exec.handoff_cancel(view.call, now()).unwrap();
 
     section("6. \"Publish\" again — the person types 246810 and presses Publish");
     let Step::Handoff(view) = exec
@@ -197,7 +201,7 @@ fn main() {
         panic!()
     };
     ws.published.set(true);
-    told(&exec.handoff_done(view.call, now()).unwrap());
+    told(&exec.handoff_done(view.call, now()).unwrap().unwrap());
 
     section("Audit trail (arguments only as SHA-256)");
     for record in audit.records() {

@@ -346,7 +346,6 @@ where
         }))
         .to_hex();
         Rc::new(Typed {
-            meta: self.meta.clone(),
             action: Rc::new(self),
         })
     }
@@ -424,7 +423,6 @@ pub(crate) trait PreparedCall {
 }
 
 struct Typed<P> {
-    meta: ActionMeta,
     action: Rc<Action<P>>,
 }
 
@@ -438,7 +436,7 @@ where
     P: DeserializeOwned + JsonSchema + Clone + 'static,
 {
     fn meta(&self) -> &ActionMeta {
-        &self.meta
+        &self.action.meta
     }
 
     fn is_available(&self) -> bool {
@@ -449,7 +447,7 @@ where
         let params: P = crate::arguments::into_params(args)?;
         // INVARIANT: a field the model was not shown is refused in every serde shape
         // (tagged and untagged enums, flatten), not only where serde notices it.
-        if let Some(why) = crate::schema_check::misfit(&self.meta.schema, args) {
+        if let Some(why) = crate::schema_check::misfit(&self.action.meta.schema, args) {
             return Err(why);
         }
         if let Some(check) = &self.action.validator {

@@ -26,6 +26,9 @@ pub enum AuditEvent {
     Granted,
     /// The last step was handed to the person.
     HandedOff,
+    /// The person said a handoff's step was done, but its expectation does not hold
+    /// yet; it still waits.
+    NotYet,
     /// The action rewrote the call, which went through the pipeline again.
     Rewritten,
     /// The call ended; `outcome` says how. One per call, unless it was superseded.

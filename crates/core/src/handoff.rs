@@ -136,7 +136,7 @@ pub enum HandoffState {
     Cancelled,
     /// The deadline passed first.
     TimedOut,
-    /// The person said done but the expectation did not hold.
+    /// The deadline passed after the person said done and the expectation did not hold.
     Failed,
 }
 
@@ -155,6 +155,7 @@ pub struct HandoffMachine {
     deadline: Timestamp,
     steps: usize,
     current: usize,
+    tries: u32,
 }
 
 impl HandoffMachine {
@@ -165,7 +166,13 @@ impl HandoffMachine {
             deadline: now.saturating_add(timeout),
             steps,
             current: 0,
+            tries: 0,
         }
+    }
+
+    /// How many times the person said done while the expectation did not hold yet.
+    pub fn tries(&self) -> u32 {
+        self.tries
     }
 
     /// The current state.
@@ -183,23 +190,30 @@ impl HandoffMachine {
         (self.state == HandoffState::Waiting).then_some(self.deadline)
     }
 
-    /// Times out if `now` is at or past the deadline. Returns the state.
+    /// Times out if `now` is at or past the deadline: `Failed` if the person said done
+    /// and the expectation did not hold, `TimedOut` otherwise. Returns the state.
     pub fn handle_timeout(&mut self, now: Timestamp) -> HandoffState {
         if self.state == HandoffState::Waiting && now >= self.deadline {
-            self.state = HandoffState::TimedOut;
+            self.state = if self.tries > 0 {
+                HandoffState::Failed
+            } else {
+                HandoffState::TimedOut
+            };
         }
         self.state
     }
 
     /// The person says the step is done; `expect_holds` is the expectation read now.
-    /// A claim after the deadline is a timeout, whatever the page shows.
+    /// If it does not hold yet, the handoff keeps waiting (the person may try again
+    /// until the deadline). A claim after the deadline is a timeout, whatever the page
+    /// shows.
     pub fn done(&mut self, now: Timestamp, expect_holds: bool) -> HandoffState {
         if self.handle_timeout(now) == HandoffState::Waiting {
-            self.state = if expect_holds {
-                HandoffState::Completed
+            if expect_holds {
+                self.state = HandoffState::Completed;
             } else {
-                HandoffState::Failed
-            };
+                self.tries = self.tries.saturating_add(1);
+            }
         }
         self.state
     }

@@ -327,8 +327,10 @@ pub enum Reason {
     HandoffTimeout,
     /// verify: the person said done, and `expect` holds.
     HandoffCompleted,
-    /// verify: the person said done, but `expect` does not hold.
+    /// verify: the deadline passed after the person said done and `expect` did not hold.
     HandoffFailed,
+    /// verify: the person said done, but `expect` does not hold yet; it still waits.
+    HandoffNotYet,
     /// approve: the caller withdrew the call while it waited; nothing was done.
     Withdrawn {
         /// Who asked, and withdrew.
@@ -397,6 +399,7 @@ impl Reason {
             | R::Verified
             | R::HandoffCompleted
             | R::HandoffFailed
+            | R::HandoffNotYet
             | R::TrailGap { .. } => Stage::Verify,
             R::HookReentered { hook } => match hook {
                 Hook::Available => Stage::Availability,
@@ -469,6 +472,7 @@ impl Reason {
             | R::SyntheticGesture { .. }
             | R::Verified
             | R::TrailGap { .. }
+            | R::HandoffNotYet
             | R::HandoffCompleted => return None,
         })
     }
@@ -638,7 +642,10 @@ impl Reason {
             R::HandoffCancelled => "the person cancelled the handoff".into(),
             R::HandoffTimeout => "the handoff timed out".into(),
             R::HandoffCompleted => "the person did the step and its expectation holds".into(),
-            R::HandoffFailed => "the handoff's expectation did not hold".into(),
+            R::HandoffFailed => {
+                "the person said it was done, but the handoff's expectation never held".into()
+            }
+            R::HandoffNotYet => "the person said it was done; the expectation does not hold yet".into(),
             R::HookReentered { hook } => written!(
                 "the action's `{}` hook called back into the executor",
                 hook.as_str()

@@ -61,8 +61,9 @@ pub enum ToGateway {
     },
     /// The tools MCP callers see, as [`crate::wire::ToolSpec`]s serialise.
     Tools {
-        /// The list, as JSON.
-        tools: Value,
+        /// The list as JSON text (an array): the page writes it straight from its
+        /// `ToolSpec`s, with no `Value` in between.
+        tools: String,
     },
     /// A relayed call's result, for the MCP client.
     Result {
@@ -123,16 +124,19 @@ impl ToPage {
 }
 
 impl ToGateway {
-    /// The message as sent.
+    /// The message as sent. (Written as text, not through a `Value`: this is the page's
+    /// side, and its download.)
     pub fn to_json(&self) -> String {
+        let quoted = |text: &str| Value::from(text).to_string();
         match self {
-            ToGateway::Hello { key } => json!({ "type": "hello", "key": key }),
-            ToGateway::Tools { tools } => json!({ "type": "tools", "tools": tools }),
-            ToGateway::Result { id, content } => {
-                json!({ "type": "result", "id": id, "content": content })
-            }
+            ToGateway::Hello { key } => format!(r#"{{"type":"hello","key":{}}}"#, quoted(key)),
+            ToGateway::Tools { tools } => format!(r#"{{"type":"tools","tools":{tools}}}"#),
+            ToGateway::Result { id, content } => format!(
+                r#"{{"type":"result","id":{},"content":{}}}"#,
+                quoted(id),
+                quoted(content)
+            ),
         }
-        .to_string()
     }
 
     /// The message in `text`; an error says what is wrong. A field the message does not
@@ -168,8 +172,9 @@ impl ToGateway {
             "tools" => ToGateway::Tools {
                 tools: object
                     .get("tools")
-                    .cloned()
-                    .ok_or("not a relay message (no `tools`)")?,
+                    .filter(|t| t.is_array())
+                    .ok_or("not a relay message (`tools` must be a list)")?
+                    .to_string(),
             },
             _ => ToGateway::Result {
                 id: text("id")?,

@@ -639,7 +639,7 @@ fn relay_messages_read_back_as_written_in_the_documented_shape() {
             json!({"type":"hello","key":"k".repeat(32)}),
         ),
         (
-            ToGateway::Tools { tools: json!([]) },
+            ToGateway::Tools { tools: "[]".into() },
             json!({"type":"tools","tools":[]}),
         ),
         (

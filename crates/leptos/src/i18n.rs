@@ -127,6 +127,9 @@ pub struct Strings {
     pub handoff_done: &'static str,
     /// "Cancel".
     pub handoff_cancel: &'static str,
+    /// Said after "I've done it" while the page does not show the step done yet (before
+    /// what will be checked).
+    pub not_yet: &'static str,
     /// "Time left".
     pub time_left: &'static str,
     /// The warning a waiting card shows in its last 30 seconds.
@@ -459,6 +462,7 @@ static EN: Strings = Strings {
     next_step: "Next step",
     handoff_done: "I've done it",
     handoff_cancel: "Cancel",
+    not_yet: "Not yet: the page does not show this yet. Finish the step, then press \u{201c}I've done it\u{201d} again.",
     time_left: "Time left",
     expires_soon: "This request expires in under 30 seconds; after that nothing runs.",
     approval_needed: "Approval needed",
@@ -579,6 +583,7 @@ static ZH: Strings = Strings {
     next_step: "下一步",
     handoff_done: "我已完成",
     handoff_cancel: "取消",
+    not_yet: "还没有：页面上还看不到这一步。完成这一步后，再按\u{201c}我已完成\u{201d}。",
     time_left: "剩余时间",
     expires_soon: "此请求将在 30 秒内过期，过期后不会执行任何操作。",
     approval_needed: "需要批准",

@@ -392,7 +392,7 @@ fn sync(cs: &Countersign) {
     if relay.sent_tools.borrow().as_ref() == Some(&tools) {
         return;
     }
-    let Ok(list) = serde_json::to_value(&tools) else {
+    let Ok(list) = serde_json::to_string(&tools) else {
         return;
     };
     let message = ToGateway::Tools { tools: list }.to_json();

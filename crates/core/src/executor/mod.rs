@@ -348,15 +348,21 @@ impl Executor {
         settled
     }
 
-    /// The person says the handoff is done: the `expect` check reads the page now;
-    /// a receipt if it holds, `HANDOFF_FAILED` if not.
-    pub fn handoff_done(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
+    /// The person says the handoff is done: the `expect` check reads the page now. If it
+    /// holds, the receipt; if not, `None`: the handoff still waits ([`HandoffView::tries`]
+    /// counts), and only Cancel or the deadline ends it (`HANDOFF_FAILED` after a try).
+    pub fn handoff_done(
+        &self,
+        call: CallId,
+        now: Timestamp,
+    ) -> Result<Option<Settled>, TicketError> {
         self.step(|state| state.handoff_event(call, true, now))?
     }
 
     /// The person cancels the handoff: `HANDOFF_CANCELLED`.
     pub fn handoff_cancel(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
         self.step(|state| state.handoff_event(call, false, now))?
+            .and_then(|settled| settled.ok_or(TicketError::NotPending))
     }
 
     /// Moves a handoff's highlight to step `index`.

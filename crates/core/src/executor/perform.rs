@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::audit::Decider;
+use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
 use crate::handoff::HandoffState;
 use crate::outcome::Settled;
@@ -63,7 +63,7 @@ impl ExecutorState {
         call: CallId,
         done: bool,
         now: Timestamp,
-    ) -> Result<Settled, TicketError> {
+    ) -> Result<Option<Settled>, TicketError> {
         let now = self.tick(now);
         let live = self.live.get(&call).ok_or(TicketError::NotPending)?;
         let LiveState::Handoff(machine) = &live.state else {
@@ -83,7 +83,7 @@ impl ExecutorState {
                 Ok(holds) => Some(holds),
                 Err(stop) => {
                     self.settle_stop(call, stop, now);
-                    return self.last_settled_for(call);
+                    return self.last_settled_for(call).map(Some);
                 }
             }
         } else {
@@ -97,8 +97,14 @@ impl ExecutorState {
             Some(holds) => machine.done(now, holds),
             None => machine.cancel(now),
         };
+        if state == HandoffState::Waiting {
+            // Not yet: said in the trail, and the person may try again.
+            let reason = Reason::HandoffNotYet;
+            self.record_live(call, AuditEvent::NotYet, Decider::Action, &reason, now);
+            return Ok(None);
+        }
         self.settle_handoff(call, state, now);
-        self.last_settled_for(call)
+        self.last_settled_for(call).map(Some)
     }
 
     pub(crate) fn show_step(&mut self, call: CallId, index: usize) -> Result<(), TicketError> {

@@ -49,6 +49,8 @@ pub struct HandoffView {
     pub current_step: Option<usize>,
     /// What will be checked when the person says done.
     pub expect: String,
+    /// How many times the person said done while it did not hold yet.
+    pub tries: u32,
     /// When it times out.
     pub deadline: Timestamp,
 }
@@ -139,6 +141,7 @@ pub(crate) fn handoff_view(state: &ExecutorState, call: CallId) -> Option<Handof
         steps: handoff.steps.clone(),
         current_step: machine.current_step(),
         expect: handoff.expect.description.clone(),
+        tries: machine.tries(),
         deadline: machine.deadline(),
     })
 }

@@ -64,7 +64,7 @@ impl ExecutorState {
             HandoffState::TimedOut => {
                 Stop::new(Reason::HandoffTimeout, Decider::Timer).with(timeout_s.to_string())
             }
-            HandoffState::Failed => Stop::new(Reason::HandoffFailed, Decider::Action).with(expect),
+            HandoffState::Failed => Stop::new(Reason::HandoffFailed, Decider::Timer).with(expect),
         };
         self.settle_stop(call, stop, now);
     }

@@ -309,6 +309,7 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::HandoffTimeout, S::Perform, Some(C::HandoffTimeout), H::AskUser, "handoff_timeout"),
         (Reason::HandoffCompleted, S::Verify, None, H::AskUser, "handoff_completed"),
         (Reason::HandoffFailed, S::Verify, Some(C::HandoffFailed), H::AskUser, "handoff_failed"),
+        (Reason::HandoffNotYet, S::Verify, None, H::AskUser, "handoff_not_yet"),
         (Reason::HookReentered { hook: Hook::Classify }, S::Decide, Some(C::Unavailable), H::AskUser, "hook_reentered"),
         (Reason::HookReentered { hook: Hook::Verify }, S::Verify, Some(C::VerifyFailed), H::AskUser, "hook_reentered"),
         (Reason::HookReentered { hook: Hook::Expect }, S::Verify, Some(C::HandoffFailed), H::AskUser, "hook_reentered"),

@@ -314,7 +314,7 @@ fn a_handoff_is_the_persons_and_is_not_withdrawn() {
     // The agent leaving does not undo what the person may already have done.
     assert!(w.exec.withdraw(Caller::WebMcp, "wm-1", at(1)).is_empty());
     assert_eq!(w.exec.handoffs().len(), 1);
-    let settled = w.exec.handoff_done(view.call, at(2)).unwrap();
+    let settled = w.exec.handoff_done(view.call, at(2)).unwrap().unwrap();
     assert_eq!(code(&settled), "OK");
     assert_eq!(w.terminal(view.call).len(), 1);
 }

@@ -17,9 +17,17 @@ fn done_with_the_expectation_holding_completes() {
 }
 
 #[test]
-fn done_with_unchanged_state_fails() {
+fn done_too_early_keeps_waiting_and_fails_only_at_the_deadline() {
     let mut m = HandoffMachine::new(1, at(0), MIN);
-    assert_eq!(m.done(at(10), false), HandoffState::Failed);
+    assert_eq!(m.done(at(10), false), HandoffState::Waiting);
+    assert_eq!(m.tries(), 1);
+    assert_eq!(m.poll_timeout(), Some(at(60_000)));
+    assert_eq!(m.done(at(20), true), HandoffState::Completed);
+    let mut late = HandoffMachine::new(1, at(0), MIN);
+    assert_eq!(late.done(at(10), false), HandoffState::Waiting);
+    assert_eq!(late.handle_timeout(at(60_000)), HandoffState::Failed);
+    let mut never = HandoffMachine::new(1, at(0), MIN);
+    assert_eq!(never.handle_timeout(at(60_000)), HandoffState::TimedOut);
 }
 
 #[test]

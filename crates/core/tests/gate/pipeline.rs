@@ -320,7 +320,7 @@ fn a_handoff_is_never_approval_gated_and_receipts_only_after_expect_holds() {
     w.exec.show_step(view.call, 1).unwrap();
     assert_eq!(w.exec.handoffs()[0].current_step, Some(1));
     published.set(true); // the person typed the code and pressed Publish
-    let s = w.exec.handoff_done(view.call, at(10)).unwrap();
+    let s = w.exec.handoff_done(view.call, at(10)).unwrap().unwrap();
     assert_eq!(code(&s), "OK");
     assert_eq!(s.outcome.to_model_json()["receipt"]["done_by"], "person");
     let trail: Vec<_> = w
@@ -333,19 +333,64 @@ fn a_handoff_is_never_approval_gated_and_receipts_only_after_expect_holds() {
     assert!(w.exec.handoffs().is_empty());
 }
 
+/// One early press loses nothing: "I've done it" before the step is done says "not yet"
+/// (in the trail too), the handoff keeps waiting, and the real step done a moment later
+/// completes it; the model hears the outcome once.
 #[test]
-fn done_with_unchanged_state_is_handoff_failed() {
+fn done_too_early_keeps_the_handoff_open_until_the_step_is_done() {
+    let (w, published) = handoff_world(Duration::from_secs(60));
+    let Step::Handoff(view) = w.call("publish_changes", "", 0) else {
+        panic!()
+    };
+    assert_eq!(w.exec.handoff_done(view.call, at(10)).unwrap(), None);
+    assert_eq!(w.exec.handoff_done(view.call, at(20)).unwrap(), None);
+    assert_eq!(w.exec.handoffs()[0].tries, 2);
+    assert!(
+        w.exec.drain_settled().is_empty(),
+        "the model hears nothing yet"
+    );
+    assert_eq!(w.terminal(view.call).len(), 0);
+    published.set(true);
+    let s = w.exec.handoff_done(view.call, at(30)).unwrap().unwrap();
+    assert_eq!(code(&s), "OK");
+    let trail: Vec<_> = w
+        .audit
+        .for_call(view.call)
+        .iter()
+        .map(|r| r.event)
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            AuditEvent::HandedOff,
+            AuditEvent::NotYet,
+            AuditEvent::NotYet,
+            AuditEvent::Settled
+        ]
+    );
+    assert_eq!(w.exec.drain_settled().len(), 1, "one outcome for the model");
+}
+
+/// A step never done after a press that came too early ends at the deadline as
+/// `HANDOFF_FAILED` (the person said done; it never held), decided by the timer.
+#[test]
+fn a_handoff_tried_but_never_done_fails_at_its_deadline() {
     let (w, _published) = handoff_world(Duration::from_secs(60));
     let Step::Handoff(view) = w.call("publish_changes", "", 0) else {
         panic!()
     };
-    let s = w.exec.handoff_done(view.call, at(10)).unwrap();
-    assert_eq!(code(&s), "HANDOFF_FAILED");
-    assert!(s.outcome.to_model_json()["error"]["message"]
+    assert_eq!(w.exec.handoff_done(view.call, at(10)).unwrap(), None);
+    let settled = w.exec.handle_timeout(at(60_000));
+    assert_eq!(code(&settled[0]), "HANDOFF_FAILED");
+    assert!(settled[0].outcome.to_model_json()["error"]["message"]
         .as_str()
         .unwrap()
         .contains("did not happen"));
     assert_eq!(w.terminal(view.call).len(), 1);
+    assert_eq!(
+        w.terminal(view.call)[0].decided_by,
+        countersign::audit::Decider::Timer
+    );
 }
 
 #[test]
@@ -395,7 +440,7 @@ fn a_late_handoff_done_with_a_stale_now_is_a_timeout() {
     };
     // Another call moves the clock past the deadline; then a stale `done`.
     let _ = w.call("nope", "{}", 5_000);
-    let s = w.exec.handoff_done(view.call, at(10)).unwrap();
+    let s = w.exec.handoff_done(view.call, at(10)).unwrap().unwrap();
     assert_eq!(code(&s), "HANDOFF_TIMEOUT");
 }
 

@@ -78,7 +78,7 @@ fn parse(message: &str) -> Result<PageMessage, String> {
     Ok(match ToGateway::parse(message)? {
         ToGateway::Hello { key } => PageMessage::Hello { key },
         ToGateway::Tools { tools } => PageMessage::Tools {
-            tools: serde_json::from_value(tools)
+            tools: serde_json::from_str(&tools)
                 .map_err(|e| format!("not a relay message ({e})"))?,
         },
         ToGateway::Result { id, content } => PageMessage::Result { id, content },

@@ -56,6 +56,7 @@ fn panel(
             <p class="cs-handoff__reason">{view.reason.clone()}</p>
             <ol class="cs-steps">{items}</ol>
             <p class="cs-handoff__expect"><span class="cs-label">{strings.will_check}</span>{view.expect.clone()}</p>
+            {(view.tries > 0).then(|| view! { <p class="cs-handoff__not-yet" role="alert">{strings.not_yet}</p> })}
             <p class="cs-countdown" role="timer">
                 {strings.time_left}" "
                 {move || strings.countdown(deadline.saturating_sub(now_ms.get()))}
