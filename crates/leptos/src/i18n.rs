@@ -244,6 +244,12 @@ pub struct Strings {
     pub model_unreachable: &'static str,
     /// The model's answer could not be read.
     pub model_malformed: &'static str,
+    /// The model answered with no words at all.
+    pub empty_answer: &'static str,
+    /// After a turn's error: nothing of the turn ran.
+    pub nothing_ran: &'static str,
+    /// After a turn's error: what the turn did run before it (`{list}`).
+    pub ran_before: &'static str,
     /// The model's streamed answer was cut off.
     pub model_cut: &'static str,
     /// A tool call whose arguments are still arriving.
@@ -416,6 +422,15 @@ impl Strings {
         }
     }
 
+    /// After a turn's error, what the turn ran before it (the titles of what was done).
+    pub fn ran_in_turn(&self, ran: &[String]) -> String {
+        if ran.is_empty() {
+            self.nothing_ran.to_owned()
+        } else {
+            self.ran_before.replace("{list}", &ran.join(", "))
+        }
+    }
+
     /// A countdown as `m:ss`.
     pub fn countdown(&self, millis: u64) -> String {
         let secs = millis.div_ceil(1000);
@@ -517,9 +532,12 @@ static EN: Strings = Strings {
     model_unauthorized: "The gateway refused the request (401): the page's gateway token is missing or wrong, or the model provider rejected the gateway's key. Check the gateway's --token and its key file.",
     model_too_large: "The conversation is too large for the gateway (413), even with older messages left out. Start a new conversation (reload) or raise the gateway's --max-body-bytes.",
     model_rate_limited: "The model is still rate-limited (429). Wait a minute, then send your message again.",
-    model_failed: "The model kept failing on its side. Try again later; nothing was done.",
+    model_failed: "The model kept failing on its side. Try again later.",
     model_unreachable: "The gateway could not be reached; the offline assistant answers for now.",
-    model_malformed: "The model's answer could not be read; nothing was done. Try again.",
+    model_malformed: "The model's answer could not be read. Try again.",
+    empty_answer: "The model gave no answer.",
+    nothing_ran: "Nothing was run in this turn.",
+    ran_before: "Done in this turn before that: {list}.",
     model_cut: "The model's answer was cut off before it finished; nothing of it was run. Send your message again.",
     preparing: "Preparing…",
     rate_limited_wait: "The model is busy (429): trying again in {n} s.",
@@ -638,9 +656,12 @@ static ZH: Strings = Strings {
     model_unauthorized: "网关拒绝了请求（401）：页面的网关令牌缺失或错误，或模型服务商拒绝了网关的密钥。请检查网关的 --token 和密钥文件。",
     model_too_large: "对话对网关来说太大（413），即使省略了较早的消息。请开始新的对话（重新加载），或调高网关的 --max-body-bytes。",
     model_rate_limited: "模型仍然受到速率限制（429）。请稍等一分钟再发送。",
-    model_failed: "模型在其一侧持续出错。请稍后再试；没有执行任何操作。",
+    model_failed: "模型在其一侧持续出错。请稍后再试。",
     model_unreachable: "无法连接网关；暂由离线助手回答。",
-    model_malformed: "无法读取模型的回答；没有执行任何操作。请再试一次。",
+    model_malformed: "无法读取模型的回答。请再试一次。",
+    empty_answer: "模型没有给出回答。",
+    nothing_ran: "本轮没有执行任何操作。",
+    ran_before: "本轮在此之前已完成：{list}。",
     model_cut: "模型的回答在完成前被中断；其中的任何内容都没有执行。请重新发送消息。",
     preparing: "准备中…",
     rate_limited_wait: "模型繁忙（429）：{n} 秒后重试。",

@@ -184,8 +184,9 @@ impl Assistant {
                     .push(ChatMessage::tool(call.id.clone(), content));
             }
             cs.save_history(&this.0.history.borrow());
-            let result = this.turn(&cs).await;
-            this.finish(&cs, &result);
+            let mut ran = Vec::new();
+            let result = this.turn(&cs, &mut ran).await;
+            this.finish(&cs, &result, &ran);
         });
     }
 
@@ -244,22 +245,35 @@ impl Assistant {
             history.push(ChatMessage::text(Role::User, text));
         }
         cs.save_history(&self.0.history.borrow());
-        let result = self.turn(cs).await;
-        self.finish(cs, &result);
+        let mut ran = Vec::new();
+        let result = self.turn(cs, &mut ran).await;
+        self.finish(cs, &result, &ran);
         result
     }
 
-    /// A turn ended: show its answer or error (in words, with what to do), and free the
-    /// assistant.
-    fn finish(&self, cs: &Countersign, result: &Result<String, AssistantError>) {
+    /// A turn ended: show its answer or error (in words, with what to do, and what the
+    /// turn did run before it: `ran`, the titles of its actions that were done), and
+    /// free the assistant.
+    fn finish(&self, cs: &Countersign, result: &Result<String, AssistantError>, ran: &[String]) {
         let strings = cs.locale().strings();
-        match result {
-            Ok(answer) => cs.push_log(LogEntry::Assistant(answer.clone())),
-            Err(AssistantError::StepLimit(_)) => {
-                cs.push_log(LogEntry::Error(strings.step_limit.to_owned()))
+        let error = match result {
+            Ok(answer) if answer.trim().is_empty() => {
+                cs.push_log(LogEntry::Notice(strings.empty_answer.to_owned()));
+                None
             }
-            Err(AssistantError::Model(e)) => cs.push_log(LogEntry::Error(strings.model_error(e))),
-            Err(e) => cs.push_log(LogEntry::Error(e.to_string())),
+            Ok(answer) => {
+                cs.push_log(LogEntry::Assistant(answer.clone()));
+                None
+            }
+            Err(AssistantError::StepLimit(_)) => Some(strings.step_limit.to_owned()),
+            Err(AssistantError::Model(e)) => Some(strings.model_error(e)),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(error) = error {
+            cs.push_log(LogEntry::Error(format!(
+                "{error} {}",
+                strings.ran_in_turn(ran)
+            )));
         }
         cs.save_history(&self.0.history.borrow());
         cs.set_working(false);
@@ -268,7 +282,11 @@ impl Assistant {
         self.0.busy.set(false);
     }
 
-    async fn turn(&self, cs: &Countersign) -> Result<String, AssistantError> {
+    async fn turn(
+        &self,
+        cs: &Countersign,
+        ran: &mut Vec<String>,
+    ) -> Result<String, AssistantError> {
         for _ in 0..self.0.max_steps {
             let tools = cs.executor().projection();
             self.fit(cs, &tools);
@@ -324,6 +342,12 @@ impl Assistant {
                     for call in over {
                         results.push(cs.refuse_over_cap(call, MAX_CALLS_PER_TURN).await);
                     }
+                    ran.extend(
+                        results
+                            .iter()
+                            .filter(|s| matches!(s.outcome, countersign::Outcome::Done(_)))
+                            .map(|s| cs.title_of(&s.action)),
+                    );
                     {
                         let mut history = self.0.history.borrow_mut();
                         // The results answer the calls as the history keeps them.

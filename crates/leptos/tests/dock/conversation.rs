@@ -155,6 +155,40 @@ async fn the_gateway_s_errors_are_said_in_words_and_never_send_the_session_offli
     }
 }
 
+/// A turn that fails after something ran says what ran, never "nothing was done"; one
+/// that ran nothing says so; an empty answer is said, not an empty bubble.
+#[wasm_bindgen_test]
+async fn a_failed_turn_says_what_it_ran_before_the_failure() {
+    let call = serde_json::json!({"choices":[{"message":{"role":"assistant","content":null,
+        "tool_calls":[{"id":"c1","type":"function","function":{"name":"note","arguments":"{\"name\":\"a\"}"}}]}}]})
+    .to_string();
+    let failed = r#"{"error":{"code":"x","message":"no"}}"#;
+    let _fetch = FakeFetch::install(&serde_json::json!([[200, call], [500, failed]]).to_string());
+    let page = mount_online(None);
+    say(&page, "note a").await;
+    idle(&page).await;
+    assert_eq!(page.runs(), ["note:a"]);
+    let error = page.text(".cs-msg--error");
+    assert!(
+        error.contains("Done in this turn before that: Title note."),
+        "{error}"
+    );
+    assert!(!error.contains("othing was"), "{error}");
+    let _fetch = FakeFetch::install(&serde_json::json!([[500, failed]]).to_string());
+    let page = mount_online(None);
+    say(&page, "hello").await;
+    idle(&page).await;
+    assert!(page
+        .text(".cs-msg--error")
+        .contains("Nothing was run in this turn."));
+    let _fetch = FakeFetch::install(&serde_json::json!([[200, completion_text("")]]).to_string());
+    let page = mount_online(None);
+    say(&page, "hello").await;
+    idle(&page).await;
+    assert!(page.text(".cs-log").contains("The model gave no answer."));
+    assert!(page.q(".cs-msg--assistant").is_none(), "no empty bubble");
+}
+
 #[wasm_bindgen_test]
 async fn a_rate_limit_waits_for_retry_after_and_recovers() {
     let answers = serde_json::json!([[429, "{}", 1], [200, completion_text("Here now.")]]);
