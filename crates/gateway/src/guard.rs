@@ -70,8 +70,11 @@ fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
     if let Some(origin) = origin {
         if !access.allowed_origins.iter().any(|o| o == origin) {
+            let origin: String = origin.chars().take(100).collect();
+            // A page served from elsewhere (`trunk serve` on another port) is refused on
+            // every call: its operator hears it here, not only in a browser console.
+            tracing::warn!(%origin, "refused a request from an origin not allowed (--allowed-origin)");
             return Err(ApiError::new(ErrorCode::OriginNotAllowed, {
-                let origin: String = origin.chars().take(100).collect();
                 format!(
                         "origin `{origin}` is not allowed; start the gateway with `--allowed-origin {origin}` (or COUNTERSIGN_ALLOWED_ORIGINS) to serve a page from there"
                     )

@@ -447,3 +447,101 @@ async fn an_error_body_naming_the_key_in_its_code_is_not_echoed() {
         assert_eq!(answer.status, 502);
     }
 }
+
+#[tokio::test]
+async fn a_stream_that_ends_before_a_word_is_an_error_not_an_empty_answer() {
+    let (url, _seen) = upstream(Behaviour::Events(Vec::new())).await;
+    let answer = ask(Some(url), true).await;
+    assert_eq!(answer.status, 200, "the stream had started");
+    let event: Value = serde_json::from_str(
+        answer
+            .body
+            .trim()
+            .strip_prefix("data: ")
+            .unwrap_or_else(|| panic!("{}", answer.body)),
+    )
+    .unwrap();
+    assert_eq!(
+        event["error"]["code"], "upstream_malformed",
+        "{}",
+        answer.body
+    );
+    assert!(event["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("without an answer"));
+}
+
+/// The operator learns why the upstream failed: its status and words in the gateway's
+/// log, at `warn`, with the provider key taken out (the page still gets no echo of them).
+#[tokio::test]
+async fn an_upstream_refusal_is_logged_with_its_words_and_never_the_key() {
+    let body = json!({"error":{"message": format!("model `tiny` not found; key {KEY} is fine"), "code":"model_not_found"}})
+        .to_string();
+    let (url, _seen) = upstream(Behaviour::Status(404, body)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_countersign-gateway"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args([
+            "--allowed-origin",
+            "http://127.0.0.1:8787",
+            "--upstream",
+            &url,
+        ])
+        .arg("--audit-file")
+        .arg(dir.path().join("audit.jsonl"))
+        .env("COUNTERSIGN_UPSTREAM_KEY", KEY)
+        .env("RUST_LOG", "warn")
+        .env_remove("COUNTERSIGN_TOKEN")
+        .env_remove("COUNTERSIGN_AUDIT_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !client
+        .get(format!("{base}/v1/health"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(Instant::now() < deadline, "the gateway did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let answer = page_post(
+        &client,
+        format!("{base}/v1/chat/completions"),
+        chat_body(false),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), 502);
+    let text = answer.text().await.unwrap();
+    assert!(!text.contains("not found"), "the page gets no echo: {text}");
+    child.start_kill().unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = log
+        .lines()
+        .find(|l| l.contains("the model upstream refused the request"))
+        .unwrap_or_else(|| panic!("no warning in the log:\n{log}"));
+    assert!(line.contains("WARN") && line.contains("404"), "{line}");
+    assert!(
+        line.contains("model `tiny` not found") && line.contains("[redacted]"),
+        "{line}"
+    );
+    assert!(!log.contains(KEY), "the key reached the log:\n{log}");
+}

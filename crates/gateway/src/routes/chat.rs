@@ -101,13 +101,23 @@ async fn forward(
         .map(|k| k.expose().to_owned())
         .unwrap_or_default();
     let response = match tokio::time::timeout(state.config.upstream_timeout, call.send()).await {
-        Err(_) => return Err(timed_out()),
-        Ok(Err(e)) if e.is_timeout() => return Err(timed_out()),
-        Ok(Err(_)) => {
+        Err(_) => {
+            tracing::warn!("the model upstream did not answer in time");
+            return Err(timed_out());
+        }
+        Ok(Err(e)) if e.is_timeout() => {
+            tracing::warn!("the model upstream did not answer in time");
+            return Err(timed_out());
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(
+                error = %logged(&e.without_url().to_string(), &secret),
+                "the model upstream could not be reached"
+            );
             return Err(ApiError::new(
                 ErrorCode::UpstreamUnavailable,
                 "the model upstream could not be reached",
-            ))
+            ));
         }
         Ok(Ok(response)) => response,
     };
@@ -116,6 +126,12 @@ async fn forward(
         let body = read_limited(response, state.config.upstream_timeout)
             .await
             .unwrap_or_default();
+        // Why, for the operator: the upstream's own words, the key taken out.
+        tracing::warn!(
+            status = status.as_u16(),
+            body = %logged(&String::from_utf8_lossy(&body), &secret),
+            "the model upstream refused the request"
+        );
         return Err(upstream_error(status.as_u16(), &body));
     }
     if streaming {
@@ -258,6 +274,36 @@ fn nests_deeper_than(body: &[u8], max: usize) -> bool {
     false
 }
 
+/// Upstream text as the gateway's log may hold it: the key replaced, control and
+/// invisible characters escaped, at most 500 characters.
+fn logged(text: &str, secret: &str) -> String {
+    let text = if secret.is_empty() {
+        text.to_owned()
+    } else {
+        // JSON is redacted as the page's answers are (escaped forms too).
+        let redacted = serde_json::from_str::<Value>(text).ok().and_then(|mut v| {
+            crate::redact::redact_value(&mut v, secret).ok()?;
+            Some(v.to_string())
+        });
+        let text = redacted.unwrap_or_else(|| text.replace(secret, "[redacted]"));
+        // A piece of the key in some other form: nothing is logged of it.
+        let piece: String = secret.chars().take(8).collect();
+        if secret.len() >= 8 && text.contains(&piece) {
+            return "[withheld: it may hold a piece of the provider key]".to_owned();
+        }
+        text
+    };
+    let mut out = String::new();
+    for c in text.chars().take(500) {
+        if c.is_control() || countersign::text::is_format_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn timed_out() -> ApiError {
     ApiError::new(
         ErrorCode::UpstreamTimeout,
@@ -318,34 +364,50 @@ async fn read_limited(response: reqwest::Response, limit: Duration) -> Result<Ve
     Ok(body)
 }
 
+/// The event that ends a stream whose upstream fell silent or broke off.
+const STREAM_STOPPED: &[u8] = b"\n\ndata: {\"error\":{\"code\":\"upstream_timeout\",\"message\":\"the model upstream stopped answering\",\"type\":\"countersign_gateway\"}}\n\n";
+
+/// The event for a stream that closed before the upstream said anything.
+const STREAM_EMPTY: &[u8] = b"data: {\"error\":{\"code\":\"upstream_malformed\",\"message\":\"the model upstream's stream ended without an answer\",\"type\":\"countersign_gateway\"}}\n\n";
+
 /// Passes an SSE stream through, redacting the key and ending with an error event if
 /// the upstream falls silent for longer than `idle`.
 fn stream_through(response: reqwest::Response, secret: String, idle: Duration) -> Response {
     let upstream = response.bytes_stream();
-    let state = (upstream, StreamRedactor::new(&secret), false);
+    // (upstream, redactor, done, whether the upstream said anything at all)
+    let state = (upstream, StreamRedactor::new(&secret), false, false);
     let body = stream::unfold(
         state,
-        move |(mut upstream, mut redactor, done)| async move {
+        move |(mut upstream, mut redactor, done, said)| async move {
             if done {
                 return None;
             }
             match tokio::time::timeout(idle, upstream.next()).await {
                 Ok(Some(Ok(chunk))) => {
+                    let said = said || chunk.iter().any(|b| !b.is_ascii_whitespace());
                     let out = redactor.push(&chunk);
                     // A cut stream (a leak, a malformed upstream) ends here.
                     let stopped = redactor.is_stopped();
                     Some((
                         Ok::<Bytes, std::io::Error>(out),
-                        (upstream, redactor, stopped),
+                        (upstream, redactor, stopped, said),
                     ))
                 }
-                Ok(None) => Some((Ok(redactor.finish()), (upstream, redactor, true))),
-                Ok(Some(Err(_))) | Err(_) => {
+                Ok(None) => {
                     let mut tail = redactor.finish().to_vec();
-                    tail.extend_from_slice(
-                    b"\n\ndata: {\"error\":{\"code\":\"upstream_timeout\",\"message\":\"the model upstream stopped answering\",\"type\":\"countersign_gateway\"}}\n\n",
-                );
-                    Some((Ok(Bytes::from(tail)), (upstream, redactor, true)))
+                    if !said {
+                        // An answer that never started is no answer: said, not passed
+                        // on as a successful empty one.
+                        tracing::warn!("the model upstream's stream ended with nothing in it");
+                        tail.extend_from_slice(STREAM_EMPTY);
+                    }
+                    Some((Ok(Bytes::from(tail)), (upstream, redactor, true, said)))
+                }
+                Ok(Some(Err(_))) | Err(_) => {
+                    tracing::warn!("the model upstream's stream broke off or fell silent");
+                    let mut tail = redactor.finish().to_vec();
+                    tail.extend_from_slice(STREAM_STOPPED);
+                    Some((Ok(Bytes::from(tail)), (upstream, redactor, true, said)))
                 }
             }
         },
