@@ -502,10 +502,14 @@ impl Reason {
     /// The rule's name, as audit records and the model's error JSON spell it: the
     /// reason's own `rule` tag.
     pub fn rule(&self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.get("rule")?.as_str().map(str::to_owned))
+        // Read from the JSON text, where the tag comes first (`{"rule":"…"`): the page
+        // already writes reasons as text, and a second way to write them (into a
+        // `Value`) would cost it kilobytes.
+        let text = serde_json::to_string(self).unwrap_or_default();
+        text.strip_prefix(r#"{"rule":""#)
+            .and_then(|rest| rest.split('"').next())
             .unwrap_or_default()
+            .to_owned()
     }
 
     /// A sentence for people reading the trail. It never holds argument text.

@@ -50,14 +50,14 @@ async fn with_assertion(endpoint: &str, request: &MintRequest) -> Result<String,
     let credential = crate::webauthn::ceremony(options, false)
         .await
         .map_err(|e| format!("the passkey was not used ({e})"))?;
-    let mut body = serde_json::to_value(request).map_err(|e| e.to_string())?;
-    if let Some(fields) = body.as_object_mut() {
-        fields.insert(
-            "assertion".into(),
-            serde_json::json!({ "ceremony": ceremony, "credential": credential }),
-        );
-    }
-    Ok(body.to_string())
+    // The request as the click path writes it, with the assertion as one more field
+    // (spliced into the text: no second way to write a request).
+    let body = serde_json::to_string(request).map_err(|e| e.to_string())?;
+    let fields = body
+        .strip_suffix('}')
+        .ok_or("the request is not an object")?;
+    let assertion = serde_json::json!({ "ceremony": ceremony, "credential": credential });
+    Ok(format!(r#"{fields},"assertion":{assertion}}}"#))
 }
 
 impl Countersigner for GatewayCountersigner {

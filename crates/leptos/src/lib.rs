@@ -29,8 +29,8 @@ mod webauthn;
 mod webmcp;
 
 pub use assistant::{
-    Assistant, AssistantError, Fallback, FallbackSwitch, ModelClient, OpenAiCompatible, Reply,
-    Rule, Scripted,
+    Assistant, AssistantError, Fallback, FallbackSwitch, ModelClient, OpenAiCompatible,
+    PhraseError, Reply, Rule, Scripted,
 };
 pub use audit_ship::ShippingStatus;
 pub use batch::BatchView;

@@ -39,10 +39,13 @@ pub fn app(options: CountersignOptions) -> AnyView {
             }),
     );
     // The gateway's model when there is one, else this offline phrase table.
-    let offline = Scripted::new(
+    let offline = match Scripted::new(
         cs.locale(),
         vec![Rule::new("add_todo", serde_json::json!({ "text": "{text}" })).phrase("add {text}")],
-    );
+    ) {
+        Ok(offline) => offline,
+        Err(e) => return view! { <p role="alert">{e.to_string()}</p> }.into_any(),
+    };
     let assistant = Assistant::for_page(&cs, offline);
     view! {
         <main>

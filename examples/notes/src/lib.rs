@@ -249,7 +249,7 @@ pub fn App() -> impl IntoView {
     }
     let files = RwSignal::new(starting_files());
     let trash = RwSignal::new(Vec::new());
-    let assistant = Assistant::new(Scripted::new(
+    let offline = match Scripted::new(
         Locale::En,
         vec![
             Rule::new("delete_file", json!({ "path": "{path}" }))
@@ -257,7 +257,11 @@ pub fn App() -> impl IntoView {
                 .phrase("delete {path}"),
             Rule::new("undo", json!({})).phrase("undo"),
         ],
-    ));
+    ) {
+        Ok(offline) => offline,
+        Err(e) => return view! { <p role="alert">{e.to_string()}</p> }.into_any(),
+    };
+    let assistant = Assistant::new(offline);
     view! {
         <div style="display: grid; grid-template-columns: 1fr 400px; min-height: 100vh">
             <Editor files=files trash=trash />

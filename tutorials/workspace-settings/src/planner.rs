@@ -5,6 +5,10 @@ use serde_json::json;
 
 /// The built-in offline assistant for the workspace-settings page (also the scripted
 /// model the end-to-end tests put behind the gateway).
+#[allow(
+    clippy::expect_used,
+    reason = "a fixed phrase table: a phrase it cannot match fails at the first load, and in the tests"
+)]
 pub fn offline(locale: Locale) -> Scripted {
     Scripted::new(
         locale,
@@ -33,6 +37,7 @@ pub fn offline(locale: Locale) -> Scripted {
                 .answer(Reply::new("The workspace is called “{value}”.", "工作区叫“{value}”。")),
         ],
     )
+.expect("phrases the offline assistant can match")
     .help(Reply::new(
         "I'm the offline assistant. Try “rename the workspace to Apollo”, “archive it”, “reset”, “publish” or “what is the workspace called?”.",
         "我是离线助手。试试：“把工作区重命名为 Apollo”、“归档”、“重置”、“发布”或“工作区叫什么？”。",

@@ -24,7 +24,7 @@ pub use openai::{
     parse_completion, parse_error, parse_error_with, OpenAiCompatible, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MODEL_TIMEOUT_MS, DEFAULT_RETRY_AFTER_S,
 };
-pub use scripted::{Reply, Rule, Scripted};
+pub use scripted::{PhraseError, Reply, Rule, Scripted};
 pub use stream::{Preparing, Streaming};
 
 use crate::countersign::Countersign;
@@ -113,11 +113,12 @@ impl Assistant {
     /// # fn app(cs: &countersign_leptos::Countersign) {
     /// let offline = Scripted::new(Locale::En, vec![
     ///     Rule::new("add_todo", serde_json::json!({ "text": "{text}" })).phrase("add {text}"),
-    /// ]);
+    /// ])
+    /// .expect("phrases it can match");
     /// let assistant = Assistant::for_page(cs, offline);
     /// # }
     /// ```
-    pub fn for_page(cs: &Countersign, planner: Scripted) -> Self {
+    pub fn for_page(cs: &Countersign, planner: impl ModelClient + 'static) -> Self {
         let fallback = Fallback::new(OpenAiCompatible::default(), planner, true);
         let switch = fallback.switch();
         let assistant = Self::new(fallback);

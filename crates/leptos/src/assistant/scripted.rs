@@ -11,7 +11,7 @@ use serde_json::Value;
 
 mod phrase;
 
-use phrase::{fill, match_phrase};
+use phrase::{fill, match_phrase, named, parse};
 
 use super::client::ModelClient;
 use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
@@ -45,8 +45,8 @@ impl Reply {
 
 /// One row of the phrase table: phrases that map to a call of `action`.
 ///
-/// A phrase may hold one `{name}`-style slot; the words the person typed there fill
-/// the same slot in the argument template (`{"name": "{name}"}`).
+/// A phrase may hold `{name}`-style slots, each between words; the words the person
+/// typed there fill the same slots in the argument template (`{"name": "{name}"}`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rule {
     phrases: Vec<String>,
@@ -66,7 +66,8 @@ impl Rule {
         }
     }
 
-    /// Adds a phrase, e.g. `"rename the workspace to {name}"` or `"把工作区重命名为{name}"`.
+    /// Adds a phrase, e.g. `"rename the workspace to {name}"`, `"rename {from} to {to}"`
+    /// or `"把工作区重命名为{name}"`.
     pub fn phrase(mut self, phrase: impl Into<String>) -> Self {
         self.phrases.push(phrase.into());
         self
@@ -83,8 +84,8 @@ impl Rule {
 /// The offline assistant. Deterministic: the same conversation gives the same turn.
 ///
 /// It matches the person's message against the phrases of each [`Rule`]:
-/// case-insensitive (ASCII), at word boundaries; one `{slot}` per phrase captures the
-/// text up to the words after it or the next clause separator (` and `, `,`, `，`, `。`,
+/// case-insensitive (ASCII), at word boundaries; each `{slot}` captures the text up to
+/// the words after it or the next clause separator (` and `, `,`, `，`, `。`,
 /// `然后`…), trimmed of spaces and punctuation; several phrases in one message become
 /// several calls, in order. No match: the [`Scripted::help`] reply.
 #[derive(Debug)]
@@ -100,14 +101,31 @@ pub struct Scripted {
 
 impl Scripted {
     /// A planner over `rules`, answering in `locale` unless the person writes Chinese.
-    pub fn new(locale: Locale, rules: Vec<Rule>) -> Self {
-        Self {
+    /// A phrase it could never match (it starts with a slot, two slots have no words
+    /// between them) or whose slots are not the ones its arguments use is refused.
+    pub fn new(locale: Locale, rules: Vec<Rule>) -> Result<Self, PhraseError> {
+        for rule in &rules {
+            let mut used = Vec::new();
+            named(&rule.arguments, &mut used);
+            for phrase in &rule.phrases {
+                let slots = parse(phrase).map_err(PhraseError)?.slots;
+                let unfilled = used.iter().find(|u| !slots.contains(u));
+                let unused = slots.iter().find(|s| !used.contains(s));
+                if let Some(slot) = unfilled.or(unused) {
+                    return Err(PhraseError(format!(
+                        "the phrase `{phrase}` of `{}` and its arguments disagree on `{{{slot}}}`: each slot must be in both",
+                        rule.action
+                    )));
+                }
+            }
+        }
+        Ok(Self {
             rules,
             locale,
             help: None,
             next_id: Cell::new(1),
             titles: RefCell::default(),
-        }
+        })
     }
 
     /// What to say when no phrase matches. Default: a list of the known phrases.
@@ -161,8 +179,8 @@ impl Scripted {
                 .iter()
                 .filter_map(|p| match_phrase(p, text))
                 .min_by_key(|(at, _)| *at);
-            if let Some((at, slot)) = hit {
-                let arguments = fill(&rule.arguments, slot.as_deref()).to_string();
+            if let Some((at, filled)) = hit {
+                let arguments = fill(&rule.arguments, &filled).to_string();
                 let id = self.next_id.get();
                 self.next_id.set(id + 1);
                 found.push((
@@ -192,7 +210,7 @@ impl Scripted {
                     .iter()
                     .find(|p| p.chars().any(is_cjk) == (locale == Locale::Zh))
             })
-            .map(|p| format!("“{}”", p.replace("{name}", "…")))
+            .map(|p| format!("“{}”", shown(p)))
             .collect();
         match locale {
             Locale::En => format!(
@@ -247,6 +265,24 @@ impl ModelClient for Scripted {
         true
     }
 }
+
+/// A phrase as the help lists it: each `{slot}` as `…`.
+fn shown(phrase: &str) -> String {
+    let mut out = String::new();
+    let mut rest = phrase;
+    while let Some((before, after)) = rest.split_once('{') {
+        out.push_str(before);
+        out.push('…');
+        rest = after.split_once('}').map_or("", |(_, tail)| tail);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Why [`Scripted::new`] refused a phrase.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PhraseError(String);
 
 fn is_cjk(c: char) -> bool {
     matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3400}'..='\u{4dbf}' | '\u{3000}'..='\u{303f}' | '\u{ff00}'..='\u{ffef}')
@@ -365,6 +401,7 @@ mod tests {
                     )),
             ],
         )
+        .expect("phrases the offline assistant can match")
     }
 
     fn request(messages: Vec<ChatMessage>) -> ModelRequest {
@@ -530,6 +567,40 @@ mod tests {
             p.plan(&req),
             ModelTurn::Text("Done: Publish changes.".into())
         );
+    }
+
+    #[test]
+    fn two_slots_fill_two_arguments_and_a_phrase_that_cannot_match_is_refused() {
+        let rule = Rule::new("move_file", json!({"from": "{from}", "to": "{to}"}))
+            .phrase("move {from} to {to}");
+        let planner = Scripted::new(Locale::En, vec![rule]).unwrap();
+        let mut request = request(vec![user("please move a.txt to b.txt")]);
+        request.tools = vec![tool("move_file", "Move a file")];
+        assert_eq!(
+            calls(planner.plan(&request)),
+            [(
+                "move_file".to_owned(),
+                json!({"from": "a.txt", "to": "b.txt"})
+            )]
+        );
+        request.messages = vec![user("help")];
+        let ModelTurn::Text(help) = planner.plan(&request) else {
+            panic!("help")
+        };
+        assert!(help.contains("“move … to …”"), "{help}");
+        for (phrase, why) in [
+            ("move {from}{to}", "no words between"),
+            ("{from} goes to {to}", "starts with a slot"),
+            ("move {from} to {dest}", "disagree on `{to}`"),
+            ("move {from}", "disagree on `{to}`"),
+        ] {
+            let rule =
+                Rule::new("move_file", json!({"from": "{from}", "to": "{to}"})).phrase(phrase);
+            let error = Scripted::new(Locale::En, vec![rule])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(why), "{phrase}: {error}");
+        }
     }
 
     #[test]

@@ -336,17 +336,20 @@ pub(crate) fn mount(setup: Setup) -> Page {
     let resume = setup.keep_pending.is_some();
     mount_settings(options, setup.handoff_timeout, move || {
         let assistant = setup.assistant.then(|| {
-            Assistant::new(Scripted::new(
-                setup.locale,
-                vec![
-                    Rule::new("save", serde_json::json!({"name": "{name}"}))
-                        .phrase("rename to {name}")
-                        .phrase("重命名为{name}"),
-                    Rule::new("archive", serde_json::json!({"name": "w"}))
-                        .phrase("archive")
-                        .phrase("归档"),
-                ],
-            ))
+            Assistant::new(
+                Scripted::new(
+                    setup.locale,
+                    vec![
+                        Rule::new("save", serde_json::json!({"name": "{name}"}))
+                            .phrase("rename to {name}")
+                            .phrase("重命名为{name}"),
+                        Rule::new("archive", serde_json::json!({"name": "w"}))
+                            .phrase("archive")
+                            .phrase("归档"),
+                    ],
+                )
+                .expect("phrases the offline assistant can match"),
+            )
         });
         if let (Some(a), true) = (&assistant, resume) {
             a.resume(&countersign_leptos::use_countersign().unwrap());
@@ -366,7 +369,8 @@ pub(crate) fn mount_online(cap: Option<usize>) -> Page {
 pub(crate) fn mount_with_client(client: countersign_leptos::OpenAiCompatible) -> Page {
     let options = options(&Setup::default());
     mount_settings(options, Duration::from_secs(60), move || {
-        let offline = Scripted::new(Locale::En, Vec::new());
+        let offline =
+            Scripted::new(Locale::En, Vec::new()).expect("phrases the offline assistant can match");
         Some(Assistant::new(countersign_leptos::Fallback::new(
             client, offline, false,
         )))
@@ -380,7 +384,8 @@ pub(crate) fn mount_with_model(cap: Option<usize>, for_page: bool) -> Page {
         if let Some(cap) = cap {
             client = client.max_request_bytes(cap);
         }
-        let offline = Scripted::new(Locale::En, Vec::new());
+        let offline =
+            Scripted::new(Locale::En, Vec::new()).expect("phrases the offline assistant can match");
         let assistant = if for_page {
             Assistant::for_page(&countersign_leptos::use_countersign().unwrap(), offline)
         } else {

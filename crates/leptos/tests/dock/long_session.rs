@@ -303,10 +303,15 @@ pub(crate) async fn long_session() -> [Weight; 3] {
         approval_timeout: Some(Duration::from_millis(300)),
         ..quiet_options(Some(CAPACITY))
     };
-    let assistant = Assistant::new(Scripted::new(
-        Locale::En,
-        vec![Rule::new("save", serde_json::json!({"name": "{name}"})).phrase("rename to {name}")],
-    ));
+    let assistant = Assistant::new(
+        Scripted::new(
+            Locale::En,
+            vec![
+                Rule::new("save", serde_json::json!({"name": "{name}"})).phrase("rename to {name}")
+            ],
+        )
+        .expect("phrases the offline assistant can match"),
+    );
     let chat = assistant.clone();
     let page = countersign_testing::mount(options, move || {
         view! { <LongPage published=published /> <AgentDock assistant=chat /> }

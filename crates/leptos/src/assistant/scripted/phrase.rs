@@ -3,39 +3,85 @@
 //! Matching rules (what a person can type):
 //! - case-insensitive for ASCII; a phrase matches only at ASCII word boundaries
 //!   (`archive` does not match inside `unarchived`); Chinese has no word boundaries;
-//! - a phrase may hold one `{slot}`: its text is what follows the words before it, up to
-//!   the words after it, or (for a trailing slot) up to the next clause separator
-//!   (` and `, ` then `, `,`, `;`, `，`, `、`, `；`, `。`, `然后`, `并且`) or the end;
-//! - the captured text is trimmed of spaces and punctuation at both ends (quotes,
+//! - a phrase may hold several `{slot}`s, each between words: a slot's text is what
+//!   follows the words before it, up to the words after it, or (for a trailing slot) up
+//!   to the next clause separator (` and `, ` then `, `,`, `;`, `，`, `、`, `；`, `。`,
+//!   `然后`, `并且`) or the end (`rename {from} to {to}`);
+//! - each captured text is trimmed of spaces and punctuation at both ends (quotes,
 //!   brackets, full stops, in either script), and an empty capture does not match;
 //! - one message may hold several phrases; they become calls in the order typed.
+//!
+//! A phrase that could never match (it starts with a slot, or two slots have no words
+//! between them) is refused when the assistant is made ([`parse`]).
 
 use serde_json::Value;
 
-/// Where `phrase` occurs in `text` (ASCII case-insensitive, on word boundaries so
-/// "publish" does not match "published") and what fills its slot.
-pub(super) fn match_phrase(phrase: &str, text: &str) -> Option<(usize, Option<String>)> {
-    let lower = text.to_ascii_lowercase();
-    let phrase = phrase.to_ascii_lowercase();
-    let slot = phrase
-        .split_once('{')
-        .and_then(|(before, rest)| rest.split_once('}').map(|(_, after)| (before, after)));
-    match slot {
-        None => find_word(&lower, &phrase).map(|at| (at, None)),
-        Some((before, after)) => {
-            let at = find_word(&lower, before.trim_end())?;
-            let start = at + before.trim_end().len();
-            let rest = text.get(start..)?;
-            let rest_lower = lower.get(start..)?;
-            let end = if after.trim().is_empty() {
-                slot_end(rest_lower)
-            } else {
-                rest_lower.find(after)?
-            };
-            let slot = clean(rest.get(..end)?);
-            (!slot.is_empty()).then_some((at, Some(slot)))
+/// A phrase split at its slots: `words` has one more entry than `slots`.
+pub(super) struct Pattern {
+    words: Vec<String>,
+    pub(super) slots: Vec<String>,
+}
+
+/// Splits `phrase` at its `{slot}`s, refusing what could never match.
+pub(super) fn parse(phrase: &str) -> Result<Pattern, String> {
+    let mut words = Vec::new();
+    let mut slots = Vec::new();
+    let mut rest = phrase;
+    while let Some((before, after)) = rest.split_once('{') {
+        let (name, tail) = after
+            .split_once('}')
+            .ok_or_else(|| format!("the phrase `{phrase}` has a `{{` with no `}}`"))?;
+        if name.trim().is_empty() || name.contains('{') {
+            return Err(format!("the phrase `{phrase}` has a slot with no name"));
         }
+        if before.trim().is_empty() {
+            return Err(if words.is_empty() {
+                format!("the phrase `{phrase}` starts with a slot: it needs words before it")
+            } else {
+                format!("the phrase `{phrase}` has two slots with no words between them")
+            });
+        }
+        words.push(before.to_ascii_lowercase());
+        slots.push(name.trim().to_owned());
+        rest = tail;
     }
+    if rest.contains('}') {
+        return Err(format!("the phrase `{phrase}` has a `}}` with no `{{`"));
+    }
+    words.push(rest.to_ascii_lowercase());
+    if slots.is_empty() && rest.trim().is_empty() {
+        return Err("a phrase needs words".to_owned());
+    }
+    Ok(Pattern { words, slots })
+}
+
+/// Where `phrase` occurs in `text` (ASCII case-insensitive, on word boundaries so
+/// "publish" does not match "published") and what fills each of its slots.
+pub(super) fn match_phrase(phrase: &str, text: &str) -> Option<(usize, Vec<(String, String)>)> {
+    let pattern = parse(phrase).ok()?;
+    let lower = text.to_ascii_lowercase();
+    let (first, between) = pattern.words.split_first()?;
+    if pattern.slots.is_empty() {
+        return find_word(&lower, first).map(|at| (at, Vec::new()));
+    }
+    let at = find_word(&lower, first.trim_end())?;
+    let mut start = at + first.trim_end().len();
+    let mut filled = Vec::new();
+    for (name, after) in pattern.slots.iter().zip(between) {
+        let rest_lower = lower.get(start..)?;
+        let end = if after.trim().is_empty() {
+            slot_end(rest_lower)
+        } else {
+            rest_lower.find(after.as_str())?
+        };
+        let value = clean(text.get(start..start + end)?);
+        if value.is_empty() {
+            return None;
+        }
+        filled.push((name.clone(), value));
+        start += end + after.len();
+    }
+    Some((at, filled))
 }
 
 /// The first occurrence of `needle` in `haystack` not inside an ASCII word.
@@ -83,27 +129,41 @@ fn clean(slot: &str) -> String {
     .to_owned()
 }
 
-pub(super) fn fill(template: &Value, slot: Option<&str>) -> Value {
+/// The `{slot}`s a template's strings name.
+pub(super) fn named(template: &Value, out: &mut Vec<String>) {
     match template {
-        Value::String(s) => match slot {
-            Some(slot) if s.contains('{') => {
-                let filled = match s
-                    .split_once('{')
-                    .and_then(|(b, r)| r.split_once('}').map(|(_, a)| (b, a)))
-                {
-                    Some((before, after)) => format!("{before}{slot}{after}"),
-                    None => s.clone(),
+        Value::String(s) => {
+            let mut rest = s.as_str();
+            while let Some((_, after)) = rest.split_once('{') {
+                let Some((name, tail)) = after.split_once('}') else {
+                    break;
                 };
-                Value::String(filled)
+                out.push(name.trim().to_owned());
+                rest = tail;
             }
-            _ => template.clone(),
-        },
+        }
+        Value::Object(map) => map.values().for_each(|v| named(v, out)),
+        Value::Array(items) => items.iter().for_each(|v| named(v, out)),
+        _ => {}
+    }
+}
+
+/// The template with each `{slot}` replaced by the text the person typed there.
+pub(super) fn fill(template: &Value, filled: &[(String, String)]) -> Value {
+    match template {
+        Value::String(s) => {
+            let mut text = s.clone();
+            for (name, value) in filled {
+                text = text.replace(&format!("{{{name}}}"), value);
+            }
+            Value::String(text)
+        }
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), fill(v, slot)))
+                .map(|(k, v)| (k.clone(), fill(v, filled)))
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, slot)).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, filled)).collect()),
         other => other.clone(),
     }
 }
@@ -121,14 +181,53 @@ mod tests {
             ("rename it to Apollo...", "Apollo"),
             ("rename it to Apollo, then archive", "Apollo"),
         ] {
-            let got = match_phrase("rename it to {name}", text).and_then(|(_, s)| s);
-            assert_eq!(got.as_deref(), Some(want), "{text}");
+            let got = match_phrase("rename it to {name}", text).map(|(_, s)| s);
+            assert_eq!(
+                got,
+                Some(vec![("name".to_owned(), want.to_owned())]),
+                "{text}"
+            );
         }
-        let got = match_phrase("重命名为{name}", "重命名为「阿波罗」。").and_then(|(_, s)| s);
-        assert_eq!(got.as_deref(), Some("阿波罗"));
+        let got = match_phrase("重命名为{name}", "重命名为「阿波罗」。").map(|(_, s)| s);
+        assert_eq!(got, Some(vec![("name".to_owned(), "阿波罗".to_owned())]));
         assert_eq!(
             match_phrase("rename it to {name}", "rename it to “”."),
             None
         );
+    }
+
+    #[test]
+    fn a_phrase_with_two_slots_fills_both() {
+        let got = match_phrase("rename {from} to {to}", "please rename Atlas to “Apollo”.");
+        let want = vec![
+            ("from".to_owned(), "Atlas".to_owned()),
+            ("to".to_owned(), "Apollo".to_owned()),
+        ];
+        assert_eq!(got, Some((7, want)));
+        let got = match_phrase("把{from}改名为{to}", "把 Atlas 改名为阿波罗。").map(|(_, s)| s);
+        assert_eq!(
+            got,
+            Some(vec![
+                ("from".to_owned(), "Atlas".to_owned()),
+                ("to".to_owned(), "阿波罗".to_owned())
+            ])
+        );
+        assert_eq!(match_phrase("rename {from} to {to}", "rename Atlas"), None);
+    }
+
+    #[test]
+    fn a_phrase_that_could_never_match_is_refused() {
+        for bad in [
+            "{name} please",
+            "rename {a}{b}",
+            "rename {a} {b}",
+            "rename {",
+            "rename }",
+            "rename {}",
+            "  ",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert!(parse("rename {from} to {to}").is_ok());
     }
 }
