@@ -119,6 +119,21 @@ fn card_view(
     let left = move || deadline.saturating_sub(now_ms.get());
     let (card_class, kind_badge) = kind_class(card.kind);
     let arguments = arguments_view(strings, &card.arguments);
+    // An action that takes no params has no arguments to read and nothing to edit.
+    let takes_params = cs
+        .with_value(|cs| cs.executor().params_schema(&card.action))
+        .is_none_or(|schema| {
+            schema
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .is_none_or(|p| !p.is_empty())
+        });
+    // A Danger card's "Allow" looks like what it does.
+    let allow_class = if card.kind == Kind::Danger {
+        "cs-btn cs-btn--primary cs-btn--danger cs-allow-once"
+    } else {
+        "cs-btn cs-btn--primary cs-allow-once"
+    };
     let offers_grant = card.offers_session_grant;
     let grant_rule = card
         .grant_rule
@@ -232,10 +247,12 @@ fn card_view(
                 {move || (left() <= EXPIRY_WARNING_MS).then(|| view! {
                     <p class="cs-card__expiring" role="alert">{strings.expires_soon}</p>
                 })}
-                <div>
-                    <span class="cs-label">{strings.arguments}</span>
-                    <pre class="cs-card__args">{arguments}</pre>
-                </div>
+                {takes_params.then(|| view! {
+                    <div>
+                        <span class="cs-label">{strings.arguments}</span>
+                        <pre class="cs-card__args">{arguments}</pre>
+                    </div>
+                })}
                 <label class="cs-card__reason">
                     {strings.deny_reason}
                     <input
@@ -257,7 +274,7 @@ fn card_view(
                 })}
                 {form}
                 <div class="cs-buttons" hidden=is_editing>
-                    <button class="cs-btn cs-btn--primary cs-allow-once" on:click=move |ev| approve(ev, Gesture::AllowOnce)>
+                    <button class=allow_class on:click=move |ev| approve(ev, Gesture::AllowOnce)>
                         {strings.allow_once}
                     </button>
                     {offers_grant.then(|| view! {
@@ -266,11 +283,13 @@ fn card_view(
                         </button>
                     })}
                     <button class="cs-btn cs-btn--deny cs-deny" on:click=deny>{strings.deny}</button>
-                    <button class="cs-btn cs-edit-open" on:click=move |ev| {
-                        if cs.with_value(|cs| cs.by_person(&ev, call, countersign::reason::Control::Edit)) {
-                            editor.editing.set(Some(call));
-                        }
-                    }>{strings.edit}</button>
+                    {takes_params.then(|| view! {
+                        <button class="cs-btn cs-edit-open" on:click=move |ev| {
+                            if cs.with_value(|cs| cs.by_person(&ev, call, countersign::reason::Control::Edit)) {
+                                editor.editing.set(Some(call));
+                            }
+                        }>{strings.edit}</button>
+                    })}
                     {target.map(|name| view! {
                         <button class="cs-btn cs-btn--link cs-show" on:click=move |_| {
                             cs.with_value(|cs| crate::highlight::point_at(cs, &name));

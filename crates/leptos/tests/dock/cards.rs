@@ -326,3 +326,38 @@ async fn hidden_characters_on_a_card_are_shown_and_isolated() {
     );
     assert!(page.runs().is_empty());
 }
+
+/// A card for an action that takes no params shows no empty `Arguments {}` and no Edit;
+/// a Danger card's Allow looks dangerous.
+#[wasm_bindgen_test]
+async fn a_card_without_params_has_no_arguments_or_edit_and_danger_looks_it() {
+    use countersign::{action::NoParams, Action, Confirm, Kind};
+    #[component]
+    fn Page() -> impl IntoView {
+        countersign_leptos::use_action(
+            Action::<NoParams>::new("empty_trash", "Empty the trash.")
+                .kind(Kind::Danger)
+                .confirm(Confirm::Always)
+                .run(|_| async { Ok::<_, String>(()) }),
+        );
+    }
+    let options = countersign_leptos::CountersignOptions {
+        trust_script_clicks: true,
+        ..Default::default()
+    };
+    let page = countersign_testing::mount(options, || {
+        view! { <Page /> <countersign_leptos::AgentDock /> }
+    });
+    let pending = page.call("empty_trash", "{}");
+    countersign_testing::tick().await;
+    assert!(page.q(".cs-card").is_some());
+    assert!(page.q(".cs-card__args").is_none(), "no `Arguments {{}}`");
+    assert!(page.q(".cs-edit-open").is_none(), "nothing to edit");
+    let allow = page.q(".cs-allow-once").unwrap();
+    assert!(allow.class_name().contains("cs-btn--danger"));
+    page.click(".cs-deny");
+    assert_eq!(
+        countersign_testing::code(&pending.await),
+        "PERMISSION_DENIED"
+    );
+}
