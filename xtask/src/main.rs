@@ -53,7 +53,7 @@ fn main() -> ExitCode {
             println!("  bench  run the benchmarks (extra arguments go to criterion)");
             println!("  serve  run the main job: the tutorial on http://localhost:8080/");
             println!("  package  check and package the five published crates (no second build)");
-            println!("  e2e    the tutorial's end-to-end scenarios only (release build, Chromium, gateway)");
+            println!("  e2e    the end-to-end scenarios only: the tutorial and the lazy-dock example (release builds, Chromium, gateway)");
             println!(
                 "  size   build the tutorial and a bare Leptos counter for release; compare sizes"
             );
@@ -430,6 +430,7 @@ fn test() -> Result {
         "counter",
         "notes",
         "minimal",
+        "lazy-dock",
     ] {
         c.args(["-p", package]);
     }
@@ -540,10 +541,32 @@ fn end_to_end() -> Result {
     )?;
     // The same release bundle, weighed against its budget.
     size_check(&dist)?;
+    // An app with the one hook line in its own Trunk.toml, built as its author would.
+    let lazy_dock = root().join("target").join("e2e-lazy-dock");
+    let mut c = cmd("trunk");
+    c.current_dir(root().join("examples").join("lazy-dock"))
+        .args(["build", "--release", "--dist"])
+        .arg(&lazy_dock);
+    run(
+        "building examples/lazy-dock (trunk build --release, its countersign-split hook)",
+        c,
+    )?;
     let mut c = cargo();
-    c.args(["test", "-p", "countersign-e2e", "--test", "tutorial"])
-        .env("COUNTERSIGN_DIST", &dist);
-    run("end-to-end: the tutorial in headless Chromium", c)
+    c.args([
+        "test",
+        "-p",
+        "countersign-e2e",
+        "--test",
+        "tutorial",
+        "--test",
+        "dock_after_the_page",
+    ])
+    .env("COUNTERSIGN_DIST", &dist)
+    .env("COUNTERSIGN_LAZY_DOCK_DIST", &lazy_dock);
+    run(
+        "end-to-end: the tutorial, and the dock loaded after the lazy-dock page, in headless Chromium",
+        c,
+    )
 }
 
 fn serve() -> Result {
