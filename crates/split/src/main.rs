@@ -155,6 +155,7 @@ fn split_one(
     raw: &[u8],
     opt: Option<&[String]>,
 ) -> Result {
+    let wasm_bindgen = tools::wasm_bindgen(cargo.wasm_bindgen_version().as_deref())?;
     let opt = opt
         .map(|params| Ok::<_, String>((tools::wasm_opt()?, params)))
         .transpose()?;
@@ -176,9 +177,7 @@ fn split_one(
         format!("splitting {hashed}: {e:#} (was it linked with `--emit-relocs`? See countersign-split's README for the build.rs that does it)")
     })?;
     let bindgen = work.join("bindgen");
-    let mut c = Command::new(tools::wasm_bindgen(
-        cargo.wasm_bindgen_version().as_deref(),
-    )?);
+    let mut c = Command::new(wasm_bindgen);
     c.arg("--target=web")
         .arg(format!("--out-dir={}", bindgen.display()))
         .arg(format!("--out-name={hashed}"))
