@@ -1,4 +1,4 @@
-//! Keeps the linker's relocations in the tutorial's wasm: `cargo xtask split` (trunk's
+//! Keeps the linker's relocations in the tutorial's wasm: `countersign-split` (trunk's
 //! post-build hook) needs them to split the Countersign layer into its own part.
 
 fn main() {

@@ -4,7 +4,6 @@
 
 mod bench;
 mod package;
-mod split;
 
 use std::env;
 use std::ffi::OsString;
@@ -47,16 +46,14 @@ fn main() -> ExitCode {
         "size" => setup().and_then(|()| size()),
         "package" => package::package(),
         "e2e" => setup().and_then(|()| end_to_end()),
-        // Run by trunk (Trunk.toml's post_build hook), not by hand.
-        "split" => split::split(),
         _ => {
             println!("usage: cargo xtask <setup|test|bench|serve>");
-            println!("  setup  install what this machine lacks (wasm32 target, trunk, wasm-bindgen-cli, Chromium, ChromeDriver, binaryen)");
+            println!("  setup  install what this machine lacks (wasm32 target, trunk, wasm-bindgen-cli, countersign-split, Chromium, ChromeDriver, binaryen)");
             println!("  test   setup, then fmt, clippy (native and wasm32), docs and every test");
             println!("  bench  run the benchmarks (extra arguments go to criterion)");
             println!("  serve  run the main job: the tutorial on http://localhost:8080/");
-            println!("  package  check and package the four published crates (no second build)");
-            println!("  e2e    the tutorial's end-to-end scenarios only (release build, Chromium, gateway)");
+            println!("  package  check and package the five published crates (no second build)");
+            println!("  e2e    the end-to-end scenarios only: the tutorial and the lazy-dock example (release builds, Chromium, gateway)");
             println!(
                 "  size   build the tutorial and a bare Leptos counter for release; compare sizes"
             );
@@ -261,6 +258,20 @@ fn setup() -> Result {
         }
     }
 
+    // The hook trunk runs after each build to split off a page's lazy parts (Trunk.toml),
+    // installed as an app installs it, from this checkout: every time, so it is the code
+    // in the tree (cargo rebuilds it in the workspace's target folder only when changed).
+    let mut c = cargo();
+    c.args([
+        "install",
+        "--quiet",
+        "--locked",
+        "--debug",
+        "--path",
+        "crates/split",
+    ]);
+    run("installing countersign-split from crates/split", c)?;
+
     let has_sdk = cmd("python3")
         .args([
             "-c",
@@ -419,6 +430,7 @@ fn test() -> Result {
         "counter",
         "notes",
         "minimal",
+        "lazy-dock",
     ] {
         c.args(["-p", package]);
     }
@@ -529,10 +541,32 @@ fn end_to_end() -> Result {
     )?;
     // The same release bundle, weighed against its budget.
     size_check(&dist)?;
+    // An app with the one hook line in its own Trunk.toml, built as its author would.
+    let lazy_dock = root().join("target").join("e2e-lazy-dock");
+    let mut c = cmd("trunk");
+    c.current_dir(root().join("examples").join("lazy-dock"))
+        .args(["build", "--release", "--dist"])
+        .arg(&lazy_dock);
+    run(
+        "building examples/lazy-dock (trunk build --release, its countersign-split hook)",
+        c,
+    )?;
     let mut c = cargo();
-    c.args(["test", "-p", "countersign-e2e", "--test", "tutorial"])
-        .env("COUNTERSIGN_DIST", &dist);
-    run("end-to-end: the tutorial in headless Chromium", c)
+    c.args([
+        "test",
+        "-p",
+        "countersign-e2e",
+        "--test",
+        "tutorial",
+        "--test",
+        "dock_after_the_page",
+    ])
+    .env("COUNTERSIGN_DIST", &dist)
+    .env("COUNTERSIGN_LAZY_DOCK_DIST", &lazy_dock);
+    run(
+        "end-to-end: the tutorial, and the dock loaded after the lazy-dock page, in headless Chromium",
+        c,
+    )
 }
 
 fn serve() -> Result {
@@ -608,7 +642,7 @@ const SIZE_BUDGET: &str = "xtask/size-budget.txt";
 
 /// Builds the bare Leptos counter, weighs it and the tutorial already built in
 /// `tutorial` (wasm + JS, gzip -9): what loads before the page is interactive, and the
-/// lazy parts fetched after (`cargo xtask split`). Prints both, the ratio of the first
+/// lazy parts fetched after (split off by `countersign-split`). Prints both, the ratio of the first
 /// to the counter and the total, and fails when either passes the budget kept in
 /// [`SIZE_BUDGET`].
 fn size_check(tutorial: &Path) -> Result<Sizes> {
@@ -682,7 +716,7 @@ struct Weight {
     /// What the page loads before it is interactive: bytes, and after `gzip -9`.
     initial_raw: u64,
     initial_gz: u64,
-    /// The lazy parts ([`split::is_lazy_part`], fetched when first called), gzip -9.
+    /// The lazy parts ([`is_lazy_part`], fetched when first called), gzip -9.
     lazy_gz: u64,
 }
 
@@ -708,7 +742,7 @@ fn weigh(name: &str, dist: &Path) -> std::result::Result<Weight, String> {
             .output()
             .map_err(|e| format!("gzip: {e}"))?;
         let gz = out.stdout.len() as u64;
-        let lazy = split::is_lazy_part(file);
+        let lazy = is_lazy_part(file);
         if lazy {
             w.lazy_gz += gz;
         } else {
@@ -719,4 +753,10 @@ fn weigh(name: &str, dist: &Path) -> std::result::Result<Weight, String> {
         println!("    {name}: {file} {len} bytes, {gz} gzip ({when})");
     }
     Ok(w)
+}
+
+/// Whether `file` in a built page is a lazy part: `countersign-split` names them
+/// `{app}.split_{name}.wasm`, and its loader fetches them when first called.
+fn is_lazy_part(file: &str) -> bool {
+    file.contains(".split_") && file.ends_with(".wasm")
 }

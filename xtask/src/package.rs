@@ -12,11 +12,12 @@ use std::path::{Path, PathBuf};
 use crate::{cargo, root, run, Result};
 
 /// The crates published to crates.io, in dependency order, with their folders.
-pub(crate) const PUBLISHED: [(&str, &str); 4] = [
+pub(crate) const PUBLISHED: [(&str, &str); 5] = [
     ("countersign", "crates/core"),
     ("countersign-leptos", "crates/leptos"),
     ("countersign-verify", "crates/verify"),
     ("countersign-gateway", "crates/gateway"),
+    ("countersign-split", "crates/split"),
 ];
 
 /// Checks each package's file list against what its build reads, then packages them.
@@ -44,7 +45,7 @@ pub(crate) fn package() -> Result {
     for (name, _) in PUBLISHED {
         c.args(["-p", name]);
     }
-    run("cargo package --no-verify (the four published crates)", c)
+    run("cargo package --no-verify (the five published crates)", c)
 }
 
 /// The files `cargo package --list` puts in `name`'s package.

@@ -67,8 +67,8 @@ struct Page {
 }
 
 /// The Countersign layer: the gate and its options, the page's actions, state and
-/// targets, the assistant and the `<AgentDock/>`. `#[lazy]`: in a release build it is a
-/// wasm part of its own (`cargo xtask split`, run by trunk), fetched the first time
+/// targets, the assistant and the `<AgentDock/>`. `#[wasm_split]`: it is a wasm part of
+/// its own (`countersign-split`, run by trunk after each build), fetched the first time
 /// this is called, so the page does not wait for it. A part that cannot be fetched is
 /// an `Err` (the page goes on without its assistant), never a panic.
 #[leptos::wasm_split::wasm_split(
