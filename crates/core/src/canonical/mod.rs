@@ -17,7 +17,7 @@ mod read;
 
 use std::io;
 
-use serde_json::{Number, Value};
+use serde_json::Value;
 
 pub(crate) use read::{read, Unread};
 
@@ -30,53 +30,55 @@ pub fn canonical_json(value: &Value) -> String {
     String::from_utf8(text).unwrap_or_default()
 }
 
-/// Writes the canonical text of `value` to `out` (a hasher, or a buffer), which never
-/// fails.
+/// Writes the canonical text of `value` to `out`: a hasher or a buffer, which never
+/// refuse a write (so nothing here looks at what a write returns).
 pub(crate) fn write<W: io::Write>(value: &Value, out: &mut W) {
-    // Neither a hasher nor a `Vec` refuses a write.
-    let _ = write_value(value, out);
-}
-
-fn write_value<W: io::Write>(value: &Value, out: &mut W) -> io::Result<()> {
     match value {
         Value::Object(map) => {
             // Sorted here, whatever order serde_json's map keeps (a feature any crate
             // may enable changes it).
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.write_all(b"{")?;
+            let _ = out.write_all(b"{");
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.write_all(b",")?;
+                    let _ = out.write_all(b",");
                 }
-                serde_json::to_writer(&mut *out, key)?;
-                out.write_all(b":")?;
-                write_value(item, out)?;
+                let _ = serde_json::to_writer(&mut *out, key);
+                let _ = out.write_all(b":");
+                write(item, out);
             }
-            out.write_all(b"}")
+            let _ = out.write_all(b"}");
         }
         Value::Array(items) => {
-            out.write_all(b"[")?;
+            let _ = out.write_all(b"[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.write_all(b",")?;
+                    let _ = out.write_all(b",");
                 }
-                write_value(item, out)?;
+                write(item, out);
             }
-            out.write_all(b"]")
+            let _ = out.write_all(b"]");
         }
-        Value::Number(number) => write_number(number, out),
+        Value::Number(number) if number.is_f64() => {
+            number::Decimal::of_f64(number.as_f64().unwrap_or_default()).write(out);
+        }
+        // An integer as its digits (within ±2^53, as ECMAScript writes its double too).
+        Value::Number(integer) => {
+            let _ = serde_json::to_writer(out, integer);
+        }
         // serde_json escapes strings exactly as RFC 8785 does.
-        scalar => Ok(serde_json::to_writer(out, scalar)?),
-    }
-}
-
-/// An integer as its digits (within ±2^53, as ECMAScript writes its double too); any
-/// other number as ECMAScript writes its double.
-fn write_number<W: io::Write>(number: &Number, out: &mut W) -> io::Result<()> {
-    if number.is_f64() {
-        number::Decimal::of_f64(number.as_f64().unwrap_or_default()).write(out)
-    } else {
-        Ok(serde_json::to_writer(out, number)?)
+        Value::String(text) => {
+            let _ = serde_json::to_writer(out, text);
+        }
+        Value::Bool(true) => {
+            let _ = out.write_all(b"true");
+        }
+        Value::Bool(false) => {
+            let _ = out.write_all(b"false");
+        }
+        Value::Null => {
+            let _ = out.write_all(b"null");
+        }
     }
 }

@@ -24,6 +24,9 @@ const ZERO: Decimal = Decimal {
     point: 0,
 };
 
+/// Zeros to write from.
+const ZEROS: &[u8] = b"00000000000000000000";
+
 /// Exponents past this are clamped: no double comes near, and the sums stay in range.
 const EXPONENT_CLAMP: i64 = 1 << 40;
 
@@ -35,11 +38,17 @@ impl Decimal {
             Some(rest) => (true, rest),
             None => (false, text),
         };
-        let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
-            Some((mantissa, exponent)) => (mantissa, parse_exponent(exponent)?),
+        let (mantissa, exponent) = match unsigned.bytes().position(|b| b == b'e' || b == b'E') {
+            Some(at) => (
+                unsigned.get(..at)?,
+                parse_exponent(unsigned.get(at + 1..)?)?,
+            ),
             None => (unsigned, 0),
         };
-        let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let (whole, fraction) = match mantissa.bytes().position(|b| b == b'.') {
+            Some(at) => (mantissa.get(..at)?, mantissa.get(at + 1..)?),
+            None => (mantissa, ""),
+        };
         if whole.is_empty() {
             return None;
         }
@@ -86,46 +95,57 @@ impl Decimal {
     }
 
     /// Writes the number as ECMAScript's `Number::toString` lays it out: plain digits
-    /// from 1e-6 up to 1e21, else one digit, a fraction and `e+n` / `e-n`.
-    pub(crate) fn write<W: io::Write + ?Sized>(&self, out: &mut W) -> io::Result<()> {
+    /// from 1e-6 up to 1e21, else one digit, a fraction and `e+n` / `e-n`. `out`
+    /// never refuses a write (a hasher, a buffer).
+    pub(crate) fn write<W: io::Write + ?Sized>(&self, out: &mut W) {
+        let mut put = |bytes: &[u8]| {
+            let _ = out.write_all(bytes);
+        };
         let digits = self.digits.get(..self.len).unwrap_or_default();
         if digits.is_empty() {
-            return out.write_all(b"0");
+            return put(b"0");
         }
         if self.negative {
-            out.write_all(b"-")?;
+            put(b"-");
         }
         // ECMAScript's k (how many digits) and n (where the point is).
         let k = digits.len() as i64;
         let n = self.point;
-        let zeros = |count: i64, out: &mut W| -> io::Result<()> {
-            for _ in 0..count {
-                out.write_all(b"0")?;
-            }
-            Ok(())
-        };
+        // At most 20 zeros are written: up to 1e21, or after `0.` down to 1e-6.
+        let zeros = |count: i64| ZEROS.get(..count as usize).unwrap_or_default();
         if k <= n && n <= 21 {
-            out.write_all(digits)?;
-            zeros(n - k, out)
+            put(digits);
+            put(zeros(n - k));
         } else if 0 < n && n <= 21 {
             let (whole, fraction) = digits.split_at(n as usize);
-            out.write_all(whole)?;
-            out.write_all(b".")?;
-            out.write_all(fraction)
+            put(whole);
+            put(b".");
+            put(fraction);
         } else if -6 < n && n <= 0 {
-            out.write_all(b"0.")?;
-            zeros(-n, out)?;
-            out.write_all(digits)
+            put(b"0.");
+            put(zeros(-n));
+            put(digits);
         } else {
             let (first, rest) = digits.split_at(1);
-            out.write_all(first)?;
+            put(first);
             if !rest.is_empty() {
-                out.write_all(b".")?;
-                out.write_all(rest)?;
+                put(b".");
+                put(rest);
             }
             let exponent = n - 1;
-            let sign = if exponent < 0 { '-' } else { '+' };
-            write!(out, "e{sign}{}", exponent.unsigned_abs())
+            put(if exponent < 0 { b"e-" } else { b"e+" });
+            // At most 324: three digits, leading zeros dropped.
+            let magnitude = exponent.unsigned_abs();
+            let text =
+                [magnitude / 100, magnitude / 10 % 10, magnitude % 10].map(|d| b'0' + d as u8);
+            let first = if magnitude >= 100 {
+                0
+            } else if magnitude >= 10 {
+                1
+            } else {
+                2
+            };
+            put(text.get(first..).unwrap_or_default());
         }
     }
 }

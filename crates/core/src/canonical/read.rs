@@ -10,8 +10,7 @@
 //!   (which would run as `0.1`) and `1e-400` (which would run as `0`) are not;
 //! - it is not negative zero (`-0`, `-0.0`), which the canonical form writes as `0`.
 
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 
 use super::number::Decimal;
 use crate::codes::quote;
@@ -29,80 +28,98 @@ pub(crate) enum Unread {
 }
 
 /// Reads raw JSON text into a value, each number checked against its own text.
+///
+/// serde_json reads the whole text, then each number's text alone (the same reader
+/// again, which costs the page no code), which it reads as it did in place. Where that
+/// is not the exact double ([`exact`]), the value is corrected.
 pub(crate) fn read(raw: &str) -> Result<Value, Unread> {
-    let mut numbers = Numbers {
-        rest: raw,
-        refusal: None,
-    };
-    let mut deserializer = serde_json::Deserializer::from_str(raw);
-    let read = Exact(&mut numbers)
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value));
-    match (read, numbers.refusal) {
-        (_, Some(refusal)) => Err(Unread::Inexact(refusal)),
-        (Ok(value), None) => Ok(value),
-        (Err(e), None) => Err(Unread::NotJson(e)),
-    }
-}
-
-/// The number texts of a JSON text, in order, and the first refusal.
-struct Numbers<'t> {
-    rest: &'t str,
-    refusal: Option<String>,
-}
-
-impl<'t> Numbers<'t> {
-    /// The next number's text, past strings (a key is a string).
-    fn next_text(&mut self) -> Option<&'t str> {
-        let bytes = self.rest.as_bytes();
-        let mut i = 0;
-        let mut in_string = false;
-        while let Some(&byte) = bytes.get(i) {
-            match byte {
-                b'\\' if in_string => i += 1,
-                b'"' => in_string = !in_string,
-                b'-' | b'0'..=b'9' if !in_string => {
-                    let len = bytes
-                        .get(i..)?
-                        .iter()
-                        .take_while(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
-                        .count();
-                    let text = self.rest.get(i..i + len)?;
-                    self.rest = self.rest.get(i + len..)?;
-                    return Some(text);
-                }
-                _ => {}
+    let mut value: Value = serde_json::from_str(raw).map_err(Unread::NotJson)?;
+    // Each double as serde_json read it, and as its text says exactly.
+    let mut doubles: Vec<(u64, u64)> = Vec::new();
+    let mut rest = raw;
+    while let Some(text) = next_number(&mut rest) {
+        let read = match serde_json::from_str::<Value>(text) {
+            Ok(Value::Number(read)) => read,
+            _ => {
+                return Err(Unread::Inexact(format!(
+                    "{} is not a number",
+                    quote(text, 40)
+                )))
             }
-            i += 1;
-        }
-        None
-    }
-
-    /// The number serde_json read, checked against its text; the refusal is kept.
-    fn check<E: de::Error>(&mut self, read: Number) -> Result<Value, E> {
-        let checked = match self.next_text() {
-            Some(text) => exact(text, &read),
-            None => Err("a number could not be found in the text".to_owned()),
         };
-        checked.map(Value::Number).map_err(|refusal| {
-            self.refusal = Some(refusal);
-            E::custom("an inexact number")
-        })
+        let exact = exact(text, &read).map_err(Unread::Inexact)?;
+        if let (true, Some(read), Some(exact)) = (read.is_f64(), read.as_f64(), exact.as_f64()) {
+            doubles.push((read.to_bits(), exact.to_bits()));
+        }
+    }
+    let misread: Vec<(u64, u64)> = doubles.iter().copied().filter(|(r, e)| r != e).collect();
+    for (read, exact) in &misread {
+        // Two numbers serde_json read alike, one of them exact: which is which is lost.
+        if doubles.iter().any(|(r, e)| r == read && e != exact) {
+            return Err(Unread::Inexact(
+                "two numbers read as one double; send them as strings".to_owned(),
+            ));
+        }
+    }
+    if !misread.is_empty() {
+        correct(&mut value, &misread);
+    }
+    Ok(value)
+}
+
+/// The next number's text in `rest`, past strings (a key is a string).
+fn next_number<'t>(rest: &mut &'t str) -> Option<&'t str> {
+    let bytes = rest.as_bytes();
+    let mut i = 0;
+    let mut in_string = false;
+    while let Some(&byte) = bytes.get(i) {
+        match byte {
+            b'\\' if in_string => i += 1,
+            b'"' => in_string = !in_string,
+            b'-' | b'0'..=b'9' if !in_string => {
+                let len = bytes
+                    .get(i..)?
+                    .iter()
+                    .take_while(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                    .count();
+                let text = rest.get(i..i + len)?;
+                *rest = rest.get(i + len..)?;
+                return Some(text);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Puts the exact double in place of each misread one.
+fn correct(value: &mut Value, misread: &[(u64, u64)]) {
+    match value {
+        Value::Number(number) => {
+            let bits = number
+                .as_f64()
+                .filter(|_| number.is_f64())
+                .map(f64::to_bits);
+            if let Some((_, exact)) = misread.iter().find(|(read, _)| Some(*read) == bits) {
+                if let Some(exact) = Number::from_f64(f64::from_bits(*exact)) {
+                    *number = exact;
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| correct(item, misread)),
+        Value::Object(map) => map.values_mut().for_each(|item| correct(item, misread)),
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
     }
 }
 
 /// The number `text` names, when it is exactly what its canonical text says; `read` is
-/// serde_json's reading of it.
+/// serde_json's reading of it, which may be a neighbour of that number.
 fn exact(text: &str, read: &Number) -> Result<Number, String> {
-    let negative_zero = || {
-        format!(
-            "the number {} is negative zero, which the canonical form writes as 0; send 0",
-            quote(text, 40)
-        )
-    };
-    if !text.contains(['.', 'e', 'E']) {
-        if text.starts_with('-') && read.as_f64() == Some(0.0) {
-            return Err(negative_zero());
+    let negative = text.starts_with('-');
+    if !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        if negative && read.as_f64() == Some(0.0) {
+            return Err(negative_zero(text));
         }
         let magnitude = read.as_i64().map(i64::unsigned_abs).or(read.as_u64());
         return match magnitude {
@@ -114,110 +131,59 @@ fn exact(text: &str, read: &Number) -> Result<Number, String> {
             )),
         };
     }
-    let near = read.as_f64().unwrap_or_default();
-    let inexact = || {
-        let mut runs = Vec::new();
-        let _ = Decimal::of_f64(near).write(&mut runs);
-        let runs = String::from_utf8_lossy(&runs).into_owned();
-        format!(
-            "the number {} is not exactly what would run ({runs}); send {runs}, or the \
-             number as a string",
-            quote(text, 40)
-        )
+    // std's reading, exact (the page carries it already); serde_json's own can be a
+    // unit or two in the last place off for long or far-exponent numbers (its exact
+    // one, `float_roundtrip`, would cost the page about 11 KB of gzip).
+    let double = text.parse::<f64>().unwrap_or_default();
+    let Some(wanted) = Decimal::parse(text) else {
+        return Err(inexact(text, double));
     };
-    let wanted = Decimal::parse(text).ok_or_else(inexact)?;
     if wanted.is_zero() {
-        return if text.starts_with('-') {
-            Err(negative_zero())
+        return if negative {
+            Err(negative_zero(text))
         } else {
             Ok(read.clone())
         };
     }
-    nearest(near, &wanted)
-        .and_then(Number::from_f64)
-        .ok_or_else(inexact)
-}
-
-/// The double whose canonical form is `wanted`, near serde_json's reading `near`.
-///
-/// serde_json's default reading of a long or far-exponent number can be a unit or two in
-/// the last place off the nearest double (its exact reading, `float_roundtrip`, costs
-/// the page 11 KB). A number that is some double's canonical form is that double, and
-/// no other: it is found among the neighbours, or the number is refused.
-fn nearest(near: f64, wanted: &Decimal) -> Option<f64> {
-    let bits = near.to_bits();
-    [0, 1, -1, 2, -2, 3, -3]
-        .into_iter()
-        .filter_map(|step: i64| bits.checked_add_signed(step))
-        .map(f64::from_bits)
-        .find(|candidate| candidate.is_finite() && Decimal::of_f64(*candidate) == *wanted)
-}
-
-/// A JSON value read with every number checked against its text.
-struct Exact<'n, 't>(&'n mut Numbers<'t>);
-
-impl<'de> DeserializeSeed<'de> for Exact<'_, '_> {
-    type Value = Value;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
+    match Number::from_f64(double) {
+        Some(exact) if Decimal::of_f64(double) == wanted => Ok(exact),
+        _ => Err(inexact(text, double)),
     }
 }
 
-impl<'de> Visitor<'de> for Exact<'_, '_> {
-    type Value = Value;
+fn negative_zero(text: &str) -> String {
+    format!(
+        "the number {} is negative zero, which the canonical form writes as 0; send 0",
+        quote(text, 40)
+    )
+}
 
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
+fn inexact(text: &str, double: f64) -> String {
+    let mut runs = Vec::new();
+    Decimal::of_f64(double).write(&mut runs);
+    let runs = String::from_utf8(runs).unwrap_or_default();
+    format!(
+        "the number {} is not exactly what would run ({runs}); send {runs}, or the number \
+         as a string",
+        quote(text, 40)
+    )
+}
 
-    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
-        self.0.check(value.into())
-    }
-
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
-        self.0.check(value.into())
-    }
-
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
-        match Number::from_f64(value) {
-            Some(number) => self.0.check(number),
-            // serde_json reads only finite numbers.
-            None => Err(E::custom("a number that is not finite")),
+    /// serde_json's default reading of a far-exponent number can be a unit or two off;
+    /// the number is the exact double whichever neighbour serde_json read.
+    #[test]
+    fn a_misread_double_is_corrected_from_its_text() {
+        let text = "1.0715660391465826e-75";
+        let exact: f64 = text.parse().unwrap_or_default();
+        for step in [-2_i64, -1, 0, 1, 2] {
+            let near = f64::from_bits(exact.to_bits().wrapping_add_signed(step));
+            let read = Number::from_f64(near).unwrap_or_else(|| Number::from(0));
+            let got = super::exact(text, &read).ok().and_then(|n| n.as_f64());
+            assert_eq!(got.map(f64::to_bits), Some(exact.to_bits()), "{step}");
         }
-    }
-
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(Exact(&mut *self.0))? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut members = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            // A repeated key keeps its last value, as serde_json's own reading does.
-            let value = map.next_value_seed(Exact(&mut *self.0))?;
-            members.insert(key, value);
-        }
-        Ok(Value::Object(members))
     }
 }

@@ -77,6 +77,11 @@ fn echo_world() -> (World, Rc<RefCell<Vec<String>>>, Registration) {
     (w, ran, registration)
 }
 
+/// Broke: the digest was over serde_json's compact text, keys in byte order. Python's
+/// and Node's stock libraries wrote `0.00001`, `1e21`, `1.0` and keys past the Basic
+/// Multilingual Plane otherwise, so valid tokens were refused; and `9007199254740993`
+/// or `0.10000000000000001` ran as another number than their text said. Fixed: JCS
+/// text, and the gate reads a number only when that text says exactly what runs.
 #[test]
 fn each_case_is_digested_as_its_canonical_text_or_refused() {
     let (w, ran, _echo) = echo_world();
@@ -164,6 +169,51 @@ fn an_edit_with_an_inexact_number_is_refused_and_the_card_waits() {
         .expect("the card still runs");
     assert_eq!(code(&settled), "OK");
     assert_eq!(*ran.borrow(), [r#"{"n":1}"#]);
+}
+
+/// Two numbers.
+#[derive(Clone, Deserialize, JsonSchema)]
+struct TwoNumbers {
+    /// One.
+    a: f64,
+    /// The other.
+    b: f64,
+}
+
+/// serde_json's fast reader (the page's) reads the first as the second; the gate reads
+/// each exactly, or refuses both: never one double for two texts.
+#[test]
+fn two_numbers_one_reader_confuses_run_apart_or_not_at_all() {
+    let w = World::new();
+    let ran = Rc::new(RefCell::new(Vec::new()));
+    let log = Rc::clone(&ran);
+    let _two = w
+        .exec
+        .register(
+            Action::<TwoNumbers>::new("two", "Two numbers.")
+                .kind(Kind::Read)
+                .run(move |p: TwoNumbers| {
+                    let log = Rc::clone(&log);
+                    async move {
+                        log.borrow_mut().push((p.a.to_bits(), p.b.to_bits()));
+                        Ok::<_, String>(json!({}))
+                    }
+                }),
+        )
+        .expect("two registers");
+    let (a, b) = ("1.0715660391465826e-75", "1.0715660391465825e-75");
+    let exact = |text: &str| text.parse::<f64>().map(f64::to_bits).unwrap_or_default();
+    for args in [
+        format!(r#"{{"a":{a},"b":{b}}}"#),
+        format!(r#"{{"b":{b},"a":{a}}}"#),
+    ] {
+        let settled = drive(&w.exec, w.call("two", &args, 0), 0).expect("settled");
+        match code(&settled) {
+            "OK" => assert_eq!(ran.borrow_mut().pop(), Some((exact(a), exact(b)))),
+            refused => assert_eq!(refused, "INVALID_ARGS"),
+        }
+        assert!(ran.borrow().is_empty());
+    }
 }
 
 /// A world with `measure`, which runs unasked and logs the bits of the number it got.
