@@ -19,6 +19,11 @@ const TRUNK_VERSION: &str = "0.21.14";
 const BINARYEN_NPM: &str = "132.0.0";
 /// The axe-core release the end-to-end suite injects to check the dock's accessibility.
 const AXE_CORE_NPM: &str = "4.14.1";
+/// The stock RFC 8785 (JCS) library in Node that the argument digest is checked against
+/// (3.0.0 runs on Debian's Node 20; later releases ask for Node 22).
+const CANONICALIZE_NPM: &str = "3.0.0";
+/// The stock RFC 8785 (JCS) library in Python that the argument digest is checked against.
+const RFC8785_PYPI: &str = "0.1.4";
 /// Debian packages the browser tests need, with a file each installs.
 const APT_PACKAGES: [(&str, &str); 3] = [
     ("chromium", "/usr/bin/chromium"),
@@ -248,6 +253,28 @@ fn setup() -> Result {
         run(&format!("installing axe-core {AXE_CORE_NPM} from npm"), c)?;
     }
 
+    // canonicalize, beside them, for the argument digest's interop table.
+    let canonicalize = npm_tools_dir().join("node_modules/canonicalize/package.json");
+    let has_canonicalize = std::fs::read_to_string(&canonicalize)
+        .is_ok_and(|text| text.contains(&format!("\"version\": \"{CANONICALIZE_NPM}\"")));
+    if has_canonicalize {
+        println!("ok: canonicalize {CANONICALIZE_NPM} (npm)");
+    } else {
+        if version_of("npm").is_none() {
+            apt_install(&["nodejs", "npm"])?;
+        }
+        let dir = npm_tools_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut c = cmd("npm");
+        c.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .arg(format!("canonicalize@{CANONICALIZE_NPM}"));
+        run(
+            &format!("installing canonicalize {CANONICALIZE_NPM} (RFC 8785) from npm"),
+            c,
+        )?;
+    }
+
     match version_of("trunk") {
         Some(v) if v.contains(TRUNK_VERSION) => println!("ok: {v}"),
         found => {
@@ -275,13 +302,13 @@ fn setup() -> Result {
     let has_sdk = cmd("python3")
         .args([
             "-c",
-            "import openai, jwt, cryptography, mcp.client.streamable_http",
+            "import openai, jwt, cryptography, mcp.client.streamable_http, rfc8785",
         ])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
     if has_sdk {
-        println!("ok: python openai SDK, PyJWT and the MCP SDK");
+        println!("ok: python openai SDK, PyJWT, the MCP SDK and rfc8785");
     } else {
         let mut c = cmd("python3");
         c.args([
@@ -293,9 +320,10 @@ fn setup() -> Result {
             "openai",
             "pyjwt[crypto]",
             "mcp>=2.3,<3",
+            &format!("rfc8785=={RFC8785_PYPI}"),
         ]);
         run(
-            "installing the OpenAI Python SDK, PyJWT and the MCP Python SDK (real clients for the gateway tests)",
+            "installing the OpenAI Python SDK, PyJWT, the MCP Python SDK (real clients for the gateway tests) and rfc8785 (RFC 8785, for the argument digest's interop table)",
             c,
         )?;
     }

@@ -3,13 +3,15 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::canonical::Unread;
 use crate::codes::quote;
 
 /// The default cap on a call's raw arguments, in bytes.
 pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 16 * 1024;
 
 /// Parses raw arguments into a JSON object. Blank text is `{}`; anything over
-/// `max_bytes`, not JSON, or not an object is refused.
+/// `max_bytes`, not JSON, not an object, or with a number that is not exactly what
+/// its canonical text says ([`crate::canonical::read`]) is refused.
 pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String> {
     if raw.len() > max_bytes {
         return Err(format!(
@@ -20,8 +22,10 @@ pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String>
     if means_no_arguments(raw) {
         return Ok(Value::Object(serde_json::Map::new()));
     }
-    let value: Value =
-        serde_json::from_str(raw).map_err(|e| format!("arguments are not valid JSON ({e})"))?;
+    let value = crate::canonical::read(raw).map_err(|unread| match unread {
+        Unread::NotJson(e) => format!("arguments are not valid JSON ({e})"),
+        Unread::Inexact(refusal) => refusal,
+    })?;
     if !value.is_object() {
         return Err(format!(
             "arguments must be a JSON object, not {}",

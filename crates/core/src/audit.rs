@@ -5,6 +5,7 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::canonical::canonical_json;
 pub use crate::digest::{ArgsDigest, AuditKey, BadDigest};
 
 use crate::codes::GrantId;

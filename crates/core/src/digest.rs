@@ -1,4 +1,5 @@
-//! The SHA-256 digest of a call's arguments, over a canonical JSON form.
+//! The SHA-256 digest of a call's arguments, over their canonical JSON text (RFC 8785,
+//! see [`canonical_json`](crate::audit::canonical_json)).
 //!
 //! Tickets carry it so an approval is bound to the exact arguments the person saw.
 //! Audit records store a *keyed* digest instead ([`AuditKey`]): a plain hash of a
@@ -14,17 +15,18 @@ use sha2::{Digest as _, Sha256};
 pub struct ArgsDigest([u8; 32]);
 
 impl ArgsDigest {
-    /// The digest of a value over its canonical form (keys sorted, no whitespace), so
-    /// `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }` have one digest.
+    /// The digest of a value over its canonical (RFC 8785) text, so `{"a":1,"b":2.0}`
+    /// and `{ "b": 2, "a": 1 }` have one digest.
     pub fn of_value(value: &Value) -> Self {
         let mut hasher = Sha256::new();
-        write_canonical(value, &mut hasher);
+        crate::canonical::write(value, &mut hasher);
         Self(hasher.finalize().into())
     }
 
-    /// The digest of raw arguments: canonical when they parse, else of the bytes as sent.
+    /// The digest of raw arguments: canonical when the gate reads them, else of the
+    /// bytes as sent.
     pub fn of_raw(raw: &str) -> Self {
-        match serde_json::from_str::<Value>(raw) {
+        match crate::canonical::read(raw) {
             Ok(value) => Self::of_value(&value),
             Err(_) => Self::of_bytes(raw.as_bytes()),
         }
@@ -110,13 +112,14 @@ impl AuditKey {
     /// The keyed digest of parsed arguments, over the canonical form of [`ArgsDigest::of_value`].
     pub fn digest(&self, value: &Value) -> ArgsDigest {
         let mut hasher = self.0.clone();
-        write_canonical(value, &mut hasher);
+        crate::canonical::write(value, &mut hasher);
         ArgsDigest(hasher.finalize().into())
     }
 
-    /// The keyed digest of raw arguments: canonical when they parse, the bytes otherwise.
+    /// The keyed digest of raw arguments: canonical when the gate reads them, the bytes
+    /// otherwise.
     pub fn digest_raw(&self, raw: &str) -> ArgsDigest {
-        match serde_json::from_str::<Value>(raw) {
+        match crate::canonical::read(raw) {
             Ok(value) => self.digest(&value),
             Err(_) => self.digest_bytes(raw.as_bytes()),
         }
@@ -174,40 +177,4 @@ fn nibble(c: u8) -> Result<u8, BadDigest> {
         b'a'..=b'f' => Ok(c - b'a' + 10),
         _ => Err(BadDigest),
     }
-}
-
-// Keys are sorted here: serde_json's map order depends on a feature any crate may enable.
-fn write_canonical(value: &Value, out: &mut Sha256) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.update(b"{");
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.update(b",");
-                }
-                write_scalar(key, out);
-                out.update(b":");
-                write_canonical(item, out);
-            }
-            out.update(b"}");
-        }
-        Value::Array(items) => {
-            out.update(b"[");
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.update(b",");
-                }
-                write_canonical(item, out);
-            }
-            out.update(b"]");
-        }
-        scalar => write_scalar(scalar, out),
-    }
-}
-
-fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Sha256) {
-    // Serialising a string, number, bool or null into a hasher cannot fail.
-    let _ = serde_json::to_writer(out, value);
 }

@@ -6,6 +6,7 @@ mod alternatives;
 mod arguments;
 pub mod audit;
 pub mod call;
+mod canonical;
 mod codes;
 pub mod countersignature;
 mod digest;

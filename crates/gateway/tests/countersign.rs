@@ -590,12 +590,15 @@ fn the_signing_key_file_is_created_private_and_read_back() {
 }
 
 /// A Python backend, with PyJWT (a stock JOSE library from PyPI), fetches the JWKS,
-/// verifies a token the gateway minted, and checks the argument digest itself.
+/// verifies a token the gateway minted, and checks the argument digest itself with
+/// rfc8785 (a stock JCS library): small and large numbers and keys past the Basic
+/// Multilingual Plane digest alike on both sides.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_backend_verifies_a_token_with_pyjwt() {
     let (base, _s, _dir) = gateway(false).await;
     let client = reqwest::Client::new();
-    let args = json!({"name": "Zoë \"Ops\" 東京", "count": 3, "tags": ["b", "a"], "nested": {"z": true, "a": null}});
+    let args = json!({"name": "Zoë \"Ops\" 東京", "count": 3, "tags": ["b", "a"], "nested": {"z": true, "a": null},
+                      "ratio": 0.00001, "far": 1e21, "whole": 2.0, "\u{fb01}": 2, "\u{1f600}": 1});
     let (_, answer) = mint(&client, &base, &mint_body("save_workspace_name", &args)).await;
     let token = answer["countersignature"].as_str().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/verify_token.py");

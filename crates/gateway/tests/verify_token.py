@@ -8,12 +8,12 @@ import json
 import sys
 
 import jwt  # PyJWT, with `cryptography` for EdDSA
+import rfc8785  # the JSON Canonicalization Scheme
 
 
 def args_sha256(arguments):
-    # Countersign's canonical JSON: keys sorted, no whitespace, UTF-8 as is.
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    # Countersign's canonical JSON is RFC 8785 (JCS).
+    return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
 
 
 def verify(token, jwks_url, action, arguments):

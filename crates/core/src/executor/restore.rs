@@ -108,7 +108,7 @@ impl ExecutorState {
         }
         // A stored edit must describe the stored arguments, or nothing comes back.
         if let Some(edit) = &pending.edited {
-            let arguments = serde_json::from_str::<serde_json::Value>(&pending.call.arguments)
+            let arguments = crate::canonical::read(&pending.call.arguments)
                 .map_err(|_| RestoreMiss::Changed)?;
             if !edit.describes(&arguments) {
                 return Err(RestoreMiss::Changed);

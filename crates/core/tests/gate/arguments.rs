@@ -158,7 +158,7 @@ fn a_reload_binds_the_same_arguments_whatever_their_spelling() {
                 }),
         )
         .unwrap();
-    let raw = r#"{ "note": "caf\u00e9 \ud83d\ude00 \/ \u2028", "count": 18446744073709551615,
+    let raw = r#"{ "note": "caf\u00e9 \ud83d\ude00 \/ \u2028", "count": 9007199254740991,
                   "amount": 1e2 }"#;
     let first = w.card("pay", raw, 0);
     let stored = w.exec.waiting(at(1));
@@ -189,10 +189,7 @@ fn a_reload_binds_the_same_arguments_whatever_their_spelling() {
     assert_eq!(again.consequence, first.consequence);
     let settled = w2.allow(&again, Gesture::AllowOnce, 3).unwrap();
     assert_eq!(code(&settled), "OK");
-    assert_eq!(
-        *ran2.borrow(),
-        ["100|18446744073709551615|café 😀 / \u{2028}"]
-    );
+    assert_eq!(*ran2.borrow(), ["100|9007199254740991|café 😀 / \u{2028}"]);
     assert!(ran.borrow().is_empty());
     assert_eq!(w2.terminal(again.call).len(), 1);
 }

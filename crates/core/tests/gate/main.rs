@@ -16,6 +16,7 @@ mod audit;
 mod bad_input;
 mod batches;
 mod callers;
+mod canonical;
 mod countersigned;
 mod digests;
 mod edits;

@@ -596,8 +596,8 @@ fn legitimate_params_of_every_common_shape_reach_the_card() {
         ("many", r#"{"empty":{}}"#),
         ("many", r#"{"empty":null}"#),
         ("many", r#"{"by_id":{"7":"a","4294967295":"b"}}"#),
-        ("many", r#"{"big":18446744073709551615}"#),
-        ("many", r#"{"low":-9223372036854775808}"#),
+        ("many", r#"{"big":9007199254740991}"#),
+        ("many", r#"{"low":-9007199254740991}"#),
         ("many", r#"{"letter":"\ud83d\ude00"}"#),
         ("many", r#"{"l\u0065tter":"a"}"#),
         ("many", r#"{"strict":{"name":"a"}}"#),
@@ -623,7 +623,8 @@ fn legitimate_params_of_every_common_shape_reach_the_card() {
 }
 
 /// What serde would not read as the card shows it is refused: a number serde_json keeps
-/// as a float (`-0`, `1.0`, `1e2`) for an integer, a number out of range, a number
+/// as a float (`-0`, `1.0`, `1e2`) for an integer, a number out of range (or past
+/// ±(2^53 - 1), where the canonical form would not hold it exactly), a number
 /// spelt as a string, a char of two, a field or key of an empty struct, a map key serde
 /// does not read as the integer it spells.
 #[test]
@@ -644,6 +645,10 @@ fn values_serde_would_not_read_as_shown_are_refused() {
         // refused, never rounded.
         ("many", r#"{"big":340282366920938463463374607431768211455}"#),
         ("many", r#"{"low":9223372036854775808}"#),
+        // Integers past ±(2^53 - 1) are refused whatever the type: not every reader of
+        // the digest holds them exactly (canonical.rs).
+        ("many", r#"{"big":18446744073709551615}"#),
+        ("many", r#"{"low":-9223372036854775808}"#),
         ("many", r#"{"letter":"ab"}"#),
         ("many", r#"{"letter":""}"#),
         ("many", r#"{"letter":"e\u0301"}"#),

@@ -1,0 +1,84 @@
+//! The canonical JSON text of a value: RFC 8785, the JSON Canonicalization Scheme, so
+//! a backend in any language with a stock JCS library computes the same digest.
+//!
+//! Object members sorted by their keys' UTF-16 code units, no whitespace, strings
+//! escaped as ECMAScript's `JSON.stringify` escapes them (`"`, `\` and control
+//! characters only), numbers as ECMAScript writes a double (`1e+21`, `0.00001`, `1`
+//! for `1.0`, `0` for `-0`).
+//!
+//! One departure, for values the gate never admits: an integer beyond ±2^53 is written
+//! as its own digits, where JCS would write the double nearest it (and stock libraries
+//! disagree there: Python's `rfc8785` refuses it, JavaScript rounds it). The text then
+//! names exactly the integer a backend read, so `9007199254740993` never matches a
+//! token minted for `9007199254740992`.
+
+mod number;
+mod read;
+
+use std::io;
+
+use serde_json::Value;
+
+pub(crate) use read::{read, Unread};
+
+/// The canonical (RFC 8785) text of a value: the text whose SHA-256 is its
+/// [`ArgsDigest`](crate::audit::ArgsDigest).
+pub fn canonical_json(value: &Value) -> String {
+    let mut text = Vec::new();
+    write(value, &mut text);
+    // The writer writes only whole UTF-8 characters.
+    String::from_utf8(text).unwrap_or_default()
+}
+
+/// Writes the canonical text of `value` to `out`: a hasher or a buffer, which never
+/// refuse a write (so nothing here looks at what a write returns).
+pub(crate) fn write<W: io::Write>(value: &Value, out: &mut W) {
+    match value {
+        Value::Object(map) => {
+            // Sorted here, whatever order serde_json's map keeps (a feature any crate
+            // may enable changes it).
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            let _ = out.write_all(b"{");
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    let _ = out.write_all(b",");
+                }
+                let _ = serde_json::to_writer(&mut *out, key);
+                let _ = out.write_all(b":");
+                write(item, out);
+            }
+            let _ = out.write_all(b"}");
+        }
+        Value::Array(items) => {
+            let _ = out.write_all(b"[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    let _ = out.write_all(b",");
+                }
+                write(item, out);
+            }
+            let _ = out.write_all(b"]");
+        }
+        Value::Number(number) if number.is_f64() => {
+            number::Decimal::of_f64(number.as_f64().unwrap_or_default()).write(out);
+        }
+        // An integer as its digits (within ±2^53, as ECMAScript writes its double too).
+        Value::Number(integer) => {
+            let _ = serde_json::to_writer(out, integer);
+        }
+        // serde_json escapes strings exactly as RFC 8785 does.
+        Value::String(text) => {
+            let _ = serde_json::to_writer(out, text);
+        }
+        Value::Bool(true) => {
+            let _ = out.write_all(b"true");
+        }
+        Value::Bool(false) => {
+            let _ = out.write_all(b"false");
+        }
+        Value::Null => {
+            let _ = out.write_all(b"null");
+        }
+    }
+}
