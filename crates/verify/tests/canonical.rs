@@ -42,8 +42,8 @@ fn claims(jti: String, args_sha256: String) -> Claims {
     }
 }
 
-#[test]
-fn a_token_for_the_canonical_text_verifies_against_the_arguments_as_read() {
+#[tokio::test]
+async fn a_token_for_the_canonical_text_verifies_against_the_arguments_as_read() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../core/tests/gate/canonical.json"
@@ -61,7 +61,7 @@ fn a_token_for_the_canonical_text_verifies_against_the_arguments_as_read() {
         let token = signer.sign(&claims(format!("{i:032x}"), minted)).unwrap();
         let arguments: serde_json::Value = serde_json::from_str(&case.arguments).unwrap();
         let expected = Expected::call("archive_workspace", &arguments);
-        if let Err(e) = verifier.verify(&token, &expected, NOW + 1) {
+        if let Err(e) = verifier.verify(&token, &expected, NOW + 1).await {
             panic!("{}: {e:?}", case.name);
         }
         checked += 1;

@@ -79,12 +79,15 @@ fn countersign_layer() -> Result<AnyView, SplitLoaderError> {
                     Ok::<_, String>(serde_json::json!({ "added": p.text }))
                 }),
         );
-        let offline = Scripted::new(
+        let offline = match Scripted::new(
             cs.locale(),
             vec![
                 Rule::new("add_todo", serde_json::json!({ "text": "{text}" })).phrase("add {text}"),
             ],
-        );
+        ) {
+            Ok(offline) => offline,
+            Err(e) => return view! { <p role="alert">{e.to_string()}</p> }.into_any(),
+        };
         let assistant = Assistant::for_page(&cs, offline);
         view! { <AgentDock assistant=assistant hint="Try “add buy milk”." /> }.into_any()
     }))
