@@ -121,10 +121,11 @@ impl ApprovalRequest {
     }
 
     /// Mints "allow all in this batch" for `cards`, as the person saw them listed, each
-    /// with its own arguments: one ticket per card, each binding the digests of every
-    /// card listed and only those. A card left off the list is not covered.
+    /// with its own arguments: one ticket per card, each binding the call and digest of
+    /// every card listed and only those. A card left off the list is not covered.
     pub fn countersign_batch(cards: &[ApprovalRequest]) -> Vec<Ticket> {
-        let listed: Vec<CardDigest> = cards.iter().map(|c| c.card_sha256).collect();
+        let listed: Vec<(CallId, CardDigest)> =
+            cards.iter().map(|c| (c.call, c.card_sha256)).collect();
         cards
             .iter()
             .map(|card| Ticket {
@@ -147,8 +148,9 @@ pub struct Ticket {
     pub(crate) nonce: Nonce,
     pub(crate) executor: u64,
     pub(crate) gesture: Gesture,
-    /// The cards one "allow all in this batch" listed (empty for any other gesture).
-    pub(crate) batch: Vec<CardDigest>,
+    /// The cards one "allow all in this batch" listed, each by its call and digest
+    /// (two calls' cards may read alike); empty for any other gesture.
+    pub(crate) batch: Vec<(CallId, CardDigest)>,
 }
 
 impl Ticket {

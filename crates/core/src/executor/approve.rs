@@ -53,11 +53,12 @@ impl ExecutorState {
             return Err(TicketError::GrantNotOffered);
         }
         // INVARIANT: "allow all in this batch" never covers a card that must be decided
-        // on its own, nor one the batch did not list (with its arguments) beside another.
+        // on its own, nor one the batch did not list (with its arguments) beside another
+        // call's card (which may read alike: the model may ask the same thing twice).
         if ticket.gesture == Gesture::AllowInBatch
             && (!request.batchable()
-                || !ticket.batch.contains(&request.card_sha256)
-                || ticket.batch.iter().all(|d| *d == request.card_sha256))
+                || !ticket.batch.contains(&(ticket.call, request.card_sha256))
+                || ticket.batch.iter().all(|(call, _)| *call == ticket.call))
         {
             return Err(TicketError::BatchNotOffered);
         }

@@ -74,6 +74,34 @@ fn allow_all_covers_only_the_cards_it_listed() {
     assert!(w.exec.approvals().iter().any(|c| c.call == unlisted.call));
 }
 
+/// One "allow all" covers two listed calls that ask the same thing with the same
+/// arguments (the model asked twice): each is listed beside another call, though both
+/// cards read alike. The same card listed twice is still a batch of one.
+#[test]
+fn allow_all_covers_two_listed_calls_that_read_alike() {
+    let w = World::with_rename();
+    let first = w.card("rename", r#"{"name":"a"}"#, 0);
+    let second = w.card("rename", r#"{"name":"a"}"#, 0);
+    assert_eq!(first.card_sha256, second.card_sha256);
+    for ticket in ApprovalRequest::countersign_batch(&[first.clone(), first.clone()]) {
+        let refused = w.exec.approve(ticket, at(1)).unwrap_err();
+        assert_eq!(refused, TicketError::BatchNotOffered, "one card, twice");
+    }
+    assert_eq!(w.terminal(first.call).len(), 0, "still waiting");
+    for ticket in ApprovalRequest::countersign_batch(&[first.clone(), second.clone()]) {
+        let step = w.exec.approve(ticket, at(2)).unwrap();
+        assert_eq!(code(&drive(&w.exec, step, 3).unwrap()), "OK");
+    }
+    assert_eq!(w.runs(), ["rename:a", "rename:a"]);
+    for card in [&first, &second] {
+        assert_eq!(
+            w.audit.for_call(card.call)[1].reason,
+            Reason::AllowedInBatch
+        );
+        assert_eq!(w.terminal(card.call).len(), 1);
+    }
+}
+
 /// "Allow all" never covers an edited or restored card of an ask-always action.
 #[test]
 fn allow_in_batch_is_refused_on_edited_and_restored_ask_always_cards() {
