@@ -78,7 +78,7 @@ fn redact_string(text: &mut String, secret: &str) -> Result<bool, Leak> {
 
 /// Decodes JSON string escapes leniently, for text that is not valid JSON but that a
 /// lenient client might still decode (`\u0073k-…` in broken arguments).
-fn lenient_unescape(text: &str) -> String {
+pub(crate) fn lenient_unescape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     let mut pending_high: Option<u32> = None;

@@ -472,13 +472,10 @@ async fn a_stream_that_ends_before_a_word_is_an_error_not_an_empty_answer() {
         .contains("without an answer"));
 }
 
-/// The operator learns why the upstream failed: its status and words in the gateway's
-/// log, at `warn`, with the provider key taken out (the page still gets no echo of them).
-#[tokio::test]
-async fn an_upstream_refusal_is_logged_with_its_words_and_never_the_key() {
-    let body = json!({"error":{"message": format!("model `tiny` not found; key {KEY} is fine"), "code":"model_not_found"}})
-        .to_string();
-    let (url, _seen) = upstream(Behaviour::Status(404, body)).await;
+/// The gateway's log after one page request that the upstream refuses with `status`
+/// and `body`: its stdout and stderr, at `warn`.
+async fn log_of_a_refusal(status: u16, body: String) -> String {
+    let (url, _seen) = upstream(Behaviour::Status(status, body)).await;
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -529,11 +526,20 @@ async fn an_upstream_refusal_is_logged_with_its_words_and_never_the_key() {
     assert!(!text.contains("not found"), "the page gets no echo: {text}");
     child.start_kill().unwrap();
     let out = child.wait_with_output().await.unwrap();
-    let log = format!(
+    format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
+    )
+}
+
+/// The operator learns why the upstream failed: its status and words in the gateway's
+/// log, at `warn`, with the provider key taken out (the page still gets no echo of them).
+#[tokio::test]
+async fn an_upstream_refusal_is_logged_with_its_words_and_never_the_key() {
+    let body = json!({"error":{"message": format!("model `tiny` not found; key {KEY} is fine"), "code":"model_not_found"}})
+        .to_string();
+    let log = log_of_a_refusal(404, body).await;
     let line = log
         .lines()
         .find(|l| l.contains("the model upstream refused the request"))
@@ -544,4 +550,25 @@ async fn an_upstream_refusal_is_logged_with_its_words_and_never_the_key() {
         "{line}"
     );
     assert!(!log.contains(KEY), "the key reached the log:\n{log}");
+}
+
+/// Words that spell the key through JSON escapes (text that is not JSON, or a string
+/// escaped twice) are withheld from the log: a reader decodes them as easily.
+#[tokio::test]
+async fn an_upstream_refusal_that_spells_the_key_in_escapes_is_withheld_from_the_log() {
+    let escaped = KEY.replacen('s', "\\u0073", 1);
+    let plain = format!("invalid key {escaped}");
+    let twice = json!({"error":{"message": format!("invalid key {escaped}")}}).to_string();
+    for body in [plain, twice] {
+        let log = log_of_a_refusal(401, body.clone()).await;
+        let line = log
+            .lines()
+            .find(|l| l.contains("the model upstream refused the request"))
+            .unwrap_or_else(|| panic!("no warning in the log:\n{log}"));
+        assert!(
+            line.contains("401") && line.contains("withheld"),
+            "{body}: {line}"
+        );
+        assert!(!log.contains(&KEY[1..]), "the key reached the log:\n{log}");
+    }
 }

@@ -286,9 +286,12 @@ fn logged(text: &str, secret: &str) -> String {
             Some(v.to_string())
         });
         let text = redacted.unwrap_or_else(|| text.replace(secret, "[redacted]"));
-        // A piece of the key in some other form: nothing is logged of it.
+        // A piece of the key in some other form (JSON escapes included, a string
+        // escaped inside JSON text too): nothing is logged of it.
         let piece: String = secret.chars().take(8).collect();
-        if secret.len() >= 8 && text.contains(&piece) {
+        let once = crate::redact::lenient_unescape(&text);
+        let twice = crate::redact::lenient_unescape(&once);
+        if secret.len() >= 8 && [&text, &once, &twice].iter().any(|t| t.contains(&piece)) {
             return "[withheld: it may hold a piece of the provider key]".to_owned();
         }
         text
