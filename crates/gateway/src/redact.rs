@@ -276,7 +276,8 @@ const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 /// at CR, LF or CRLF; a leading BOM is dropped; comments and other fields are dropped; a
 /// blank line ends an event), and nothing the upstream sent is passed on as bytes: each
 /// event's JSON is parsed, redacted and written again. Per choice, every string in its
-/// delta is held back while its end could still be the start of the key, and each
+/// delta is held back while its end could still be the start of the key (a tool call's
+/// `id` and `name` whole, never cut, and a whole repeat of them dropped), and each
 /// `arguments` string whole until the choice finishes. A delta after a choice finished,
 /// data that is not JSON, or held text over the cap end the stream with an
 /// `upstream_malformed` error event.
@@ -545,7 +546,7 @@ impl StreamRedactor {
                         if received.len() > MAX_NAME_BYTES {
                             return Err(Leak);
                         }
-                        *text = self.hold(place, text);
+                        *text = self.hold_whole(place, text);
                     }
                 } else {
                     *text = self.hold(place, text);
@@ -607,6 +608,23 @@ impl StreamRedactor {
             self.held.insert(place, tail);
         }
         now
+    }
+
+    /// Like [`StreamRedactor::hold`] for a tool call's id or name, which clients join
+    /// piece by piece (and the page reads a piece equal to all it holds as a repeat):
+    /// what could end in the start of the key is held back whole, never cut, so every
+    /// piece sent is one or more of the upstream's pieces, redacted.
+    fn hold_whole(&mut self, place: Place, text: &str) -> String {
+        let mut held = self.held.remove(&place).unwrap_or_default();
+        self.held_bytes = self.held_bytes.saturating_sub(held.len());
+        held.push_str(text);
+        let redacted = held.replace(&self.secret, MARK);
+        if prefix_tail_len(&redacted, &self.secret) == 0 {
+            return redacted;
+        }
+        self.held_bytes += redacted.len();
+        self.held.insert(place, redacted);
+        String::new()
     }
 
     /// Everything held for one choice, as the choice's fields to send.
