@@ -172,6 +172,21 @@ fn version_of(program: &str) -> Option<String> {
     })
 }
 
+/// Installs `package` (`name@version`) into the project's npm tools, with npm itself
+/// from Debian when the machine lacks it.
+fn npm_install(package: &str, what: &str) -> Result {
+    if version_of("npm").is_none() {
+        apt_install(&["nodejs", "npm"])?;
+    }
+    let dir = npm_tools_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut c = cmd("npm");
+    c.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&dir)
+        .arg(package);
+    run(&format!("installing {what} from npm"), c)
+}
+
 fn setup() -> Result {
     println!("==> setup: checking what this machine has");
     let targets = cmd("rustup")
@@ -220,18 +235,9 @@ fn setup() -> Result {
         }
         found => {
             println!("wasm-opt: have {found:?}, need binaryen {BINARYEN_NPM} from npm");
-            if version_of("npm").is_none() {
-                apt_install(&["nodejs", "npm"])?;
-            }
-            let dir = npm_tools_dir();
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let mut c = cmd("npm");
-            c.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-                .arg(&dir)
-                .arg(format!("binaryen@{BINARYEN_NPM}"));
-            run(
-                &format!("installing binaryen {BINARYEN_NPM} (wasm-opt) from npm"),
-                c,
+            npm_install(
+                &format!("binaryen@{BINARYEN_NPM}"),
+                &format!("binaryen {BINARYEN_NPM} (wasm-opt)"),
             )?;
         }
     }
@@ -241,16 +247,10 @@ fn setup() -> Result {
     if axe.is_file() {
         println!("ok: axe-core {AXE_CORE_NPM} (npm)");
     } else {
-        if version_of("npm").is_none() {
-            apt_install(&["nodejs", "npm"])?;
-        }
-        let dir = npm_tools_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut c = cmd("npm");
-        c.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .arg(format!("axe-core@{AXE_CORE_NPM}"));
-        run(&format!("installing axe-core {AXE_CORE_NPM} from npm"), c)?;
+        npm_install(
+            &format!("axe-core@{AXE_CORE_NPM}"),
+            &format!("axe-core {AXE_CORE_NPM}"),
+        )?;
     }
 
     // canonicalize, beside them, for the argument digest's interop table.
@@ -260,18 +260,9 @@ fn setup() -> Result {
     if has_canonicalize {
         println!("ok: canonicalize {CANONICALIZE_NPM} (npm)");
     } else {
-        if version_of("npm").is_none() {
-            apt_install(&["nodejs", "npm"])?;
-        }
-        let dir = npm_tools_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut c = cmd("npm");
-        c.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .arg(format!("canonicalize@{CANONICALIZE_NPM}"));
-        run(
-            &format!("installing canonicalize {CANONICALIZE_NPM} (RFC 8785) from npm"),
-            c,
+        npm_install(
+            &format!("canonicalize@{CANONICALIZE_NPM}"),
+            &format!("canonicalize {CANONICALIZE_NPM} (RFC 8785)"),
         )?;
     }
 
