@@ -451,3 +451,41 @@ async fn an_unreachable_store_answers_503_and_keeps_its_cause_to_the_backend() {
         "the cause reached the client: {body}"
     );
 }
+
+/// A backend that reads the arguments with serde_json digests them as the stock RFC 8785
+/// libraries do, so a token minted for what the person approved verifies: the gate's
+/// interop table (`crates/core/tests/gate/canonical.json`), read as a backend reads it.
+#[tokio::test]
+async fn a_token_for_the_canonical_text_verifies_against_the_arguments_as_read() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../core/tests/gate/canonical.json"
+    );
+    let table: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let signer = Signer::from_seed(&[7; 32]);
+    let verifier = Verifier::new("gw").trust(signer.verifying_key());
+    let mut checked = 0;
+    for (i, case) in table["cases"].as_array().unwrap().iter().enumerate() {
+        // Where stock libraries disagree (integers beyond 2^53) there is no digest to share.
+        let Some(canonical) = case["canonical"].as_str() else {
+            continue;
+        };
+        let minted = countersign::audit::ArgsDigest::of_bytes(canonical.as_bytes()).to_hex();
+        let claims = Claims {
+            jti: format!("{i:032x}"),
+            args_sha256: minted,
+            card_sha256: None,
+            ..claims()
+        };
+        let token = signer.sign(&claims).unwrap();
+        let arguments: serde_json::Value =
+            serde_json::from_str(case["arguments"].as_str().unwrap()).unwrap();
+        let expected = Expected::call("archive_workspace", &arguments);
+        if let Err(e) = verifier.verify(&token, &expected, NOW + 1).await {
+            panic!("{}: {e:?}", case["name"]);
+        }
+        checked += 1;
+    }
+    assert!(checked > 25, "the table has its cases");
+}
