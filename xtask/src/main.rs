@@ -522,8 +522,25 @@ fn browser_suite(package: &str, test: &str) -> Result<Command> {
         "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
         "wasm-bindgen-test-runner",
     )
-    .env("WASM_BINDGEN_TEST_TIMEOUT", "400");
+    .env("WASM_BINDGEN_TEST_TIMEOUT", "400")
+    .env("TMPDIR", browser_tmp()?);
     Ok(c)
+}
+
+/// A folder for the browsers' scratch files. A session that ends by killing ChromeDriver
+/// leaves Chromium's profile (about 116 MB) behind in `TMPDIR`; pointing `TMPDIR` here
+/// and emptying it after each suite keeps repeated runs from filling the disk.
+fn browser_tmp() -> Result<PathBuf> {
+    let dir = root().join("target").join("browser-tmp");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("could not make {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Runs one browser suite, then removes what its browsers left in [`browser_tmp`].
+fn run_in_browser(what: &str, c: Command) -> Result {
+    let outcome = run(what, c);
+    let _ = std::fs::remove_dir_all(root().join("target").join("browser-tmp"));
+    outcome
 }
 
 fn browser_tests() -> Result {
@@ -544,7 +561,7 @@ fn browser_tests() -> Result {
             "browser tests: the minimal app (ask in the chat, approve on the card)",
         ),
     ] {
-        run(what, browser_suite(package, test)?)?;
+        run_in_browser(what, browser_suite(package, test)?)?;
     }
     Ok(())
 }
@@ -581,8 +598,9 @@ fn end_to_end() -> Result {
         "dock_after_the_page",
     ])
     .env("COUNTERSIGN_DIST", &dist)
-    .env("COUNTERSIGN_LAZY_DOCK_DIST", &lazy_dock);
-    run(
+    .env("COUNTERSIGN_LAZY_DOCK_DIST", &lazy_dock)
+    .env("TMPDIR", browser_tmp()?);
+    run_in_browser(
         "end-to-end: the tutorial, and the dock loaded after the lazy-dock page, in headless Chromium",
         c,
     )
