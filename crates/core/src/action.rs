@@ -133,6 +133,7 @@ where
                 schema: Value::Null,
                 handoff: None,
                 reversal: false,
+                returns_untrusted: false,
                 confirm_twice: false,
                 approval_timeout: None,
                 question: None,
@@ -308,6 +309,15 @@ where
         self
     }
 
+    /// Marks what this action returns as untrusted: words other people wrote (comments,
+    /// documents, search results). After it runs, and until the person's next message,
+    /// every `Write` or `Danger` call is asked one level higher, and no grant covers it:
+    /// the content may hold instructions that are not the person's.
+    pub fn returns_untrusted(mut self) -> Self {
+        self.meta.returns_untrusted = true;
+        self
+    }
+
     /// How long this action's cards wait before `APPROVAL_TIMEOUT`. Default: the executor's
     /// [`approval_timeout`](crate::executor::Config::approval_timeout). A redrawn card
     /// gets a fresh deadline.
@@ -390,6 +400,7 @@ pub(crate) struct ActionMeta {
     pub(crate) schema: Value,
     pub(crate) handoff: Option<Handoff>,
     pub(crate) reversal: bool,
+    pub(crate) returns_untrusted: bool,
     pub(crate) confirm_twice: bool,
     pub(crate) approval_timeout: Option<std::time::Duration>,
     pub(crate) question: Option<crate::question::Question>,

@@ -311,6 +311,13 @@ pub enum Reason {
         /// Who asked.
         caller: crate::call::Caller,
     },
+    /// decide: the call came after the assistant read untrusted content (what `source`
+    /// returned), so a person is asked, one level higher than the declaration.
+    AfterUntrusted {
+        /// The title of the action whose result was untrusted, or the page's name for
+        /// the untrusted content.
+        source: String,
+    },
     /// perform: approved, but no countersignature could be minted; it did not run.
     NotCountersigned,
     /// perform: `run` reported failure.
@@ -388,7 +395,9 @@ impl Reason {
             | R::NotRestored { .. }
             | R::SyntheticGesture { .. }
             | R::ApprovalTimeout => Stage::Approve,
-            R::NeedsCountersignature | R::OutsideCaller { .. } => Stage::Decide,
+            R::NeedsCountersignature | R::OutsideCaller { .. } | R::AfterUntrusted { .. } => {
+                Stage::Decide
+            }
             R::NothingToRun
             | R::NotCountersigned
             | R::RunFailed
@@ -469,6 +478,7 @@ impl Reason {
             | R::Restored
             | R::NeedsCountersignature
             | R::OutsideCaller { .. }
+            | R::AfterUntrusted { .. }
             | R::SyntheticGesture { .. }
             | R::Verified
             | R::TrailGap { .. }
@@ -633,6 +643,10 @@ impl Reason {
             R::NeedsCountersignature => {
                 "its backend checks a person's countersignature, so it is always asked".into()
             }
+            R::AfterUntrusted { source } => written!(
+                "came after the assistant read untrusted content ({}), so a person is asked",
+                quote(source, 64)
+            ),
             R::OutsideCaller { caller } => {
                 written!("asked for by an agent outside the page ({caller}), so a person is asked")
             }

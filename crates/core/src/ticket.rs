@@ -88,6 +88,10 @@ pub struct ApprovalRequest {
     pub edited: Option<crate::edit::EditDiff>,
     /// Whether the call was brought back after a reload (the card says so).
     pub restored: bool,
+    /// The untrusted content the assistant read before asking (the card says so); such
+    /// a card offers no grant and is decided on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untrusted: Option<String>,
     /// The digest of everything above that the person reads; the ticket binds it.
     pub card_sha256: CardDigest,
     #[serde(skip)]
@@ -100,9 +104,13 @@ pub struct ApprovalRequest {
 }
 
 impl ApprovalRequest {
-    /// Whether "allow all in this batch" may cover this card: a plain `Ask`, asked once.
+    /// Whether "allow all in this batch" may cover this card: a plain `Ask`, asked once,
+    /// not raised by untrusted content.
     pub fn batchable(&self) -> bool {
-        self.policy == ApprovalPolicy::Ask && !self.asks_twice && self.round == 1
+        self.policy == ApprovalPolicy::Ask
+            && !self.asks_twice
+            && self.round == 1
+            && self.untrusted.is_none()
     }
 
     /// Mints a ticket for this card: the one way to make a [`Ticket`]. Call it only from

@@ -166,6 +166,7 @@ impl Countersign {
                     )),
                     action: action.into(),
                     edited: None,
+                    untrusted: None,
                 },
             }
         }
@@ -570,5 +571,6 @@ pub(crate) fn lost(call: CallId) -> Settled {
             "",
         )),
         edited: None,
+        untrusted: None,
     }
 }

@@ -46,6 +46,7 @@ impl ExecutorState {
             consequence: live.consequence.clone(),
             done_by: DoneBy::Answer,
             result: answer,
+            untrusted: false,
         };
         self.settle(call, Outcome::Done(receipt), Decider::Person, now);
         Ok(self.last_settled_for(call)?)

@@ -72,6 +72,7 @@ impl ExecutorState {
             caller: live.caller,
             edited: live.edited.clone(),
             deadline: live.deadline,
+            untrusted: live.untrusted.clone(),
         };
         match self.redraw(&decided, &card) {
             Err(stop) => self.settle_refused(call, stop, now),

@@ -67,7 +67,10 @@ impl ExecutorState {
     ) -> Result<CardFace, Stop> {
         let meta = decided.action.meta();
         let prepared = decided.prepared.as_ref();
-        let offers = policy.offers_session_grant() && !meta.confirm_twice;
+        // INVARIANT: a card raised by untrusted content offers no grant: a habit's
+        // "always allow" must not follow an injected instruction.
+        let offers =
+            policy.offers_session_grant() && !meta.confirm_twice && decided.untrusted.is_none();
         let grant_rule = if offers {
             let rule = self.hook(Hook::Remember, || prepared.grant_rule())?;
             Some(rule.unwrap_or_else(GrantRule::every_call))
@@ -117,6 +120,7 @@ impl ExecutorState {
             "asks_twice": meta.confirm_twice,
             "edited": decided.edited,
             "restored": decided.deadline.is_some(),
+            "untrusted": decided.untrusted,
         })));
         ApprovalRequest {
             call,
@@ -144,6 +148,7 @@ impl ExecutorState {
             asks_twice: meta.confirm_twice,
             edited: decided.edited.clone(),
             restored: decided.deadline.is_some(),
+            untrusted: decided.untrusted.as_deref().map(str::to_owned),
             card_sha256,
             nonce: self.nonce(call, round, refresh),
             refresh,

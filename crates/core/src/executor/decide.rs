@@ -48,6 +48,8 @@ impl ExecutorState {
             countersigned: meta.countersigned,
             confirm_twice: meta.confirm_twice,
             reversal: meta.reversal,
+            untrusted: self.untrusted.as_deref().map(str::to_owned),
+            untrusted_always: self.policy.asks_always_after_untrusted(),
         })
     }
 
@@ -224,6 +226,7 @@ impl ExecutorState {
             consequence,
             edited: decided.edited,
             deadline: decided.deadline,
+            untrusted: decided.untrusted,
             state,
         }
     }

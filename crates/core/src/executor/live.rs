@@ -54,6 +54,8 @@ pub(crate) struct Live {
     pub(crate) edited: Option<crate::edit::EditDiff>,
     /// The deadline a restored call keeps across redraws.
     pub(crate) deadline: Option<Timestamp>,
+    /// The untrusted content that raised this call's level.
+    pub(crate) untrusted: Option<std::sync::Arc<str>>,
     pub(crate) state: LiveState,
 }
 
@@ -92,4 +94,6 @@ pub(crate) struct Decided {
     pub(crate) edited: Option<crate::edit::EditDiff>,
     /// A deadline the card or handoff keeps (a call restored after a reload).
     pub(crate) deadline: Option<Timestamp>,
+    /// The untrusted content that raised this call's level (its card says so).
+    pub(crate) untrusted: Option<std::sync::Arc<str>>,
 }

@@ -563,6 +563,30 @@ impl Executor {
         self.step(|_| self.mode.set(mode))
     }
 
+    /// Says that the page put untrusted content into the model's context (`source`
+    /// names it on the card, for example "comments on this page"). Actions declared
+    /// [`returns_untrusted`](Action::returns_untrusted) say so by themselves. Until
+    /// [`Executor::person_spoke`], every `Write` or `Danger` call is asked one level
+    /// higher, and no grant covers it.
+    pub fn read_untrusted(&self, source: &str) -> Result<(), Blocked> {
+        self.step(|state| {
+            if state.untrusted.is_none() {
+                state.untrusted = Some(source.into());
+            }
+        })
+    }
+
+    /// The person sent a message of their own: from here on, calls are decided as
+    /// before any untrusted content was read.
+    pub fn person_spoke(&self) -> Result<(), Blocked> {
+        self.step(|state| state.untrusted = None)
+    }
+
+    /// The untrusted content read since the person last spoke, if any.
+    pub fn untrusted(&self) -> Option<String> {
+        self.read(|state| state.untrusted.as_deref().map(str::to_owned))
+    }
+
     /// The session's mode. The one query a hook may make.
     pub fn mode(&self) -> Mode {
         self.mode.get()

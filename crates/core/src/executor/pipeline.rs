@@ -209,6 +209,13 @@ impl ExecutorState {
             caller: trace.caller,
             edited: trace.edited.clone(),
             deadline: trace.restored,
+            untrusted: match &decision {
+                Decision::Ask {
+                    reason: Reason::AfterUntrusted { .. },
+                    ..
+                } => self.untrusted.clone(),
+                _ => None,
+            },
         };
         match decision {
             Decision::Run { reason, by } => self.allow(trace, decided, reason, by, now),

@@ -212,6 +212,7 @@ impl ExecutorState {
             caller: basis.caller,
             edited: None,
             deadline: None,
+            untrusted: None,
         };
         let role = &self.config.session.role;
         let grant = self

@@ -38,13 +38,24 @@ impl ExecutorState {
             return;
         };
         let reason = outcome.reason();
+        let meta = live.action.meta();
+        // What an untrusted source returned is now in the model's context, until the
+        // person speaks again (unless the deployment trusts the source).
+        if meta.returns_untrusted
+            && self.untrusted.is_none()
+            && !self.policy.trusts(&meta.id)
+            && matches!(&outcome, Outcome::Done(r) if r.done_by == crate::outcome::DoneBy::Assistant)
+        {
+            self.untrusted = Some(Arc::clone(&meta.title));
+        }
         self.settled.push_back(Settled {
             call,
-            action: live.action.meta().id.clone(),
+            action: meta.id.clone(),
             tool_call_id: Arc::clone(&live.tool_call_id),
             caller: live.caller,
             outcome,
             edited: live.edited.take(),
+            untrusted: live.untrusted.as_deref().map(str::to_owned),
         });
         // The outcome as queued (the record reads it where it is).
         self.trail.record(
@@ -80,6 +91,7 @@ impl ExecutorState {
             action: shown_id(trace.action_id).into(),
             outcome,
             edited: trace.edited.clone(),
+            untrusted: None,
         };
         // Queued before its record, as in `settle`.
         self.settled.push_back(settled.clone());

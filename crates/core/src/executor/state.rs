@@ -43,6 +43,8 @@ pub(crate) struct ExecutorState {
     pub(crate) countersigner: Option<Rc<dyn crate::countersignature::Countersigner>>,
     /// Set when a panic left a step half made: every later step is refused.
     pub(crate) poisoned: bool,
+    /// What untrusted content the model has read since the person last spoke.
+    pub(crate) untrusted: Option<std::sync::Arc<str>>,
 }
 
 impl ExecutorState {
@@ -81,6 +83,7 @@ impl ExecutorState {
             restored_ids: std::collections::HashSet::new(),
             countersigner: None,
             poisoned: false,
+            untrusted: None,
         }
     }
 

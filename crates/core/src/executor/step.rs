@@ -101,6 +101,7 @@ pub(crate) fn lost(call: CallId) -> Settled {
             crate::reason::Said::default(),
         )),
         edited: None,
+        untrusted: None,
     }
 }
 

@@ -76,6 +76,9 @@ impl ExecutorState {
             action: meta.id.clone(),
             title: meta.title.clone(),
             consequence: live.consequence.clone(),
+            untrusted: meta.returns_untrusted
+                && done_by == DoneBy::Assistant
+                && !self.policy.trusts(&meta.id),
             done_by,
             result,
         })

@@ -34,6 +34,10 @@ pub struct Facts {
     pub confirm_twice: bool,
     /// Whether it undoes another action.
     pub reversal: bool,
+    /// The untrusted content the model has read since the person last spoke, if any.
+    pub untrusted: Option<String>,
+    /// Whether the policy file asks every time after untrusted content.
+    pub untrusted_always: bool,
 }
 
 impl Facts {
@@ -54,6 +58,8 @@ impl Facts {
             countersigned: false,
             confirm_twice: false,
             reversal: false,
+            untrusted: None,
+            untrusted_always: false,
         }
     }
 }
@@ -129,6 +135,34 @@ pub fn decide(facts: &Facts) -> Decision {
     // An agent outside the page is asked for anything but a read; no mode speaks to it.
     let outside = !facts.caller.is_assistant();
     let outside_write = outside && facts.kind != Kind::Read;
+    // INVARIANT: after untrusted content, a change is asked one level higher than it
+    // would be (every time, if the policy file says so); no grant covers it and no mode
+    // lowers it. Reads are untouched.
+    if let Some(source) = facts
+        .untrusted
+        .as_ref()
+        .filter(|_| facts.kind != Kind::Read)
+    {
+        let runs_unasked = facts.level.policy == ApprovalPolicy::None
+            && facts.verdict == Verdict::Allow
+            && !facts.countersigned
+            && !outside_write;
+        let policy = if runs_unasked && !facts.untrusted_always {
+            ApprovalPolicy::Ask
+        } else {
+            ApprovalPolicy::AskAlways
+        };
+        return match mode {
+            Mode::Default | Mode::Bypass => Decision::Ask {
+                policy,
+                reason: Reason::AfterUntrusted {
+                    source: source.clone(),
+                },
+                by: Decider::Policy,
+            },
+            Mode::Away | Mode::Unattended => refused,
+        };
+    }
     // INVARIANT: a grant covers only `Ask` (or a level raised to it), never a double confirmation.
     let granted = facts
         .grant

@@ -32,6 +32,9 @@ pub struct PolicyFile {
     /// session is refused, never given the code's declared levels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_role: Option<String>,
+    /// What the gate does after the assistant reads untrusted content.
+    #[serde(default, skip_serializing_if = "Untrusted::is_default")]
+    pub untrusted: Untrusted,
     /// (role, action) → the line of that override, for decisions' reasons.
     #[serde(skip)]
     lines: BTreeMap<(String, String), usize>,
@@ -77,6 +80,28 @@ where
         }
     }
     deserializer.deserialize_map(Unique(std::marker::PhantomData))
+}
+
+/// The deployment's word on untrusted content (what actions declared
+/// [`returns_untrusted`](crate::Action::returns_untrusted) return):
+/// `{"trust": ["read_team_notes"], "ask_always": true}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Untrusted {
+    /// Actions whose results this deployment trusts after all (content only its own
+    /// people write): reading them raises nothing.
+    #[serde(default)]
+    pub trust: BTreeSet<String>,
+    /// After untrusted content, ask every time for every `Write` or `Danger` call,
+    /// rather than one level higher.
+    #[serde(default)]
+    pub ask_always: bool,
+}
+
+impl Untrusted {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// A per-role override of an action's declaration. Unset fields keep the declaration's.

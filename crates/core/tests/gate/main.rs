@@ -38,3 +38,4 @@ mod safeguards;
 mod schema;
 mod text;
 mod tickets;
+mod untrusted;

@@ -327,7 +327,50 @@ fn the_decision_follows_its_table_row_by_row() {
     use ApprovalPolicy::{Ask, AskAlways, None};
     let grant: Option<GrantId> = serde_json::from_value(serde_json::json!(7)).ok();
     let f = Facts::new;
+    let after = |facts: Facts| Facts {
+        untrusted: Some("comments".into()),
+        ..facts
+    };
     let rows: Vec<(Facts, &str)> = vec![
+        (after(f(Kind::Read, None)), "run Policy"),
+        (after(f(Kind::Write, None)), "ask Ask"),
+        (after(f(Kind::Write, Ask)), "ask AskAlways"),
+        (after(f(Kind::Danger, AskAlways)), "ask AskAlways"),
+        (
+            Facts {
+                untrusted_always: true,
+                ..after(f(Kind::Write, None))
+            },
+            "ask AskAlways",
+        ),
+        (
+            Facts {
+                grant,
+                ..after(f(Kind::Write, Ask))
+            },
+            "ask AskAlways",
+        ),
+        (
+            Facts {
+                mode: Mode::Bypass,
+                ..after(f(Kind::Write, None))
+            },
+            "ask Ask",
+        ),
+        (
+            Facts {
+                mode: Mode::Unattended,
+                ..after(f(Kind::Write, Ask))
+            },
+            "refuse Mode",
+        ),
+        (
+            Facts {
+                caller: Caller::Mcp,
+                ..after(f(Kind::Write, None))
+            },
+            "ask AskAlways",
+        ),
         (f(Kind::Write, None), "run Policy"),
         (f(Kind::Write, Ask), "ask Ask"),
         (f(Kind::Danger, AskAlways), "ask AskAlways"),
@@ -555,70 +598,96 @@ fn decide_runs_only_for_the_tables_reasons_over_every_combination_of_facts() {
                                 bools.iter().map(move |f| (a, b, c, d, e, *f))
                             })
                         {
-                            let facts = Facts {
-                                kind,
-                                level: Level {
-                                    policy: level,
-                                    source: LevelSource::Declared,
-                                },
-                                verdict: verdict.clone(),
-                                mode,
-                                caller,
-                                grant: g.then_some(grant),
-                                handoff,
-                                question,
-                                countersigned,
-                                confirm_twice: twice,
-                                reversal,
-                            };
-                            let decision = decide(&facts);
-                            let outside = caller != Caller::Assistant;
-                            let flagged = verdict == Verdict::Ask;
-                            let ok = match &decision {
-                                _ if matches!(verdict, Verdict::Deny(_)) => {
-                                    matches!(decision, Decision::Refuse { .. })
-                                }
-                                _ if handoff || question => matches!(
-                                    decision,
-                                    Decision::Handoff
-                                        | Decision::Question
-                                        | Decision::Refuse { .. }
-                                ),
-                                Decision::Handoff | Decision::Question => false,
-                                Decision::Run { by, .. } => match by {
-                                    Decider::Policy => {
-                                        level == ApprovalPolicy::None
-                                            && !flagged
-                                            && !countersigned
-                                            && !(outside && kind != Kind::Read)
+                            for (untrusted, always) in [
+                                (None, false),
+                                (Some("comments"), false),
+                                (Some("comments"), true),
+                            ] {
+                                let facts = Facts {
+                                    kind,
+                                    level: Level {
+                                        policy: level,
+                                        source: LevelSource::Declared,
+                                    },
+                                    verdict: verdict.clone(),
+                                    mode,
+                                    caller,
+                                    grant: g.then_some(grant),
+                                    handoff,
+                                    question,
+                                    countersigned,
+                                    confirm_twice: twice,
+                                    reversal,
+                                    untrusted: untrusted.map(str::to_owned),
+                                    untrusted_always: always,
+                                };
+                                let decision = decide(&facts);
+                                let outside = caller != Caller::Assistant;
+                                let flagged = verdict == Verdict::Ask;
+                                let raised = untrusted.is_some() && kind != Kind::Read;
+                                let unasked = level == ApprovalPolicy::None
+                                    && !flagged
+                                    && !countersigned
+                                    && !(outside && kind != Kind::Read);
+                                let ok = match &decision {
+                                    _ if matches!(verdict, Verdict::Deny(_)) => {
+                                        matches!(decision, Decision::Refuse { .. })
                                     }
-                                    Decider::SessionGrant => {
-                                        g && !twice
-                                            && !flagged
-                                            && level != ApprovalPolicy::AskAlways
+                                    _ if handoff || question => matches!(
+                                        decision,
+                                        Decision::Handoff
+                                            | Decision::Question
+                                            | Decision::Refuse { .. }
+                                    ),
+                                    // After untrusted content a change is asked one level
+                                    // up (every time if the file says so), or refused.
+                                    Decision::Run { .. } if raised => false,
+                                    Decision::Ask { policy, reason, .. } if raised => {
+                                        mode != Mode::Away
+                                            && mode != Mode::Unattended
+                                            && matches!(
+                                                reason,
+                                                countersign::Reason::AfterUntrusted { .. }
+                                            )
+                                            && (*policy == ApprovalPolicy::AskAlways
+                                                || (unasked && !always))
                                     }
-                                    Decider::Mode => match mode {
-                                        Mode::Bypass => !outside && !countersigned && !reversal,
-                                        Mode::Unattended => {
-                                            !outside
-                                                && !countersigned
-                                                && !twice
+                                    Decision::Handoff | Decision::Question => false,
+                                    Decision::Run { by, .. } => match by {
+                                        Decider::Policy => {
+                                            level == ApprovalPolicy::None
                                                 && !flagged
-                                                && level == ApprovalPolicy::Ask
+                                                && !countersigned
+                                                && !(outside && kind != Kind::Read)
                                         }
+                                        Decider::SessionGrant => {
+                                            g && !twice
+                                                && !flagged
+                                                && level != ApprovalPolicy::AskAlways
+                                        }
+                                        Decider::Mode => match mode {
+                                            Mode::Bypass => !outside && !countersigned && !reversal,
+                                            Mode::Unattended => {
+                                                !outside
+                                                    && !countersigned
+                                                    && !twice
+                                                    && !flagged
+                                                    && level == ApprovalPolicy::Ask
+                                            }
+                                            _ => false,
+                                        },
                                         _ => false,
                                     },
-                                    _ => false,
-                                },
-                                Decision::Ask { policy, .. } => {
-                                    mode != Mode::Away
-                                        && (*policy != ApprovalPolicy::Ask
-                                            || (!flagged && level != ApprovalPolicy::AskAlways))
+                                    Decision::Ask { policy, .. } => {
+                                        mode != Mode::Away
+                                            && (*policy != ApprovalPolicy::Ask
+                                                || (!flagged && level != ApprovalPolicy::AskAlways))
+                                    }
+                                    Decision::Refuse { .. } => true,
+                                };
+                                if !ok {
+                                    wrong.push(format!("{facts:?} -> {decision:?}"));
                                 }
-                                Decision::Refuse { .. } => true,
-                            };
-                            if !ok {
-                                wrong.push(format!("{facts:?} -> {decision:?}"));
                             }
                         }
                     }

@@ -240,6 +240,8 @@ impl Assistant {
         cs.set_working(true);
         cs.set_offline(self.is_offline());
         cs.push_log(LogEntry::User(text.to_owned()));
+        // The person's own words: untrusted content read before them raises nothing now.
+        let _ = cs.executor().person_spoke();
         {
             let mut history = self.0.history.borrow_mut();
             window(&mut history);

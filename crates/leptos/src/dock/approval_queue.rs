@@ -228,6 +228,7 @@ fn card_view(
                 {strings.asked_by(card.caller).map(|who| view! { <p class="cs-caller" role="note">{who}</p> })}
                 {changed}
                 {card.restored.then(|| view! { <p class="cs-card__restored" role="status">{strings.restored_card}</p> })}
+                {card.untrusted.clone().map(|source| view! { <p class="cs-card__untrusted" role="note">{strings.untrusted_card.0}<strong>{source}</strong>{strings.untrusted_card.1}</p> })}
                 {edited}
                 <p id="cs-card-consequence" class="cs-card__consequence">
                     <span class="cs-label">{strings.consequence}</span>

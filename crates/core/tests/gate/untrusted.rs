@@ -1,0 +1,314 @@
+//! After the assistant reads untrusted content (what strangers wrote), a change is asked
+//! one level higher until the person speaks again: no grant, mode or `None` declaration
+//! lets an injected instruction run.
+
+use countersign::{
+    audit::AuditEvent, Action, Confirm, Gesture, Kind, Mode, Reason, Session, Settled, Step,
+};
+use proptest::prelude::*;
+
+use crate::common::{approval, at, at_most_one_terminal_each, code, drive, World};
+
+/// A world with `read_comments` (a read whose result is untrusted), `read_name` (a
+/// read of the page's own data), `rename` (a write that runs unasked) and `archive` (a
+/// write asked on a card).
+fn world() -> World {
+    let mut w = World::new();
+    w.add(
+        w.action("read_comments", Kind::Read, Confirm::Unset)
+            .title("Comments from members")
+            .returns_untrusted(),
+    );
+    w.add(w.action("read_name", Kind::Read, Confirm::Unset));
+    w.add(w.action("rename", Kind::Write, Confirm::Off));
+    w.add(w.action("archive", Kind::Write, Confirm::Ask));
+    w
+}
+
+fn read_comments(w: &World, at_ms: u64) -> Settled {
+    drive(
+        &w.exec,
+        w.call("read_comments", r#"{"name":"x"}"#, at_ms),
+        at_ms,
+    )
+    .expect("a read runs")
+}
+
+fn asked_events(w: &World, call: countersign::CallId) -> Vec<Reason> {
+    w.audit
+        .for_call(call)
+        .into_iter()
+        .filter(|r| r.event == AuditEvent::Asked)
+        .map(|r| r.reason)
+        .collect()
+}
+
+#[test]
+fn a_write_declared_to_run_unasked_is_asked_after_untrusted_content() {
+    let w = world();
+    let before = drive(&w.exec, w.call("rename", r#"{"name":"a"}"#, 0), 0).unwrap();
+    assert_eq!(
+        code(&before),
+        "OK",
+        "before any untrusted read it runs unasked"
+    );
+    let read = read_comments(&w, 1);
+    assert_eq!(
+        read.to_model_json()["receipt"]["untrusted"],
+        true,
+        "the model is told"
+    );
+    let card = approval(w.call("rename", r#"{"name":"evil"}"#, 2), "raised");
+    assert_eq!(card.policy, countersign::policy::ApprovalPolicy::Ask);
+    assert_eq!(card.untrusted.as_deref(), Some("Comments from members"));
+    assert_eq!(card.grant_rule, None, "no grant is offered");
+    assert!(!card.batchable(), "decided on its own");
+    assert_eq!(
+        asked_events(&w, card.call),
+        [Reason::AfterUntrusted {
+            source: "Comments from members".into()
+        }]
+    );
+    assert_eq!(
+        w.runs(),
+        ["rename:a", "read_comments:x"],
+        "rename:evil did not run"
+    );
+    let denied = w.exec.deny(card.call, None, at(3)).unwrap();
+    assert_eq!(code(&denied), "PERMISSION_DENIED");
+    let told = denied.to_model_json();
+    let because = told["asked_because"].as_str().unwrap();
+    assert!(because.contains("Comments from members"), "{because}");
+    assert_eq!(w.terminal(card.call).len(), 1);
+    at_most_one_terminal_each(&w);
+}
+
+#[test]
+fn a_grant_made_earlier_does_not_cover_a_change_after_untrusted_content() {
+    let w = world();
+    let first = approval(w.call("archive", r#"{"name":"a"}"#, 0), "asked");
+    w.allow(&first, Gesture::AllowForSession, 1).unwrap();
+    let covered = drive(&w.exec, w.call("archive", r#"{"name":"b"}"#, 2), 2).unwrap();
+    assert_eq!(code(&covered), "OK", "the grant covers the next call");
+    read_comments(&w, 3);
+    let card = approval(w.call("archive", r#"{"name":"everything"}"#, 4), "raised");
+    assert_eq!(
+        card.policy,
+        countersign::policy::ApprovalPolicy::AskAlways,
+        "`Ask` rises to `AskAlways`"
+    );
+    assert_eq!(card.grant_rule, None);
+    assert_eq!(w.runs(), ["archive:a", "archive:b", "read_comments:x"]);
+    assert_eq!(w.exec.grants().len(), 1, "the grant stays for later");
+    // Once the person speaks again, the grant covers as before.
+    w.exec.deny(card.call, None, at(5)).unwrap();
+    w.exec.person_spoke().unwrap();
+    let again = drive(&w.exec, w.call("archive", r#"{"name":"c"}"#, 6), 6).unwrap();
+    assert_eq!(code(&again), "OK");
+    at_most_one_terminal_each(&w);
+}
+
+#[test]
+fn the_person_s_next_message_ends_it() {
+    let w = world();
+    read_comments(&w, 0);
+    assert_eq!(w.exec.untrusted().as_deref(), Some("Comments from members"));
+    w.exec.person_spoke().unwrap();
+    assert_eq!(w.exec.untrusted(), None);
+    let ran = drive(&w.exec, w.call("rename", r#"{"name":"a"}"#, 1), 1).unwrap();
+    assert_eq!(code(&ran), "OK");
+}
+
+#[test]
+fn reads_are_untouched() {
+    let w = world();
+    read_comments(&w, 0);
+    let read = drive(&w.exec, w.call("read_name", r#"{"name":"n"}"#, 1), 1).unwrap();
+    assert_eq!(code(&read), "OK");
+    assert_eq!(read.to_model_json()["receipt"].get("untrusted"), None);
+}
+
+#[test]
+fn no_mode_lowers_it() {
+    for (mode, expected) in [
+        (Mode::Bypass, None),
+        (Mode::Unattended, Some("POLICY_DENIED")),
+        (Mode::Away, Some("POLICY_DENIED")),
+    ] {
+        let w = world();
+        read_comments(&w, 0);
+        w.exec.set_mode(mode).unwrap();
+        let step = w.call("archive", r#"{"name":"a"}"#, 1);
+        match (step, expected) {
+            (Step::Approval(card), None) => {
+                assert_eq!(card.policy, countersign::policy::ApprovalPolicy::AskAlways)
+            }
+            (Step::Settled(s), Some(c)) => assert_eq!(code(&s), c, "{mode:?}"),
+            (other, _) => panic!("{mode:?}: {other:?}"),
+        }
+        assert_eq!(w.runs(), ["read_comments:x"], "{mode:?}");
+    }
+}
+
+#[test]
+fn the_page_can_say_it_gave_the_model_untrusted_content() {
+    let w = world();
+    w.exec.read_untrusted("the shared document").unwrap();
+    let card = approval(w.call("rename", r#"{"name":"a"}"#, 0), "raised");
+    assert_eq!(card.untrusted.as_deref(), Some("the shared document"));
+    assert!(w.runs().is_empty());
+}
+
+#[test]
+fn a_read_that_fails_brings_in_nothing() {
+    let mut w = World::new();
+    w.add(
+        Action::<crate::common::Named>::new("read_comments", "r")
+            .returns_untrusted()
+            .run(|_| async { Err::<(), _>("offline".to_owned()) }),
+    );
+    w.add(w.action("rename", Kind::Write, Confirm::Off));
+    let failed = drive(&w.exec, w.call("read_comments", r#"{"name":"x"}"#, 0), 0).unwrap();
+    assert_eq!(code(&failed), "EXECUTION_FAILED");
+    assert_eq!(w.exec.untrusted(), None);
+    let ran = drive(&w.exec, w.call("rename", r#"{"name":"a"}"#, 1), 1).unwrap();
+    assert_eq!(code(&ran), "OK");
+}
+
+fn with_policy(policy: &str) -> World {
+    let w = world();
+    w.exec.load_policy(policy).unwrap();
+    w
+}
+
+#[test]
+fn the_policy_file_can_trust_a_source_by_name() {
+    let w = with_policy(
+        r#"{"roles":{"admin":{"scopes":["workspace.write"]}},"untrusted":{"trust":["read_comments"]}}"#,
+    );
+    let read = read_comments(&w, 0);
+    assert_eq!(read.to_model_json()["receipt"].get("untrusted"), None);
+    let ran = drive(&w.exec, w.call("rename", r#"{"name":"a"}"#, 1), 1).unwrap();
+    assert_eq!(code(&ran), "OK");
+}
+
+#[test]
+fn the_policy_file_can_ask_every_time_after_untrusted_content() {
+    let w = with_policy(
+        r#"{"roles":{"admin":{"scopes":["workspace.write"]}},"untrusted":{"ask_always":true}}"#,
+    );
+    read_comments(&w, 0);
+    let card = approval(w.call("rename", r#"{"name":"a"}"#, 1), "raised");
+    assert_eq!(card.policy, countersign::policy::ApprovalPolicy::AskAlways);
+}
+
+#[test]
+fn the_policy_file_cannot_lower_it() {
+    // Overrides that turn confirmation off still rise after untrusted content, and an
+    // unknown field in `untrusted` is refused, naming it.
+    let w = with_policy(
+        r#"{"roles":{"admin":{"scopes":["workspace.write"],"overrides":{"archive":{"confirm":"off"}}}}}"#,
+    );
+    read_comments(&w, 0);
+    let card = approval(w.call("archive", r#"{"name":"a"}"#, 1), "raised");
+    assert_eq!(card.policy, countersign::policy::ApprovalPolicy::Ask);
+    let error = countersign::policy::PolicyFile::from_json(
+        r#"{"roles":{"admin":{}},"untrusted":{"lower":true}}"#,
+    )
+    .unwrap_err();
+    assert!(error.message.contains("lower"), "{error}");
+}
+
+#[test]
+fn an_outside_agent_s_write_rises_too() {
+    let w = world();
+    read_comments(&w, 0);
+    let step = w
+        .exec
+        .submit(
+            countersign::Call::new("tc", "rename", r#"{"name":"a"}"#)
+                .by(countersign::Caller::WebMcp),
+            at(1),
+        )
+        .unwrap();
+    let card = approval(step, "an agent's write after untrusted content");
+    assert_eq!(card.policy, countersign::policy::ApprovalPolicy::AskAlways);
+    assert_eq!(w.runs(), ["read_comments:x"]);
+}
+
+#[test]
+fn a_source_without_a_title_is_named_by_its_id() {
+    let mut w = World::with_session(Session::new("viewer", ["workspace.write"]));
+    w.add(
+        w.action("read_comments", Kind::Read, Confirm::Unset)
+            .returns_untrusted(),
+    );
+    w.add(w.action("wipe", Kind::Danger, Confirm::Off));
+    read_comments(&w, 0);
+    let card = approval(w.call("wipe", r#"{"name":"a"}"#, 1), "raised");
+    assert_eq!(
+        card.untrusted.as_deref(),
+        Some("read_comments"),
+        "the title is the id"
+    );
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    ReadUntrusted,
+    ReadTrusted,
+    PersonSpoke,
+    Rename,
+    Archive,
+    AllowForSession,
+}
+
+proptest! {
+    /// Across random interleavings of reads (trusted and not), the person's messages and
+    /// writes, no write after untrusted content (and before the person spoke) runs
+    /// without a card.
+    #[test]
+    fn no_write_after_untrusted_content_runs_without_a_card(
+        ops in prop::collection::vec(prop_oneof![
+            Just(Op::ReadUntrusted), Just(Op::ReadTrusted), Just(Op::PersonSpoke),
+            Just(Op::Rename), Just(Op::Archive), Just(Op::AllowForSession),
+        ], 1..24)
+    ) {
+        let w = world();
+        let mut tainted = false;
+        for (i, op) in ops.iter().enumerate() {
+            let now = i as u64;
+            let before = w.runs().len();
+            let step = match op {
+                Op::ReadUntrusted => { w.call("read_comments", r#"{"name":"x"}"#, now) }
+                Op::ReadTrusted => w.call("read_name", r#"{"name":"x"}"#, now),
+                Op::PersonSpoke => { w.exec.person_spoke().unwrap(); tainted = false; continue }
+                Op::Rename => w.call("rename", r#"{"name":"x"}"#, now),
+                Op::Archive | Op::AllowForSession => w.call("archive", r#"{"name":"x"}"#, now),
+            };
+            let write = matches!(op, Op::Rename | Op::Archive | Op::AllowForSession);
+            match step {
+                Step::Approval(card) => {
+                    prop_assert_eq!(card.untrusted.is_some(), tainted);
+                    if tainted {
+                        prop_assert!(card.grant_rule.is_none());
+                    }
+                    if matches!(op, Op::AllowForSession) && !tainted {
+                        w.allow(&card, Gesture::AllowForSession, now);
+                    } else {
+                        w.exec.deny(card.call, None, at(now)).unwrap();
+                    }
+                }
+                other => {
+                    prop_assert!(!(write && tainted), "a write ran unasked after untrusted content");
+                    drive(&w.exec, other, now);
+                }
+            }
+            if matches!(op, Op::ReadUntrusted) {
+                tainted = true;
+            }
+            prop_assert!(w.runs().len() <= before + 1);
+        }
+        at_most_one_terminal_each(&w);
+    }
+}
