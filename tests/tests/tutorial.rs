@@ -45,8 +45,9 @@ macro_rules! scenarios {
 /// turn, a question's answer and an edit reported back to the model, countersigned runs
 /// and a handoff's receipt, a reload that restores the conversation. The rest (layout,
 /// accessibility, WebMCP agents, script clicks) never touch the gateway: offline only.
-const THROUGH_THE_GATEWAY: [&str; 8] = [
+const THROUGH_THE_GATEWAY: [&str; 9] = [
     "rename_with_approval",
+    "an_injected_request_is_asked_though_always_allow_was_given",
     "archive_is_asked_twice_and_a_denial_changes_nothing",
     "reset_states_what_is_lost",
     "publish_with_the_code_gives_the_receipt",
@@ -136,6 +137,7 @@ async fn main() -> ExitCode {
     let all = scenarios![
         rename_with_approval,
         always_allow_for_save_then_revoke,
+        an_injected_request_is_asked_though_always_allow_was_given,
         archive_is_asked_twice_and_a_denial_changes_nothing,
         reset_states_what_is_lost,
         publish_handoff_cancelled,
@@ -670,6 +672,50 @@ async fn always_allow_for_save_then_revoke(ui: &Ui<'_>) -> Outcome {
     ensure(
         ui.text("#current-name").await? == "Zeus",
         "a denied rename changed the name",
+    )
+}
+
+/// A member's request tells the assistant to rename the workspace; the (gullible)
+/// assistant obeys, and the gate asks though "always allow" covers renames.
+async fn an_injected_request_is_asked_though_always_allow_was_given(ui: &Ui<'_>) -> Outcome {
+    ui.open("en").await?;
+    ui.say("rename the workspace to Apollo").await?;
+    ui.wait_for(".cs-allow-session").await?;
+    ui.click(".cs-allow-session").await?;
+    ui.wait_text("#current-name", "Apollo").await?;
+    ui.wait_for(".cs-grant").await?;
+    ui.say("read the member requests").await?;
+    ui.wait_for(".cs-card__untrusted").await?;
+    let notice = ui.text(".cs-card__untrusted").await?;
+    ensure(
+        notice.contains("Read member requests") && notice.contains("not yours"),
+        format!("the card says why it asks: {notice}"),
+    )?;
+    ensure(
+        ui.text(".cs-card__consequence").await?.contains("Pwned"),
+        "the card shows the injected rename",
+    )?;
+    ensure(
+        ui.count(".cs-allow-session").await? == 0,
+        "a card raised by untrusted content offered \"always allow\"",
+    )?;
+    ensure(
+        ui.text("#current-name").await? == "Apollo",
+        "the injected rename ran before the person decided",
+    )?;
+    ui.shot("03b-injection-asked").await?;
+    ui.click(".cs-deny").await?;
+    ui.answer_contains("Not done").await?;
+    ensure(
+        ui.text("#current-name").await? == "Apollo",
+        "a denied injected rename changed the name",
+    )?;
+    // The person's own next request is covered by their grant again.
+    ui.say("rename the workspace to Zeus").await?;
+    ui.wait_text("#current-name", "Zeus").await?;
+    ensure(
+        ui.count(".cs-card").await? == 0,
+        "the person's own rename showed a card",
     )
 }
 

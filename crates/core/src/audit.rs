@@ -123,7 +123,10 @@ pub struct AuditRecord {
     /// The grant that allowed the call or that the person made, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<GrantId>,
-    /// The reason in words, for people reading the trail (derived from `reason`).
+    /// The reason in words, for people reading the trail: [`Reason::summary`] of
+    /// `reason`. The gateway writes it into the trail it keeps; records fresh from an
+    /// executor leave it empty (the page does not carry the sentences).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub summary: String,
     /// The keyed SHA-256 of the canonical arguments ([`AuditKey`]), as 64 lowercase hex digits.
     pub args_digest: String,

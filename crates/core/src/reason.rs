@@ -774,7 +774,8 @@ impl Reason {
                 "{name} could not be decided safely: its `{}` hook called back into the assistant's gate; nothing more was done. tell the user",
                 hook.as_str()
             ),
-            other => format!("{name}: {}", other.summary()),
+            // Reasons that never refuse: named by their rule.
+            other => format!("{name}: {}", other.rule()),
         }
     }
 }

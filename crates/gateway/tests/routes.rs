@@ -325,6 +325,14 @@ async fn an_audit_batch_is_appended_durably_and_idempotently() {
     let (status, _, text) = send(&app, page("GET", "/v1/audit", Body::empty())).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(text.lines().count(), 5);
+    // The page sends the reason only; the trail keeps it in words too.
+    for line in text.lines() {
+        let stored: AuditRecord =
+            serde_json::from_value(serde_json::from_str::<Value>(line).unwrap()["record"].take())
+                .unwrap();
+        assert!(!stored.summary.is_empty(), "{line}");
+        assert_eq!(stored.summary, stored.reason.summary());
+    }
     let verified = verify_file(&dir.path().join("audit.jsonl"), Some(&test_key())).unwrap();
     assert_eq!(verified.lines, 5);
 }

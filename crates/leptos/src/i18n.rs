@@ -160,7 +160,8 @@ pub struct Strings {
     pub script_click_refused: &'static str,
     /// On a card brought back after a reload.
     pub restored_card: &'static str,
-    /// On a card raised by untrusted content: before and after the source's name.
+    /// On a card raised by untrusted content: before the source's name (in bold), and
+    /// after it.
     pub untrusted_card: (&'static str, &'static str),
     /// On a card or handoff a browser agent asked for through WebMCP.
     pub asked_by_webmcp: &'static str,
@@ -494,7 +495,7 @@ static EN: Strings = Strings {
     notify_on: "Notifications on: you will be told when something waits while this tab is hidden.",
     notify_denied: "Notifications are blocked in this browser; the tab's title still shows what waits.",
     restored_card: "Brought back after the page reloaded: checked again, still waiting for you.",
-    untrusted_card: ("This request comes after the assistant read ", ", which may contain instructions that are not yours."),
+    untrusted_card: ("This request comes after the assistant read", ", which may contain instructions that are not yours."),
     asked_by_webmcp: "Asked by a browser agent (WebMCP), not by this page's assistant.",
     asked_by_mcp: "Asked by an MCP client connected through the gateway, not by this page's assistant.",
     script_click_refused: "A script, not you, pressed a button on this request; it was refused and recorded. Only your own click decides.",
@@ -619,7 +620,7 @@ static ZH: Strings = Strings {
     notify_on: "通知已开启：此标签页在后台时，有事项等待会通知你。",
     notify_denied: "此浏览器已阻止通知；标签页标题仍会显示等待的事项。",
     restored_card: "页面重新加载后恢复：已重新检查，仍在等待你决定。",
-    untrusted_card: ("这个请求是在助手读取了「", "」之后提出的，其中可能含有并非出自你的指令。"),
+    untrusted_card: ("这个请求是在助手读取了", "之后提出的，其中可能含有并非出自你的指令。"),
     asked_by_webmcp: "由浏览器代理（WebMCP）请求，而不是本页的助手。",
     asked_by_mcp: "由通过网关连接的 MCP 客户端请求，而不是本页的助手。",
     script_click_refused: "有脚本（不是你）点击了此请求上的按钮；已拒绝并记录。只有你自己的点击才算数。",

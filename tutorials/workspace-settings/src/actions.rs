@@ -26,6 +26,15 @@ struct Describe {
 
 /// Registers the page's actions for as long as the settings component is mounted.
 pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
+    // Member requests: a read of what strangers wrote. After it, and until the person
+    // writes again, every change is asked one level higher and no grant covers it.
+    use_action_with_options(
+        Action::<NoParams>::new("read_member_requests", copy.requests_desc)
+            .title(copy.requests_title)
+            .returns_untrusted()
+            .run(move |_| async move { Ok::<_, String>(copy.member_requests) }),
+        UseActionOptions::default(),
+    );
     // Save name: Write + confirm Ask → asked the first time; "always allow this session" is offered.
     use_action_with_options(
         Action::<Rename>::new("save_workspace_name", copy.save_desc)

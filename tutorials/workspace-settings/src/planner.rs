@@ -28,6 +28,9 @@ pub fn offline(locale: Locale) -> Scripted {
             Rule::new("archive_workspace", json!({})).phrase("archive").phrase("归档"),
             Rule::new("reset_workspace", json!({})).phrase("reset").phrase("重置"),
             Rule::new("publish_changes", json!({})).phrase("publish").phrase("发布"),
+            Rule::new("read_member_requests", json!({}))
+                .phrase("member requests")
+                .phrase("成员请求"),
             Rule::new(READ_PAGE_STATE, json!({ "key": "workspace_name" }))
                 .phrase("what is the workspace called")
                 .phrase("what's the workspace called")

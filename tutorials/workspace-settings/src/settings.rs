@@ -156,6 +156,12 @@ pub(crate) fn Settings(
                 <p class="hint">{copy.code_hint}</p>
             </section>
 
+            <section class="panel" aria-labelledby="requests-heading">
+                <h2 id="requests-heading">{copy.requests}</h2>
+                <p id="member-requests" class="requests">{copy.member_requests}</p>
+                <p class="hint">{copy.requests_hint}</p>
+            </section>
+
             <section class="panel panel--danger" aria-labelledby="danger-heading">
                 <h2 id="danger-heading">{copy.danger_zone}</h2>
                 <div class="row row--spread">

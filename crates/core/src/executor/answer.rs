@@ -38,7 +38,9 @@ impl ExecutorState {
         // Like every hook: a check that calls back into the executor is not trusted.
         let answer = self
             .hook(crate::reason::Hook::Validate, || (question.check)(&value))
-            .map_err(|stop| AnswerError::Invalid(stop.reason.summary().into_owned()))?
+            .map_err(|_| {
+                AnswerError::Invalid("the answer's check called back into the gate".into())
+            })?
             .map_err(AnswerError::Invalid)?;
         let receipt = Receipt {
             action: meta.id.clone(),

@@ -78,7 +78,9 @@ impl Trail {
             decided_by: by,
             outcome: outcome.map(|o| o.code_str().to_owned()),
             grant: reason.grant(),
-            summary: reason.summary().into_owned(),
+            // Words are written where the trail is kept and read (the gateway), not in
+            // the page: the reason says it all.
+            summary: String::new(),
             reason,
             args_digest: trace.audit_digest.to_hex(),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),

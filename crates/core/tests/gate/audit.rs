@@ -157,12 +157,9 @@ fn refusals_are_worded_and_audited_for_their_own_reason() {
     let denied_record = &w.terminal(denied.call)[0];
     assert_eq!(away_record.reason, Reason::ModeRefused { mode: Mode::Away });
     assert_eq!(denied_record.reason, Reason::ClassifierDenied);
-    assert_ne!(away_record.summary, denied_record.summary);
-    assert!(
-        !away_record.summary.contains("classif"),
-        "{}",
-        away_record.summary
-    );
+    let away_words = away_record.reason.summary();
+    assert_ne!(away_words, denied_record.reason.summary());
+    assert!(!away_words.contains("classif"), "{away_words}");
     // A hostile id comes back escaped, not merely truncated.
     let s = match w
         .exec
@@ -438,7 +435,11 @@ fn a_trail_gap_is_a_record_of_its_own_naming_the_lost_seqs() {
         (0, "", None)
     );
     assert!(!gap.is_terminal());
-    assert!(gap.summary.contains("1–12"), "{}", gap.summary);
+    assert!(gap.reason.summary().contains("1–12"), "{:?}", gap.reason);
+    assert!(
+        gap.summary.is_empty(),
+        "the words are the gateway's to write"
+    );
     let json = serde_json::to_value(&gap).unwrap();
     assert_eq!(json["event"], "trail_gap");
     assert_eq!(json["reason"]["rule"], "trail_gap");

@@ -66,12 +66,14 @@ async fn append(
         .into_iter()
         .enumerate()
         .map(|(i, v)| {
-            serde_json::from_value::<AuditRecord>(v).map_err(|e| {
-                ApiError::new(
-                    ErrorCode::InvalidAuditRecord,
-                    format!("record {i} is invalid: {e}"),
-                )
-            })
+            serde_json::from_value::<AuditRecord>(v)
+                .map(with_summary)
+                .map_err(|e| {
+                    ApiError::new(
+                        ErrorCode::InvalidAuditRecord,
+                        format!("record {i} is invalid: {e}"),
+                    )
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     // Only the gateway writes `countersigned` records (when it mints): a page's batch
@@ -153,4 +155,13 @@ pub(crate) async fn export_audit(State(state): State<AppState>) -> Result<Respon
         HeaderValue::from_static("application/x-ndjson"),
     );
     Ok(response)
+}
+
+/// The record with its reason in words, as the trail keeps it: the page sends the
+/// reason only, and the sentences live here, where the trail is read.
+fn with_summary(mut record: AuditRecord) -> AuditRecord {
+    if record.summary.is_empty() {
+        record.summary = record.reason.summary().into_owned();
+    }
+    record
 }

@@ -139,16 +139,35 @@ fn card_view(
         .grant_rule
         .as_ref()
         .map(|r| strings.grant_covers(r.description.as_deref(), &card.title, card.caller));
-    // A card drawn again because the page changed under the person says what changed.
-    let changed = (!card.changed.is_empty()).then(|| {
+    // A card raised by untrusted content says so, and one drawn again because the page
+    // changed under the person says what changed: one line, in one shape.
+    let what_changed = (!card.changed.is_empty()).then(|| {
         let what: Vec<&str> = card
             .changed
             .iter()
             .map(|c| strings.card_change(*c))
             .collect();
+        what.join(", ")
+    });
+    let note = match (&card.untrusted, what_changed) {
+        (Some(source), changed) => Some((
+            "cs-card__untrusted",
+            strings.untrusted_card.0,
+            format!(
+                "“{source}”{}{}",
+                strings.untrusted_card.1,
+                changed
+                    .map(|what| format!(" {} {what}", strings.changed_since))
+                    .unwrap_or_default()
+            ),
+        )),
+        (None, Some(what)) => Some(("cs-card__changed", strings.changed_since, what)),
+        (None, None) => None,
+    };
+    let changed = note.map(|(class, strong, text)| {
         view! {
-            <p class="cs-card__changed" role="alert">
-                <strong>{strings.changed_since}</strong>" "{what.join(", ")}
+            <p class=class role="alert">
+                <strong>{strong}</strong>" "{text}
             </p>
         }
     });
@@ -228,7 +247,6 @@ fn card_view(
                 {strings.asked_by(card.caller).map(|who| view! { <p class="cs-caller" role="note">{who}</p> })}
                 {changed}
                 {card.restored.then(|| view! { <p class="cs-card__restored" role="status">{strings.restored_card}</p> })}
-                {card.untrusted.clone().map(|source| view! { <p class="cs-card__untrusted" role="note">{strings.untrusted_card.0}<strong>{source}</strong>{strings.untrusted_card.1}</p> })}
                 {edited}
                 <p id="cs-card-consequence" class="cs-card__consequence">
                     <span class="cs-label">{strings.consequence}</span>

@@ -6,7 +6,7 @@
 //! - a phrase may hold several `{slot}`s, each between words: a slot's text is what
 //!   follows the words before it, up to the words after it, or (for a trailing slot) up
 //!   to the next clause separator (` and `, ` then `, `,`, `;`, `，`, `、`, `；`, `。`,
-//!   `然后`, `并且`) or the end (`rename {from} to {to}`);
+//!   `然后`, `并且`, a line break) or the end (`rename {from} to {to}`);
 //! - each captured text is trimmed of spaces and punctuation at both ends (quotes,
 //!   brackets, full stops, in either script), and an empty capture does not match;
 //! - one message may hold several phrases; they become calls in the order typed.
@@ -109,8 +109,8 @@ fn find_word(haystack: &str, needle: &str) -> Option<usize> {
 
 /// Where a trailing slot ends: at the next clause separator, or the end.
 fn slot_end(rest: &str) -> usize {
-    const SEPARATORS: [&str; 10] = [
-        " and ", " then ", ",", "，", "、", "然后", "并且", ";", "；", "。",
+    const SEPARATORS: [&str; 11] = [
+        " and ", " then ", ",", "，", "、", "然后", "并且", ";", "；", "。", "\n",
     ];
     SEPARATORS
         .iter()
