@@ -418,7 +418,7 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     // A row changed in place: its mac no longer matches.
     sql(
         &url,
-        "UPDATE countersign.countersign_audit SET line = replace(line, '\"summary\":\"', '\"summary\":\"X') WHERE seq = 3",
+        "UPDATE countersign.countersign_audit SET line = replace(line, '\"args_digest\":\"', '\"args_digest\":\"X') WHERE seq = 3",
     )
     .await;
     match verify_postgres(&url, Some(&key())).await {
@@ -429,7 +429,7 @@ async fn verify_finds_a_changed_row_a_cut_tail_and_a_wrong_key() {
     }
     sql(
         &url,
-        "UPDATE countersign.countersign_audit SET line = replace(line, '\"summary\":\"X', '\"summary\":\"') WHERE seq = 3",
+        "UPDATE countersign.countersign_audit SET line = replace(line, '\"args_digest\":\"X', '\"args_digest\":\"') WHERE seq = 3",
     )
     .await;
     assert_eq!(verify_postgres(&url, Some(&key())).await.unwrap().lines, 7);
