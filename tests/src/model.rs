@@ -201,6 +201,7 @@ fn tool_from_wire(t: &Value) -> Option<ToolSpec> {
             destructive_hint: false,
             approval: ApprovalPolicy::None,
             handoff: false,
+            untrusted_content_hint: false,
         },
         name,
     })

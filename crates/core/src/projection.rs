@@ -34,6 +34,10 @@ pub struct ToolAnnotations {
     pub approval: ApprovalPolicy,
     /// `true` when the person does the last step.
     pub handoff: bool,
+    /// `true` when what it returns is untrusted content (WebMCP's
+    /// `untrustedContentHint`; MCP's `openWorldHint`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted_content_hint: bool,
 }
 
 impl ToolSpec {

@@ -6,7 +6,8 @@
 //! - `Countersign-Page: <pairing code>` names the page, on every request. Without it, or
 //!   with a page that is not connected, the tool list is empty and a call gets an error.
 //! - Tools are what that page projects for MCP callers, with `readOnlyHint` for `Read`
-//!   and `destructiveHint` for `Danger`; a change is announced as `tools/list_changed`.
+//!   and `destructiveHint` for `Danger`, `openWorldHint` for what returns untrusted
+//!   content; a change is announced as `tools/list_changed`.
 //! - A `tools/call` is relayed to the page, where the executor and the dock handle it as
 //!   any call; the client gets the same JSON the in-page model would, progress while a
 //!   person decides, and a cancel (or a disconnect) withdraws the call in the page.
@@ -80,7 +81,8 @@ fn refused(code: &str, message: &str) -> CallToolResponse {
 fn as_mcp_tool(tool: &PageTool) -> Tool {
     let annotations = ToolAnnotations::with_title(tool.annotations.title.clone())
         .read_only(tool.annotations.read_only_hint)
-        .destructive(tool.annotations.destructive_hint);
+        .destructive(tool.annotations.destructive_hint)
+        .open_world(tool.annotations.untrusted_content_hint);
     Tool::new(
         tool.name.clone(),
         tool.description.clone(),

@@ -107,6 +107,9 @@ pub struct PageToolAnnotations {
     pub approval: serde_json::Value,
     /// The person does the last step.
     pub handoff: bool,
+    /// What it returns is untrusted content.
+    #[serde(default)]
+    pub untrusted_content_hint: bool,
 }
 
 /// Why the relay refused.
@@ -544,6 +547,7 @@ mod tests {
                 destructive_hint: false,
                 approval: serde_json::Value::Null,
                 handoff: false,
+                untrusted_content_hint: false,
             },
         }
     }

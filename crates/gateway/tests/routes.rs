@@ -303,13 +303,13 @@ async fn an_audit_batch_is_appended_durably_and_idempotently() {
     // Another record under a stored id, or twice in one batch with other contents, is
     // a conflict: 409, nothing of the batch written, never dropped as a "duplicate".
     let mut other = records(6);
-    other[2].summary.push_str(" (other)");
+    other[2].duration_ms += 1;
     let mut twice = records(7);
     twice[5] = twice[6].clone();
-    twice[5].summary.push_str(" (other)");
+    twice[5].duration_ms += 1;
     twice[6].id = "fresh-one".into();
     twice.push(twice[5].clone());
-    twice[7].summary.push_str(" again");
+    twice[7].duration_ms += 1;
     for batch in [other, twice] {
         let (status, json, _) = send(
             &app,
@@ -335,6 +335,32 @@ async fn an_audit_batch_is_appended_durably_and_idempotently() {
     }
     let verified = verify_file(&dir.path().join("audit.jsonl"), Some(&test_key())).unwrap();
     assert_eq!(verified.lines, 5);
+}
+
+#[tokio::test]
+async fn the_trail_s_words_are_always_the_reason_s() {
+    // The gateway writes the reason in words into the trail it keeps. A page that sends
+    // its own words (say "the person approved it" on a refusal) must not have them kept:
+    // people read the summary, and it must never say other than the reason.
+    let (s, _dir) = state(config(None));
+    let app = app(s);
+    let mut batch = records(2);
+    batch[0].summary = "the person approved it on a card".into();
+    batch[1].summary = "allowed: the session grant covers it".into();
+    let (status, json, _) = send(
+        &app,
+        page("POST", "/v1/audit", serde_json::to_string(&batch).unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    let (_, _, text) = send(&app, page("GET", "/v1/audit", Body::empty())).await;
+    assert_eq!(text.lines().count(), 2);
+    for line in text.lines() {
+        let stored: AuditRecord =
+            serde_json::from_value(serde_json::from_str::<Value>(line).unwrap()["record"].take())
+                .unwrap();
+        assert_eq!(stored.summary, stored.reason.summary(), "{line}");
+    }
 }
 
 #[tokio::test]

@@ -48,6 +48,9 @@ pub(crate) struct StoredPending {
     /// Who asked: it comes back as that caller's call, never as the assistant's.
     #[serde(default, skip_serializing_if = "countersign::Caller::is_assistant")]
     pub(crate) caller: countersign::Caller,
+    /// The untrusted content that raised it: it comes back raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) untrusted: Option<String>,
 }
 
 impl StoredPending {
@@ -69,6 +72,7 @@ impl StoredPending {
                 Duration::ZERO
             },
             edited: self.edited.clone(),
+            untrusted: self.untrusted.clone(),
         }
     }
 }
@@ -221,6 +225,7 @@ impl PendingStore {
                 handoff: p.handoff,
                 deadline_at_ms: wall_ms + p.remaining.as_millis() as f64,
                 edited: p.edited,
+                untrusted: p.untrusted,
                 batch: batch_of(call)
                     .map(|b| self.batch_keys.entry(b).or_insert_with(random_id).clone()),
             })

@@ -190,11 +190,18 @@ impl WebMcp {
         let set = |target: &Object, key: &str, value: &JsValue| {
             let _ = Reflect::set(target, &key.into(), value);
         };
+        let hints = &tool.annotations;
+        set(&annotations, "readOnlyHint", &hints.read_only_hint.into());
+        // What it returns may carry instructions that are not the person's.
         set(
             &annotations,
-            "readOnlyHint",
-            &tool.annotations.read_only_hint.into(),
+            "untrustedContentHint",
+            &hints.untrusted_content_hint.into(),
         );
+        // Confirm before running: the person is asked every time, or does the step.
+        let consequential =
+            hints.approval == countersign::policy::ApprovalPolicy::AskAlways || hints.handoff;
+        set(&annotations, "consequentialHint", &consequential.into());
         set(&definition, "name", &tool.name.as_str().into());
         set(
             &definition,

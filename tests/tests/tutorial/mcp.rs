@@ -6,8 +6,9 @@ use countersign_e2e::{ensure, Gateway, McpClient, Outcome, Ui, MCP_TOKEN};
 use serde_json::{json, Value};
 
 /// The tutorial's actions, as agents outside the page see them (WebMCP and MCP).
-pub(crate) const TOOLS: [&str; 6] = [
+pub(crate) const TOOLS: [&str; 7] = [
     "read_page_state",
+    "read_member_requests",
     "save_workspace_name",
     "save_description",
     "archive_workspace",

@@ -109,7 +109,7 @@ pub(crate) async fn a_browser_agent_sees_the_pages_actions_as_webmcp_tools(ui: &
         )?;
     }
     ensure(
-        listed.len() == 6,
+        listed.len() == super::mcp::TOOLS.len(),
         format!("{} tools: {listed:?}", listed.len()),
     )?;
     let save = named("save_workspace_name").unwrap_or_default();
@@ -122,6 +122,16 @@ pub(crate) async fn a_browser_agent_sees_the_pages_actions_as_webmcp_tools(ui: &
     ensure(
         save["annotations"]["readOnlyHint"] == json!(false),
         format!("save's hints: {}", save["annotations"]),
+    )?;
+    // What strangers wrote is marked; what is asked every time is consequential.
+    let hint =
+        |name: &str, hint: &str| named(name).unwrap_or_default()["annotations"][hint].clone();
+    ensure(
+        hint("read_member_requests", "untrustedContentHint") == json!(true)
+            && hint("read_page_state", "untrustedContentHint") == json!(false)
+            && hint("archive_workspace", "consequentialHint") == json!(true)
+            && hint("save_workspace_name", "consequentialHint") == json!(false),
+        format!("hints: {listed:?}"),
     )?;
     ensure(
         save["description"]
@@ -305,7 +315,7 @@ pub(crate) async fn an_archived_workspace_takes_its_tools_away(ui: &Ui<'_>) -> O
     ui.open("en").await?;
     let names = tool_names(ui).await?;
     ensure(
-        names.iter().any(|n| n == "save_workspace_name") && names.len() == 6,
+        names.iter().any(|n| n == "save_workspace_name") && names.len() == super::mcp::TOOLS.len(),
         format!("a fresh page lists: {names:?}"),
     )
 }

@@ -106,6 +106,8 @@ impl ExecutorState {
             // A level lowered to `None` meanwhile still shows the card the person is on.
             Verdict::Allow => match self.level(meta).policy {
                 ApprovalPolicy::None => card.policy,
+                // A card raised by untrusted content keeps its raised level.
+                ApprovalPolicy::Ask if decided.untrusted.is_some() => card.policy,
                 policy => policy,
             },
         };

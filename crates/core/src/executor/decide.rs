@@ -31,8 +31,9 @@ impl ExecutorState {
         prepared: &dyn PreparedCall,
         arguments: &Value,
         generation: u64,
-        caller: crate::call::Caller,
+        trace: &AuditContext,
     ) -> Result<Facts, Stop> {
+        let caller = trace.caller;
         // The mode is read before any hook runs (and no hook may switch it).
         let mode = self.mode.get();
         let verdict = self.hook(Hook::Classify, || prepared.classify())?;
@@ -48,7 +49,7 @@ impl ExecutorState {
             countersigned: meta.countersigned,
             confirm_twice: meta.confirm_twice,
             reversal: meta.reversal,
-            untrusted: self.untrusted.as_deref().map(str::to_owned),
+            untrusted: self.untrusted_in(trace).map(|source| source.to_string()),
             untrusted_always: self.policy.asks_always_after_untrusted(),
         })
     }

@@ -88,6 +88,8 @@ impl ExecutorState {
             edited: diff,
             restored: deadline,
             forced: Some(reason),
+            // INVARIANT: the person's edit of a raised call is still that call: raised.
+            untrusted: original.untrusted.clone(),
         };
         Ok(self.pipeline(into, edited, started, now, 0, origin))
     }

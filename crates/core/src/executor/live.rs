@@ -78,6 +78,7 @@ impl Live {
             edited: None,
             restored: None,
             forced: None,
+            untrusted: None,
         }
     }
 }

@@ -224,6 +224,7 @@ impl Executor {
                             destructive_hint: meta.kind == crate::policy::Kind::Danger,
                             approval: policy,
                             handoff: meta.handoff.is_some(),
+                            untrusted_content_hint: meta.returns_untrusted,
                         },
                     }
                 })
@@ -420,6 +421,7 @@ impl Executor {
                         handoff,
                         remaining: deadline.saturating_since(now),
                         edited: live.edited.clone(),
+                        untrusted: live.untrusted.as_deref().map(str::to_owned),
                     };
                     Some((*call, pending))
                 })
@@ -563,28 +565,30 @@ impl Executor {
         self.step(|_| self.mode.set(mode))
     }
 
-    /// Says that the page put untrusted content into the model's context (`source`
+    /// Says that the page put untrusted content into its assistant's context (`source`
     /// names it on the card, for example "comments on this page"). Actions declared
     /// [`returns_untrusted`](Action::returns_untrusted) say so by themselves. Until
     /// [`Executor::person_spoke`], every `Write` or `Danger` call is asked one level
     /// higher, and no grant covers it.
     pub fn read_untrusted(&self, source: &str) -> Result<(), Blocked> {
-        self.step(|state| {
-            if state.untrusted.is_none() {
-                state.untrusted = Some(source.into());
-            }
-        })
+        self.step(|state| state.taint(crate::call::Caller::Assistant, &source.into()))
     }
 
-    /// The person sent a message of their own: from here on, calls are decided as
-    /// before any untrusted content was read.
+    /// The person sent the page's assistant a message of their own: from here on, its
+    /// calls are decided as before any untrusted content was read. An outside agent's
+    /// reading is not cleared (the person's words never reach it).
     pub fn person_spoke(&self) -> Result<(), Blocked> {
-        self.step(|state| state.untrusted = None)
+        self.step(|state| state.untrusted.retain(|(caller, _)| !caller.is_assistant()))
     }
 
-    /// The untrusted content read since the person last spoke, if any.
+    /// The untrusted content the page's assistant has read since the person last
+    /// spoke, if any.
     pub fn untrusted(&self) -> Option<String> {
-        self.read(|state| state.untrusted.as_deref().map(str::to_owned))
+        self.read(|state| {
+            state
+                .untrusted_for(crate::call::Caller::Assistant)
+                .map(|source| source.to_string())
+        })
     }
 
     /// The session's mode. The one query a hook may make.

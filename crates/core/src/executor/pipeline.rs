@@ -29,6 +29,8 @@ pub(crate) struct Origin {
     pub(crate) restored: Option<Timestamp>,
     /// Why it is asked whatever decide says: a person's edit or a restore.
     pub(crate) forced: Option<Reason>,
+    /// The untrusted content that raised the call it continues (an edit, a restore).
+    pub(crate) untrusted: Option<std::sync::Arc<str>>,
 }
 
 /// How many times one call may be rewritten before it is refused.
@@ -71,6 +73,7 @@ impl ExecutorState {
         trace.edited = origin.edited;
         trace.restored = origin.restored;
         trace.forced = origin.forced;
+        trace.untrusted = origin.untrusted;
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
@@ -82,6 +85,15 @@ impl ExecutorState {
                 Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
             }
         }
+    }
+
+    /// The untrusted content a call is decided after: the call's it continues, else
+    /// what its caller has read.
+    pub(crate) fn untrusted_in(&self, trace: &AuditContext) -> Option<std::sync::Arc<str>> {
+        trace
+            .untrusted
+            .clone()
+            .or_else(|| self.untrusted_for(trace.caller).cloned())
     }
 
     /// The level a forced card asks under: the level in force, never below `Ask`, and
@@ -141,7 +153,7 @@ impl ExecutorState {
             prepared.as_ref(),
             &arguments,
             generation,
-            trace.caller,
+            trace,
         )?;
         let mut decision = crate::policy::decide(&facts);
         if let Decision::Refuse { reason, by, detail } = decision {
@@ -198,6 +210,7 @@ impl ExecutorState {
                 edited: trace.edited.take(),
                 restored: trace.restored,
                 forced: trace.forced.take(),
+                untrusted: trace.untrusted.take(),
             };
             return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, origin));
         }
@@ -213,7 +226,7 @@ impl ExecutorState {
                 Decision::Ask {
                     reason: Reason::AfterUntrusted { .. },
                     ..
-                } => self.untrusted.clone(),
+                } => self.untrusted_in(trace),
                 _ => None,
             },
         };

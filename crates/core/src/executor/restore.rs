@@ -38,6 +38,9 @@ pub struct Pending {
     /// The person's edit it carried, if any (the card shows it again and the model is
     /// told). Taken only if it describes these arguments.
     pub edited: Option<crate::edit::EditDiff>,
+    /// The untrusted content that raised it, if any. Bringing it back brings that back
+    /// too: until the person speaks, changes are asked one level higher.
+    pub untrusted: Option<String>,
 }
 
 impl ExecutorState {
@@ -48,6 +51,13 @@ impl ExecutorState {
             Err(why) => Next::Settled(Box::new(self.not_restored(id, &pending, why, now))),
             Ok(remaining) => {
                 self.restored_ids.insert(pending.call.tool_call_id.clone());
+                // The caller's context held untrusted content when the page went away,
+                // and still does (the chat comes back with it).
+                let untrusted: Option<std::sync::Arc<str>> =
+                    pending.untrusted.as_deref().map(Into::into);
+                if let Some(source) = &untrusted {
+                    self.taint(pending.call.caller, source);
+                }
                 let mut trace = AuditContext::arriving(id, &pending.call, now);
                 // The record names what is brought back: the arguments' keyed digest,
                 // as every later record of the call will (not the placeholder).
@@ -68,6 +78,7 @@ impl ExecutorState {
                     edited: pending.edited.clone(),
                     restored: Some(now.saturating_add(remaining)),
                     forced: Some(Reason::Restored),
+                    untrusted,
                 };
                 self.pipeline(id, pending.call, now, now, 0, origin)
             }

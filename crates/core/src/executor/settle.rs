@@ -39,14 +39,15 @@ impl ExecutorState {
         };
         let reason = outcome.reason();
         let meta = live.action.meta();
-        // What an untrusted source returned is now in the model's context, until the
-        // person speaks again (unless the deployment trusts the source).
-        if meta.returns_untrusted
-            && self.untrusted.is_none()
-            && !self.policy.trusts(&meta.id)
-            && matches!(&outcome, Outcome::Done(r) if r.done_by == crate::outcome::DoneBy::Assistant)
-        {
-            self.untrusted = Some(Arc::clone(&meta.title));
+        // What an untrusted source's run said (its result, or the words it failed
+        // with) is now in the caller's context (unless the deployment trusts it).
+        let said = match &outcome {
+            Outcome::Done(r) => r.done_by == crate::outcome::DoneBy::Assistant,
+            Outcome::Refused(r) => matches!(r.reason, Reason::RunFailed | Reason::VerifyFailed),
+        };
+        if said && meta.returns_untrusted && !self.policy.trusts(&meta.id) {
+            let title = Arc::clone(&meta.title);
+            self.taint(live.caller, &title);
         }
         self.settled.push_back(Settled {
             call,

@@ -43,11 +43,31 @@ pub(crate) struct ExecutorState {
     pub(crate) countersigner: Option<Rc<dyn crate::countersignature::Countersigner>>,
     /// Set when a panic left a step half made: every later step is refused.
     pub(crate) poisoned: bool,
-    /// What untrusted content the model has read since the person last spoke.
-    pub(crate) untrusted: Option<std::sync::Arc<str>>,
+    /// What untrusted content each caller's model has read: the page's assistant's
+    /// until the person speaks again; an outside agent's for the session (the person's
+    /// words to the page never reach it).
+    pub(crate) untrusted: Vec<(crate::call::Caller, std::sync::Arc<str>)>,
 }
 
 impl ExecutorState {
+    /// The untrusted content `caller`'s model has read, if any.
+    pub(crate) fn untrusted_for(
+        &self,
+        caller: crate::call::Caller,
+    ) -> Option<&std::sync::Arc<str>> {
+        self.untrusted
+            .iter()
+            .find(|(c, _)| *c == caller)
+            .map(|(_, source)| source)
+    }
+
+    /// `caller`'s model has read untrusted content (the first source is kept).
+    pub(crate) fn taint(&mut self, caller: crate::call::Caller, source: &std::sync::Arc<str>) {
+        if self.untrusted_for(caller).is_none() {
+            self.untrusted.push((caller, std::sync::Arc::clone(source)));
+        }
+    }
+
     pub(crate) fn new(
         config: Config,
         audit: Box<dyn AuditSink>,
@@ -83,7 +103,7 @@ impl ExecutorState {
             restored_ids: std::collections::HashSet::new(),
             countersigner: None,
             poisoned: false,
-            untrusted: None,
+            untrusted: Vec::new(),
         }
     }
 

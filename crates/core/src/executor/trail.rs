@@ -112,6 +112,8 @@ pub(crate) struct AuditContext<'a> {
     pub(crate) restored: Option<Timestamp>,
     /// Why the call must be asked whatever decide says (a person's edit, a restore).
     pub(crate) forced: Option<Reason>,
+    /// The untrusted content that raised the call this one continues.
+    pub(crate) untrusted: Option<std::sync::Arc<str>>,
 }
 
 impl<'a> AuditContext<'a> {
@@ -132,6 +134,7 @@ impl<'a> AuditContext<'a> {
             edited: None,
             restored: None,
             forced: None,
+            untrusted: None,
         }
     }
 
@@ -152,6 +155,7 @@ impl<'a> AuditContext<'a> {
             edited: None,
             restored: None,
             forced: None,
+            untrusted: None,
         }
     }
 

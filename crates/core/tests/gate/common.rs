@@ -169,6 +169,7 @@ pub fn pending(w: &World, action: &str, args: &str, remaining: Duration) -> Pend
         handoff: false,
         remaining,
         edited: None,
+        untrusted: None,
     }
 }
 

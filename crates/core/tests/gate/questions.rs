@@ -488,6 +488,7 @@ fn a_restored_question_comes_back_once_and_still_asks() {
         handoff: false,
         remaining: Duration::from_secs(1_000_000),
         edited: None,
+        untrusted: None,
     };
     let view = match w.exec.restore_pending(pending.clone(), at(0)).unwrap() {
         Step::Question(view) => view,

@@ -402,6 +402,7 @@ fn hostile_stored_calls_never_panic_or_run() {
             handoff: true,
             remaining: Duration::MAX,
             edited: None,
+            untrusted: None,
         },
         Pending {
             call: Call::new("tc\u{202e}\n", "rename\u{0}", "\u{feff}{}"),
@@ -409,6 +410,7 @@ fn hostile_stored_calls_never_panic_or_run() {
             handoff: false,
             remaining: Duration::from_nanos(1),
             edited: None,
+            untrusted: None,
         },
         pending(
             &w,

@@ -157,11 +157,10 @@ pub(crate) async fn export_audit(State(state): State<AppState>) -> Result<Respon
     Ok(response)
 }
 
-/// The record with its reason in words, as the trail keeps it: the page sends the
-/// reason only, and the sentences live here, where the trail is read.
+/// The record with its reason in words, as the trail keeps it: the sentences live
+/// here, where the trail is read. A page's own words are never kept (they could say
+/// other than the reason).
 fn with_summary(mut record: AuditRecord) -> AuditRecord {
-    if record.summary.is_empty() {
-        record.summary = record.reason.summary().into_owned();
-    }
+    record.summary = record.reason.summary().into_owned();
     record
 }

@@ -476,6 +476,7 @@ fn not_waiting(cs: &Countersign, call: &ToolCall) -> Option<countersign::Settled
         handoff: false,
         remaining: std::time::Duration::ZERO,
         edited: None,
+        untrusted: None,
     };
     cs.executor()
         .drop_pending(

@@ -186,17 +186,22 @@ impl Scripted {
                 let arguments = fill(&rule.arguments, &filled).to_string();
                 let id = self.next_id.get();
                 self.next_id.set(id + 1);
-                found.push((
-                    at,
-                    ToolCall {
-                        id: format!("scripted_{id}"),
-                        name: rule.action.clone(),
-                        arguments,
-                    },
-                ));
+                // In the order typed (kept sorted as it grows: a handful of calls, and
+                // no sort routine of its own in the page).
+                let place = found.partition_point(|(before, _)| *before <= at);
+                found.insert(
+                    place,
+                    (
+                        at,
+                        ToolCall {
+                            id: format!("scripted_{id}"),
+                            name: rule.action.clone(),
+                            arguments,
+                        },
+                    ),
+                );
             }
         }
-        found.sort_by_key(|(at, _)| *at);
         found.into_iter().map(|(_, call)| call).collect()
     }
 
@@ -408,6 +413,7 @@ mod tests {
                 destructive_hint: false,
                 approval: ApprovalPolicy::None,
                 handoff: false,
+                untrusted_content_hint: false,
             },
         }
     }
