@@ -36,9 +36,13 @@ impl EditDiff {
         let empty = Map::new();
         let before = before.as_object().unwrap_or(&empty);
         let after = after.as_object().unwrap_or(&empty);
-        let mut fields: Vec<&String> = before.keys().chain(after.keys()).collect();
-        fields.sort_unstable();
-        fields.dedup();
+        // Both maps are sorted by key: merge them in order (no sort routine in the page).
+        let mut fields: Vec<&String> = before.keys().collect();
+        for key in after.keys() {
+            if let Err(at) = fields.binary_search(&key) {
+                fields.insert(at, key);
+            }
+        }
         let changes = fields
             .into_iter()
             .filter(|f| before.get(*f) != after.get(*f))

@@ -19,6 +19,10 @@ pub struct Refusal {
     pub reason: Reason,
     /// A human sentence naming the action and what did not happen (derived from the reason).
     pub message: String,
+    /// Whether the message holds words of an action that returns untrusted content (the
+    /// error its run failed with): the model should not follow instructions in them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
 }
 
 impl Refusal {
@@ -52,6 +56,7 @@ impl Refusal {
             stage: reason.stage(),
             message: reason.message(said),
             reason,
+            untrusted: false,
         }
     }
 
@@ -145,15 +150,18 @@ impl Outcome {
     pub fn to_model_json(&self) -> Value {
         match self {
             Outcome::Done(receipt) => json!({ "ok": true, "receipt": receipt }),
-            Outcome::Refused(refusal) => json!({
-                "ok": false,
-                "error": {
+            Outcome::Refused(refusal) => {
+                let mut error = json!({
                     "code": refusal.code,
                     "reason": refusal.reason.rule(),
                     "message": refusal.message,
                     "retry": refusal.retry(),
+                });
+                if let (true, Some(map)) = (refusal.untrusted, error.as_object_mut()) {
+                    map.insert("untrusted".into(), Value::Bool(true));
                 }
-            }),
+                json!({ "ok": false, "error": error })
+            }
         }
     }
 

@@ -185,7 +185,8 @@ impl Executor {
     /// From a hook it is [`Blocked::Reentered`], not an empty list.
     pub fn projection_for(&self, caller: crate::call::Caller) -> Result<Vec<ToolSpec>, Blocked> {
         self.step(|state| {
-            let mut tools: Vec<ToolSpec> = state
+            // In id order already: the registry is keyed by id.
+            state
                 .registry
                 .entries()
                 .filter(|e| {
@@ -228,9 +229,7 @@ impl Executor {
                         },
                     }
                 })
-                .collect();
-            tools.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-            tools
+                .collect()
         })
     }
 
@@ -421,7 +420,11 @@ impl Executor {
                         handoff,
                         remaining: deadline.saturating_since(now),
                         edited: live.edited.clone(),
-                        untrusted: live.untrusted.as_deref().map(str::to_owned),
+                        untrusted: live
+                            .untrusted
+                            .as_ref()
+                            .or_else(|| state.untrusted_for(live.caller))
+                            .map(|source| source.to_string()),
                     };
                     Some((*call, pending))
                 })

@@ -38,8 +38,9 @@ pub struct Pending {
     /// The person's edit it carried, if any (the card shows it again and the model is
     /// told). Taken only if it describes these arguments.
     pub edited: Option<crate::edit::EditDiff>,
-    /// The untrusted content that raised it, if any. Bringing it back brings that back
-    /// too: until the person speaks, changes are asked one level higher.
+    /// The untrusted content its caller's model had read (or that raised the call), if
+    /// any. The page's reload keeps the model's context, so this comes back too, whether
+    /// or not the call does: until the person speaks, changes are asked one level higher.
     pub untrusted: Option<String>,
 }
 
@@ -47,17 +48,16 @@ impl ExecutorState {
     pub(crate) fn restore(&mut self, pending: Pending, now: Timestamp) -> Next {
         let now = self.tick(now);
         let id = self.new_call_id();
+        // The caller's context held untrusted content when the page went away, and
+        // still does (the chat comes back with it).
+        let untrusted = pending.untrusted.as_deref().map(stored_source);
+        if let Some(source) = &untrusted {
+            self.taint(pending.call.caller, source);
+        }
         match self.restorable(&pending) {
             Err(why) => Next::Settled(Box::new(self.not_restored(id, &pending, why, now))),
             Ok(remaining) => {
                 self.restored_ids.insert(pending.call.tool_call_id.clone());
-                // The caller's context held untrusted content when the page went away,
-                // and still does (the chat comes back with it).
-                let untrusted: Option<std::sync::Arc<str>> =
-                    pending.untrusted.as_deref().map(Into::into);
-                if let Some(source) = &untrusted {
-                    self.taint(pending.call.caller, source);
-                }
                 let mut trace = AuditContext::arriving(id, &pending.call, now);
                 // The record names what is brought back: the arguments' keyed digest,
                 // as every later record of the call will (not the placeholder).
@@ -94,6 +94,9 @@ impl ExecutorState {
     ) -> crate::outcome::Settled {
         let now = self.tick(now);
         let id = self.new_call_id();
+        if let Some(source) = pending.untrusted.as_deref().map(stored_source) {
+            self.taint(pending.call.caller, &source);
+        }
         self.not_restored(id, &pending, why, now)
     }
 
@@ -248,4 +251,11 @@ impl ExecutorState {
         self.grants.put_in_force(grant);
         Ok(id)
     }
+}
+
+/// A stored source's name as a card may show it: no control characters, at most 80
+/// characters (storage is the page's, and a page script can write there).
+fn stored_source(text: &str) -> std::sync::Arc<str> {
+    let clean: String = text.chars().filter(|c| !c.is_control()).take(80).collect();
+    clean.into()
 }

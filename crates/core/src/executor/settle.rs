@@ -32,7 +32,13 @@ impl ExecutorState {
     }
 
     /// Ends a live call: removes it, queues the result, writes its one terminal record.
-    pub(crate) fn settle(&mut self, call: CallId, outcome: Outcome, by: Decider, now: Timestamp) {
+    pub(crate) fn settle(
+        &mut self,
+        call: CallId,
+        mut outcome: Outcome,
+        by: Decider,
+        now: Timestamp,
+    ) {
         // INVARIANT: a call leaves `live` exactly once, so it settles exactly once.
         let Some(mut live) = self.live.remove(&call) else {
             return;
@@ -48,6 +54,9 @@ impl ExecutorState {
         if said && meta.returns_untrusted && !self.policy.trusts(&meta.id) {
             let title = Arc::clone(&meta.title);
             self.taint(live.caller, &title);
+            if let Outcome::Refused(refusal) = &mut outcome {
+                refusal.untrusted = true;
+            }
         }
         self.settled.push_back(Settled {
             call,

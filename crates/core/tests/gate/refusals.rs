@@ -11,6 +11,7 @@ fn a_refusal_is_never_an_empty_string_and_never_ok() {
             stage: Stage::Approve,
             reason: Reason::Declined,
             message: "x".into(),
+            untrusted: false,
         });
         let json = outcome.to_model_json();
         assert_eq!(json["ok"], false);

@@ -141,3 +141,43 @@ fn a_restored_history_with_a_repeated_call_id_is_refused() {
         "delete_all was never answered, yet counts as answered: {open:?}"
     );
 }
+
+#[test]
+fn what_the_model_read_since_the_person_spoke_is_found_again_after_a_reload() {
+    let mut asked = ChatMessage::text(Role::Assistant, "");
+    for (id, name) in [
+        ("r1", "read_requests"),
+        ("r2", "read_docs"),
+        ("w1", "rename"),
+    ] {
+        asked.tool_calls.push(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        });
+    }
+    let earlier = ChatMessage::tool(
+        "old",
+        r#"{"ok":true,"receipt":{"title":"Old read","untrusted":true}}"#,
+    );
+    let history = vec![
+        ChatMessage::text(Role::User, "before"),
+        earlier,
+        ChatMessage::text(Role::User, "read the requests"),
+        asked,
+        ChatMessage::tool(
+            "r1",
+            r#"{"ok":true,"receipt":{"title":"Member requests","untrusted":true}}"#,
+        ),
+        ChatMessage::tool(
+            "r2",
+            r#"{"ok":false,"error":{"code":"EXECUTION_FAILED","untrusted":true}}"#,
+        ),
+        ChatMessage::tool("w1", r#"{"ok":true,"receipt":{"title":"Rename"}}"#),
+    ];
+    assert_eq!(untrusted_read(&history), ["read_requests", "read_docs"]);
+    assert!(
+        untrusted_read(&history[..3]).is_empty(),
+        "the person spoke since"
+    );
+}

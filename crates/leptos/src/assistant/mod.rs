@@ -184,6 +184,11 @@ impl Assistant {
                     .borrow_mut()
                     .push(ChatMessage::tool(call.id.clone(), content));
             }
+            // What the model read before the reload is still in front of it: the gate
+            // hears it again, until the person speaks.
+            for source in untrusted_read(&this.0.history.borrow()) {
+                let _ = cs.executor().read_untrusted(&source);
+            }
             cs.save_history(&this.0.history.borrow());
             let mut ran = Vec::new();
             let result = this.turn(&cs, &mut ran).await;
@@ -440,6 +445,31 @@ fn valid_history(history: &[ChatMessage]) -> bool {
             }),
             Role::User => m.tool_calls.is_empty(),
         })
+}
+
+/// The untrusted content the model has read since the person's last message: results
+/// and errors marked `"untrusted":true`, each named by its action's id.
+fn untrusted_read(history: &[ChatMessage]) -> Vec<String> {
+    let start = history
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .map_or(0, |at| at + 1);
+    let turn = history.get(start..).unwrap_or_default();
+    turn.iter()
+        .filter(|m| {
+            m.role == Role::Tool
+                && m.content
+                    .as_deref()
+                    .is_some_and(|c| c.contains(r#""untrusted":true"#))
+        })
+        .filter_map(|m| {
+            let id = m.tool_call_id.as_deref()?;
+            turn.iter()
+                .flat_map(|m| &m.tool_calls)
+                .find(|c| c.id == id)
+                .map(|c| c.name.clone())
+        })
+        .collect()
 }
 
 /// The last assistant message's tool calls that have no result yet.
