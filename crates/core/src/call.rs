@@ -156,9 +156,15 @@ impl Session {
         role: impl Into<String>,
         scopes: impl IntoIterator<Item = S>,
     ) -> Self {
+        // Inserted one by one: `collect` into a set would bring a sort routine of its
+        // own into the page.
+        let mut held = BTreeSet::new();
+        for scope in scopes {
+            held.insert(scope.into());
+        }
         Self {
             role: role.into(),
-            scopes: scopes.into_iter().map(Into::into).collect(),
+            scopes: held,
         }
     }
 

@@ -300,7 +300,11 @@ fn received(cs: &Countersign, event: ToPage) {
             relay.orphan.borrow_mut().take();
             // What the gateway no longer waits for (cancelled, or given up while the
             // connection was down) is withdrawn here too.
-            let waiting: BTreeSet<String> = waiting.into_iter().collect();
+            let mut held = BTreeSet::new();
+            for id in waiting {
+                held.insert(id);
+            }
+            let waiting = held;
             let forgotten: Vec<String> =
                 relay.live.borrow().difference(&waiting).cloned().collect();
             for id in forgotten {

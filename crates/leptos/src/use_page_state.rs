@@ -22,7 +22,7 @@ use crate::provider::use_countersign;
 ///
 /// # fn component() {
 /// let name = RwSignal::new(String::from("Atlas"));
-/// use_page_state("workspace_name", move || name.get_untracked());
+/// use_page_state("workspace_name", move || name.get());
 /// # }
 /// ```
 pub fn use_page_state<T, F>(key: &str, read: F)
@@ -35,7 +35,9 @@ where
     };
     let handle = cs.0.page.add_state(
         key,
-        Rc::new(move || serde_json::to_value(read()).unwrap_or(serde_json::Value::Null)),
+        // Read untracked: the model's read is no reactive context, so `todos.with(…)`
+        // works as written, without Leptos warning on every read.
+        Rc::new(move || serde_json::to_value(untrack(&read)).unwrap_or(serde_json::Value::Null)),
     );
     let held = SendWrapper::new((cs, key.to_owned()));
     on_cleanup(move || {

@@ -99,10 +99,11 @@ fn sync(cs: &Countersign) {
     let Ok(tools) = cs.0.executor.projection_for(Caller::WebMcp) else {
         return;
     };
-    let mut wanted: BTreeMap<String, ToolSpec> = tools
-        .into_iter()
-        .map(|tool| (tool.name.clone(), tool))
-        .collect();
+    // Inserted one by one: `collect` into a map would bring a sort routine of its own.
+    let mut wanted: BTreeMap<String, ToolSpec> = BTreeMap::new();
+    for tool in tools {
+        wanted.insert(tool.name.clone(), tool);
+    }
     // Decided with the map borrowed, done with it released: aborting a signal and
     // registering run page script, which may call back into the page's Countersign.
     let gone: Vec<Exported> = {
