@@ -7,12 +7,14 @@ mod browser;
 mod gateway;
 mod mcp;
 mod model;
+mod quick_start;
 mod serve;
 
 pub use browser::{ensure, Authenticator, Browser, Ui, WAIT};
 pub use gateway::{audit_key, Gateway, E2E_KEY, MCP_TOKEN};
 pub use mcp::{McpClient, MCP_WAIT};
 pub use model::{scripted_model, streamed_answers};
+pub use quick_start::build_quick_start;
 pub use serve::{
     build_lazy_dock, build_tutorial, serve_dir, serve_dir_holding, workspace_root, Held,
 };

@@ -700,6 +700,10 @@ async fn an_injected_request_is_asked_though_always_allow_was_given(ui: &Ui<'_>)
         "a card raised by untrusted content offered \"always allow\"",
     )?;
     ensure(
+        ui.count(".cs-card__hint").await? == 0,
+        "a raised rename was called dangerous",
+    )?;
+    ensure(
         ui.text("#current-name").await? == "Apollo",
         "the injected rename ran before the person decided",
     )?;

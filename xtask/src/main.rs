@@ -596,12 +596,14 @@ fn end_to_end() -> Result {
         "tutorial",
         "--test",
         "dock_after_the_page",
+        "--test",
+        "quick_start",
     ])
     .env("COUNTERSIGN_DIST", &dist)
     .env("COUNTERSIGN_LAZY_DOCK_DIST", &lazy_dock)
     .env("TMPDIR", browser_tmp()?);
     run_in_browser(
-        "end-to-end: the tutorial, and the dock loaded after the lazy-dock page, in headless Chromium",
+        "end-to-end: the tutorial, the dock loaded after the lazy-dock page, the README's quick start, in headless Chromium",
         c,
     )
 }

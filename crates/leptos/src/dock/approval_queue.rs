@@ -190,7 +190,8 @@ fn card_view(
         })
     };
     let preview = card.preview.clone().map(|p| preview_view(strings, p));
-    let every_time = card.policy == ApprovalPolicy::AskAlways;
+    // "Dangerous" is not why a card raised by untrusted content asks: its own line says.
+    let every_time = card.policy == ApprovalPolicy::AskAlways && card.untrusted.is_none();
     let target = cs.with_value(|cs| cs.action_target(&card.action));
     let call = card.call;
     let stored = StoredValue::new(card.clone());
