@@ -36,6 +36,22 @@ impl std::fmt::Debug for Browser {
 }
 
 impl Browser {
+    /// The page at `base` (an app served by the test, offline assistant), its
+    /// screenshots under `target/e2e-screenshots` named with `prefix`.
+    pub fn ui(&self, base: String, prefix: &'static str) -> Result<Ui<'_>, String> {
+        let shots = crate::workspace_root()
+            .join("target")
+            .join("e2e-screenshots");
+        std::fs::create_dir_all(&shots).map_err(|e| e.to_string())?;
+        Ok(Ui {
+            client: &self.client,
+            base,
+            shots,
+            offline: true,
+            prefix,
+        })
+    }
+
     /// Starts ChromeDriver on a free loopback port and opens a headless session.
     pub async fn start() -> Result<Self, String> {
         Self::start_with(&[]).await

@@ -32,17 +32,7 @@ async fn the_page_works_before_its_dock_arrives_and_then_the_dock_does() -> Resu
     let dist = build_lazy_dock()?;
     let (base, held) = serve_dir_holding(dist, is_lazy_part).await?;
     let browser = Browser::start().await?;
-    let shots = countersign_e2e::workspace_root()
-        .join("target")
-        .join("e2e-screenshots");
-    std::fs::create_dir_all(&shots).map_err(|e| e.to_string())?;
-    let ui = Ui {
-        client: &browser.client,
-        base,
-        shots,
-        offline: true,
-        prefix: "lazy-dock-",
-    };
+    let ui = browser.ui(base, "lazy-dock-")?;
     let outcome = async {
         ui.client
             .goto(&format!("{}/", ui.base))

@@ -3,7 +3,7 @@
 //! the chat and adds to its list only after the person's click. Headless Chromium.
 #![allow(clippy::print_stdout, missing_docs)]
 
-use countersign_e2e::{build_quick_start, ensure, serve_dir, Browser, Ui};
+use countersign_e2e::{build_quick_start, ensure, serve_dir, Browser};
 
 #[tokio::test]
 async fn the_readme_s_quick_start_builds_for_release_and_asks_before_it_adds() -> Result<(), String>
@@ -11,17 +11,7 @@ async fn the_readme_s_quick_start_builds_for_release_and_asks_before_it_adds() -
     let dist = build_quick_start()?;
     let base = serve_dir(dist).await?;
     let browser = Browser::start().await?;
-    let shots = countersign_e2e::workspace_root()
-        .join("target")
-        .join("e2e-screenshots");
-    std::fs::create_dir_all(&shots).map_err(|e| e.to_string())?;
-    let ui = Ui {
-        client: &browser.client,
-        base,
-        shots,
-        offline: true,
-        prefix: "quick-start-",
-    };
+    let ui = browser.ui(base, "quick-start-")?;
     let outcome = async {
         ui.client
             .goto(&format!("{}/", ui.base))
