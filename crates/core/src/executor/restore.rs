@@ -48,12 +48,7 @@ impl ExecutorState {
     pub(crate) fn restore(&mut self, pending: Pending, now: Timestamp) -> Next {
         let now = self.tick(now);
         let id = self.new_call_id();
-        // The caller's context held untrusted content when the page went away, and
-        // still does (the chat comes back with it).
-        let untrusted = pending.untrusted.as_deref().map(stored_source);
-        if let Some(source) = &untrusted {
-            self.taint(pending.call.caller, source);
-        }
+        let untrusted = self.bring_back_untrusted(&pending);
         match self.restorable(&pending) {
             Err(why) => Next::Settled(Box::new(self.not_restored(id, &pending, why, now))),
             Ok(remaining) => {
@@ -94,9 +89,7 @@ impl ExecutorState {
     ) -> crate::outcome::Settled {
         let now = self.tick(now);
         let id = self.new_call_id();
-        if let Some(source) = pending.untrusted.as_deref().map(stored_source) {
-            self.taint(pending.call.caller, &source);
-        }
+        self.bring_back_untrusted(&pending);
         self.not_restored(id, &pending, why, now)
     }
 
@@ -250,6 +243,16 @@ impl ExecutorState {
         );
         self.grants.put_in_force(grant);
         Ok(id)
+    }
+}
+
+impl ExecutorState {
+    /// The caller's context held untrusted content when the page went away, and still
+    /// does (the chat comes back with it), whether or not the call comes back.
+    fn bring_back_untrusted(&mut self, pending: &Pending) -> Option<std::sync::Arc<str>> {
+        let source = pending.untrusted.as_deref().map(stored_source)?;
+        self.taint(pending.call.caller, &source);
+        Some(source)
     }
 }
 

@@ -54,8 +54,10 @@ impl ExecutorState {
         if said && meta.returns_untrusted && !self.policy.trusts(&meta.id) {
             let title = Arc::clone(&meta.title);
             self.taint(live.caller, &title);
-            if let Outcome::Refused(refusal) = &mut outcome {
-                refusal.untrusted = true;
+            // The model is told, on a result as on a failure's words.
+            match &mut outcome {
+                Outcome::Done(receipt) => receipt.untrusted = true,
+                Outcome::Refused(refusal) => refusal.untrusted = true,
             }
         }
         self.settled.push_back(Settled {

