@@ -76,7 +76,7 @@ pub struct DockState {
     pub batches: ReadSignal<Vec<crate::BatchView>>,
     /// The model's answer while it streams in: text so far, tool calls being prepared
     /// (none of which can be approved or run yet).
-    pub streaming: ReadSignal<Option<crate::assistant::Streaming>>,
+    pub streaming: ReadSignal<Option<crate::conversation::Streaming>>,
     /// Whether the person turned system notifications on (from the dock, never on load).
     pub notify: ReadSignal<bool>,
     /// What the browser answered when asked for notification permission, once asked.
@@ -100,7 +100,7 @@ pub(crate) struct DockSignals {
     pub(crate) policy_error: RwSignal<Option<String>>,
     pub(crate) activity: RwSignal<Vec<Activity>>,
     pub(crate) batches: RwSignal<Vec<crate::BatchView>>,
-    pub(crate) streaming: RwSignal<Option<crate::assistant::Streaming>>,
+    pub(crate) streaming: RwSignal<Option<crate::conversation::Streaming>>,
     pub(crate) notify: RwSignal<bool>,
     pub(crate) notify_permission: RwSignal<Option<bool>>,
     pub(crate) pairing: RwSignal<Option<String>>,

@@ -10,10 +10,8 @@
 
 use std::time::Duration;
 
-use countersign::{ticket::GrantBasis, Caller};
+use countersign::{ticket::GrantBasis, Caller, Executor};
 use serde::{Deserialize, Serialize};
-
-use countersign::Executor;
 
 use crate::clock::now;
 
@@ -66,10 +64,8 @@ impl GrantStore {
     }
 }
 
-/// Called after every executor step: restore what can be restored, save what changed.
-pub(crate) fn sync(slot: &GrantStoreSlot, executor: &Executor) {
-    let mut slot = slot.borrow_mut();
-    let Some(store) = slot.as_mut() else { return };
+/// Restores what can be restored and saves what changed; `true` if a grant came back.
+pub(crate) fn sync(store: &mut GrantStore, executor: &Executor) -> bool {
     let wall = js_sys::Date::now();
     // Only saved grants still waiting need the registry (most pumps have none).
     let (ready, later): (Vec<StoredGrant>, Vec<StoredGrant>) = if store.waiting.is_empty() {
@@ -139,6 +135,5 @@ pub(crate) fn sync(slot: &GrantStoreSlot, executor: &Executor) {
         }
         store.saved = current;
     }
+    !restored_expiry.is_empty()
 }
-
-pub(crate) type GrantStoreSlot = std::cell::RefCell<Option<GrantStore>>;

@@ -405,8 +405,8 @@ impl Strings {
     }
 
     /// A model error in words, with what to do.
-    pub fn model_error(&self, error: &crate::assistant::ModelError) -> String {
-        use crate::assistant::ModelError as E;
+    pub fn model_error(&self, error: &crate::conversation::ModelError) -> String {
+        use crate::conversation::ModelError as E;
         match error {
             E::Unauthorized(why) if !why.is_empty() => {
                 format!("{} ({why})", self.model_unauthorized)

@@ -349,7 +349,7 @@ fn received(cs: &Countersign, event: ToPage) {
                 return;
             }
             drop(seen);
-            if cs.0.shipping.backlogged() {
+            if cs.audit_backlogged() {
                 let refusal = countersign::outcome::Refusal::of_detail(
                     countersign::Reason::Unavailable,
                     &name,

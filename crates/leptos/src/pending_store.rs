@@ -101,8 +101,6 @@ pub(crate) struct PendingStore {
     frozen: bool,
 }
 
-pub(crate) type PendingSlot = std::cell::RefCell<Option<PendingStore>>;
-
 fn session() -> Option<web_sys::Storage> {
     web_sys::window()?.session_storage().ok().flatten()
 }

@@ -183,8 +183,7 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
     let cs = Countersign(Rc::new(Shared {
         executor,
         role,
-        shipping: Shipping::new(audit.clone()),
-        audit,
+        audit: audit.clone(),
         locale,
         dock: DockSignals::new(now().as_millis()),
         page: PageRegistry::new(),
@@ -193,32 +192,31 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
         timer: RefCell::default(),
         ticker: RefCell::default(),
         builtins: RefCell::default(),
-        grant_store: RefCell::default(),
         activity_seen: std::cell::Cell::new(0),
         batches: RefCell::default(),
         next_batch: std::cell::Cell::new(0),
         services: RefCell::default(),
         hold_until_ms: std::cell::Cell::new(0),
         shown: RefCell::default(),
-        pending_store: RefCell::default(),
-        restored: RefCell::default(),
         trust_script_clicks: options.trust_script_clicks,
         countersign_endpoint: options.countersign_endpoint,
     }));
     // Records the bounded trail had to let go before the gateway took them are named in
     // a record of their own, which is shipped like any other.
+    let shipping = Shipping::new(audit);
     let weak = Rc::downgrade(&cs.0);
-    cs.0.shipping.on_gap(move |gap| {
+    shipping.on_gap(move |gap| {
         let shared = weak.upgrade()?;
         shared
             .executor
             .record_trail_gap(gap.first_seq, gap.last_seq, gap.unconfirmed, now())
             .ok()
     });
+    cs.add_service(Rc::new(shipping));
     crate::attention::start(&cs);
     crate::event_brand::remember_event_brand();
     if let Some(key) = options.keep_pending {
-        cs.keep_pending(format!("{key}:{role_key}"));
+        crate::restore::keep_pending(&cs, format!("{key}:{role_key}"));
     }
     register_page_state_action(&cs);
     if options.webmcp {
@@ -252,17 +250,18 @@ fn settle_on_pagehide(cs: &Countersign) {
             if !event.is_trusted() && !shared.trust_script_clicks {
                 return;
             }
-            let shipping = shared.shipping.clone();
-            // What waits now stays written for the next load of this tab.
-            if let Some(store) = shared.pending_store.borrow_mut().as_mut() {
-                store.freeze();
+            let cs = Countersign(shared);
+            let services = cs.services();
+            for service in &services {
+                Rc::clone(service).leaving(&cs);
             }
-            Countersign(shared).shutdown();
-            shipping.flush_with_beacon();
+            cs.shutdown();
+            for service in services {
+                service.left(&cs);
+            }
         }
     });
-    // Back from the back/forward cache: everything was settled on the way out, so what
-    // is stored for the next load must say so (nothing waits), not the state before.
+    // Back from the back/forward cache: everything was settled on the way out.
     let weak = Rc::downgrade(&cs.0);
     let on_show = Closure::<dyn FnMut(web_sys::PageTransitionEvent)>::new(
         move |event: web_sys::PageTransitionEvent| {
@@ -272,9 +271,6 @@ fn settle_on_pagehide(cs: &Countersign) {
             if let Some(shared) = weak.upgrade() {
                 if !event.is_trusted() && !shared.trust_script_clicks {
                     return;
-                }
-                if let Some(store) = shared.pending_store.borrow_mut().as_mut() {
-                    store.thaw();
                 }
                 let cs = Countersign(shared);
                 for service in cs.services() {

@@ -285,7 +285,7 @@ fn execute(
                 reason, &action,
             )));
         }
-        if cs.0.shipping.backlogged() {
+        if cs.audit_backlogged() {
             return Promise::resolve(&refused_early(countersign::outcome::Refusal::of_detail(
                 countersign::Reason::Unavailable,
                 &action,

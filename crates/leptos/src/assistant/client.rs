@@ -2,7 +2,7 @@
 
 use countersign::action::LocalBoxFuture;
 
-use super::message::{ModelError, ModelRequest, ModelTurn};
+use crate::conversation::{ModelError, ModelRequest, ModelTurn};
 
 /// Something that answers a conversation with text or tool calls.
 pub trait ModelClient {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use countersign::action::LocalBoxFuture;
 
 use super::client::ModelClient;
-use super::message::{ModelError, ModelRequest, ModelTurn};
+use crate::conversation::{ModelError, ModelRequest, ModelTurn};
 
 /// Tries the primary client; on "not configured" or "unreachable" switches to the
 /// offline one, until [`FallbackSwitch::set_online`] (the dock's "try the model again").

@@ -4,7 +4,6 @@
 
 mod client;
 mod fallback;
-mod message;
 mod openai;
 mod scripted;
 mod stream;
@@ -17,15 +16,15 @@ use std::rc::Rc;
 
 use countersign::Call;
 
+pub use crate::conversation::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
+pub use crate::conversation::{Preparing, Streaming};
 pub use client::ModelClient;
 pub use fallback::{Fallback, FallbackSwitch};
-pub use message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
 pub use openai::{
     parse_completion, parse_error, parse_error_with, OpenAiCompatible, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MODEL_TIMEOUT_MS, DEFAULT_RETRY_AFTER_S,
 };
 pub use scripted::{PhraseError, Reply, Rule, Scripted};
-pub use stream::{Preparing, Streaming};
 
 use crate::countersign::Countersign;
 use crate::dock_state::LogEntry;
@@ -144,7 +143,7 @@ impl Assistant {
     /// the calls it made have settled here (brought back and decided again, or reported
     /// to the model as not done). [`Assistant::for_page`] does it.
     pub fn resume(&self, cs: &Countersign) {
-        let Some(history) = cs.saved_history().filter(|h| valid_history(h)) else {
+        let Some(history) = crate::restore::saved_history(cs).filter(|h| valid_history(h)) else {
             return;
         };
         for message in &history {
@@ -165,13 +164,13 @@ impl Assistant {
         cs.set_working(true);
         let (this, cs) = (self.clone(), cs.clone());
         leptos::task::spawn_local(async move {
-            let restored = match cs.take_restored() {
+            let restored = match crate::restore::take_restored(&cs) {
                 Some(rx) => rx.await.unwrap_or_default(),
                 None => Vec::new(),
             };
             for call in open {
                 // A call that ended before the reload: what really happened to it.
-                let content = cs.saved_result(&call.id).unwrap_or_else(|| {
+                let content = crate::restore::saved_result(&cs, &call.id).unwrap_or_else(|| {
                     restored
                         .iter()
                         .find(|s| *s.tool_call_id == *call.id)
@@ -189,7 +188,7 @@ impl Assistant {
             for source in untrusted_read(&this.0.history.borrow()) {
                 let _ = cs.executor().read_untrusted(&source);
             }
-            cs.save_history(&this.0.history.borrow());
+            crate::restore::save_history(&cs, &this.0.history.borrow());
             let mut ran = Vec::new();
             let result = this.turn(&cs, &mut ran).await;
             this.finish(&cs, &result, &ran);
@@ -252,7 +251,7 @@ impl Assistant {
             window(&mut history);
             history.push(ChatMessage::text(Role::User, text));
         }
-        cs.save_history(&self.0.history.borrow());
+        crate::restore::save_history(cs, &self.0.history.borrow());
         let mut ran = Vec::new();
         let result = self.turn(cs, &mut ran).await;
         self.finish(cs, &result, &ran);
@@ -283,7 +282,7 @@ impl Assistant {
                 strings.ran_in_turn(ran)
             )));
         }
-        cs.save_history(&self.0.history.borrow());
+        crate::restore::save_history(cs, &self.0.history.borrow());
         cs.set_working(false);
         // A fallback client may have switched to the offline assistant during the turn.
         cs.set_offline(self.is_offline());
@@ -328,7 +327,7 @@ impl Assistant {
                     });
                     // Saved before the calls reach the gate: after a reload the turn is
                     // picked up from here.
-                    cs.save_history(&self.0.history.borrow());
+                    crate::restore::save_history(cs, &self.0.history.borrow());
                     if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
                         cs.push_log(LogEntry::Assistant(text));
                     }
@@ -366,7 +365,7 @@ impl Assistant {
                             ));
                         }
                     }
-                    cs.save_history(&self.0.history.borrow());
+                    crate::restore::save_history(cs, &self.0.history.borrow());
                 }
             }
         }
@@ -576,7 +575,7 @@ impl Assistant {
                 .history
                 .borrow_mut()
                 .push(ChatMessage::text(Role::Assistant, note));
-            cs.save_history(&self.0.history.borrow());
+            crate::restore::save_history(cs, &self.0.history.borrow());
         }
         result
     }
@@ -613,7 +612,7 @@ impl Assistant {
         if dropped > 0 {
             let strings = cs.locale().strings();
             cs.push_log(LogEntry::Notice(strings.history_trimmed(dropped)));
-            cs.save_history(&self.0.history.borrow());
+            crate::restore::save_history(cs, &self.0.history.borrow());
         }
     }
 }

@@ -5,7 +5,7 @@ use countersign::{action::LocalBoxFuture, wire::openai_tools};
 use serde_json::{json, Value};
 
 use super::client::ModelClient;
-use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
+use crate::conversation::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
 use crate::http::{fetch, fetch_full, fetch_streaming, Streamed};
 
 /// How long the model may say nothing before its request is abandoned: before its

@@ -14,7 +14,7 @@ mod phrase;
 use phrase::{fill, match_phrase, named, parse};
 
 use super::client::ModelClient;
-use super::message::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
+use crate::conversation::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
 use crate::i18n::Locale;
 
 /// Text in both languages.

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::message::{ModelError, ModelTurn, ToolCall};
+use crate::conversation::{ModelError, ModelTurn, Preparing, Streaming, ToolCall};
 
 /// The most a streamed answer may add up to (text and arguments together).
 const MAX_STREAMED_BYTES: usize = 4 * 1024 * 1024;
@@ -93,24 +93,6 @@ impl SseDecoder {
             self.data.push('\n');
         }
     }
-}
-
-/// A tool call while its arguments stream in.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Preparing {
-    /// The tool's name as streamed so far (model text: show it escaped).
-    pub name: String,
-    /// How many bytes of arguments have arrived.
-    pub bytes: usize,
-}
-
-/// What a streamed answer holds so far: what the dock shows while it arrives.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Streaming {
-    /// The text so far.
-    pub text: String,
-    /// Tool calls being prepared, in index order. None of them can run yet.
-    pub preparing: Vec<Preparing>,
 }
 
 #[derive(Debug, Default)]

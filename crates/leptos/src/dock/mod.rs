@@ -54,7 +54,7 @@ fn PasskeySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl Int
     let strings = cs.with_value(|cs| cs.locale().strings());
     let state = RwSignal::new(crate::passkey::Setup::Unknown);
     if crate::webauthn::supported() {
-        cs.with_value(|cs| cs.check_passkey(state));
+        cs.with_value(|cs| crate::passkey::check(cs, state));
     }
     move || {
         use crate::passkey::Setup;
@@ -88,7 +88,7 @@ fn PasskeySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl Int
                         " "
                         <button type="button" class="cs-btn cs-btn--link cs-passkey-setup" on:click=move |event| {
                             let typed = code.get_untracked();
-                            cs.with_value(|cs| cs.register_passkey(&event, typed, state));
+                            cs.with_value(|cs| crate::passkey::register(cs, &event, typed, state));
                         }>{strings.passkey_setup}</button>
                     </p>
                 }.into_any())

@@ -5,7 +5,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::rc::Rc;
-use std::time::Duration;
 
 use countersign::{
     question::AnswerError, ticket::EditError, ticket::GrantId, ticket::TicketError,
@@ -15,10 +14,11 @@ use futures_channel::oneshot;
 use leptos::prelude::*;
 use serde_json::{Map, Value};
 
-use crate::audit_ship::{Shipping, ShippingStatus};
+mod driver;
+mod services;
+
 use crate::clock::now;
 use crate::dock_state::{DockSignals, DockState, LogEntry};
-use crate::grant_store::{GrantStore, GrantStoreSlot};
 use crate::i18n::Locale;
 use crate::page_registry::PageRegistry;
 
@@ -36,14 +36,8 @@ pub(crate) struct Shared {
     pub(crate) timer: RefCell<Option<gloo_timers::callback::Timeout>>,
     pub(crate) ticker: RefCell<Option<gloo_timers::callback::Interval>>,
     pub(crate) builtins: RefCell<Vec<countersign::executor::Registration>>,
-    pub(crate) shipping: Shipping,
-    pub(crate) grant_store: GrantStoreSlot,
     /// How many audit records the activity list has looked at.
     pub(crate) activity_seen: std::cell::Cell<usize>,
-    /// Pending approvals and handoffs kept across reloads, when the page asked for it.
-    pub(crate) pending_store: crate::pending_store::PendingSlot,
-    /// The results of the calls brought back after a reload, for the assistant.
-    pub(crate) restored: RefCell<Option<oneshot::Receiver<Vec<Settled>>>>,
     /// Whether script clicks count as a person's (browser tests only).
     pub(crate) trust_script_clicks: bool,
     /// Where countersignatures are minted (`/v1/countersign`), if anywhere.
@@ -51,7 +45,8 @@ pub(crate) struct Shared {
     /// The model turns whose calls have not all settled.
     pub(crate) batches: RefCell<Vec<crate::batch::Batch>>,
     pub(crate) next_batch: std::cell::Cell<u64>,
-    /// What follows the gate: the tab's attention, the WebMCP export, the MCP relay.
+    /// What follows the gate: audit shipping, the tab's attention, the stores of
+    /// pending calls and of grants, the WebMCP export, the MCP relay.
     pub(crate) services: RefCell<Vec<Rc<dyn PageService>>>,
     /// Until when (host ms) yes-gestures are held back: an agent just withdrew the card
     /// on screen, so the one now under the person's pointer is not the one they read.
@@ -60,14 +55,22 @@ pub(crate) struct Shared {
     pub(crate) shown: RefCell<HashMap<CallId, u64>>,
 }
 
-/// A part of the page that follows the gate (the tab's attention, the WebMCP export, the
-/// MCP relay): after every step it brings what it shows or sends up to date. A new
-/// service is one module and one [`Countersign::add_service`] call.
+/// A part of the page that follows the gate (audit shipping, the tab's attention, the
+/// stores of pending calls and of grants, the WebMCP export, the MCP relay): after every
+/// step it brings what it shows, keeps or sends up to date. A new service is one module
+/// and one [`Countersign::add_service`] call.
 pub(crate) trait PageService: std::any::Any {
     /// After every step of the gate.
     fn after_step(self: Rc<Self>, cs: &Countersign);
-    /// The page is going away, or into the back/forward cache.
+    /// A call settled (before whoever waits for it hears).
+    fn call_settled(self: Rc<Self>, _cs: &Countersign, _settled: &Settled) {}
+    /// The gate is shutting down (the provider unmounts, or the page goes away), before
+    /// the calls still live are settled.
     fn close(self: Rc<Self>, _cs: &Countersign) {}
+    /// The browser is taking the page away (`pagehide`), before anything settles.
+    fn leaving(self: Rc<Self>, _cs: &Countersign) {}
+    /// The page is gone: every call settled and its record written.
+    fn left(self: Rc<Self>, _cs: &Countersign) {}
     /// The page came back from the back/forward cache.
     fn reopen(self: Rc<Self>, _cs: &Countersign) {}
 }
@@ -474,57 +477,8 @@ impl Countersign {
             .unwrap_or_else(|| action.to_owned())
     }
 
-    /// Starts sending every audit record (past and future) to `endpoint` (the gateway's
-    /// `/v1/audit`), in order, retried with backoff, and handed to `sendBeacon` when the
-    /// page goes away. [`crate::Assistant::for_page`] does it when a gateway is there.
-    pub fn ship_audit(&self, endpoint: impl Into<String>) {
-        self.0.shipping.start(endpoint.into());
-    }
-
-    /// How shipping is going, if it was started.
-    pub fn shipping_status(&self) -> Option<ShippingStatus> {
-        self.0.shipping.status()
-    }
-
-    /// Keeps "always allow" grants for `ttl` across page loads, in `localStorage` under
-    /// `key` and the session's role. A saved grant is restored only when the same
-    /// declaration registers again, for the same role, and only where a person could
-    /// grant it now (`Ask`, not asked twice); its rule is derived again from the saved
-    /// arguments. Expired and unreadable entries are dropped.
-    pub fn persist_grants(&self, key: impl Into<String>, ttl: Duration) {
-        let key = format!("{}:{}", key.into(), self.0.role);
-        *self.0.grant_store.borrow_mut() = Some(GrantStore::open(key, ttl));
-        self.pump();
-    }
-
-    /// Saves the assistant's conversation beside the pending calls (when kept).
-    pub(crate) fn save_history(&self, history: &[crate::assistant::ChatMessage]) {
-        if let Some(store) = self.0.pending_store.borrow().as_ref() {
-            store.save_history(&history);
-        }
-    }
-
-    /// The conversation an earlier load of this tab saved, if it is kept and readable.
-    pub(crate) fn saved_history(&self) -> Option<Vec<crate::assistant::ChatMessage>> {
-        self.0.pending_store.borrow().as_ref()?.history()
-    }
-
-    /// The result a call settled with in an earlier load of this tab, if kept.
-    pub(crate) fn saved_result(&self, tool_call_id: &str) -> Option<String> {
-        self.0
-            .pending_store
-            .borrow()
-            .as_ref()?
-            .result_of(tool_call_id)
-    }
-
-    /// The results of the calls brought back after a reload (once, for the assistant).
-    pub(crate) fn take_restored(&self) -> Option<oneshot::Receiver<Vec<Settled>>> {
-        self.0.restored.borrow_mut().take()
-    }
-
     /// What of the model's answer has streamed in so far (`None` when none streams).
-    pub(crate) fn set_streaming(&self, streaming: Option<crate::assistant::Streaming>) {
+    pub(crate) fn set_streaming(&self, streaming: Option<crate::conversation::Streaming>) {
         self.0.dock.streaming.set(streaming);
     }
 

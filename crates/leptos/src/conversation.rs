@@ -1,4 +1,5 @@
-//! The conversation as model clients see it (Chat Completions shapes).
+//! The conversation as model clients see it (Chat Completions shapes), and what the
+//! dock shows of an answer while it streams in.
 
 use serde::{Deserialize, Serialize};
 
@@ -143,4 +144,22 @@ pub enum ModelError {
         /// The names of the tool calls that were being prepared (model text).
         preparing: Vec<String>,
     },
+}
+
+/// A tool call while its arguments stream in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Preparing {
+    /// The tool's name as streamed so far (model text: show it escaped).
+    pub name: String,
+    /// How many bytes of arguments have arrived.
+    pub bytes: usize,
+}
+
+/// What a streamed answer holds so far: what the dock shows while it arrives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Streaming {
+    /// The text so far.
+    pub text: String,
+    /// Tool calls being prepared, in index order. None of them can run yet.
+    pub preparing: Vec<Preparing>,
 }

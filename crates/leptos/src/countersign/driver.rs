@@ -1,5 +1,6 @@
 //! The driver: after every executor step it delivers settlements to whoever waits,
-//! refreshes the dock's signals, re-arms the deadline timer and ships the audit.
+//! refreshes the dock's signals, re-arms the deadline timer and lets each page service
+//! follow.
 
 use std::rc::Rc;
 
@@ -44,10 +45,9 @@ impl Countersign {
         rx
     }
 
-    /// Delivers settlements, refreshes the dock's signals, re-arms the timer and ships
-    /// the audit. Called after every executor step.
+    /// Delivers settlements, refreshes the dock's signals, re-arms the timer and brings
+    /// every page service up to date. Called after every executor step.
     pub(crate) fn pump(&self) {
-        crate::grant_store::sync(&self.0.grant_store, &self.0.executor);
         // Settling a batch item may let a later one be submitted, which may settle at
         // once: deliver until nothing more moves.
         loop {
@@ -66,23 +66,9 @@ impl Countersign {
         dock.grants.set(exec.grants());
         dock.batches
             .set(self.0.batches.borrow().iter().map(|b| b.view()).collect());
-        if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
-            // Only when what waits changed: most steps change nothing stored.
-            let mut waiting: Vec<CallId> = dock
-                .approvals
-                .with_untracked(|cards| cards.iter().map(|c| c.call).collect());
-            dock.handoffs
-                .with_untracked(|h| waiting.extend(h.iter().map(|v| v.call)));
-            if !store.holds_exactly(&waiting) {
-                let batches = self.0.batches.borrow();
-                let batch_of = |call| batches.iter().find(|b| b.holds(call)).map(|b| b.id);
-                store.sync(exec.waiting(now()), batch_of, js_sys::Date::now());
-            }
-        }
         dock.now_ms.set(now().as_millis());
         self.note_activity();
         self.rearm();
-        self.0.shipping.ship();
         for service in self.services() {
             service.after_step(self);
         }
@@ -135,13 +121,12 @@ impl Countersign {
 
     fn deliver(&self, s: Settled) {
         self.0.shown.borrow_mut().remove(&s.call);
-        // The conversation, and the results kept for it across a reload, are the
-        // assistant's: an agent's outcomes are on its cards and in the list of what
-        // ran unasked (and must not push the assistant's results out).
+        for service in self.services() {
+            service.call_settled(self, &s);
+        }
+        // The conversation is the assistant's: an agent's outcomes are on its cards and
+        // in the list of what ran unasked.
         if s.caller.is_assistant() {
-            if let Some(store) = self.0.pending_store.borrow_mut().as_mut() {
-                store.note_result(&s.tool_call_id, s.to_model_content());
-            }
             let title = self.title_of(&s.action);
             self.push_log(LogEntry::Outcome {
                 action: s.action.to_string(),
