@@ -24,6 +24,11 @@ const AXE_CORE_NPM: &str = "4.14.1";
 const CANONICALIZE_NPM: &str = "3.0.0";
 /// The stock RFC 8785 (JCS) library in Python that the argument digest is checked against.
 const RFC8785_PYPI: &str = "0.1.4";
+/// The stock JOSE library in Python a backend checks a countersignature with (PyJWT does
+/// not read RFC 9864's `alg: "Ed25519"` yet; joserfc does).
+const JOSERFC_PYPI: &str = "1.8.0";
+/// The stock JOSE library in Node a backend checks a countersignature with.
+const JOSE_NPM: &str = "6.2.19";
 /// Debian packages the browser tests need, with a file each installs.
 const APT_PACKAGES: [(&str, &str); 3] = [
     ("chromium", "/usr/bin/chromium"),
@@ -266,6 +271,19 @@ fn setup() -> Result {
         )?;
     }
 
+    // jose, beside them, for the Node backend that checks a countersignature.
+    let jose = npm_tools_dir().join("node_modules/jose/package.json");
+    let has_jose = std::fs::read_to_string(&jose)
+        .is_ok_and(|text| text.contains(&format!("\"version\": \"{JOSE_NPM}\"")));
+    if has_jose {
+        println!("ok: jose {JOSE_NPM} (npm)");
+    } else {
+        npm_install(
+            &format!("jose@{JOSE_NPM}"),
+            &format!("jose {JOSE_NPM} (JOSE, for the Node backend's token check)"),
+        )?;
+    }
+
     match version_of("trunk") {
         Some(v) if v.contains(TRUNK_VERSION) => println!("ok: {v}"),
         found => {
@@ -293,13 +311,17 @@ fn setup() -> Result {
     let has_sdk = cmd("python3")
         .args([
             "-c",
-            "import openai, jwt, cryptography, mcp.client.streamable_http, rfc8785",
+            &format!(
+                "import openai, joserfc, mcp.client.streamable_http, rfc8785; \
+                 from importlib.metadata import version as v; \
+                 assert v('joserfc') == '{JOSERFC_PYPI}'"
+            ),
         ])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
     if has_sdk {
-        println!("ok: python openai SDK, PyJWT, the MCP SDK and rfc8785");
+        println!("ok: python openai SDK, joserfc, the MCP SDK and rfc8785");
     } else {
         let mut c = cmd("python3");
         c.args([
@@ -309,12 +331,12 @@ fn setup() -> Result {
             "--quiet",
             "--disable-pip-version-check",
             "openai",
-            "pyjwt[crypto]",
+            &format!("joserfc=={JOSERFC_PYPI}"),
             "mcp>=2.3,<3",
             &format!("rfc8785=={RFC8785_PYPI}"),
         ]);
         run(
-            "installing the OpenAI Python SDK, PyJWT, the MCP Python SDK (real clients for the gateway tests) and rfc8785 (RFC 8785, for the argument digest's interop table)",
+            "installing the OpenAI Python SDK, the MCP Python SDK (real clients for the gateway tests), joserfc (a stock JOSE library, for the Python backend's token check) and rfc8785 (RFC 8785, for the argument digest)",
             c,
         )?;
     }

@@ -91,6 +91,8 @@ pub struct MintRequest {
     pub tool_call_id: String,
     /// The action's id.
     pub action: String,
+    /// The action's declared risk.
+    pub kind: crate::Kind,
     /// The SHA-256 of the canonical arguments that will run (hex).
     pub args_sha256: ArgsDigest,
     /// The digest of the card the person approved; `None` when a grant covered the call.

@@ -83,6 +83,8 @@ pub struct GatewayConfig {
     pub policy: Option<String>,
     /// The `iss` of the countersignatures this gateway mints (backends check it).
     pub issuer: String,
+    /// The `aud` of the countersignatures: the backend that will act (it checks it).
+    pub audience: String,
     /// How long a countersignature is valid after it is minted.
     pub countersign_ttl: Duration,
     /// Serve the tutorial's backend (`POST /v1/demo/{action}`), which refuses a
@@ -116,6 +118,7 @@ impl GatewayConfig {
             dist: None,
             policy: None,
             issuer: DEFAULT_ISSUER.into(),
+            audience: countersign_verify::DEFAULT_AUDIENCE.into(),
             countersign_ttl: Duration::from_secs(120),
             demo_backend: false,
             mcp_token: None,

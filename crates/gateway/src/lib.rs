@@ -152,12 +152,24 @@ impl AppState {
     }
 
     /// Signs countersignatures with the key of this seed (the signing key file's).
-    pub fn with_signing_seed(mut self, seed: &[u8; 32]) -> Self {
-        let signer = countersign_verify::Signer::from_seed(seed);
-        self.verifier = Arc::new(
-            countersign_verify::Verifier::new(self.config.issuer.clone())
-                .trust(signer.verifying_key()),
-        );
+    pub fn with_signing_seed(self, seed: &[u8; 32]) -> Self {
+        self.with_signing_keys(seed, &[])
+    }
+
+    /// Signs with the key of `seed`, and also publishes (and, for the tutorial's
+    /// backend, trusts) the keys of `retired` seeds, which signed before a rotation:
+    /// their tokens keep verifying until they expire.
+    pub fn with_signing_keys(mut self, seed: &[u8; 32], retired: &[[u8; 32]]) -> Self {
+        let mut signer = countersign_verify::Signer::from_seed(seed);
+        let mut verifier = countersign_verify::Verifier::new(self.config.issuer.clone())
+            .audience(self.config.audience.clone())
+            .trust(signer.verifying_key());
+        for old in retired {
+            let key = countersign_verify::Signer::from_seed(old).verifying_key();
+            signer = signer.publish_retired(&key);
+            verifier = verifier.trust(key);
+        }
+        self.verifier = Arc::new(verifier);
         self.signer = Arc::new(signer);
         // Pairing codes from the kept seed: a page keeps its code across a restart.
         if let Ok(mut mac) = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(seed) {

@@ -140,9 +140,21 @@ struct ServeArgs {
     /// public key is at `/.well-known/jwks.json`.
     #[arg(long, env = "COUNTERSIGN_SIGNING_KEY_FILE")]
     signing_key_file: Option<PathBuf>,
+    /// Seed files of signing keys retired by a rotation (repeatable): their public keys
+    /// stay in `/.well-known/jwks.json`, so tokens they signed verify until they expire.
+    /// Drop one once the longest token lifetime has passed since the switch.
+    #[arg(
+        long = "retired-signing-key-file",
+        env = "COUNTERSIGN_RETIRED_SIGNING_KEY_FILES",
+        value_delimiter = ','
+    )]
+    retired_signing_key_files: Vec<PathBuf>,
     /// The `iss` of the countersignatures (backends check it).
     #[arg(long, env = "COUNTERSIGN_ISSUER", default_value = countersign_gateway::DEFAULT_ISSUER)]
     issuer: String,
+    /// The `aud` of the countersignatures: the backend that acts on them (it checks it).
+    #[arg(long, env = "COUNTERSIGN_AUDIENCE", default_value = countersign_verify::DEFAULT_AUDIENCE)]
+    audience: String,
     /// Seconds a countersignature stays valid (1 to 600).
     #[arg(long, env = "COUNTERSIGN_TTL_SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=600))]
     countersign_ttl_secs: u64,
@@ -298,7 +310,7 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
     let config = configuration(&args)?;
     let keys = keys(&args)?;
     let stores = stores(&args, keys.audit).await?;
-    let gateway = router(&args, config, &keys.signing_seed, stores).await?;
+    let gateway = router(&args, config, (&keys.signing_seed, &keys.retired), stores).await?;
     listen(&args, gateway).await
 }
 
@@ -342,6 +354,7 @@ fn configuration(args: &ServeArgs) -> Result<GatewayConfig, Error> {
         dist: args.dist.clone(),
         policy,
         issuer: args.issuer.clone(),
+        audience: args.audience.clone(),
         countersign_ttl: Duration::from_secs(args.countersign_ttl_secs),
         demo_backend: args.demo_backend,
         mcp_token: mcp_token(args.mcp_token_file.as_deref())?,
@@ -399,10 +412,12 @@ fn mcp_token(file: Option<&Path>) -> Result<Option<Secret>, Error> {
     Ok(Some(Secret::new(token)))
 }
 
-/// The keys a gateway holds: the audit key, and the seed that signs countersignatures.
+/// The keys a gateway holds: the audit key, the seed that signs countersignatures, and
+/// the seeds of retired signing keys (only their public keys are used).
 struct Keys {
     audit: ChainKey,
     signing_seed: [u8; 32],
+    retired: Vec<[u8; 32]>,
 }
 
 /// The keys, from their files (or the environment). With a file trail a missing key is
@@ -442,9 +457,19 @@ fn keys(args: &ServeArgs) -> Result<Keys, Error> {
     let audit = audit_key(Some(&key_file), !shared)
         .map_err(|source| Error::AuditKey { shared, source })?
         .ok_or(Error::NoAuditKey)?;
+    let retired = args
+        .retired_signing_key_files
+        .iter()
+        .map(|path| countersign_gateway::load_signing_seed(path))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| Error::SigningKey {
+            shared: false,
+            source,
+        })?;
     Ok(Keys {
         audit,
         signing_seed,
+        retired,
     })
 }
 
@@ -530,12 +555,12 @@ struct Gateway {
 async fn router(
     args: &ServeArgs,
     config: GatewayConfig,
-    signing_seed: &[u8; 32],
+    (signing_seed, retired): (&[u8; 32], &[[u8; 32]]),
     stores: Stores,
 ) -> Result<Gateway, Error> {
     let mut state = AppState::new(config, stores.audit)
         .map_err(Error::HttpClient)?
-        .with_signing_seed(signing_seed)
+        .with_signing_keys(signing_seed, retired)
         .with_passkeys(stores.passkeys);
     if let Some(endpoint) = args.otlp_endpoint.clone().filter(|e| !e.is_empty()) {
         let service = args.service_name.clone();

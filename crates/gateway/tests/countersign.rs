@@ -24,7 +24,7 @@ use countersign::{
     Action, Call, Caller, Config, Confirm, Executor, Gesture, Kind, MemoryAudit, Session, Step,
     Timestamp,
 };
-use countersign_verify::{ApprovedBy, Claims, Expected, Presence, Signer, Verifier};
+use countersign_verify::{ActionDetail, ApprovedBy, Claims, Expected, Presence, Signer, Verifier};
 use serde_json::{json, Value};
 
 const SEED: [u8; 32] = [9; 32];
@@ -38,6 +38,7 @@ fn mint_body(action: &str, args: &Value) -> Value {
         "call": 3,
         "tool_call_id": "call_abc",
         "action": action,
+        "kind": "danger",
         "args_sha256": digest(args),
         "card_sha256": "cd".repeat(32),
         "approved_by": "once",
@@ -104,17 +105,23 @@ async fn a_minted_token_is_recorded_first_and_checks_out_under_the_published_key
         .verify_now(token, &Expected::call("archive_workspace", &json!({})))
         .await
         .unwrap();
-    assert_eq!(claims.call, 3);
-    assert_eq!(&*claims.tool_call_id, "call_abc");
+    let detail = claims.detail().unwrap();
+    assert_eq!(detail.call, 3);
+    assert_eq!(&*detail.tool_call_id, "call_abc");
     assert_eq!(
-        claims.card_sha256.as_deref(),
+        detail.card_sha256.as_deref(),
         Some("cd".repeat(32).as_str())
     );
-    assert_eq!(claims.approved_by, ApprovedBy::Once);
-    assert_eq!(claims.session, "page-0a1b2c");
-    assert_eq!(claims.role, "admin");
-    assert_eq!(claims.presence, Presence::Click);
+    assert_eq!(detail.decision, ApprovedBy::Once);
+    assert_eq!(detail.kind, Kind::Danger);
+    assert_eq!(detail.session, "page-0a1b2c");
+    assert_eq!(detail.role, "admin");
+    assert_eq!(detail.presence, Presence::Click);
+    // A click is the page's word: no approver, no authentication method.
+    assert_eq!((claims.sub.as_deref(), claims.amr.len()), (None, 0));
+    assert_eq!(claims.aud, countersign_verify::DEFAULT_AUDIENCE);
     assert_eq!(claims.exp - claims.iat, 120);
+    assert_eq!(claims.nbf, claims.iat);
     assert_eq!(answer["id"], json!(claims.jti));
     // The mint is the audit record: one, naming the token.
     let trail = String::from_utf8(s.audit.export().await.unwrap()).unwrap();
@@ -264,6 +271,7 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
             call,
             tool_call_id,
             action,
+            kind,
             args_sha256,
             card_sha256,
             approved_by,
@@ -275,22 +283,34 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
         } = request;
         let Claims {
             iss,
-            jti,
+            sub,
+            aud,
             iat,
+            nbf,
             exp,
+            jti,
+            act,
+            amr,
+            mut authorization_details,
+        } = claims;
+        assert_eq!(authorization_details.len(), 1);
+        let ActionDetail {
+            type_,
+            action: signed_action,
+            kind: signed_kind,
             call: signed_call,
             tool_call_id: signed_tool_call_id,
-            action: signed_action,
             args_sha256: signed_args_sha256,
             card_sha256: signed_card_sha256,
-            approved_by: signed_approved_by,
+            decision: signed_approved_by,
             grant: signed_grant,
             session: signed_session,
             role: signed_role,
             presence: signed_presence,
             passkey,
-            caller: signed_caller,
-        } = claims;
+        } = authorization_details.remove(0);
+        assert_eq!(type_, countersign_verify::ACTION_DETAIL_TYPE);
+        assert_eq!(signed_kind, kind);
         assert_eq!(signed_call, call.get());
         assert_eq!(signed_tool_call_id, tool_call_id);
         assert_eq!(signed_action, action);
@@ -301,9 +321,12 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
         assert_eq!(signed_session, session);
         assert_eq!(signed_role, role);
         assert_eq!(wire(signed_presence), wire(presence));
-        assert_eq!(signed_caller, caller);
+        assert_eq!(act.sub, caller);
         // What the gateway adds, and nothing more.
         assert_eq!(iss, "countersign-gateway");
+        assert_eq!(aud, countersign_verify::DEFAULT_AUDIENCE);
+        assert_eq!((sub, amr), (None, Vec::<String>::new()));
+        assert_eq!(nbf, iat);
         assert_eq!(answer["id"], json!(jti));
         assert_eq!(exp - iat, 120);
         assert_eq!(passkey, None);
@@ -552,21 +575,31 @@ fn claims(action: &str, age_secs: u64) -> Claims {
         .as_secs();
     Claims {
         iss: "countersign-gateway".into(),
-        jti: format!("{:032x}", now ^ age_secs),
+        sub: None,
+        aud: countersign_verify::DEFAULT_AUDIENCE.into(),
         iat: now - age_secs,
+        nbf: now - age_secs,
         exp: now - age_secs + 120,
-        call: 1,
-        tool_call_id: "t".into(),
-        action: action.into(),
-        args_sha256: digest(&json!({})),
-        card_sha256: None,
-        approved_by: ApprovedBy::Grant,
-        grant: Some(1),
-        session: "s".into(),
-        role: "admin".into(),
-        presence: Presence::Click,
-        passkey: None,
-        caller: countersign::Caller::Assistant,
+        jti: format!("{:032x}", now ^ age_secs),
+        act: countersign_verify::Actor {
+            sub: countersign::Caller::Assistant,
+        },
+        amr: Vec::new(),
+        authorization_details: vec![ActionDetail {
+            type_: countersign_verify::ACTION_DETAIL_TYPE.into(),
+            action: action.into(),
+            kind: Kind::Danger,
+            call: 1,
+            tool_call_id: "t".into(),
+            args_sha256: digest(&json!({})),
+            card_sha256: None,
+            decision: ApprovedBy::Grant,
+            grant: Some(1),
+            session: "s".into(),
+            role: "admin".into(),
+            presence: Presence::Click,
+            passkey: None,
+        }],
     }
 }
 
@@ -589,20 +622,23 @@ fn the_signing_key_file_is_created_private_and_read_back() {
     assert!(countersign_gateway::load_or_create_signing_seed(&path).is_err());
 }
 
-/// A Python backend, with PyJWT (a stock JOSE library from PyPI), fetches the JWKS,
-/// verifies a token the gateway minted, and checks the argument digest itself with
-/// rfc8785 (a stock JCS library): small and large numbers and keys past the Basic
-/// Multilingual Plane digest alike on both sides.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_python_backend_verifies_a_token_with_pyjwt() {
+/// Arguments that stress canonical JSON: escapes, non-ASCII text, small and large
+/// numbers, a whole double, and keys past the Basic Multilingual Plane.
+fn hard_arguments() -> Value {
+    json!({"name": "Zoë \"Ops\" 東京", "count": 3, "tags": ["b", "a"], "nested": {"z": true, "a": null},
+           "ratio": 0.00001, "far": 1e21, "whole": 2.0, "\u{fb01}": 2, "\u{1f600}": 1})
+}
+
+/// Runs a stock backend's check (`program script JWKS TOKEN ACTION ARGS`) on a token the
+/// gateway minted for `args`, and asserts it verified, then refused other arguments and
+/// a tampered signature.
+async fn a_stock_backend_checks(program: &str, script: &std::path::Path, library: &str) {
     let (base, _s, _dir) = gateway(false).await;
     let client = reqwest::Client::new();
-    let args = json!({"name": "Zoë \"Ops\" 東京", "count": 3, "tags": ["b", "a"], "nested": {"z": true, "a": null},
-                      "ratio": 0.00001, "far": 1e21, "whole": 2.0, "\u{fb01}": 2, "\u{1f600}": 1});
+    let args = hard_arguments();
     let (_, answer) = mint(&client, &base, &mint_body("save_workspace_name", &args)).await;
     let token = answer["countersignature"].as_str().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/verify_token.py");
-    let output = tokio::process::Command::new("python3")
+    let output = tokio::process::Command::new(program)
         .arg(script)
         .arg(format!("{base}/.well-known/jwks.json"))
         .arg(token)
@@ -610,16 +646,45 @@ async fn a_python_backend_verifies_a_token_with_pyjwt() {
         .arg(args.to_string())
         .output()
         .await
-        .expect("python3 runs (cargo xtask setup installs PyJWT)");
+        .unwrap_or_else(|e| panic!("{program} runs (cargo xtask setup installs {library}): {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "PyJWT refused:\n{stdout}\n{stderr}"
+        "{library} refused:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("verified: save_workspace_name"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "verified: save_workspace_name call 3 decision once presence click asked by assistant"
+        ),
+        "{stdout}"
+    );
     assert!(stdout.contains("refused: other arguments"), "{stdout}");
     assert!(stdout.contains("refused: tampered"), "{stdout}");
+}
+
+/// A Python backend with joserfc and rfc8785 (stock libraries from PyPI) fetches the
+/// JWKS, verifies a token the gateway minted (`alg: Ed25519`, the type, issuer,
+/// audience, times) and checks the argument digest itself over canonical JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_backend_verifies_a_token_with_joserfc() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/verify_token.py");
+    a_stock_backend_checks("python3", &script, "joserfc and rfc8785").await;
+}
+
+/// A Node backend with jose and canonicalize (stock libraries from npm) does the same.
+/// The script runs beside the npm tools, where its imports resolve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_backend_verifies_a_token_with_jose() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tools = root.join("target/tools");
+    let script = tools.join("verify_token.mjs");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/verify_token.mjs"),
+        &script,
+    )
+    .expect("cargo xtask setup makes target/tools with jose and canonicalize from npm");
+    a_stock_backend_checks("node", &script, "jose and canonicalize").await;
 }
 
 async fn with_passkeys() -> (String, countersign_gateway::AppState, tempfile::TempDir) {

@@ -1,4 +1,4 @@
-"""A backend in Python checking a Countersign countersignature with PyJWT.
+"""A backend in Python checking a Countersign countersignature with joserfc and rfc8785.
 
 usage: verify_token.py JWKS_URL TOKEN ACTION ARGUMENTS_JSON
 """
@@ -6,50 +6,63 @@ usage: verify_token.py JWKS_URL TOKEN ACTION ARGUMENTS_JSON
 import hashlib
 import json
 import sys
+import urllib.request
 
-import jwt  # PyJWT, with `cryptography` for EdDSA
-import rfc8785  # the JSON Canonicalization Scheme
+import rfc8785  # the JSON Canonicalization Scheme (RFC 8785)
+from joserfc import jwt
+from joserfc.errors import BadSignatureError
+from joserfc.jwk import KeySet
+
+ISSUER = "countersign-gateway"
+AUDIENCE = "countersign-backend"
+TYPE = "countersign-approval+jwt"
 
 
-def args_sha256(arguments):
-    # Countersign's canonical JSON is RFC 8785 (JCS).
-    return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
+def fetch_keys(jwks_url):
+    with urllib.request.urlopen(jwks_url) as answer:
+        return KeySet.import_key_set(json.load(answer))
 
 
-def verify(token, jwks_url, action, arguments):
-    header = jwt.get_unverified_header(token)
-    if header.get("typ") != "countersign+jwt" or header.get("alg") != "EdDSA":
+def verify(token, keys, action, arguments):
+    # Ed25519 only (RFC 9864); joserfc checks the signature with the key named by `kid`.
+    decoded = jwt.decode(token, keys, algorithms=["Ed25519"])
+    if decoded.header.get("typ") != TYPE:
         raise ValueError("not a countersignature")
-    key = jwt.PyJWKClient(jwks_url).get_signing_key(header["kid"]).key
-    claims = jwt.decode(
-        token,
-        key,
-        algorithms=["EdDSA"],
-        issuer="countersign-gateway",
-        options={"require": ["exp", "iat", "iss", "jti"]},
-    )
-    if claims["action"] != action:
+    jwt.JWTClaimsRegistry(
+        iss={"essential": True, "value": ISSUER},
+        aud={"essential": True, "value": AUDIENCE},
+        exp={"essential": True},
+        nbf={"essential": True},
+        jti={"essential": True},
+    ).validate(decoded.claims)
+    details = [d for d in decoded.claims["authorization_details"] if d.get("type") == "countersign_action"]
+    if len(details) != 1:
+        raise ValueError("no single countersign_action entry")
+    detail = details[0]
+    if detail["action"] != action:
         raise ValueError("other action")
-    if claims["args_sha256"] != args_sha256(arguments):
+    if detail["args_sha256"] != hashlib.sha256(rfc8785.dumps(arguments)).hexdigest():
         raise ValueError("other arguments")
-    return claims
+    return decoded.claims, detail
 
 
 def main():
     jwks_url, token, action, arguments = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    claims = verify(token, jwks_url, action, arguments)
-    print(f"verified: {claims['action']} call {claims['call']} approved {claims['approved_by']} presence {claims['presence']}")
+    keys = fetch_keys(jwks_url)
+    claims, detail = verify(token, keys, action, arguments)
+    print(f"verified: {detail['action']} call {detail['call']} decision {detail['decision']} "
+          f"presence {detail['presence']} asked by {claims['act']['sub']}")
     try:
-        verify(token, jwks_url, action, {**arguments, "count": 4})
+        verify(token, keys, action, {**arguments, "count": 4})
         sys.exit("accepted other arguments")
     except ValueError as e:
         print(f"refused: {e}")
     head, body, sig = token.split(".")
     tampered = ".".join([head, body, ("A" if sig[0] != "A" else "B") + sig[1:]])
     try:
-        verify(tampered, jwks_url, action, arguments)
+        verify(tampered, keys, action, arguments)
         sys.exit("accepted a tampered token")
-    except jwt.InvalidSignatureError:
+    except BadSignatureError:
         print("refused: tampered")
 
 

@@ -9,21 +9,32 @@ use serde_json::json;
 fn claims(jti: u64) -> Claims {
     Claims {
         iss: "countersign-gateway".into(),
-        jti: format!("{jti:032x}"),
+        sub: None,
+        aud: countersign_verify::DEFAULT_AUDIENCE.into(),
         iat: 1_800_000_000,
+        nbf: 1_800_000_000,
         exp: 1_800_000_120,
-        call: 1,
-        tool_call_id: "call_1".into(),
-        action: "save_workspace_name".into(),
-        args_sha256: countersign::audit::ArgsDigest::of_value(&json!({"name": "Apollo"})).to_hex(),
-        card_sha256: Some("ab".repeat(32)),
-        approved_by: ApprovedBy::Once,
-        grant: None,
-        session: "page-0a1b2c3d4e5f".into(),
-        role: "admin".into(),
-        presence: Presence::Click,
-        passkey: None,
-        caller: countersign::Caller::Assistant,
+        jti: format!("{jti:032x}"),
+        act: countersign_verify::Actor {
+            sub: countersign::Caller::Assistant,
+        },
+        amr: Vec::new(),
+        authorization_details: vec![countersign_verify::ActionDetail {
+            type_: countersign_verify::ACTION_DETAIL_TYPE.into(),
+            action: "save_workspace_name".into(),
+            kind: countersign::Kind::Danger,
+            call: 1,
+            tool_call_id: "call_1".into(),
+            args_sha256: countersign::audit::ArgsDigest::of_value(&json!({"name": "Apollo"}))
+                .to_hex(),
+            card_sha256: Some("ab".repeat(32)),
+            decision: ApprovedBy::Once,
+            grant: None,
+            session: "page-0a1b2c3d4e5f".into(),
+            role: "admin".into(),
+            presence: Presence::Click,
+            passkey: None,
+        }],
     }
 }
 

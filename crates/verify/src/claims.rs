@@ -1,6 +1,16 @@
-//! What a countersignature states (the JWS payload).
+//! What a countersignature states (the JWS payload): registered JWT claims first, and
+//! the approved call as one RFC 9396 `authorization_details` entry of our own type.
 
+use countersign::{Caller, Kind};
 use serde::{Deserialize, Serialize};
+
+/// The `type` of the `authorization_details` entry that describes the approved call.
+pub const ACTION_DETAIL_TYPE: &str = "countersign_action";
+
+/// The audience a gateway names and a verifier expects unless told otherwise. Set your
+/// own on both sides (`--audience`, [`crate::Verifier::audience`]) when one gateway
+/// serves more than one backend.
+pub const DEFAULT_AUDIENCE: &str = "countersign-backend";
 
 /// How the person decided the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,44 +35,88 @@ pub enum Presence {
     Passkey,
 }
 
-/// The claims of a countersignature. Unknown claims are ignored, so the format can
-/// grow; every claim here is required (`card_sha256` and `grant` may be `null`).
+/// Who asked for the call (RFC 8693 `act`): the party acting, with the person's consent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// `assistant` (the page's own), `webmcp` (a browser agent) or `mcp` (an MCP client
+    /// through the gateway).
+    pub sub: Caller,
+}
+
+/// The approved call, as an `authorization_details` entry (RFC 9396) of type
+/// [`ACTION_DETAIL_TYPE`]. A passkey ceremony's challenge binds this entry as it is
+/// before `passkey` is filled in: the decision, the grant and the digests included.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
-    /// Who minted it (the gateway's configured issuer).
-    pub iss: String,
-    /// The token's id: 32 lowercase hex digits, unique; the replay cache keys on it.
-    pub jti: String,
-    /// Issued at, seconds since the Unix epoch.
-    pub iat: u64,
-    /// Expires at, seconds since the Unix epoch (default two minutes after `iat`).
-    pub exp: u64,
-    /// The page executor's call id.
-    pub call: u64,
-    /// The model's tool call id.
-    pub tool_call_id: String,
+pub struct ActionDetail {
+    /// Always [`ACTION_DETAIL_TYPE`].
+    #[serde(rename = "type")]
+    pub type_: String,
     /// The action's id.
     pub action: String,
-    /// SHA-256 (lowercase hex) of the canonical JSON of the exact arguments that run.
+    /// The action's declared risk: `read`, `write` or `danger`.
+    pub kind: Kind,
+    /// The page executor's call id.
+    pub call: u64,
+    /// The model's id for the tool call.
+    pub tool_call_id: String,
+    /// SHA-256 (lowercase hex) of the RFC 8785 canonical JSON of the arguments that run.
     pub args_sha256: String,
     /// SHA-256 (hex) of the card the person approved; `null` when a grant covered it.
     pub card_sha256: Option<String>,
-    /// How the person decided.
-    pub approved_by: ApprovedBy,
+    /// How the person decided: `once`, `batch` or `grant`.
+    pub decision: ApprovedBy,
     /// The grant's id, for `grant` (and for a card that made one).
     pub grant: Option<u64>,
     /// The page session the person approved in.
     pub session: String,
-    /// The session's role.
+    /// The session's role (the page's word; `sub` is what a passkey proved).
     pub role: String,
     /// What proves the person was there.
     pub presence: Presence,
     /// For `passkey`: the id (base64url) of the registered credential that verified.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passkey: Option<String>,
-    /// Who asked for the call: `webmcp` (a browser agent) or `mcp` (an MCP client
-    /// through the gateway); omitted for the page's own assistant. A person approved it
-    /// either way; a backend may refuse calls agents asked for.
-    #[serde(default, skip_serializing_if = "countersign::Caller::is_assistant")]
-    pub caller: countersign::Caller,
+}
+
+/// The claims of a countersignature. Unknown claims are ignored, so the format can
+/// grow. `sub` is present only when a passkey showed who approved; `amr` likewise.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Who minted it (the gateway's configured issuer).
+    pub iss: String,
+    /// Who approved: the passkey's user, when a passkey verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub: Option<String>,
+    /// The backend that will act (the gateway's `--audience`).
+    pub aud: String,
+    /// Issued at, seconds since the Unix epoch.
+    pub iat: u64,
+    /// Not before (the same as `iat`).
+    pub nbf: u64,
+    /// Expires at, seconds since the Unix epoch (default two minutes after `iat`).
+    pub exp: u64,
+    /// The token's id: 32 lowercase hex digits, unique; spend it once.
+    pub jti: String,
+    /// Who asked for the call.
+    pub act: Actor,
+    /// How presence was shown (RFC 8176): `["pop", "mfa"]` for a user-verified passkey;
+    /// absent for a click, which is the page's word.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amr: Vec<String>,
+    /// Exactly one entry of type [`ACTION_DETAIL_TYPE`]: the approved call.
+    pub authorization_details: Vec<ActionDetail>,
+}
+
+impl Claims {
+    /// The approved call: the one entry of our type (a verified token always has it).
+    pub fn detail(&self) -> Option<&ActionDetail> {
+        let mut ours = self
+            .authorization_details
+            .iter()
+            .filter(|d| d.type_ == ACTION_DETAIL_TYPE);
+        match (ours.next(), ours.next()) {
+            (Some(detail), None) => Some(detail),
+            _ => None,
+        }
+    }
 }

@@ -19,7 +19,7 @@ pub struct Jwk {
     pub x: String,
     /// The key id: its RFC 7638 thumbprint.
     pub kid: String,
-    /// Always `EdDSA`.
+    /// `Ed25519` (RFC 9864); a set that says `EdDSA` is read too.
     pub alg: String,
     /// Always `sig`.
     #[serde(rename = "use")]
@@ -40,7 +40,7 @@ pub enum JwksError {
     #[error("not a JWK set: {0}")]
     Json(#[from] serde_json::Error),
     /// A key that is not an Ed25519 signing key.
-    #[error("key {0} is not an OKP/Ed25519 key for EdDSA")]
+    #[error("key {0} is not an OKP/Ed25519 signing key")]
     NotEd25519(usize),
     /// A key whose `x` is not 32 bytes of base64url, or not a valid point.
     #[error("key {0} has an invalid public key")]
@@ -62,13 +62,14 @@ impl Jwk {
             kty: "OKP".into(),
             crv: "Ed25519".into(),
             x,
-            alg: "EdDSA".into(),
+            alg: crate::token::ALG.into(),
             use_: "sig".into(),
         }
     }
 
     pub(crate) fn key(&self, index: usize) -> Result<VerifyingKey, JwksError> {
-        if self.kty != "OKP" || self.crv != "Ed25519" || self.alg != "EdDSA" || self.use_ != "sig" {
+        let alg = matches!(self.alg.as_str(), "Ed25519" | "EdDSA");
+        if self.kty != "OKP" || self.crv != "Ed25519" || !alg || self.use_ != "sig" {
             return Err(JwksError::NotEd25519(index));
         }
         let bytes: [u8; 32] = B64

@@ -10,13 +10,15 @@ mod token;
 #[cfg(feature = "axum")]
 mod web;
 
-pub use claims::{ApprovedBy, Claims, Presence};
+pub use claims::{
+    ActionDetail, Actor, ApprovedBy, Claims, Presence, ACTION_DETAIL_TYPE, DEFAULT_AUDIENCE,
+};
 pub use jwk::{Jwk, JwkSet, JwksError};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgSpentTokens, PgUnavailable};
 pub use replay::{MemorySpentTokens, Spent, SpentTokens};
 pub use sign::Signer;
-pub use token::{Expected, Verifier, VerifyError, MAX_TOKEN_BYTES, TOKEN_TYPE};
+pub use token::{Expected, Verifier, VerifyError, ALG, MAX_TOKEN_BYTES, TOKEN_TYPE};
 #[cfg(feature = "axum")]
 pub use web::{CountersignatureHeader, HEADER};
 

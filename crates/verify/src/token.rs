@@ -21,8 +21,13 @@ pub(crate) const B64: GeneralPurpose = GeneralPurpose::new(
 );
 
 /// The header's `typ` (RFC 8725 explicit typing): a countersignature is not a login
-/// token, and a login token is not a countersignature.
-pub const TOKEN_TYPE: &str = "countersign+jwt";
+/// token, an access token or another project's approval, and none of those is a
+/// countersignature.
+pub const TOKEN_TYPE: &str = "countersign-approval+jwt";
+
+/// The signature algorithm the gateway names (RFC 9864's fully specified `Ed25519`).
+/// The verifier also reads the deprecated, polymorphic `EdDSA` with an Ed25519 key.
+pub const ALG: &str = "Ed25519";
 
 /// The longest token accepted, in bytes; anything longer is refused unread.
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -71,9 +76,9 @@ pub enum VerifyError {
     /// Not three base64url parts with a JSON header and payload.
     #[error("the token is malformed: {0}")]
     Malformed(&'static str),
-    /// A header other than `{"alg":"EdDSA","kid":…,"typ":"countersign+jwt"}` (`none`,
-    /// HS256, an embedded key, `crit`…).
-    #[error("the token's header is not EdDSA with a known key id and type countersign+jwt")]
+    /// A header other than `{"alg":"Ed25519","kid":…,"typ":"countersign-approval+jwt"}`
+    /// (`EdDSA` is read too; `none`, HS256, an embedded key, `crit`… are not).
+    #[error("the token's header is not Ed25519 with a key id and type countersign-approval+jwt")]
     Header,
     /// A `kid` not among the keys.
     #[error("the token was signed with a key this backend does not trust")]
@@ -84,6 +89,9 @@ pub enum VerifyError {
     /// Another issuer.
     #[error("the token was issued by someone else")]
     WrongIssuer,
+    /// For another backend (`aud`).
+    #[error("the token is for another backend")]
+    WrongAudience,
     /// Past `exp`.
     #[error("the token has expired")]
     Expired,
@@ -128,6 +136,7 @@ impl VerifyError {
             VerifyError::UnknownKey => "unknown_key",
             VerifyError::BadSignature => "bad_signature",
             VerifyError::WrongIssuer => "wrong_issuer",
+            VerifyError::WrongAudience => "wrong_audience",
             VerifyError::Expired => "expired",
             VerifyError::NotYetValid => "not_yet_valid",
             VerifyError::Lifetime => "bad_lifetime",
@@ -158,19 +167,21 @@ struct Header {
 pub struct Verifier<S = MemorySpentTokens> {
     keys: Vec<(String, VerifyingKey)>,
     issuer: String,
+    audience: String,
     leeway_secs: u64,
     max_lifetime_secs: u64,
     spent: S,
 }
 
 impl Verifier {
-    /// A verifier for tokens from `issuer`, trusting no key yet. Defaults: 5 s of clock
-    /// leeway, lifetimes up to 10 minutes, spent ids kept in memory (up to 100,000
-    /// unexpired ones).
+    /// A verifier for tokens from `issuer`, trusting no key yet. Defaults: the audience
+    /// [`crate::DEFAULT_AUDIENCE`], 5 s of clock leeway, lifetimes up to 10 minutes,
+    /// spent ids kept in memory (up to 100,000 unexpired ones).
     pub fn new(issuer: impl Into<String>) -> Self {
         Self {
             keys: Vec::new(),
             issuer: issuer.into(),
+            audience: crate::DEFAULT_AUDIENCE.into(),
             leeway_secs: 5,
             max_lifetime_secs: 600,
             spent: MemorySpentTokens::default(),
@@ -197,6 +208,7 @@ impl<S> Verifier<S> {
         Verifier {
             keys: self.keys,
             issuer: self.issuer,
+            audience: self.audience,
             leeway_secs: self.leeway_secs,
             max_lifetime_secs: self.max_lifetime_secs,
             spent: store,
@@ -221,6 +233,12 @@ impl<S> Verifier<S> {
             self.keys.push((jwk.kid.clone(), key));
         }
         Ok(self)
+    }
+
+    /// Accepts only tokens whose `aud` is `audience` (the gateway's `--audience`).
+    pub fn audience(mut self, audience: impl Into<String>) -> Self {
+        self.audience = audience.into();
+        self
     }
 
     /// Sets the clock leeway.
@@ -280,7 +298,7 @@ impl<S: SpentTokens> Verifier<S> {
             ));
         };
         let header: Header = decode_json(header, "the header")?;
-        if header.alg != "EdDSA" || header.typ != TOKEN_TYPE {
+        if !matches!(header.alg.as_str(), ALG | "EdDSA") || header.typ != TOKEN_TYPE {
             return Err(VerifyError::Header);
         }
         let key = self
@@ -306,25 +324,34 @@ impl<S: SpentTokens> Verifier<S> {
         if claims.iss != self.issuer {
             return Err(VerifyError::WrongIssuer);
         }
+        if claims.aud != self.audience {
+            return Err(VerifyError::WrongAudience);
+        }
         if claims.exp <= claims.iat || claims.exp - claims.iat > self.max_lifetime_secs {
             return Err(VerifyError::Lifetime);
         }
-        if claims.iat > now.saturating_add(self.leeway_secs) {
+        if claims.iat.max(claims.nbf) > now.saturating_add(self.leeway_secs) {
             return Err(VerifyError::NotYetValid);
         }
         if now >= claims.exp.saturating_add(self.leeway_secs) {
             return Err(VerifyError::Expired);
         }
-        if claims.action != expected.action {
+        let detail = claims.detail().ok_or(VerifyError::Malformed(
+            "the claims hold no single countersign_action entry",
+        ))?;
+        if detail.action != expected.action {
             return Err(VerifyError::WrongAction);
         }
-        if claims.args_sha256 != expected.args_sha256 {
+        if detail.args_sha256 != expected.args_sha256 {
             return Err(VerifyError::WrongArguments);
         }
-        if expected.passkey && (claims.presence != Presence::Passkey || claims.passkey.is_none()) {
+        let passkey = detail.presence == Presence::Passkey
+            && detail.passkey.is_some()
+            && claims.sub.is_some();
+        if expected.passkey && !passkey {
             return Err(VerifyError::Presence);
         }
-        if expected.role.is_some_and(|role| role != claims.role) {
+        if expected.role.is_some_and(|role| role != detail.role) {
             return Err(VerifyError::WrongRole);
         }
         Ok(claims)

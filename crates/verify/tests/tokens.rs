@@ -5,7 +5,8 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use countersign_verify::{
-    ApprovedBy, Claims, Expected, Presence, Signer, Verifier, VerifyError, MAX_TOKEN_BYTES,
+    ActionDetail, ApprovedBy, Claims, Expected, Presence, Signer, Verifier, VerifyError,
+    MAX_TOKEN_BYTES,
 };
 use ed25519_dalek::Signer as _;
 use serde_json::json;
@@ -15,22 +16,37 @@ const NOW: u64 = 1_800_000_000;
 fn claims() -> Claims {
     Claims {
         iss: "gw".into(),
-        jti: "0123456789abcdef0123456789abcdef".into(),
+        sub: None,
+        aud: countersign_verify::DEFAULT_AUDIENCE.into(),
         iat: NOW,
+        nbf: NOW,
         exp: NOW + 120,
-        call: 7,
-        tool_call_id: "call_1".into(),
-        action: "archive_workspace".into(),
-        args_sha256: countersign::audit::ArgsDigest::of_value(&json!({})).to_hex(),
-        card_sha256: Some("ab".repeat(32)),
-        approved_by: ApprovedBy::Once,
-        grant: None,
-        session: "s1".into(),
-        role: "admin".into(),
-        presence: Presence::Click,
-        passkey: None,
-        caller: countersign::Caller::Assistant,
+        jti: "0123456789abcdef0123456789abcdef".into(),
+        act: countersign_verify::Actor {
+            sub: countersign::Caller::Assistant,
+        },
+        amr: Vec::new(),
+        authorization_details: vec![countersign_verify::ActionDetail {
+            type_: countersign_verify::ACTION_DETAIL_TYPE.into(),
+            action: "archive_workspace".into(),
+            kind: countersign::Kind::Danger,
+            call: 7,
+            tool_call_id: "call_1".into(),
+            args_sha256: countersign::audit::ArgsDigest::of_value(&json!({})).to_hex(),
+            card_sha256: Some("ab".repeat(32)),
+            decision: ApprovedBy::Once,
+            grant: None,
+            session: "s1".into(),
+            role: "admin".into(),
+            presence: Presence::Click,
+            passkey: None,
+        }],
     }
+}
+
+/// The approved call in `c`.
+fn detail(c: &mut Claims) -> &mut ActionDetail {
+    &mut c.authorization_details[0]
 }
 
 fn signer() -> Signer {
@@ -62,7 +78,7 @@ fn forge(header: &serde_json::Value, claims: &serde_json::Value, seed: u8) -> St
 }
 
 fn header() -> serde_json::Value {
-    json!({ "alg": "EdDSA", "kid": signer().kid(), "typ": "countersign+jwt" })
+    json!({ "alg": "Ed25519", "kid": signer().kid(), "typ": "countersign-approval+jwt" })
 }
 
 #[tokio::test]
@@ -154,7 +170,7 @@ async fn a_changed_claim_or_signature_is_refused() {
     let token = signer().sign(&claims()).unwrap();
     let parts: Vec<&str> = token.split('.').collect();
     let mut c = claims();
-    c.action = "reset_workspace".into();
+    detail(&mut c).action = "reset_workspace".into();
     let swapped = format!(
         "{}.{}.{}",
         parts[0],
@@ -200,9 +216,11 @@ async fn other_algorithms_and_headers_are_refused() {
     // `none`, with and without a signature part.
     let none = format!(
         "{}.{}.",
-        b64(json!({"alg": "none", "kid": kid, "typ": "countersign+jwt"})
-            .to_string()
-            .as_bytes()),
+        b64(
+            json!({"alg": "none", "kid": kid, "typ": "countersign-approval+jwt"})
+                .to_string()
+                .as_bytes()
+        ),
         b64(c.to_string().as_bytes())
     );
     assert!(matches!(
@@ -214,9 +232,9 @@ async fn other_algorithms_and_headers_are_refused() {
         .verify(&none_two_parts, &archive(), NOW)
         .await
         .is_err());
-    for alg in ["HS256", "RS256", "ES256", "eddsa", "Ed25519"] {
+    for alg in ["HS256", "RS256", "ES256", "eddsa", "ed25519", "Ed448"] {
         let token = forge(
-            &json!({"alg": alg, "kid": kid, "typ": "countersign+jwt"}),
+            &json!({"alg": alg, "kid": kid, "typ": "countersign-approval+jwt"}),
             &c,
             7,
         );
@@ -226,18 +244,22 @@ async fn other_algorithms_and_headers_are_refused() {
             "{alg}"
         );
     }
-    // Another type: a login JWT signed by the same key is not a countersignature.
-    let token = forge(&json!({"alg": "EdDSA", "kid": kid, "typ": "JWT"}), &c, 7);
-    assert_eq!(
-        verifier().verify(&token, &archive(), NOW).await,
-        Err(VerifyError::Header)
-    );
+    // Another type: a login JWT, an access token or the earlier format, signed by the
+    // same key, is not a countersignature.
+    for typ in ["JWT", "at+jwt", "countersign+jwt"] {
+        let token = forge(&json!({"alg": "Ed25519", "kid": kid, "typ": typ}), &c, 7);
+        assert_eq!(
+            verifier().verify(&token, &archive(), NOW).await,
+            Err(VerifyError::Header),
+            "{typ}"
+        );
+    }
     // An embedded key, a key URL, `crit`, a missing kid: never followed, refused.
     for extra in [
-        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign+jwt", "jwk": {"kty": "OKP"}}),
-        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign+jwt", "jku": "https://evil"}),
-        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign+jwt", "crit": ["exp"]}),
-        json!({"alg": "EdDSA", "typ": "countersign+jwt"}),
+        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign-approval+jwt", "jwk": {"kty": "OKP"}}),
+        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign-approval+jwt", "jku": "https://evil"}),
+        json!({"alg": "EdDSA", "kid": kid, "typ": "countersign-approval+jwt", "crit": ["exp"]}),
+        json!({"alg": "EdDSA", "typ": "countersign-approval+jwt"}),
         json!(["EdDSA"]),
     ] {
         let token = forge(&extra, &c, 7);
@@ -409,7 +431,8 @@ async fn a_clock_stepped_back_does_not_bring_a_spent_token_back() {
 #[tokio::test]
 async fn a_passkey_token_names_its_credential_and_its_role_is_checked() {
     let mut c = claims();
-    c.presence = Presence::Passkey;
+    detail(&mut c).presence = Presence::Passkey;
+    c.sub = Some("admin".into());
     let without_credential = signer().sign(&c).unwrap();
     assert_eq!(
         verifier()
@@ -417,7 +440,7 @@ async fn a_passkey_token_names_its_credential_and_its_role_is_checked() {
             .await,
         Err(VerifyError::Presence)
     );
-    c.passkey = Some("Y3JlZGVudGlhbA".into());
+    detail(&mut c).passkey = Some("Y3JlZGVudGlhbA".into());
     c.jti = "11".repeat(16);
     let token = signer().sign(&c).unwrap();
     let v = verifier();
@@ -430,7 +453,10 @@ async fn a_passkey_token_names_its_credential_and_its_role_is_checked() {
         .verify(&token, &archive().with_passkey().with_role("admin"), NOW)
         .await
         .unwrap();
-    assert_eq!(got.passkey.as_deref(), Some("Y3JlZGVudGlhbA"));
+    assert_eq!(
+        got.detail().and_then(|d| d.passkey.as_deref()),
+        Some("Y3JlZGVudGlhbA")
+    );
 }
 
 #[tokio::test]
@@ -472,12 +498,12 @@ async fn a_token_for_the_canonical_text_verifies_against_the_arguments_as_read()
             continue;
         };
         let minted = countersign::audit::ArgsDigest::of_bytes(canonical.as_bytes()).to_hex();
-        let claims = Claims {
+        let mut claims = Claims {
             jti: format!("{i:032x}"),
-            args_sha256: minted,
-            card_sha256: None,
             ..claims()
         };
+        detail(&mut claims).args_sha256 = minted;
+        detail(&mut claims).card_sha256 = None;
         let token = signer.sign(&claims).unwrap();
         let arguments: serde_json::Value =
             serde_json::from_str(case["arguments"].as_str().unwrap()).unwrap();
@@ -488,4 +514,117 @@ async fn a_token_for_the_canonical_text_verifies_against_the_arguments_as_read()
         checked += 1;
     }
     assert!(checked > 25, "the table has its cases");
+}
+
+/// The deprecated, polymorphic `EdDSA` still verifies with the same Ed25519 key during
+/// the transition (RFC 9864); the gateway names only `Ed25519`.
+#[tokio::test]
+async fn the_deprecated_eddsa_name_verifies_with_the_same_key() {
+    let kid = signer().kid().to_owned();
+    let c = serde_json::to_value(claims()).unwrap();
+    let token = forge(
+        &json!({"alg": "EdDSA", "kid": kid, "typ": "countersign-approval+jwt"}),
+        &c,
+        7,
+    );
+    assert!(verifier().verify(&token, &archive(), NOW).await.is_ok());
+    let minted = signer().sign(&claims()).unwrap();
+    let header: serde_json::Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(minted.split('.').next().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["alg"], "Ed25519");
+    assert_eq!(header["typ"], "countersign-approval+jwt");
+}
+
+/// A token for another backend, not valid yet, or with no single entry of our type
+/// is refused before single use: nothing is spent.
+#[tokio::test]
+async fn a_token_for_another_audience_or_not_yet_valid_or_without_its_call_is_refused() {
+    let v = verifier();
+    let other = Claims {
+        aud: "billing".into(),
+        ..claims()
+    };
+    let token = signer().sign(&other).unwrap();
+    assert_eq!(
+        v.verify(&token, &archive(), NOW).await,
+        Err(VerifyError::WrongAudience)
+    );
+    let v_billing = Verifier::new("gw")
+        .audience("billing")
+        .trust(signer().verifying_key());
+    assert!(v_billing.verify(&token, &archive(), NOW).await.is_ok());
+    let later = Claims {
+        nbf: NOW + 60,
+        ..claims()
+    };
+    let token = signer().sign(&later).unwrap();
+    assert_eq!(
+        v.verify(&token, &archive(), NOW).await,
+        Err(VerifyError::NotYetValid)
+    );
+    let mut two = claims();
+    two.authorization_details
+        .push(two.authorization_details[0].clone());
+    let none = Claims {
+        authorization_details: Vec::new(),
+        ..claims()
+    };
+    for claims in [two, none] {
+        let token = signer().sign(&claims).unwrap();
+        assert!(matches!(
+            v.verify(&token, &archive(), NOW).await,
+            Err(VerifyError::Malformed(_))
+        ));
+    }
+    // A passkey presence without the approver it proved is no passkey presence.
+    let mut unnamed = claims();
+    detail(&mut unnamed).presence = Presence::Passkey;
+    detail(&mut unnamed).passkey = Some("Y3JlZGVudGlhbA".into());
+    let token = signer().sign(&unnamed).unwrap();
+    assert_eq!(
+        v.verify(&token, &archive().with_passkey(), NOW).await,
+        Err(VerifyError::Presence)
+    );
+    assert_eq!(v.remembered(), 0);
+}
+
+/// Key rotation: the new key signs, the retired one is still published, and a token it
+/// signed before the switch verifies against the published set.
+#[tokio::test]
+async fn a_retired_key_keeps_verifying_the_tokens_it_signed() {
+    let old = Signer::from_seed(&[7; 32]);
+    let new = Signer::from_seed(&[9; 32]).publish_retired(&old.verifying_key());
+    let jwks = serde_json::to_string(&new.jwks()).unwrap();
+    let set: serde_json::Value = serde_json::from_str(&jwks).unwrap();
+    assert_eq!(set["keys"][0]["kid"], new.kid());
+    assert_eq!(set["keys"][1]["kid"], old.kid());
+    assert_eq!(set["keys"][0]["alg"], "Ed25519");
+    let v = Verifier::new("gw").trust_jwks(&jwks).unwrap();
+    let before = old.sign(&claims()).unwrap();
+    let after = new
+        .sign(&Claims {
+            jti: "22".repeat(16),
+            ..claims()
+        })
+        .unwrap();
+    assert!(v.verify(&before, &archive(), NOW).await.is_ok());
+    assert!(v.verify(&after, &archive(), NOW).await.is_ok());
+    // Once dropped from the set, the old key's tokens are refused.
+    let v = Verifier::new("gw")
+        .trust_jwks(&serde_json::to_string(&Signer::from_seed(&[9; 32]).jwks()).unwrap())
+        .unwrap();
+    let again = old
+        .sign(&Claims {
+            jti: "33".repeat(16),
+            ..claims()
+        })
+        .unwrap();
+    assert_eq!(
+        v.verify(&again, &archive(), NOW).await,
+        Err(VerifyError::UnknownKey)
+    );
 }

@@ -137,6 +137,7 @@ impl ExecutorState {
             call,
             tool_call_id: tool_call_id.to_owned(),
             action: decided.action.meta().id.to_string(),
+            kind: decided.action.meta().kind,
             args_sha256: ArgsDigest::of_value(&decided.arguments),
             card_sha256: approval.card,
             approved_by: approval.by,

@@ -10,7 +10,7 @@ use axum::Json;
 use countersign::{
     audit::AuditEvent, audit::Decider, outcome::Stage, ticket::GrantId, AuditRecord, Mode, Reason,
 };
-use countersign_verify::{ApprovedBy, Claims, Presence};
+use countersign_verify::{ActionDetail, Actor, ApprovedBy, Claims, Presence, ACTION_DETAIL_TYPE};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -26,6 +26,7 @@ struct MintBody {
     call: u64,
     tool_call_id: String,
     action: String,
+    kind: countersign::Kind,
     args_sha256: String,
     card_sha256: Option<String>,
     approved_by: ApprovedBy,
@@ -56,22 +57,31 @@ fn click() -> Presence {
 }
 
 impl MintBody {
-    /// The SHA-256 of the canonical binding (everything but the assertion): a passkey
-    /// challenge is derived from it, and the assertion must come back with the same.
+    /// The token's `authorization_details` entry, before a passkey names itself.
+    fn detail(&self) -> ActionDetail {
+        ActionDetail {
+            type_: ACTION_DETAIL_TYPE.into(),
+            action: self.action.clone(),
+            kind: self.kind,
+            call: self.call,
+            tool_call_id: self.tool_call_id.clone(),
+            args_sha256: self.args_sha256.clone(),
+            card_sha256: self.card_sha256.clone(),
+            decision: self.approved_by,
+            grant: self.grant,
+            session: self.session.clone(),
+            role: self.role.clone(),
+            presence: self.presence,
+            passkey: None,
+        }
+    }
+
+    /// The SHA-256 of the binding: the canonical JSON (RFC 8785) of the token's
+    /// `authorization_details` entry, with who asked. A passkey challenge is derived from
+    /// it, and the assertion must come back with the same: an approval of "once" cannot
+    /// become a grant, nor one call another.
     fn binding(&self) -> [u8; 32] {
-        let binding = json!({
-            "call": self.call,
-            "tool_call_id": self.tool_call_id,
-            "action": self.action,
-            "args_sha256": self.args_sha256,
-            "card_sha256": self.card_sha256,
-            "approved_by": self.approved_by,
-            "grant": self.grant,
-            "session": self.session,
-            "role": self.role,
-            "presence": self.presence,
-            "caller": self.caller,
-        });
+        let binding = json!({ "detail": self.detail(), "act": Actor { sub: self.caller } });
         let hex = countersign::audit::ArgsDigest::of_value(&binding).to_hex();
         let mut out = [0u8; 32];
         for (slot, pair) in out.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
@@ -170,28 +180,31 @@ pub(crate) async fn mint(
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let iat = now.as_secs();
+    let detail = ActionDetail {
+        passkey: passkey.clone(),
+        ..body.detail()
+    };
+    // Who approved, and how, only where a passkey showed it: a click is the page's word.
+    let (sub, amr) = match passkey {
+        Some(_) => (Some(body.role.clone()), vec!["pop".into(), "mfa".into()]),
+        None => (None, Vec::new()),
+    };
     let claims = Claims {
         iss: state.config.issuer.clone(),
-        jti: jti.clone(),
+        sub,
+        aud: state.config.audience.clone(),
         iat,
+        nbf: iat,
         exp: iat + state.config.countersign_ttl.as_secs().max(1),
-        call: body.call,
-        tool_call_id: body.tool_call_id,
-        action: body.action,
-        args_sha256: body.args_sha256,
-        card_sha256: body.card_sha256,
-        approved_by: body.approved_by,
-        grant: body.grant,
-        session: body.session,
-        role: body.role,
-        presence: body.presence,
-        passkey,
-        caller: body.caller,
+        jti: jti.clone(),
+        act: Actor { sub: body.caller },
+        amr,
+        authorization_details: vec![detail],
     };
     let at_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
     // INVARIANT: the trail gets the keyed digest; only the token carries the plain one.
-    let args_digest = state.audit.key().countersigned_digest(&claims.args_sha256);
-    let record = record_of(&claims, at_ms, args_digest)?;
+    let args_digest = state.audit.key().countersigned_digest(&body.args_sha256);
+    let record = record_of(&body, &jti, at_ms, args_digest)?;
     state.audit.append(vec![record]).await.map_err(|e| {
         tracing::error!(error = %e, "audit append failed; no countersignature minted");
         ApiError::new(
@@ -209,7 +222,7 @@ pub(crate) async fn mint(
         "countersignature": token,
         "id": jti,
         "expires_at": claims.exp,
-        "presence": claims.presence,
+        "presence": body.presence,
     })))
 }
 
@@ -264,7 +277,12 @@ fn check(body: &MintBody) -> Result<(), ApiError> {
 
 /// The trail's record of a mint: the call, the decision and the token's id, with the
 /// arguments as `args_digest`, keyed ([`crate::ChainKey::countersigned_digest`]).
-fn record_of(claims: &Claims, at_ms: u64, args_digest: String) -> Result<AuditRecord, ApiError> {
+fn record_of(
+    claims: &MintBody,
+    jti: &str,
+    at_ms: u64,
+    args_digest: String,
+) -> Result<AuditRecord, ApiError> {
     let grant: Option<GrantId> = claims
         .grant
         .map(|g| serde_json::from_value(json!(g)))
@@ -286,7 +304,7 @@ fn record_of(claims: &Claims, at_ms: u64, args_digest: String) -> Result<AuditRe
         }
     };
     Ok(AuditRecord {
-        id: format!("{}-countersigned-{}", claims.session, claims.jti),
+        id: format!("{}-countersigned-{}", claims.session, jti),
         seq: 0,
         session: claims.session.as_str().into(),
         role: claims.role.as_str().into(),
@@ -295,7 +313,7 @@ fn record_of(claims: &Claims, at_ms: u64, args_digest: String) -> Result<AuditRe
         tool_call_id: claims.tool_call_id.as_str().into(),
         caller: claims.caller,
         action: claims.action.as_str().into(),
-        kind: None,
+        kind: Some(claims.kind),
         confirm: None,
         policy: None,
         mode: Mode::Default,
@@ -308,7 +326,7 @@ fn record_of(claims: &Claims, at_ms: u64, args_digest: String) -> Result<AuditRe
         reason,
         args_digest,
         duration_ms: 0,
-        countersignature: Some(claims.jti.clone()),
+        countersignature: Some(jti.to_owned()),
         trace: None,
     })
 }

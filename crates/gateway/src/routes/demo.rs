@@ -66,9 +66,9 @@ pub(crate) async fn perform(
         "done": done,
         "countersignature": {
             "id": claims.jti,
-            "approved_by": claims.approved_by,
-            "presence": claims.presence,
-            "session": claims.session,
+            "approved_by": claims.detail().map(|d| d.decision),
+            "presence": claims.detail().map(|d| d.presence),
+            "session": claims.detail().map(|d| &d.session),
         },
     }))
     .into_response()

@@ -1,0 +1,50 @@
+// A backend in Node checking a Countersign countersignature with jose and canonicalize.
+//
+// usage: node verify_token.mjs JWKS_URL TOKEN ACTION ARGUMENTS_JSON
+
+import { createHash } from "node:crypto";
+import canonicalize from "canonicalize";
+import { createRemoteJWKSet, errors, jwtVerify } from "jose";
+
+const [jwksUrl, token, action, argumentsJson] = process.argv.slice(2);
+const jwks = createRemoteJWKSet(new URL(jwksUrl));
+
+async function verify(token, action, args) {
+  const { payload } = await jwtVerify(token, jwks, {
+    algorithms: ["Ed25519"],
+    issuer: "countersign-gateway",
+    audience: "countersign-backend",
+    typ: "countersign-approval+jwt",
+    requiredClaims: ["exp", "nbf", "jti"],
+  });
+  const details = payload.authorization_details.filter((d) => d.type === "countersign_action");
+  if (details.length !== 1) throw new Error("no single countersign_action entry");
+  const [detail] = details;
+  const digest = createHash("sha256").update(canonicalize(args), "utf8").digest("hex");
+  if (detail.action !== action) throw new Error("other action");
+  if (detail.args_sha256 !== digest) throw new Error("other arguments");
+  return { payload, detail };
+}
+
+const args = JSON.parse(argumentsJson);
+const { payload, detail } = await verify(token, action, args);
+console.log(
+  `verified: ${detail.action} call ${detail.call} decision ${detail.decision} ` +
+    `presence ${detail.presence} asked by ${payload.act.sub}`,
+);
+try {
+  await verify(token, action, { ...args, count: 4 });
+  throw new Error("accepted other arguments");
+} catch (e) {
+  if (e.message !== "other arguments") throw e;
+  console.log(`refused: ${e.message}`);
+}
+const [head, body, sig] = token.split(".");
+const tampered = [head, body, (sig[0] !== "A" ? "A" : "B") + sig.slice(1)].join(".");
+try {
+  await verify(tampered, action, args);
+  throw new Error("accepted a tampered token");
+} catch (e) {
+  if (!(e instanceof errors.JWSSignatureVerificationFailed)) throw e;
+  console.log("refused: tampered");
+}
