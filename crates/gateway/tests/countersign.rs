@@ -1,7 +1,7 @@
 //! Countersignatures: the mint route (its audit record first, strict input), the JWKS,
 //! every field of the core's mint request carried into the verifier's claims, the
 //! tutorial's backend refusing every token that does not cover exactly its call, and a
-//! Python backend verifying a token with a stock JOSE library (PyJWT).
+//! Python (joserfc) and a Node (jose) backend verifying a token with stock libraries.
 #![allow(
     missing_docs,
     clippy::unwrap_used,

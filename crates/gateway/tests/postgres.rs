@@ -512,7 +512,10 @@ async fn a_countersigned_call_leaves_only_a_keyed_digest_in_the_database() {
     let plain = countersign::audit::ArgsDigest::of_value(&args).to_hex();
     let answer = common::countersign(&reqwest::Client::new(), &base, &args).await;
     let token = answer["countersignature"].as_str().unwrap();
-    assert_eq!(common::claims_of(token)["args_sha256"], plain.as_str());
+    assert_eq!(
+        common::claims_of(token)["authorization_details"][0]["args_sha256"],
+        plain.as_str()
+    );
     let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
     let rows: Vec<(String,)> = sqlx::query_as(
         "SELECT row_to_json(a)::text FROM countersign.countersign_audit a \

@@ -145,7 +145,7 @@ pub(crate) async fn passkey_reset(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
             .execute_async(
                 "const finish = arguments[arguments.length - 1]; (async () => { const digest = '44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a';
                  const mint = await fetch('/v1/countersign', { method: 'POST', headers: { 'content-type': 'application/json' },
-                   body: JSON.stringify({ call: 99, tool_call_id: 'x', action: 'reset_workspace', args_sha256: digest,
+                   body: JSON.stringify({ call: 99, tool_call_id: 'x', action: 'reset_workspace', kind: 'danger', args_sha256: digest,
                      card_sha256: digest, approved_by: 'once', grant: null, session: 's', role: 'admin' }) });
                  const token = (await mint.json()).countersignature;
                  const done = await fetch('/v1/demo/reset_workspace', { method: 'POST',

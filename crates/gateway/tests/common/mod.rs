@@ -301,6 +301,7 @@ pub async fn countersign(
         "call": 1,
         "tool_call_id": "call_1",
         "action": "publish_note",
+        "kind": "write",
         "args_sha256": countersign::audit::ArgsDigest::of_value(args).to_hex(),
         "card_sha256": "cd".repeat(32),
         "approved_by": "once",
