@@ -437,6 +437,75 @@ async fn only_the_page_or_a_token_holder_may_mint() {
     assert_eq!(s.audit.count().await.unwrap(), 0);
 }
 
+/// A rotation: the gateway signs with its new key, publishes the retired one beside it,
+/// and a token the retired key signed just before the switch is still taken, once; a
+/// token for another audience is not.
+#[tokio::test]
+async fn after_a_key_rotation_tokens_of_the_retired_key_still_verify() {
+    let mut cfg = config(None);
+    cfg.demo_backend = true;
+    let (s, _dir) = state(cfg);
+    let old = Signer::from_seed(&SEED);
+    let s = s.with_signing_keys(&[10; 32], &[SEED]);
+    let base = serve(s.clone()).await;
+    let client = reqwest::Client::new();
+    let jwks: Value = client
+        .get(format!("{base}/.well-known/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kids: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids, [Signer::from_seed(&[10; 32]).kid(), old.kid()]);
+    let (_, minted) = mint(&client, &base, &mint_body("archive_workspace", &json!({}))).await;
+    let header = minted["countersignature"]
+        .as_str()
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap();
+    assert!(
+        !header.is_empty() && kids[0] != old.kid(),
+        "the new key signs"
+    );
+    let before = old.sign(&claims("archive_workspace", 5)).unwrap();
+    let (status, answer) = perform(
+        &client,
+        &base,
+        "archive_workspace",
+        &json!({}),
+        Some(&before),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let elsewhere = old
+        .sign(&Claims {
+            aud: "billing".into(),
+            jti: "44".repeat(16),
+            ..claims("reset_workspace", 5)
+        })
+        .unwrap();
+    let (status, answer) = perform(
+        &client,
+        &base,
+        "reset_workspace",
+        &json!({}),
+        Some(&elsewhere),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (401, Some("wrong_audience"))
+    );
+}
+
 #[tokio::test]
 async fn the_tutorial_backend_takes_exactly_one_matching_token() {
     let (base, _s, _dir) = gateway(true).await;
