@@ -4,6 +4,7 @@ mod claims;
 mod jwk;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod receipt;
 mod replay;
 mod sign;
 mod token;
@@ -16,6 +17,7 @@ pub use claims::{
 pub use jwk::{Jwk, JwkSet, JwksError};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgSpentTokens, PgUnavailable};
+pub use receipt::{token_sha256, CallOutcome, ReceiptClaims, RECEIPT_TYPE};
 pub use replay::{MemorySpentTokens, Spent, SpentTokens};
 pub use sign::Signer;
 pub use token::{Expected, Verifier, VerifyError, ALG, MAX_TOKEN_BYTES, TOKEN_TYPE};

@@ -72,8 +72,16 @@ impl Signer {
         self.sign_as(claims, TOKEN_TYPE)
     }
 
+    /// A compact JWS of a receipt, header `typ` `countersign-receipt+jwt`.
+    pub fn sign_receipt(
+        &self,
+        receipt: &crate::ReceiptClaims,
+    ) -> Result<String, serde_json::Error> {
+        self.sign_as(receipt, crate::RECEIPT_TYPE)
+    }
+
     /// A compact JWS of any `payload` under the header type `typ`.
-    pub(crate) fn sign_as(
+    fn sign_as(
         &self,
         payload: &impl serde::Serialize,
         typ: &str,

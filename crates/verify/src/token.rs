@@ -89,6 +89,9 @@ pub enum VerifyError {
     /// Another issuer.
     #[error("the token was issued by someone else")]
     WrongIssuer,
+    /// A receipt for another approval than the one given.
+    #[error("the receipt is for another approval")]
+    WrongApproval,
     /// For another backend (`aud`).
     #[error("the token is for another backend")]
     WrongAudience,
@@ -137,6 +140,7 @@ impl VerifyError {
             VerifyError::BadSignature => "bad_signature",
             VerifyError::WrongIssuer => "wrong_issuer",
             VerifyError::WrongAudience => "wrong_audience",
+            VerifyError::WrongApproval => "wrong_approval",
             VerifyError::Expired => "expired",
             VerifyError::NotYetValid => "not_yet_valid",
             VerifyError::Lifetime => "bad_lifetime",
@@ -284,8 +288,34 @@ impl<S: SpentTokens> Verifier<S> {
         self.verify(token, expected, now).await
     }
 
-    /// Everything but single use.
-    fn check(&self, token: &str, expected: &Expected<'_>, now: u64) -> Result<Claims, VerifyError> {
+    /// Checks a receipt the gateway signed (see [`crate::ReceiptClaims`]): the compact
+    /// form, its header (`typ` [`crate::RECEIPT_TYPE`]), the signature and the issuer,
+    /// and, when `approval` is given, that the receipt is for exactly that
+    /// countersignature. A receipt is a statement, not a permission: it does not expire
+    /// and is not spent.
+    pub fn check_receipt(
+        &self,
+        receipt: &str,
+        approval: Option<&str>,
+    ) -> Result<crate::ReceiptClaims, VerifyError> {
+        let claims: crate::ReceiptClaims = self.open(receipt, crate::RECEIPT_TYPE)?;
+        if claims.iss != self.issuer {
+            return Err(VerifyError::WrongIssuer);
+        }
+        let named = claims.outcome.approval_sha256.as_deref();
+        if approval.is_some_and(|token| named != Some(crate::token_sha256(token).as_str())) {
+            return Err(VerifyError::WrongApproval);
+        }
+        Ok(claims)
+    }
+
+    /// The payload of a compact JWS of header type `typ`, once its size, form, header
+    /// and signature (under a trusted key) hold.
+    fn open<T: serde::de::DeserializeOwned>(
+        &self,
+        token: &str,
+        typ: &str,
+    ) -> Result<T, VerifyError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(VerifyError::TooLarge);
         }
@@ -298,7 +328,7 @@ impl<S: SpentTokens> Verifier<S> {
             ));
         };
         let header: Header = decode_json(header, "the header")?;
-        if !matches!(header.alg.as_str(), ALG | "EdDSA") || header.typ != TOKEN_TYPE {
+        if !matches!(header.alg.as_str(), ALG | "EdDSA") || header.typ != typ {
             return Err(VerifyError::Header);
         }
         let key = self
@@ -320,7 +350,12 @@ impl<S: SpentTokens> Verifier<S> {
             .as_bytes();
         key.verify_strict(signed, &Signature::from_bytes(&signature))
             .map_err(|_| VerifyError::BadSignature)?;
-        let claims: Claims = decode_json(payload, "the claims")?;
+        decode_json(payload, "the claims")
+    }
+
+    /// Everything but single use.
+    fn check(&self, token: &str, expected: &Expected<'_>, now: u64) -> Result<Claims, VerifyError> {
+        let claims: Claims = self.open(token, TOKEN_TYPE)?;
         if claims.iss != self.issuer {
             return Err(VerifyError::WrongIssuer);
         }

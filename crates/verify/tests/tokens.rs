@@ -628,3 +628,79 @@ async fn a_retired_key_keeps_verifying_the_tokens_it_signed() {
         Err(VerifyError::UnknownKey)
     );
 }
+
+fn receipt_for(approval: Option<&str>) -> countersign_verify::ReceiptClaims {
+    countersign_verify::ReceiptClaims {
+        iss: "gw".into(),
+        iat: NOW,
+        jti: "55".repeat(16),
+        act: countersign_verify::Actor {
+            sub: countersign::Caller::Mcp,
+        },
+        outcome: countersign_verify::CallOutcome {
+            call: "mcp-1".into(),
+            action: "archive_workspace".into(),
+            args_sha256: countersign::audit::ArgsDigest::of_value(&json!({})).to_hex(),
+            ok: true,
+            code: "OK".into(),
+            result_sha256: "00".repeat(32),
+            approval_sha256: approval.map(countersign_verify::token_sha256),
+            approval_jti: approval.map(|_| claims().jti),
+        },
+    }
+}
+
+/// A receipt checks against the approval it names, and against no other; a receipt is
+/// never a countersignature, nor a countersignature a receipt.
+#[tokio::test]
+async fn a_receipt_names_its_approval_and_is_never_taken_for_one() {
+    let approval = signer().sign(&claims()).unwrap();
+    let other = signer()
+        .sign(&Claims {
+            jti: "66".repeat(16),
+            ..claims()
+        })
+        .unwrap();
+    let receipt = signer()
+        .sign_receipt(&receipt_for(Some(&approval)))
+        .unwrap();
+    let v = verifier();
+    let got = v.check_receipt(&receipt, Some(&approval)).unwrap();
+    assert_eq!(got, receipt_for(Some(&approval)));
+    assert!(v.check_receipt(&receipt, None).is_ok());
+    assert_eq!(
+        v.check_receipt(&receipt, Some(&other)),
+        Err(VerifyError::WrongApproval)
+    );
+    // A refusal's receipt names no approval: given one, it does not match.
+    let silent = signer().sign_receipt(&receipt_for(None)).unwrap();
+    assert_eq!(
+        v.check_receipt(&silent, Some(&approval)),
+        Err(VerifyError::WrongApproval)
+    );
+    // Types never cross.
+    assert_eq!(
+        v.verify(&receipt, &archive(), NOW).await,
+        Err(VerifyError::Header)
+    );
+    assert_eq!(v.check_receipt(&approval, None), Err(VerifyError::Header));
+    // Another signer's receipt, or a changed one, is refused.
+    let forged = Signer::from_seed(&[8; 32])
+        .sign_receipt(&receipt_for(None))
+        .unwrap();
+    assert_eq!(v.check_receipt(&forged, None), Err(VerifyError::UnknownKey));
+    let (head, rest) = silent.split_once('.').unwrap();
+    let (_, sig) = rest.split_once('.').unwrap();
+    let mut changed = receipt_for(None);
+    changed.outcome.code = "DENIED".into();
+    changed.outcome.ok = false;
+    let swapped = format!(
+        "{head}.{}.{sig}",
+        b64(&serde_json::to_vec(&changed).unwrap())
+    );
+    assert_eq!(
+        v.check_receipt(&swapped, None),
+        Err(VerifyError::BadSignature)
+    );
+    assert_eq!(v.remembered(), 0);
+}
