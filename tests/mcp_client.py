@@ -9,7 +9,7 @@ Reads one JSON command per line on stdin; writes one JSON line per event on stdo
 - {"op":"list","code":C}                        -> {"op":"list","code":C,"tools":[...]}
 - {"op":"call","code":C,"tag":T,"name":N,"args":{...}}
       -> {"tag":T,"progress":n,"message":m} while it waits,
-         then {"tag":T,"result":{"is_error":b,"structured":{...},"text":s}}
+         then {"tag":T,"result":{"is_error":b,"structured":{...},"text":s,"meta":{...}}}
          or {"tag":T,"error":s}
 - {"op":"cancel","tag":T}                       -> {"tag":T,"cancelled":true}
 - {"op":"listen","code":C}                      -> {"op":"listening","code":C},
@@ -91,7 +91,8 @@ async def main():
                     r = await client.call_tool(name, args, progress_callback=progress)
                     text = "".join(c.text for c in r.content if c.type == "text")
                     say(tag=tag, result={"is_error": bool(r.is_error),
-                                         "structured": r.structured_content, "text": text})
+                                         "structured": r.structured_content, "text": text,
+                                         "meta": r.meta})
                 except Exception as e:  # a protocol error, said as it is
                     say(tag=tag, error=f"{type(e).__name__}: {e}")
             if scope.cancelled_caught:

@@ -31,7 +31,17 @@ pub struct Gateway {
     relay: Option<std::sync::Arc<countersign_gateway::relay::Relay>>,
 }
 
+/// The seed the test gateway signs with (kept across its restarts).
+const SIGNING_SEED: [u8; 32] = [0x2c; 32];
+
 impl Gateway {
+    /// A verifier of what this gateway signs (countersignatures and receipts), as a
+    /// backend or an MCP client that fetched its JWKS would hold.
+    pub fn verifier(&self) -> countersign_verify::Verifier {
+        countersign_verify::Verifier::new(countersign_gateway::DEFAULT_ISSUER)
+            .trust(countersign_verify::Signer::from_seed(&SIGNING_SEED).verifying_key())
+    }
+
     /// Starts the gateway serving `dist`, with `model` as its upstream.
     pub async fn start(dist: PathBuf, model: String, audit_file: PathBuf) -> Result<Self, String> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -78,7 +88,7 @@ impl Gateway {
         // pages' pairing codes stay valid across a restart.
         let state = AppState::new(self.config.clone(), self.audit.clone())
             .map_err(|e| e.to_string())?
-            .with_signing_seed(&[0x2c; 32])
+            .with_signing_seed(&SIGNING_SEED)
             .with_passkeys(std::sync::Arc::clone(&self.passkeys));
         self.relay = Some(std::sync::Arc::clone(&state.relay));
         let (tx, rx) = oneshot::channel::<()>();

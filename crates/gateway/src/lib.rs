@@ -252,6 +252,10 @@ fn mcp_routes(state: &AppState) -> Router<AppState> {
         session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
     };
     let relay = Arc::clone(&state.relay);
+    let receipts = mcp::Receipts {
+        signer: Arc::clone(&state.signer),
+        issuer: state.config.issuer.clone(),
+    };
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts = state.config.access.allowed_hosts.clone();
     config.sse_keep_alive = Some(Duration::from_secs(15));
@@ -261,6 +265,7 @@ fn mcp_routes(state: &AppState) -> Router<AppState> {
         move || {
             Ok(mcp::McpServer {
                 relay: Arc::clone(&relay),
+                receipts: receipts.clone(),
                 listening: Arc::default(),
             })
         },

@@ -58,6 +58,8 @@ const TOO_MANY_SESSIONS: i64 = -32000;
 #[derive(Clone, Debug)]
 pub(crate) struct McpServer {
     pub(crate) relay: Arc<Relay>,
+    /// What signs the receipt each result carries.
+    pub(crate) receipts: Receipts,
     /// A legacy session's change listener is running (one per session).
     pub(crate) listening: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -134,7 +136,9 @@ impl ServerHandler for McpServer {
                  `Countersign-Page` header",
             ));
         };
-        let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let args_sha256 = countersign::audit::ArgsDigest::of_value(&arguments).to_hex();
+        let arguments = arguments.to_string();
         let (id, mut answer) = match self.relay.start_call(&code, &request.name, arguments) {
             Ok(started) => started,
             Err(RelayError::NoPage) => {
@@ -153,13 +157,14 @@ impl ServerHandler for McpServer {
         loop {
             tokio::select! {
                 settled = &mut answer => {
-                    return Ok(match settled {
-                        Ok(content) => settled_result(&content),
-                        Err(_) => refused(
+                    let (response, approval) = match settled {
+                        Ok(answer) => (settled_result(&answer.content), answer.approval),
+                        Err(_) => (refused(
                             "PAGE_GONE",
                             "the page closed before the call ended; whether it ran is in the page's audit trail",
-                        ),
-                    });
+                        ), None),
+                    };
+                    return Ok(self.receipts.attach(response, &id, &request.name, args_sha256, approval));
                 }
                 () = context.ct.cancelled() => {
                     self.relay.cancel(&code, &id);
@@ -170,10 +175,11 @@ impl ServerHandler for McpServer {
                 }
                 () = &mut deadline => {
                     self.relay.cancel(&code, &id);
-                    return Ok(refused(
+                    let response = refused(
                         "TIMEOUT",
                         "the page did not answer within 15 minutes; a card still waiting was withdrawn",
-                    ));
+                    );
+                    return Ok(self.receipts.attach(response, &id, &request.name, args_sha256, None));
                 }
                 _ = ticks.tick() => {
                     let Some(token) = progress.clone() else { continue };
@@ -270,6 +276,90 @@ fn settled_result(content: &str) -> CallToolResponse {
             "the page answered with something that is not a result",
         ),
     }
+}
+
+/// Signs the receipt that goes with every result of a relayed call: how it ended, the
+/// arguments the client sent, the result it gets, and the approval (the countersignature
+/// the gateway minted for the call), all in the result's `_meta`.
+#[derive(Clone, Debug)]
+pub(crate) struct Receipts {
+    pub(crate) signer: Arc<countersign_verify::Signer>,
+    pub(crate) issuer: String,
+}
+
+/// The `_meta` key of the countersignature a result carries.
+pub(crate) const META_APPROVAL: &str = "countersign/approval";
+/// The `_meta` key of the signed receipt a result carries.
+pub(crate) const META_RECEIPT: &str = "countersign/receipt";
+
+impl Receipts {
+    /// `response` with the approval (if any) and a signed receipt in its `_meta`.
+    fn attach(
+        &self,
+        response: CallToolResponse,
+        call: &str,
+        action: &str,
+        args_sha256: String,
+        approval: Option<String>,
+    ) -> CallToolResponse {
+        let CallToolResponse::Complete(mut result) = response else {
+            return response;
+        };
+        let value = result.structured_content.clone().unwrap_or(Value::Null);
+        let ok = value.get("ok") == Some(&Value::Bool(true));
+        let code = match value.pointer("/error/code").and_then(Value::as_str) {
+            _ if ok => "OK",
+            Some(code) => code,
+            None => "PAGE_ERROR",
+        };
+        let mut jti = [0u8; 16];
+        let _ = getrandom::fill(&mut jti);
+        let claims = countersign_verify::ReceiptClaims {
+            iss: self.issuer.clone(),
+            iat: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            jti: crate::audit_store::hex(&jti),
+            act: countersign_verify::Actor {
+                sub: countersign::Caller::Mcp,
+            },
+            outcome: countersign_verify::CallOutcome {
+                call: call.to_owned(),
+                action: action.to_owned(),
+                args_sha256,
+                ok,
+                code: code.to_owned(),
+                // The result's text content is exactly this JSON text.
+                result_sha256: countersign_verify::token_sha256(&value.to_string()),
+                approval_sha256: approval.as_deref().map(countersign_verify::token_sha256),
+                approval_jti: approval.as_deref().and_then(jti_of),
+            },
+        };
+        let mut meta = serde_json::Map::new();
+        if let Some(token) = approval {
+            meta.insert(META_APPROVAL.into(), Value::String(token));
+        }
+        match self.signer.sign_receipt(&claims) {
+            Ok(receipt) => {
+                tracing::info!(call, action, code, receipt = %claims.jti, "mcp: receipt signed");
+                meta.insert(META_RECEIPT.into(), Value::String(receipt));
+            }
+            Err(e) => tracing::error!(error = %e, "mcp: the receipt could not be encoded"),
+        }
+        result.meta = Some(rmcp::model::MetaObject(meta));
+        CallToolResponse::Complete(result)
+    }
+}
+
+/// The `jti` of a token the gateway minted (read without checking: it signed it).
+fn jti_of(token: &str) -> Option<String> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    let claims: Value = serde_json::from_slice(&bytes).ok()?;
+    claims.get("jti")?.as_str().map(str::to_owned)
 }
 
 /// The legacy sessions: those open (the session manager's) and those being opened.

@@ -185,7 +185,18 @@ struct Page {
 struct Waiting {
     name: String,
     arguments: String,
-    answer: oneshot::Sender<String>,
+    answer: oneshot::Sender<Answer>,
+    /// The countersignature the gateway minted for this call, if any.
+    approval: Option<String>,
+}
+
+/// The page's answer to a relayed call.
+#[derive(Debug)]
+pub struct Answer {
+    /// The JSON the in-page model would get.
+    pub content: String,
+    /// The countersignature the gateway minted for the call, if one was.
+    pub approval: Option<String>,
 }
 
 /// One page's open event stream: its events, and who it is for the disconnect.
@@ -367,7 +378,11 @@ impl Relay {
         let mut pages = self.pages();
         let page = pages.get_mut(code).ok_or(RelayError::NoPage)?;
         let waiting = page.calls.remove(id).ok_or(RelayError::NoCall)?;
-        waiting.answer.send(content).map_err(|_| RelayError::NoCall)
+        let answer = Answer {
+            content,
+            approval: waiting.approval,
+        };
+        waiting.answer.send(answer).map_err(|_| RelayError::NoCall)
     }
 
     /// The tools of the page paired by `code`; none when no such page is connected.
@@ -385,7 +400,7 @@ impl Relay {
         code: &str,
         name: &str,
         arguments: String,
-    ) -> Result<(String, oneshot::Receiver<String>), RelayError> {
+    ) -> Result<(String, oneshot::Receiver<Answer>), RelayError> {
         let mut pages = self.pages();
         let page = pages.get_mut(code).ok_or(RelayError::NoPage)?;
         // Room is kept for a cancel of every waiting call: a cancel is never lost to a
@@ -414,9 +429,22 @@ impl Relay {
             name: name.to_owned(),
             arguments,
             answer,
+            approval: None,
         };
         page.calls.insert(id.clone(), waiting);
         Ok((id, receiver))
+    }
+
+    /// The gateway minted `token` for the relayed call `id` of `action` (an MCP client's
+    /// call, whose id is random and known only to the page it was sent to): the client
+    /// gets it with the result. `false` when no page waits on such a call of that action.
+    pub fn attach_approval(&self, id: &str, action: &str, token: &str) -> bool {
+        self.pages()
+            .values_mut()
+            .find_map(|page| page.calls.get_mut(id))
+            .filter(|waiting| waiting.name == action)
+            .map(|waiting| waiting.approval = Some(token.to_owned()))
+            .is_some()
     }
 
     /// The client cancelled call `id`, or went away: the page withdraws it if it waits.
@@ -530,7 +558,7 @@ mod tests {
         relay.connect(key, HERE).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn call(relay: &Relay, code: &str) -> (String, oneshot::Receiver<String>) {
+    fn call(relay: &Relay, code: &str) -> (String, oneshot::Receiver<Answer>) {
         relay
             .start_call(code, "save", "{}".into())
             .unwrap_or_else(|e| panic!("{e}"))
@@ -618,7 +646,10 @@ mod tests {
         relay
             .settle(&a.code, &id, "{\"ok\":true}".into())
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(answer.await.ok().as_deref(), Some("{\"ok\":true}"));
+        assert_eq!(
+            answer.await.ok().map(|a| a.content).as_deref(),
+            Some("{\"ok\":true}")
+        );
         assert_eq!(
             relay.settle(&a.code, &id, "{}".into()),
             Err(RelayError::NoCall)

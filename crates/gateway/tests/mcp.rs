@@ -301,7 +301,7 @@ async fn a_relayed_call_reaches_the_page_and_its_answer_the_caller() {
         json!({"type": "result", "id": id, "content": "{\"ok\":true}"}),
     )
     .await;
-    assert_eq!(answer.await.unwrap(), "{\"ok\":true}");
+    assert_eq!(answer.await.unwrap().content, "{\"ok\":true}");
     // Cancelled by its client: the page is told.
     let (id, _answer) = state.relay.start_call(&code, "save", "{}".into()).unwrap();
     let _ = heard(&mut socket).await;
@@ -591,6 +591,144 @@ async fn the_official_client_shows_why_its_session_was_refused() {
         .unwrap();
     assert!(ended.status().is_success(), "{}", ended.status());
     assert_eq!(sdk(base).await.trim(), "connected");
+}
+
+/// Runs the official MCP Python SDK's `tools/call` of `tool` on the page paired as `code`;
+/// its result as JSON (`is_error`, `text`, `meta`).
+async fn official_call(base: &str, code: &str, tool: &str, args: &Value) -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_call.py");
+    let out = tokio::process::Command::new("python3")
+        .args([script, &format!("{base}/mcp"), TOKEN, code, tool])
+        .arg(args.to_string())
+        .output()
+        .await
+        .expect("python3 runs (cargo xtask setup installs the mcp package)");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(said.trim()).unwrap()
+}
+
+/// Plays the page for one relayed call: waits for it, then answers with `content`.
+async fn page_answers(socket: &mut Socket, content: &Value) -> String {
+    let call = loop {
+        let heard = heard(socket).await.unwrap();
+        if heard["type"] == "call" {
+            break heard;
+        }
+    };
+    let id = call["id"].as_str().unwrap().to_owned();
+    say(
+        socket,
+        json!({"type": "result", "id": id, "content": content.to_string()}),
+    )
+    .await;
+    id
+}
+
+/// An MCP client (the official SDK) gets, with each result, the gateway's signed receipt
+/// of how its call ended (the arguments it sent, the code, the result it got) and, for
+/// a countersigned call, the countersignature the person's approval minted, to forward
+/// as proof of consent. A denial has a receipt too, naming no approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_result_carries_the_approval_and_a_signed_receipt() {
+    let (base, state, _dir) = served(true).await;
+    let (mut socket, code) = paired_page(&base).await;
+    say(&mut socket, json!({"type": "tools", "tools": [tool()]})).await;
+    while state.relay.tools(&code).is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let verifier = countersign_verify::Verifier::new("countersign-gateway")
+        .trust_jwks(&serde_json::to_string(&state.signer.jwks()).unwrap())
+        .unwrap();
+    let args = json!({"name": "Apollo"});
+    let digest = countersign::audit::ArgsDigest::of_value(&args).to_hex();
+    let ran = json!({"ok": true, "receipt": {"action": "save", "result": null}});
+    // The page: an approved, countersigned run.
+    let page = {
+        let base = base.clone();
+        let digest = digest.clone();
+        let ran = ran.clone();
+        async move {
+            let call = loop {
+                let heard = heard(&mut socket).await.unwrap();
+                if heard["type"] == "call" {
+                    break heard;
+                }
+            };
+            let id = call["id"].as_str().unwrap().to_owned();
+            let mint = json!({
+                "call": 4, "tool_call_id": id, "action": "save", "kind": "write",
+                "args_sha256": digest, "card_sha256": "cd".repeat(32), "approved_by": "once",
+                "grant": null, "session": "page-1", "role": "admin", "caller": "mcp",
+            });
+            let answer: Value = common::page_post(
+                &reqwest::Client::new(),
+                format!("{base}/v1/countersign"),
+                mint.to_string(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+            let minted = answer["countersignature"].as_str().unwrap().to_owned();
+            say(
+                &mut socket,
+                json!({"type": "result", "id": id, "content": ran.to_string()}),
+            )
+            .await;
+            (socket, id, minted)
+        }
+    };
+    let (client, (mut socket, id, token)) =
+        tokio::join!(official_call(&base, &code, "save", &args), page);
+    assert_eq!(client["is_error"], false, "{client}");
+    assert_eq!(client["meta"]["countersign/approval"], json!(token));
+    let receipt = client["meta"]["countersign/receipt"].as_str().unwrap();
+    let claims = verifier.check_receipt(receipt, Some(&token)).unwrap();
+    let outcome = &claims.outcome;
+    assert_eq!(
+        (
+            outcome.call.as_str(),
+            outcome.action.as_str(),
+            outcome.args_sha256.as_str()
+        ),
+        (id.as_str(), "save", digest.as_str())
+    );
+    assert_eq!((outcome.ok, outcome.code.as_str()), (true, "OK"));
+    assert_eq!(
+        outcome.result_sha256,
+        countersign_verify::token_sha256(client["text"].as_str().unwrap())
+    );
+    assert_eq!(claims.act.sub, countersign::Caller::Mcp);
+    // The page: a denial. A receipt, and no approval.
+    let denied = json!({"ok": false, "error": {"code": "PERMISSION_DENIED", "reason": "denied",
+                                              "message": "The person denied it.", "retry": false}});
+    let (client, _) = tokio::join!(
+        official_call(&base, &code, "save", &args),
+        page_answers(&mut socket, &denied)
+    );
+    assert_eq!(client["is_error"], true, "{client}");
+    assert!(
+        client["meta"].get("countersign/approval").is_none(),
+        "{client}"
+    );
+    let receipt = client["meta"]["countersign/receipt"].as_str().unwrap();
+    let claims = verifier.check_receipt(receipt, None).unwrap();
+    assert_eq!(
+        (claims.outcome.ok, claims.outcome.code.as_str()),
+        (false, "PERMISSION_DENIED")
+    );
+    assert_eq!(claims.outcome.approval_sha256, None);
+    assert_eq!(
+        verifier.check_receipt(receipt, Some(&token)),
+        Err(countersign_verify::VerifyError::WrongApproval)
+    );
 }
 
 /// The relay's messages are declared once (`countersign::relay`), for the gateway and the

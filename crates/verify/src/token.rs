@@ -302,9 +302,16 @@ impl<S: SpentTokens> Verifier<S> {
         if claims.iss != self.issuer {
             return Err(VerifyError::WrongIssuer);
         }
-        let named = claims.outcome.approval_sha256.as_deref();
-        if approval.is_some_and(|token| named != Some(crate::token_sha256(token).as_str())) {
-            return Err(VerifyError::WrongApproval);
+        if let Some(token) = approval {
+            let named = claims.outcome.approval_sha256.as_deref();
+            if named != Some(crate::token_sha256(token).as_str()) {
+                return Err(VerifyError::WrongApproval);
+            }
+            // The approval is the gateway's too, and for the action the receipt names.
+            let approved: Claims = self.open(token, TOKEN_TYPE)?;
+            if approved.detail().map(|d| d.action.as_str()) != Some(&claims.outcome.action) {
+                return Err(VerifyError::WrongApproval);
+            }
         }
         Ok(claims)
     }

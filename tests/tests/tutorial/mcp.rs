@@ -63,6 +63,31 @@ async fn answer(mcp: &mut McpClient, tag: &str) -> Result<(bool, Value), String>
     ))
 }
 
+/// The signed receipt of the call tagged `tag`, checked with the gateway's key: its
+/// outcome's `(ok, code, action)`, and whether it names an approval.
+async fn receipt(
+    mcp: &mut McpClient,
+    gateway: &Gateway,
+    tag: &str,
+) -> Result<(bool, String, String, bool), String> {
+    let event = mcp.outcome(tag).await?;
+    let meta = &event["result"]["meta"];
+    let receipt = meta["countersign/receipt"]
+        .as_str()
+        .ok_or_else(|| format!("{tag}: no receipt in {meta}"))?;
+    let claims = gateway
+        .verifier()
+        .check_receipt(receipt, meta["countersign/approval"].as_str())
+        .map_err(|e| format!("{tag}: the receipt does not check: {e}"))?;
+    let outcome = claims.outcome;
+    Ok((
+        outcome.ok,
+        outcome.code,
+        outcome.action,
+        outcome.approval_sha256.is_some(),
+    ))
+}
+
 fn code_of(structured: &Value) -> &str {
     structured["error"]["code"].as_str().unwrap_or("")
 }
@@ -150,6 +175,11 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
     )?;
     ui.wait_text("#current-name", "Apollo").await?;
     ui.wait_gone(".cs-card").await?;
+    ensure(
+        receipt(&mut mcp, gateway, "save").await?
+            == (true, "OK".into(), "save_workspace_name".into(), false),
+        "the rename's receipt",
+    )?;
 
     // An archive the person denies.
     call(&mut mcp, &code, "archive", "archive_workspace", json!({})).await?;
@@ -164,6 +194,17 @@ pub(crate) async fn an_mcp_client_acts_in_the_paired_page_through_the_dock(
     ensure(
         ui.text("#archived-status").await? == "Active",
         "a denial archived",
+    )?;
+    // Silence has a signature too: the denial's receipt, naming no approval.
+    ensure(
+        receipt(&mut mcp, gateway, "archive").await?
+            == (
+                false,
+                "PERMISSION_DENIED".into(),
+                "archive_workspace".into(),
+                false,
+            ),
+        "the denial's receipt",
     )?;
 
     // A publish is a handoff: the person does it.

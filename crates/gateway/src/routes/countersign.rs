@@ -218,6 +218,12 @@ pub(crate) async fn mint(
             "the token could not be encoded",
         )
     })?;
+    // An MCP client's call: the client gets the token with the result.
+    if claims.act.sub == countersign::Caller::Mcp {
+        let _ = state
+            .relay
+            .attach_approval(&body.tool_call_id, &body.action, &token);
+    }
     Ok(Json(json!({
         "countersignature": token,
         "id": jti,
