@@ -433,19 +433,23 @@ fn keys(args: &ServeArgs) -> Result<Keys, Error> {
         .signing_key_file
         .clone()
         .unwrap_or_else(|| beside(audit_file, ".signing.key"));
-    // The seed must never be served or mistaken for the audit key.
-    let inside_dist = args.dist.as_ref().is_some_and(|dist| {
-        let dist = dist.canonicalize().unwrap_or_else(|_| dist.clone());
-        let folder = signing_key_file
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        folder.canonicalize().is_ok_and(|f| f.starts_with(&dist))
-    });
-    if inside_dist || signing_key_file == key_file {
-        return Err(Error::SigningKeyPlace {
-            path: signing_key_file,
-        });
+    // A seed (the signing one, or a retired one that could still sign what its public
+    // key verifies) must never be served or mistaken for the audit key.
+    let inside_dist = |file: &Path| {
+        args.dist.as_ref().is_some_and(|dist| {
+            let dist = dist.canonicalize().unwrap_or_else(|_| dist.clone());
+            let folder = file
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+            folder.canonicalize().is_ok_and(|f| f.starts_with(&dist))
+        })
+    };
+    let seeds = std::iter::once(&signing_key_file).chain(&args.retired_signing_key_files);
+    for file in seeds {
+        if inside_dist(file) || *file == key_file {
+            return Err(Error::SigningKeyPlace { path: file.clone() });
+        }
     }
     let shared = args.audit.audit_url.is_some();
     let signing_seed = if shared {
@@ -725,6 +729,42 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// A retired signing seed is kept like the signing one: never inside `--dist`, where
+    /// it would be served, nor the audit key file.
+    #[test]
+    fn a_retired_signing_seed_must_be_placed_like_the_signing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let dist = dir.path().join("dist");
+        std::fs::create_dir_all(&dist).unwrap();
+        let audit = dir.path().join("audit.jsonl");
+        let retired = dist.join("old.signing.key");
+        std::fs::write(&retired, "2c".repeat(32)).unwrap();
+        let serve = |retired: &std::path::Path| {
+            let cli = Cli::try_parse_from([
+                OsStr::new("countersign-gateway"),
+                OsStr::new("serve"),
+                OsStr::new("--dist"),
+                dist.as_os_str(),
+                OsStr::new("--audit-file"),
+                audit.as_os_str(),
+                OsStr::new("--retired-signing-key-file"),
+                retired.as_os_str(),
+            ])
+            .unwrap();
+            match cli.command {
+                super::Command::Serve(args) => super::keys(&args).map(|_| ()),
+                _ => unreachable!(),
+            }
+        };
+        assert!(matches!(
+            serve(&retired),
+            Err(super::Error::SigningKeyPlace { .. })
+        ));
+        let outside = dir.path().join("old.signing.key");
+        std::fs::write(&outside, "2c".repeat(32)).unwrap();
+        assert!(serve(&outside).is_ok());
     }
 
     /// `serve` and `verify` name the trail alike: the flags, variables and default in the

@@ -16,6 +16,7 @@ async function verify(token, action, args) {
     audience: "countersign-backend",
     typ: "countersign-approval+jwt",
     requiredClaims: ["exp", "nbf", "jti"],
+    clockTolerance: 5, // seconds of clock difference with the gateway
   });
   const details = payload.authorization_details.filter((d) => d.type === "countersign_action");
   if (details.length !== 1) throw new Error("no single countersign_action entry");

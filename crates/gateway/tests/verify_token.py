@@ -29,6 +29,7 @@ def verify(token, keys, action, arguments):
     if decoded.header.get("typ") != TYPE:
         raise ValueError("not a countersignature")
     jwt.JWTClaimsRegistry(
+        leeway=5,  # seconds of clock difference with the gateway
         iss={"essential": True, "value": ISSUER},
         aud={"essential": True, "value": AUDIENCE},
         exp={"essential": True},

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 pub const ACTION_DETAIL_TYPE: &str = "countersign_action";
 
 /// The audience a gateway names and a verifier expects unless told otherwise. Set your
-/// own on both sides (`--audience`, [`crate::Verifier::audience`]) when one gateway
-/// serves more than one backend.
+/// deployment's own on both sides (`--audience`, [`crate::Verifier::audience`]). One
+/// gateway names one audience: backends behind it tell their tokens apart by action id.
 pub const DEFAULT_AUDIENCE: &str = "countersign-backend";
 
 /// How the person decided the call.
@@ -103,8 +103,21 @@ pub struct Claims {
     /// absent for a click, which is the page's word.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub amr: Vec<String>,
-    /// Exactly one entry of type [`ACTION_DETAIL_TYPE`]: the approved call.
+    /// The entries of type [`ACTION_DETAIL_TYPE`] (a valid token has exactly one: the
+    /// approved call). Entries of other types are passed over when read, so the format
+    /// can grow.
+    #[serde(deserialize_with = "ours")]
     pub authorization_details: Vec<ActionDetail>,
+}
+
+/// The `authorization_details` entries of our type; one of our type that does not read
+/// makes the whole token unreadable.
+fn ours<'de, D: serde::Deserializer<'de>>(reader: D) -> Result<Vec<ActionDetail>, D::Error> {
+    Vec::<serde_json::Value>::deserialize(reader)?
+        .into_iter()
+        .filter(|entry| entry.get("type").and_then(|t| t.as_str()) == Some(ACTION_DETAIL_TYPE))
+        .map(|entry| serde_json::from_value(entry).map_err(serde::de::Error::custom))
+        .collect()
 }
 
 impl Claims {

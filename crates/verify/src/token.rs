@@ -169,7 +169,7 @@ struct Header {
 /// (`Arc`) across requests.
 #[derive(Debug)]
 pub struct Verifier<S = MemorySpentTokens> {
-    keys: Vec<(String, VerifyingKey)>,
+    keys: std::sync::RwLock<Vec<(String, VerifyingKey)>>,
     issuer: String,
     audience: String,
     leeway_secs: u64,
@@ -183,7 +183,7 @@ impl Verifier {
     /// spent ids kept in memory (up to 100,000 unexpired ones).
     pub fn new(issuer: impl Into<String>) -> Self {
         Self {
-            keys: Vec::new(),
+            keys: std::sync::RwLock::default(),
             issuer: issuer.into(),
             audience: crate::DEFAULT_AUDIENCE.into(),
             leeway_secs: 5,
@@ -220,23 +220,38 @@ impl<S> Verifier<S> {
     }
 
     /// Also trusts `key` (its id is its RFC 7638 thumbprint).
-    pub fn trust(mut self, key: VerifyingKey) -> Self {
+    pub fn trust(self, key: VerifyingKey) -> Self {
         let jwk = crate::Jwk::of(&key);
-        self.keys.push((jwk.kid, key));
+        self.keys_mut().push((jwk.kid, key));
         self
     }
 
     /// Trusts every key of a JWK set (the gateway's `/.well-known/jwks.json`).
-    pub fn trust_jwks(mut self, jwks: &str) -> Result<Self, JwksError> {
-        let set: JwkSet = serde_json::from_str(jwks)?;
-        if set.keys.is_empty() {
-            return Err(JwksError::Empty);
-        }
-        for (i, jwk) in set.keys.iter().enumerate() {
-            let key = jwk.key(i)?;
-            self.keys.push((jwk.kid.clone(), key));
-        }
+    pub fn trust_jwks(self, jwks: &str) -> Result<Self, JwksError> {
+        let keys = read_jwks(jwks)?;
+        self.keys_mut().extend(keys);
         Ok(self)
+    }
+
+    /// Trusts exactly the keys of `jwks` from now on, in place of every key trusted so
+    /// far (a shared verifier, while it serves requests). Fetch the gateway's set again
+    /// every few minutes, or when a token names a key not trusted yet
+    /// ([`VerifyError::UnknownKey`]): a key rotation then needs no restart, and a key
+    /// the gateway stopped publishing stops verifying. A set that does not read changes
+    /// nothing.
+    pub fn refresh_jwks(&self, jwks: &str) -> Result<(), JwksError> {
+        let keys = read_jwks(jwks)?;
+        *self
+            .keys
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = keys;
+        Ok(())
+    }
+
+    fn keys_mut(&self) -> std::sync::RwLockWriteGuard<'_, Vec<(String, VerifyingKey)>> {
+        self.keys
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Accepts only tokens whose `aud` is `audience` (the gateway's `--audience`).
@@ -340,9 +355,11 @@ impl<S: SpentTokens> Verifier<S> {
         }
         let key = self
             .keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .find(|(kid, _)| *kid == header.kid)
-            .map(|(_, key)| key)
+            .map(|(_, key)| *key)
             .ok_or(VerifyError::UnknownKey)?;
         let signature: [u8; 64] = B64
             .decode(signature)
@@ -398,6 +415,19 @@ impl<S: SpentTokens> Verifier<S> {
         }
         Ok(claims)
     }
+}
+
+/// The keys of a JWK set, each checked.
+fn read_jwks(jwks: &str) -> Result<Vec<(String, VerifyingKey)>, JwksError> {
+    let set: JwkSet = serde_json::from_str(jwks)?;
+    if set.keys.is_empty() {
+        return Err(JwksError::Empty);
+    }
+    set.keys
+        .iter()
+        .enumerate()
+        .map(|(i, jwk)| Ok((jwk.kid.clone(), jwk.key(i)?)))
+        .collect()
 }
 
 fn decode_json<T: serde::de::DeserializeOwned>(

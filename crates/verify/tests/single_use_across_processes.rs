@@ -110,7 +110,7 @@ fn mint() -> String {
         iss: ISSUER.into(),
         sub: None,
         aud: countersign_verify::DEFAULT_AUDIENCE.into(),
-        iat: iat,
+        iat,
         nbf: iat,
         exp: iat + 120,
         jti: fresh_jti(),

@@ -613,6 +613,35 @@ async fn a_retired_key_keeps_verifying_the_tokens_it_signed() {
         .unwrap();
     assert!(v.verify(&before, &archive(), NOW).await.is_ok());
     assert!(v.verify(&after, &archive(), NOW).await.is_ok());
+    // A verifier that refreshes its set follows the rotation without a restart: the
+    // next key is taken, and a key no longer published stops verifying.
+    let shared = Verifier::new("gw").trust(old.verifying_key());
+    let next = new
+        .sign(&Claims {
+            jti: "77".repeat(16),
+            ..claims()
+        })
+        .unwrap();
+    assert_eq!(
+        shared.verify(&next, &archive(), NOW).await,
+        Err(VerifyError::UnknownKey)
+    );
+    shared.refresh_jwks(&jwks).unwrap();
+    assert!(shared.verify(&next, &archive(), NOW).await.is_ok());
+    assert!(shared.refresh_jwks("{\"keys\":[]}").is_err());
+    shared
+        .refresh_jwks(&serde_json::to_string(&Signer::from_seed(&[9; 32]).jwks()).unwrap())
+        .unwrap();
+    let late = old
+        .sign(&Claims {
+            jti: "88".repeat(16),
+            ..claims()
+        })
+        .unwrap();
+    assert_eq!(
+        shared.verify(&late, &archive(), NOW).await,
+        Err(VerifyError::UnknownKey)
+    );
     // Once dropped from the set, the old key's tokens are refused.
     let v = Verifier::new("gw")
         .trust_jwks(&serde_json::to_string(&Signer::from_seed(&[9; 32]).jwks()).unwrap())
@@ -703,4 +732,25 @@ async fn a_receipt_names_its_approval_and_is_never_taken_for_one() {
         Err(VerifyError::BadSignature)
     );
     assert_eq!(v.remembered(), 0);
+}
+
+/// An entry of another type in `authorization_details` is passed over (the format can
+/// grow); a malformed entry of ours makes the token unreadable.
+#[tokio::test]
+async fn entries_of_other_types_are_passed_over() {
+    let mut c = serde_json::to_value(claims()).unwrap();
+    c["authorization_details"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "payment_initiation", "instructedAmount": {"amount": "1"}}));
+    let token = forge(&header(), &c, 7);
+    assert!(verifier().verify(&token, &archive(), NOW).await.is_ok());
+    let mut broken = serde_json::to_value(claims()).unwrap();
+    broken["authorization_details"][0]["call"] = json!("seven");
+    broken["jti"] = json!("99".repeat(16));
+    let token = forge(&header(), &broken, 7);
+    assert!(matches!(
+        verifier().verify(&token, &archive(), NOW).await,
+        Err(VerifyError::Malformed(_))
+    ));
 }
