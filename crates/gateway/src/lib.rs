@@ -205,6 +205,9 @@ pub fn app(state: AppState) -> Router {
             post(routes::passkeys::finish),
         )
         .route("/v1/audit", post(append_audit).get(export_audit))
+        .route("/v1/log/head", get(routes::log::head))
+        .route("/v1/log/proof", get(routes::log::proof))
+        .route("/v1/log/inclusion", get(routes::log::inclusion))
         .route("/v1/policy", get(policy::policy))
         .route("/v1/relay", get(routes::relay::connect))
         .merge(model);

@@ -2,6 +2,7 @@
 
 mod claims;
 mod jwk;
+pub mod log;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod receipt;

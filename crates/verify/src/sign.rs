@@ -80,6 +80,11 @@ impl Signer {
         self.sign_as(receipt, crate::RECEIPT_TYPE)
     }
 
+    /// A compact JWS of a tree head, header `typ` `countersign-tree-head+jwt`.
+    pub fn sign_tree_head(&self, head: &crate::log::TreeHead) -> Result<String, serde_json::Error> {
+        self.sign_as(head, crate::log::TREE_HEAD_TYPE)
+    }
+
     /// A compact JWS of any `payload` under the header type `typ`.
     fn sign_as(
         &self,

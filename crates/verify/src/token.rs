@@ -89,6 +89,11 @@ pub enum VerifyError {
     /// Another issuer.
     #[error("the token was issued by someone else")]
     WrongIssuer,
+    /// A log that does not hold what an earlier signed head said it held.
+    #[error(
+        "the log is not consistent with the earlier signed head: lines were removed or changed"
+    )]
+    Inconsistent,
     /// A receipt for another approval than the one given.
     #[error("the receipt is for another approval")]
     WrongApproval,
@@ -141,6 +146,7 @@ impl VerifyError {
             VerifyError::WrongIssuer => "wrong_issuer",
             VerifyError::WrongAudience => "wrong_audience",
             VerifyError::WrongApproval => "wrong_approval",
+            VerifyError::Inconsistent => "inconsistent",
             VerifyError::Expired => "expired",
             VerifyError::NotYetValid => "not_yet_valid",
             VerifyError::Lifetime => "bad_lifetime",
@@ -329,6 +335,43 @@ impl<S: SpentTokens> Verifier<S> {
             }
         }
         Ok(claims)
+    }
+
+    /// Checks a signed tree head (see [`crate::log`]): its header, signature and issuer.
+    pub fn check_tree_head(&self, head: &str) -> Result<crate::log::TreeHead, VerifyError> {
+        let head: crate::log::TreeHead = self.open(head, crate::log::TREE_HEAD_TYPE)?;
+        if head.iss != self.issuer {
+            return Err(VerifyError::WrongIssuer);
+        }
+        Ok(head)
+    }
+
+    /// Checks that the log whose signed head was `old` still holds, unchanged, every line
+    /// it held then, now that its signed head is `new` with the consistency `proof` (hex
+    /// hashes, as `GET /v1/log/proof` serves them): both heads signed by a trusted key
+    /// and issuer, and the proof taking the old root to the new. A log cut shorter, a
+    /// line rewritten, or another history fails ([`VerifyError::Inconsistent`]).
+    pub fn check_log_consistency(
+        &self,
+        old: &str,
+        new: &str,
+        proof: &[String],
+    ) -> Result<crate::log::TreeHead, VerifyError> {
+        use crate::log::{from_hex, verify_consistency};
+        let (old, new) = (self.check_tree_head(old)?, self.check_tree_head(new)?);
+        let roots = from_hex(&old.root_hash).zip(from_hex(&new.root_hash));
+        let proof: Option<Vec<_>> = proof.iter().map(|h| from_hex(h)).collect();
+        let holds = match (roots, proof) {
+            (Some((first, second)), Some(proof)) => {
+                verify_consistency(old.tree_size, new.tree_size, &first, &second, &proof)
+            }
+            _ => false,
+        };
+        if holds {
+            Ok(new)
+        } else {
+            Err(VerifyError::Inconsistent)
+        }
     }
 
     /// The payload of a compact JWS of header type `typ`, once its size, form, header

@@ -6,6 +6,7 @@ pub(crate) mod countersign;
 pub(crate) mod demo;
 pub(crate) mod fallback;
 pub(crate) mod health;
+pub(crate) mod log;
 pub(crate) mod models;
 pub(crate) mod passkeys;
 pub(crate) mod policy;

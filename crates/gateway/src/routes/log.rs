@@ -1,0 +1,139 @@
+//! The trail as a verifiable log (RFC 9162): `GET /v1/log/head` signs the current tree
+//! head, `GET /v1/log/proof?first=M` proves that the first `M` lines are unchanged in it,
+//! and `GET /v1/log/inclusion?index=I` that line `I` is in it. Each leaf is one line of
+//! the trail as exported (the same bytes from the file and from PostgreSQL), so anyone
+//! holding an earlier signed head can check, without the audit key, that nothing it
+//! covered was removed or rewritten.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Query, State};
+use axum::Json;
+use countersign_verify::log::{self, Hash, TreeHead};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, ErrorCode};
+use crate::AppState;
+
+/// The leaf hashes of the trail as it is now, in order.
+async fn leaves(state: &AppState) -> Result<Vec<Hash>, ApiError> {
+    let bytes = state.audit.export().await.map_err(|e| {
+        tracing::error!(error = %e, "audit export failed; no log head");
+        ApiError::new(
+            ErrorCode::AuditUnavailable,
+            "the audit trail could not be read",
+        )
+    })?;
+    Ok(bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(log::leaf_hash)
+        .collect())
+}
+
+/// The signed head of the tree over `leaves`, with its size and root.
+fn signed_head(state: &AppState, leaves: &[Hash]) -> Result<Value, ApiError> {
+    let head = TreeHead {
+        iss: state.config.issuer.clone(),
+        iat: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        tree_size: leaves.len() as u64,
+        root_hash: log::to_hex(&log::root(leaves)),
+    };
+    let signed = state.signer.sign_tree_head(&head).map_err(|_| {
+        ApiError::new(
+            ErrorCode::AuditUnavailable,
+            "the tree head could not be encoded",
+        )
+    })?;
+    Ok(json!({ "tree_size": head.tree_size, "root_hash": head.root_hash, "signed": signed }))
+}
+
+/// `GET /v1/log/head`: the current tree head, signed with the key the JWKS publishes.
+pub(crate) async fn head(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let leaves = leaves(&state).await?;
+    Ok(Json(signed_head(&state, &leaves)?))
+}
+
+/// The query of `GET /v1/log/proof`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProofQuery {
+    /// The size of the earlier head.
+    first: u64,
+}
+
+/// `GET /v1/log/proof?first=M`: the current signed head and the consistency proof from
+/// the tree of the first `M` lines to it.
+pub(crate) async fn proof(
+    State(state): State<AppState>,
+    query: Result<Query<ProofQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Ok(Query(query)) = query else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`first` (the earlier head's tree_size) is required, as a number",
+        ));
+    };
+    let leaves = leaves(&state).await?;
+    if query.first > leaves.len() as u64 {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "the log holds {} lines, fewer than the {} of that head: it was cut",
+                leaves.len(),
+                query.first
+            ),
+        ));
+    }
+    let first = usize::try_from(query.first).unwrap_or(usize::MAX);
+    let proof: Vec<String> = log::consistency_proof(first, &leaves)
+        .iter()
+        .map(log::to_hex)
+        .collect();
+    let mut answer = signed_head(&state, &leaves)?;
+    answer["first"] = json!(query.first);
+    answer["proof"] = json!(proof);
+    Ok(Json(answer))
+}
+
+/// The query of `GET /v1/log/inclusion`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InclusionQuery {
+    /// The line's index, from 0 (its `seq` minus one).
+    index: u64,
+}
+
+/// `GET /v1/log/inclusion?index=I`: the current signed head, line `I`'s leaf hash and
+/// the proof that it is in the tree.
+pub(crate) async fn inclusion(
+    State(state): State<AppState>,
+    query: Result<Query<InclusionQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Ok(Query(query)) = query else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`index` (the line's seq minus one) is required, as a number",
+        ));
+    };
+    let leaves = leaves(&state).await?;
+    let index = usize::try_from(query.index).unwrap_or(usize::MAX);
+    let Some(leaf) = leaves.get(index) else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("the log holds {} lines", leaves.len()),
+        ));
+    };
+    let proof: Vec<String> = log::inclusion_proof(index, &leaves)
+        .iter()
+        .map(log::to_hex)
+        .collect();
+    let mut answer = signed_head(&state, &leaves)?;
+    answer["index"] = json!(query.index);
+    answer["leaf_hash"] = json!(log::to_hex(leaf));
+    answer["proof"] = json!(proof);
+    Ok(Json(answer))
+}
