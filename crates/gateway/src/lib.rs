@@ -36,6 +36,7 @@ pub mod config;
 mod error;
 mod extract;
 mod guard;
+pub mod log_check;
 mod mcp;
 pub mod passkeys;
 pub mod redact;

@@ -53,6 +53,24 @@ enum Command {
         #[arg(long)]
         key_file: Option<PathBuf>,
     },
+    /// Check that a gateway's log still holds, unchanged, everything the signed tree
+    /// head kept in `--head-file` covered (a cut, a rewritten record or a forked
+    /// history fails), with the gateway's public keys only; then keep its newer head
+    /// there. The first run keeps the current head.
+    CheckLog {
+        /// The gateway's base URL (`https://gateway.example`).
+        #[arg(long)]
+        gateway: String,
+        /// Where the last checked head is kept (created on the first run).
+        #[arg(long)]
+        head_file: PathBuf,
+        /// The gateway's `iss`.
+        #[arg(long, default_value = countersign_gateway::DEFAULT_ISSUER)]
+        issuer: String,
+        /// The gateway's bearer token, if it has one.
+        #[arg(long, env = "COUNTERSIGN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
 }
 
 /// Where the audit trail is: a file, or a PostgreSQL database instead. The same flags
@@ -291,6 +309,12 @@ fn main() -> ExitCode {
         .init();
     let ran = match Cli::parse().command {
         Command::Verify { audit, key_file } => verify(&audit, key_file.as_deref()),
+        Command::CheckLog {
+            gateway,
+            head_file,
+            issuer,
+            token,
+        } => check_log(&gateway, &head_file, &issuer, token.as_deref()),
         Command::Serve(args) => runtime()
             .and_then(|rt| rt.block_on(serve(*args)))
             .map(|()| ExitCode::SUCCESS),
@@ -683,6 +707,33 @@ fn verify(audit: &AuditSource, key_file: Option<&Path>) -> Result<ExitCode, Erro
         }
         Err(e) => {
             eprintln!("broken: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `check-log`: prints what the check found; a failure exits non-zero.
+fn check_log(
+    gateway: &str,
+    head_file: &Path,
+    issuer: &str,
+    token: Option<&str>,
+) -> Result<ExitCode, Error> {
+    use countersign_gateway::log_check::LogCheck;
+    let checked = runtime()?.block_on(countersign_gateway::log_check::check_log(
+        gateway, head_file, issuer, token,
+    ));
+    match checked {
+        Ok(LogCheck::First { size }) => {
+            println!("kept: the log's signed head at {size} lines; later runs check against it");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(LogCheck::Consistent { from, to }) => {
+            println!("ok: the log holds the {from} lines of the kept head unchanged, and {to} now; the newer head is kept");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(why) => {
+            eprintln!("broken: {why}");
             Ok(ExitCode::FAILURE)
         }
     }

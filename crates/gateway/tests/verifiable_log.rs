@@ -226,3 +226,68 @@ async fn replicas_on_one_database_sign_one_log() {
     };
     assert_eq!(roots.len(), 1, "one log: {roots:?}");
 }
+
+/// `countersign-gateway check-log`, as an auditor runs it on a schedule: the first run
+/// keeps the signed head, the next ones check the log against it and keep the newer
+/// one, and a rewritten log fails with a non-zero exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_log_keeps_a_head_and_fails_on_a_rewritten_log() {
+    const TOKEN: &str = "an-auditors-token-0123456789abcdef";
+    let place = Place::Files(tempfile::tempdir().unwrap());
+    // A deployment with a token: the auditor holds it (and no audit key).
+    let with_token = |trail: AuditStore| async move {
+        let mut config = common::config(None);
+        config.access.token = Some(countersign_gateway::Secret::new(TOKEN));
+        let state = AppState::new(config, trail)
+            .unwrap()
+            .with_signing_seed(&[4; 32]);
+        common::serve(state).await
+    };
+    let trail = place.trail("kept").await;
+    let base = with_token(trail.clone()).await;
+    trail.append(common::records(3, "a", 0)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let head_file = dir.path().join("head.jws");
+    let run = |base: String| {
+        let head_file = head_file.clone();
+        async move {
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_countersign-gateway"))
+                .args(["check-log", "--gateway", &base, "--head-file"])
+                .arg(&head_file)
+                .env("COUNTERSIGN_TOKEN", TOKEN)
+                .output()
+                .await
+                .unwrap();
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (out.status.success(), said)
+        }
+    };
+    let (ok, said) = run(base.clone()).await;
+    assert!(
+        ok && said.starts_with("kept: the log's signed head at 3 lines"),
+        "{said}"
+    );
+    trail.append(common::records(2, "b", 0)).await.unwrap();
+    let (ok, said) = run(base.clone()).await;
+    assert!(
+        ok && said.starts_with("ok: the log holds the 3 lines"),
+        "{said}"
+    );
+    let mut changed = stored(&trail).await;
+    changed[0].action = "reset_workspace".into();
+    let rewritten = place.trail("rewritten").await;
+    rewritten.append(changed).await.unwrap();
+    let other = with_token(rewritten).await;
+    let (ok, said) = run(other).await;
+    assert!(
+        !ok && said.contains("broken: the log is not consistent"),
+        "{said}"
+    );
+    // The kept head is still the honest one: the honest log checks out against it.
+    let (ok, said) = run(base).await;
+    assert!(ok, "{said}");
+}

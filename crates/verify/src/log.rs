@@ -49,15 +49,22 @@ fn split(n: usize) -> usize {
     k
 }
 
+/// The first `k` leaves and the rest, `k` the largest power of two below their count.
+fn halves(leaves: &[Hash]) -> (&[Hash], &[Hash]) {
+    leaves
+        .split_at_checked(split(leaves.len()))
+        .unwrap_or((leaves, &[]))
+}
+
 /// The Merkle tree hash over `leaves` (leaf hashes, in order); the empty tree's is
 /// `SHA-256("")`.
 pub fn root(leaves: &[Hash]) -> Hash {
-    match leaves.len() {
-        0 => Sha256::digest([]).into(),
-        1 => leaves[0],
-        n => {
-            let k = split(n);
-            node(&root(&leaves[..k]), &root(&leaves[k..]))
+    match leaves {
+        [] => Sha256::digest([]).into(),
+        [leaf] => *leaf,
+        _ => {
+            let (left, right) = halves(leaves);
+            node(&root(left), &root(right))
         }
     }
 }
@@ -68,11 +75,12 @@ pub fn inclusion_proof(index: usize, leaves: &[Hash]) -> Vec<Hash> {
     if index >= n || n < 2 {
         return Vec::new();
     }
-    let k = split(n);
+    let (left, right) = halves(leaves);
+    let k = left.len();
     let (mut path, other) = if index < k {
-        (inclusion_proof(index, &leaves[..k]), root(&leaves[k..]))
+        (inclusion_proof(index, left), root(right))
     } else {
-        (inclusion_proof(index - k, &leaves[k..]), root(&leaves[..k]))
+        (inclusion_proof(index - k, right), root(left))
     };
     path.push(other);
     path
@@ -96,11 +104,12 @@ fn subproof(m: usize, leaves: &[Hash], whole: bool) -> Vec<Hash> {
             vec![root(leaves)]
         };
     }
-    let k = split(n);
+    let (left, right) = halves(leaves);
+    let k = left.len();
     let (mut proof, other) = if m <= k {
-        (subproof(m, &leaves[..k], whole), root(&leaves[k..]))
+        (subproof(m, left, whole), root(right))
     } else {
-        (subproof(m - k, &leaves[k..], false), root(&leaves[..k]))
+        (subproof(m - k, right, false), root(left))
     };
     proof.push(other);
     proof

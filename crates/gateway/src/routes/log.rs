@@ -32,8 +32,12 @@ async fn leaves(state: &AppState) -> Result<Vec<Hash>, ApiError> {
         .collect())
 }
 
-/// The signed head of the tree over `leaves`, with its size and root.
-fn signed_head(state: &AppState, leaves: &[Hash]) -> Result<Value, ApiError> {
+/// The signed head of the tree over `leaves`, with its size and root, and `more`.
+fn signed_head(
+    state: &AppState,
+    leaves: &[Hash],
+    more: serde_json::Map<String, Value>,
+) -> Result<Value, ApiError> {
     let head = TreeHead {
         iss: state.config.issuer.clone(),
         iat: SystemTime::now()
@@ -48,13 +52,17 @@ fn signed_head(state: &AppState, leaves: &[Hash]) -> Result<Value, ApiError> {
             "the tree head could not be encoded",
         )
     })?;
-    Ok(json!({ "tree_size": head.tree_size, "root_hash": head.root_hash, "signed": signed }))
+    let mut answer = more;
+    answer.insert("tree_size".into(), json!(head.tree_size));
+    answer.insert("root_hash".into(), json!(head.root_hash));
+    answer.insert("signed".into(), json!(signed));
+    Ok(Value::Object(answer))
 }
 
 /// `GET /v1/log/head`: the current tree head, signed with the key the JWKS publishes.
 pub(crate) async fn head(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let leaves = leaves(&state).await?;
-    Ok(Json(signed_head(&state, &leaves)?))
+    Ok(Json(signed_head(&state, &leaves, serde_json::Map::new())?))
 }
 
 /// The query of `GET /v1/log/proof`.
@@ -93,10 +101,10 @@ pub(crate) async fn proof(
         .iter()
         .map(log::to_hex)
         .collect();
-    let mut answer = signed_head(&state, &leaves)?;
-    answer["first"] = json!(query.first);
-    answer["proof"] = json!(proof);
-    Ok(Json(answer))
+    let mut more = serde_json::Map::new();
+    more.insert("first".into(), json!(query.first));
+    more.insert("proof".into(), json!(proof));
+    Ok(Json(signed_head(&state, &leaves, more)?))
 }
 
 /// The query of `GET /v1/log/inclusion`.
@@ -131,9 +139,9 @@ pub(crate) async fn inclusion(
         .iter()
         .map(log::to_hex)
         .collect();
-    let mut answer = signed_head(&state, &leaves)?;
-    answer["index"] = json!(query.index);
-    answer["leaf_hash"] = json!(log::to_hex(leaf));
-    answer["proof"] = json!(proof);
-    Ok(Json(answer))
+    let mut more = serde_json::Map::new();
+    more.insert("index".into(), json!(query.index));
+    more.insert("leaf_hash".into(), json!(log::to_hex(leaf)));
+    more.insert("proof".into(), json!(proof));
+    Ok(Json(signed_head(&state, &leaves, more)?))
 }
