@@ -257,7 +257,7 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
             (false, true, Caller::Mcp)
         ]
     );
-    for request in requests {
+    for (minted, request) in requests.into_iter().enumerate() {
         let (status, answer) = mint(&client, &base, &wire(&request)).await;
         assert_eq!(status, 200, "{request:?}: {answer}");
         let claims = verifier
@@ -292,6 +292,7 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
             act,
             amr,
             mut authorization_details,
+            log_index,
         } = claims;
         assert_eq!(authorization_details.len(), 1);
         let ActionDetail {
@@ -327,6 +328,8 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
         assert_eq!(aud, countersign_verify::DEFAULT_AUDIENCE);
         assert_eq!((sub, amr), (None, Vec::<String>::new()));
         assert_eq!(nbf, iat);
+        // Each mint is the trail's next line: its place in the verifiable log.
+        assert_eq!(log_index, Some(minted as u64));
         assert_eq!(answer["id"], json!(jti));
         assert_eq!(exp - iat, 120);
         assert_eq!(passkey, None);
@@ -669,6 +672,7 @@ fn claims(action: &str, age_secs: u64) -> Claims {
             presence: Presence::Click,
             passkey: None,
         }],
+        log_index: None,
     }
 }
 

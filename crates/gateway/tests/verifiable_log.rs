@@ -291,3 +291,56 @@ async fn check_log_keeps_a_head_and_fails_on_a_rewritten_log() {
     let (ok, said) = run(base).await;
     assert!(ok, "{said}");
 }
+
+/// A backend that acted on an approval confirms the gateway's record of it is in the
+/// log: the token names its place, and the inclusion proof shows that line, naming the
+/// token, under a signed head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_proven_to_be_in_the_log() {
+    let place = Place::Files(tempfile::tempdir().unwrap());
+    let trail = place.trail("kept").await;
+    let (base, state) = gateway(trail.clone()).await;
+    trail.append(common::records(3, "a", 0)).await.unwrap();
+    let minted = common::countersign(&reqwest::Client::new(), &base, &serde_json::json!({})).await;
+    trail.append(common::records(2, "b", 0)).await.unwrap();
+    let token = minted["countersignature"].as_str().unwrap();
+    let claims = state
+        .verifier
+        .verify_now(
+            token,
+            &countersign_verify::Expected::call("publish_note", &serde_json::json!({})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claims.log_index, Some(3));
+    let (status, included) = get(&base, "/v1/log/inclusion?index=3").await;
+    assert_eq!(status, 200, "{included}");
+    let line = included["line"].as_str().unwrap();
+    let leaf = leaf_hash(line.as_bytes());
+    assert_eq!(
+        included["leaf_hash"],
+        countersign_verify::log::to_hex(&leaf)
+    );
+    let record = serde_json::from_str::<ChainedLine>(line).unwrap().record;
+    assert_eq!(
+        record.countersignature.as_deref(),
+        Some(claims.jti.as_str())
+    );
+    let head = auditor(&state)
+        .check_tree_head(included["signed"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(head.tree_size, 6);
+    let proof: Vec<_> = included["proof"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| from_hex(h.as_str().unwrap()).unwrap())
+        .collect();
+    assert!(verify_inclusion(
+        3,
+        head.tree_size,
+        &leaf,
+        &proof,
+        &from_hex(&head.root_hash).unwrap()
+    ));
+}

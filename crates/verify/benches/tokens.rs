@@ -35,6 +35,7 @@ fn claims(jti: u64) -> Claims {
             presence: Presence::Click,
             passkey: None,
         }],
+        log_index: None,
     }
 }
 

@@ -108,6 +108,10 @@ pub struct Claims {
     /// can grow.
     #[serde(deserialize_with = "ours")]
     pub authorization_details: Vec<ActionDetail>,
+    /// Where the gateway's record of this approval is in its verifiable log (the line's
+    /// index, from 0): `GET /v1/log/inclusion?index=…` proves it is there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_index: Option<u64>,
 }
 
 /// The `authorization_details` entries of our type; one of our type that does not read

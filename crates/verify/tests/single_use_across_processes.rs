@@ -133,6 +133,7 @@ fn mint() -> String {
             presence: Presence::Click,
             passkey: None,
         }],
+        log_index: None,
     };
     signer().sign(&claims).unwrap()
 }

@@ -41,6 +41,7 @@ fn claims() -> Claims {
             presence: Presence::Click,
             passkey: None,
         }],
+        log_index: None,
     }
 }
 

@@ -200,18 +200,24 @@ pub(crate) async fn mint(
         act: Actor { sub: body.caller },
         amr,
         authorization_details: vec![detail],
+        log_index: None,
     };
     let at_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
     // INVARIANT: the trail gets the keyed digest; only the token carries the plain one.
     let args_digest = state.audit.key().countersigned_digest(&body.args_sha256);
     let record = record_of(&body, &jti, at_ms, args_digest)?;
-    state.audit.append(vec![record]).await.map_err(|e| {
+    let appended = state.audit.append(vec![record]).await.map_err(|e| {
         tracing::error!(error = %e, "audit append failed; no countersignature minted");
         ApiError::new(
             ErrorCode::AuditUnavailable,
             "the audit trail could not record the approval, so no countersignature was minted",
         )
     })?;
+    // Where the record is in the verifiable log: a backend can ask for its inclusion.
+    let claims = Claims {
+        log_index: (appended.appended == 1).then(|| appended.last_seq.saturating_sub(1)),
+        ..claims
+    };
     let token = state.signer.sign(&claims).map_err(|_| {
         ApiError::new(
             ErrorCode::AuditUnavailable,

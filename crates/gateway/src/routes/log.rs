@@ -18,6 +18,15 @@ use crate::AppState;
 
 /// The leaf hashes of the trail as it is now, in order.
 async fn leaves(state: &AppState) -> Result<Vec<Hash>, ApiError> {
+    Ok(lines(state)
+        .await?
+        .iter()
+        .map(|l| log::leaf_hash(l))
+        .collect())
+}
+
+/// The trail's lines as it is now, in order (each without its newline).
+async fn lines(state: &AppState) -> Result<Vec<Vec<u8>>, ApiError> {
     let bytes = state.audit.export().await.map_err(|e| {
         tracing::error!(error = %e, "audit export failed; no log head");
         ApiError::new(
@@ -28,7 +37,7 @@ async fn leaves(state: &AppState) -> Result<Vec<Hash>, ApiError> {
     Ok(bytes
         .split(|b| *b == b'\n')
         .filter(|line| !line.is_empty())
-        .map(log::leaf_hash)
+        .map(<[u8]>::to_vec)
         .collect())
 }
 
@@ -115,8 +124,8 @@ pub(crate) struct InclusionQuery {
     index: u64,
 }
 
-/// `GET /v1/log/inclusion?index=I`: the current signed head, line `I`'s leaf hash and
-/// the proof that it is in the tree.
+/// `GET /v1/log/inclusion?index=I`: the current signed head, line `I` with its leaf hash,
+/// and the proof that it is in the tree.
 pub(crate) async fn inclusion(
     State(state): State<AppState>,
     query: Result<Query<InclusionQuery>, axum::extract::rejection::QueryRejection>,
@@ -127,9 +136,10 @@ pub(crate) async fn inclusion(
             "`index` (the line's seq minus one) is required, as a number",
         ));
     };
-    let leaves = leaves(&state).await?;
+    let lines = lines(&state).await?;
+    let leaves: Vec<Hash> = lines.iter().map(|l| log::leaf_hash(l)).collect();
     let index = usize::try_from(query.index).unwrap_or(usize::MAX);
-    let Some(leaf) = leaves.get(index) else {
+    let (Some(leaf), Some(line)) = (leaves.get(index), lines.get(index)) else {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
             format!("the log holds {} lines", leaves.len()),
@@ -142,6 +152,8 @@ pub(crate) async fn inclusion(
     let mut more = serde_json::Map::new();
     more.insert("index".into(), json!(query.index));
     more.insert("leaf_hash".into(), json!(log::to_hex(leaf)));
+    // The line itself, so the asker can hash it and read what it records.
+    more.insert("line".into(), json!(String::from_utf8_lossy(line)));
     more.insert("proof".into(), json!(proof));
     Ok(Json(signed_head(&state, &leaves, more)?))
 }
