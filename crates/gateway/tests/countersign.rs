@@ -702,21 +702,48 @@ fn hard_arguments() -> Value {
            "ratio": 0.00001, "far": 1e21, "whole": 2.0, "\u{fb01}": 2, "\u{1f600}": 1})
 }
 
-/// Runs a stock backend's check (`program script JWKS TOKEN ACTION ARGS`) on a token the
-/// gateway minted for `args`, and asserts it verified, then refused other arguments and
-/// a tampered signature.
+/// Runs a stock backend's check (`program script JWKS TOKEN ACTION ARGS RECEIPT`) on a
+/// token the gateway minted for `args` and a receipt naming it, and asserts it verified
+/// both, then refused other arguments, a tampered signature and the receipt as an
+/// approval.
 async fn a_stock_backend_checks(program: &str, script: &std::path::Path, library: &str) {
-    let (base, _s, _dir) = gateway(false).await;
+    let (base, s, _dir) = gateway(false).await;
     let client = reqwest::Client::new();
     let args = hard_arguments();
     let (_, answer) = mint(&client, &base, &mint_body("save_workspace_name", &args)).await;
     let token = answer["countersignature"].as_str().unwrap();
+    // The receipt the gateway would sign for the call's result (as an MCP client gets it).
+    let receipt = s
+        .signer
+        .sign_receipt(&countersign_verify::ReceiptClaims {
+            iss: "countersign-gateway".into(),
+            iat: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            jti: "ab".repeat(16),
+            act: countersign_verify::Actor {
+                sub: countersign::Caller::Mcp,
+            },
+            outcome: countersign_verify::CallOutcome {
+                call: "call_abc".into(),
+                action: "save_workspace_name".into(),
+                args_sha256: digest(&args),
+                ok: true,
+                code: "OK".into(),
+                result_sha256: "00".repeat(32),
+                approval_sha256: Some(countersign_verify::token_sha256(token)),
+                approval_jti: answer["id"].as_str().map(str::to_owned),
+            },
+        })
+        .unwrap();
     let output = tokio::process::Command::new(program)
         .arg(script)
         .arg(format!("{base}/.well-known/jwks.json"))
         .arg(token)
         .arg("save_workspace_name")
         .arg(args.to_string())
+        .arg(&receipt)
         .output()
         .await
         .unwrap_or_else(|e| panic!("{program} runs (cargo xtask setup installs {library}): {e}"));
@@ -734,6 +761,14 @@ async fn a_stock_backend_checks(program: &str, script: &std::path::Path, library
     );
     assert!(stdout.contains("refused: other arguments"), "{stdout}");
     assert!(stdout.contains("refused: tampered"), "{stdout}");
+    assert!(
+        stdout.contains("receipt: save_workspace_name OK for this approval"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("refused: a receipt is not an approval"),
+        "{stdout}"
+    );
 }
 
 /// A Python backend with joserfc and rfc8785 (stock libraries from PyPI) fetches the

@@ -1,12 +1,12 @@
 // A backend in Node checking a Countersign countersignature with jose and canonicalize.
 //
-// usage: node verify_token.mjs JWKS_URL TOKEN ACTION ARGUMENTS_JSON
+// usage: node verify_token.mjs JWKS_URL TOKEN ACTION ARGUMENTS_JSON [RECEIPT]
 
 import { createHash } from "node:crypto";
 import canonicalize from "canonicalize";
 import { createRemoteJWKSet, errors, jwtVerify } from "jose";
 
-const [jwksUrl, token, action, argumentsJson] = process.argv.slice(2);
+const [jwksUrl, token, action, argumentsJson, receipt] = process.argv.slice(2);
 const jwks = createRemoteJWKSet(new URL(jwksUrl));
 
 async function verify(token, action, args) {
@@ -48,4 +48,22 @@ try {
 } catch (e) {
   if (!(e instanceof errors.JWSSignatureVerificationFailed)) throw e;
   console.log("refused: tampered");
+}
+if (receipt) {
+  // A receipt is a statement, not a permission: no expiry, never spent.
+  const { payload: said } = await jwtVerify(receipt, jwks, {
+    algorithms: ["Ed25519"],
+    issuer: "countersign-gateway",
+    typ: "countersign-receipt+jwt",
+  });
+  const approval = createHash("sha256").update(token, "utf8").digest("hex");
+  if (said.outcome.approval_sha256 !== approval) throw new Error("a receipt for another approval");
+  console.log(`receipt: ${said.outcome.action} ${said.outcome.code} for this approval`);
+  try {
+    await verify(receipt, action, args);
+    throw new Error("accepted a receipt as an approval");
+  } catch (e) {
+    if (!(e instanceof errors.JWTClaimValidationFailed)) throw e;
+    console.log(`refused: a receipt is not an approval (${e.message})`);
+  }
 }

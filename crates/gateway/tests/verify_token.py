@@ -1,6 +1,6 @@
 """A backend in Python checking a Countersign countersignature with joserfc and rfc8785.
 
-usage: verify_token.py JWKS_URL TOKEN ACTION ARGUMENTS_JSON
+usage: verify_token.py JWKS_URL TOKEN ACTION ARGUMENTS_JSON [RECEIPT]
 """
 
 import hashlib
@@ -16,6 +16,7 @@ from joserfc.jwk import KeySet
 ISSUER = "countersign-gateway"
 AUDIENCE = "countersign-backend"
 TYPE = "countersign-approval+jwt"
+RECEIPT_TYPE = "countersign-receipt+jwt"
 
 
 def fetch_keys(jwks_url):
@@ -47,6 +48,18 @@ def verify(token, keys, action, arguments):
     return decoded.claims, detail
 
 
+def check_receipt(receipt, keys, approval):
+    # A receipt is a statement, not a permission: no expiry, never spent.
+    decoded = jwt.decode(receipt, keys, algorithms=["Ed25519"])
+    if decoded.header.get("typ") != RECEIPT_TYPE:
+        raise ValueError("not a receipt")
+    jwt.JWTClaimsRegistry(iss={"essential": True, "value": ISSUER}).validate(decoded.claims)
+    outcome = decoded.claims["outcome"]
+    if outcome["approval_sha256"] != hashlib.sha256(approval.encode()).hexdigest():
+        raise ValueError("a receipt for another approval")
+    return outcome
+
+
 def main():
     jwks_url, token, action, arguments = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     keys = fetch_keys(jwks_url)
@@ -65,6 +78,14 @@ def main():
         sys.exit("accepted a tampered token")
     except BadSignatureError:
         print("refused: tampered")
+    if len(sys.argv) > 5:
+        outcome = check_receipt(sys.argv[5], keys, token)
+        print(f"receipt: {outcome['action']} {outcome['code']} for this approval")
+        try:
+            verify(sys.argv[5], keys, action, arguments)
+            sys.exit("accepted a receipt as an approval")
+        except ValueError as e:
+            print(f"refused: a receipt is not an approval ({e})")
 
 
 if __name__ == "__main__":
