@@ -34,6 +34,7 @@
 pub mod audit_store;
 pub mod config;
 mod error;
+pub mod evidence;
 mod extract;
 mod guard;
 pub mod log_check;
@@ -57,8 +58,9 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use audit_store::{
-    head_path, verify_bytes, verify_file, verify_postgres, AuditStore, ChainKey, ChainedLine,
-    Completeness, FileStore, Head, Hole, PgStore, StoreError, Trail, Verified, MAX_HOLES_LISTED,
+    head_path, read_postgres, verify_bytes, verify_file, verify_postgres, AuditStore, ChainKey,
+    ChainedLine, Completeness, FileStore, Head, Hole, PgStore, StoreError, Trail, Verified,
+    MAX_HOLES_LISTED,
 };
 pub use config::{loopback_hosts, Access, GatewayConfig, Secret, Upstream, DEFAULT_ISSUER};
 pub use error::{ApiError, ErrorCode};

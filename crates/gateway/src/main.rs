@@ -53,6 +53,18 @@ enum Command {
         #[arg(long)]
         key_file: Option<PathBuf>,
     },
+    /// The trail as an auditor asks for it: one row per call (who asked, the action, its
+    /// kind, who decided, how it ended, the countersignature minted, the terminal
+    /// record's line in the verifiable log), filtered, as CSV or JSON; or a summary.
+    Evidence {
+        #[command(flatten)]
+        audit: AuditSource,
+        #[command(flatten)]
+        filter: EvidenceFilter,
+        /// `csv`, `json` or `summary` (counts by outcome, decider, action and caller).
+        #[arg(long, default_value = "csv", value_parser = ["csv", "json", "summary"])]
+        format: String,
+    },
     /// Check that a gateway's log still holds, unchanged, everything the signed tree
     /// head kept in `--head-file` covered (a cut, a rewritten record or a forked
     /// history fails), with the gateway's public keys only; then keep its newer head
@@ -71,6 +83,55 @@ enum Command {
         #[arg(long, env = "COUNTERSIGN_TOKEN", hide_env_values = true)]
         token: Option<String>,
     },
+}
+
+/// Which calls `evidence` lists (every one, when none is given).
+#[derive(Args, Debug)]
+struct EvidenceFilter {
+    /// From this day on (`2026-12-01`, UTC, inclusive).
+    #[arg(long, value_parser = day_ms)]
+    from: Option<u64>,
+    /// Before this day (`2027-01-01`, UTC, exclusive).
+    #[arg(long, value_parser = day_ms)]
+    to: Option<u64>,
+    /// Only this action (repeatable).
+    #[arg(long = "action")]
+    actions: Vec<String>,
+    /// Only this kind: `read`, `write`, `danger` (repeatable).
+    #[arg(long = "kind")]
+    kinds: Vec<String>,
+    /// Only this outcome: `OK`, `PERMISSION_DENIED`, `APPROVAL_TIMEOUT`… (repeatable).
+    #[arg(long = "outcome")]
+    outcomes: Vec<String>,
+    /// Only calls decided by: `person`, `session_grant`, `policy`, `mode`… (repeatable).
+    #[arg(long = "decided-by")]
+    decided_by: Vec<String>,
+    /// Only calls from: `assistant`, `webmcp`, `mcp` (repeatable).
+    #[arg(long = "caller")]
+    callers: Vec<String>,
+}
+
+/// Milliseconds since the Unix epoch at the start (UTC) of the day `YYYY-MM-DD`.
+fn day_ms(text: &str) -> Result<u64, String> {
+    let bad = || format!("`{text}` is not a day (YYYY-MM-DD)");
+    let mut parts = text.split('-').map(str::parse::<i64>);
+    let (Some(Ok(y)), Some(Ok(m)), Some(Ok(d)), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return Err(bad());
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400_000).map_err(|_| bad())
 }
 
 /// Where the audit trail is: a file, or a PostgreSQL database instead. The same flags
@@ -309,6 +370,11 @@ fn main() -> ExitCode {
         .init();
     let ran = match Cli::parse().command {
         Command::Verify { audit, key_file } => verify(&audit, key_file.as_deref()),
+        Command::Evidence {
+            audit,
+            filter,
+            format,
+        } => evidence(&audit, filter, &format),
         Command::CheckLog {
             gateway,
             head_file,
@@ -710,6 +776,43 @@ fn verify(audit: &AuditSource, key_file: Option<&Path>) -> Result<ExitCode, Erro
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// `evidence`: reads the trail (no key needed) and prints the rows or the summary.
+fn evidence(audit: &AuditSource, f: EvidenceFilter, format: &str) -> Result<ExitCode, Error> {
+    use countersign_gateway::evidence;
+    let bytes = match &audit.audit_url {
+        None => std::fs::read(&audit.audit_file)
+            .map_err(|e| format!("{}: {e}", audit.audit_file.display())),
+        Some(url) => runtime()?
+            .block_on(countersign_gateway::read_postgres(url))
+            .map_err(|e| e.to_string()),
+    };
+    let filter = evidence::Filter {
+        from_ms: f.from,
+        to_ms: f.to,
+        actions: f.actions,
+        kinds: f.kinds,
+        outcomes: f.outcomes,
+        decided_by: f.decided_by,
+        callers: f.callers,
+    };
+    let rows = match bytes.and_then(|b| evidence::rows(&b, &filter).map_err(|e| e.to_string())) {
+        Ok(rows) => rows,
+        Err(why) => {
+            eprintln!("unreadable: {why}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    match format {
+        "json" => println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        ),
+        "summary" => print!("{}", evidence::summary(&rows)),
+        _ => print!("{}", evidence::csv(&rows)),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `check-log`: prints what the check found; a failure exits non-zero.

@@ -28,7 +28,7 @@ use sha2::Sha256;
 
 pub use completeness::{Completeness, Hole, MAX_HOLES_LISTED};
 pub use file::{head_path, verify_file, FileStore};
-pub use postgres::{verify_postgres, PgStore};
+pub use postgres::{read_postgres, verify_postgres, PgStore};
 
 /// The `prev` of the first line.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";

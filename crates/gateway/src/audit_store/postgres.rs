@@ -484,6 +484,18 @@ async fn read_trail(
     Ok((bytes, row.map(head_of).transpose()?))
 }
 
+/// The trail in the database at `url` as JSON Lines, read in one snapshot, without the
+/// key and without writing (for `evidence`).
+pub async fn read_postgres(url: &str) -> Result<Vec<u8>, StoreError> {
+    let mut connection = sqlx::PgConnection::connect_with(&reading(url)?)
+        .await
+        .map_err(db("cannot connect"))?;
+    let mut tx = connection.begin().await.map_err(db("cannot begin"))?;
+    let (bytes, _) = read_trail(&mut tx).await?;
+    tx.commit().await.map_err(db("cannot end the read"))?;
+    Ok(bytes)
+}
+
 /// Verifies the trail in the database at `url`, read-only (no migration, no head is
 /// created): with the key, every mac and the head, exactly as [`super::verify_file`]
 /// checks a file; without it, the structure only.

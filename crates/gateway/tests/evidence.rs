@@ -1,0 +1,235 @@
+//! Evidence on request: `countersign-gateway evidence` turns a trail the executor wrote
+//! into the auditor's table (one row per call: who asked, what, who decided, how it
+//! ended, the countersignature, the line in the verifiable log), filtered, as CSV, JSON
+//! or a summary, from the file, without the audit key.
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use countersign::{
+    Action, Call, Caller, Config, Confirm, Executor, Gesture, Kind, MemoryAudit, Session, Step,
+    Timestamp,
+};
+use countersign_gateway::AuditStore;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Clone, Deserialize, countersign::schemars::JsonSchema)]
+#[schemars(crate = "countersign::schemars")]
+struct Rename {
+    name: String,
+}
+
+#[derive(Clone, Deserialize, countersign::schemars::JsonSchema)]
+#[schemars(crate = "countersign::schemars")]
+struct Nothing {}
+
+/// A session's trail: a rename approved once, one denied, an "always allow" and a call it
+/// covered, an archive asked of an MCP client and left to expire, and an unknown action.
+async fn trail() -> Vec<countersign::AuditRecord> {
+    let audit = MemoryAudit::new();
+    let exec = Executor::new(
+        Config::new("page-7", Session::new("admin", ["ws"]), [3; 32]),
+        audit.clone(),
+    );
+    let _rename = exec
+        .register(
+            Action::<Rename>::new("save_workspace_name", "Renames.")
+                .kind(Kind::Write)
+                .confirm(Confirm::Ask)
+                .run(|p: Rename| async move { Ok::<_, String>(json!({ "name": p.name })) }),
+        )
+        .unwrap();
+    let _archive = exec
+        .register(
+            Action::<Nothing>::new("archive_workspace", "Archives.")
+                .kind(Kind::Danger)
+                .run(|_: Nothing| async move { Ok::<_, String>(json!({})) }),
+        )
+        .unwrap();
+    let at = Timestamp::from_millis;
+    let rename = |id: &str, name: &str| {
+        Call::new(
+            id,
+            "save_workspace_name",
+            json!({ "name": name }).to_string(),
+        )
+    };
+    let finish = |step: Step| async {
+        if let Step::Perform(job) = step {
+            let done = job.run().await;
+            exec.complete(done, at(50));
+        }
+    };
+    for (id, gesture) in [
+        ("c1", Some(Gesture::AllowOnce)),
+        ("c2", None),
+        ("c3", Some(Gesture::AllowForSession)),
+    ] {
+        let Ok(Step::Approval(card)) = exec.submit(rename(id, "Apollo"), at(10)) else {
+            panic!("{id} waits for a card");
+        };
+        match gesture {
+            Some(gesture) => finish(exec.approve(card.countersign(gesture), at(20)).unwrap()).await,
+            None => {
+                exec.deny(card.call, Some("not now"), at(20)).unwrap();
+            }
+        }
+    }
+    finish(exec.submit(rename("c4", "Apollo"), at(30)).unwrap()).await;
+    let _ = exec
+        .submit(
+            Call::new("m1", "archive_workspace", "{}").by(Caller::Mcp),
+            at(40),
+        )
+        .unwrap();
+    exec.handle_timeout(at(10_000_000));
+    let _ = exec
+        .submit(Call::new("x1", "drop_database", "{}"), at(60))
+        .unwrap();
+    audit.records()
+}
+
+fn run(args: &[&str], file: &std::path::Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign-gateway"))
+        .arg("evidence")
+        .arg("--audit-file")
+        .arg(file)
+        .args(args)
+        .env_remove("COUNTERSIGN_AUDIT_URL")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    (
+        out.status.success(),
+        said + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auditors_table_names_who_decided_each_call_and_how_it_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let store = AuditStore::open(&file, common::test_key()).unwrap();
+    store.append(trail().await).await.unwrap();
+
+    let (ok, said) = run(&["--format", "json"], &file);
+    assert!(ok, "{said}");
+    let rows: Vec<Value> = serde_json::from_str(&said).unwrap();
+    let row = |id: usize| {
+        let r = &rows[id];
+        (
+            r["action"].as_str().unwrap().to_owned(),
+            r["caller"].as_str().unwrap().to_owned(),
+            r["decided_by"].as_str().unwrap().to_owned(),
+            r["outcome"].as_str().unwrap().to_owned(),
+        )
+    };
+    let s = |a: &str, b: &str, c: &str, d: &str| (a.into(), b.into(), c.into(), d.into());
+    assert_eq!(rows.len(), 6, "{said}");
+    assert_eq!(
+        row(0),
+        s("save_workspace_name", "assistant", "person", "OK")
+    );
+    assert_eq!(
+        row(1),
+        s(
+            "save_workspace_name",
+            "assistant",
+            "person",
+            "PERMISSION_DENIED"
+        )
+    );
+    assert_eq!(
+        row(2),
+        s("save_workspace_name", "assistant", "person", "OK")
+    );
+    assert_eq!(
+        row(3),
+        s("save_workspace_name", "assistant", "session_grant", "OK")
+    );
+    assert_eq!(
+        row(4),
+        s("archive_workspace", "mcp", "timer", "APPROVAL_TIMEOUT")
+    );
+    assert_eq!(row(5).3, "UNKNOWN_ACTION");
+    assert_eq!(rows[3]["grant"], rows[2]["grant"]);
+    assert!(!rows[3]["grant"].as_str().unwrap().is_empty());
+    assert_eq!(rows[4]["kind"], "danger");
+    // Each ended call names its terminal line in the log, in order.
+    let indices: Vec<u64> = rows
+        .iter()
+        .map(|r| r["log_index"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(indices.windows(2).all(|w| w[0] < w[1]), "{indices:?}");
+
+    // Filtered: what a person decided about writes, as CSV.
+    let (ok, said) = run(
+        &[
+            "--decided-by",
+            "person",
+            "--kind",
+            "write",
+            "--outcome",
+            "OK",
+        ],
+        &file,
+    );
+    assert!(ok, "{said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 3, "{said}");
+    assert!(lines[0].starts_with("at_ms,session,role,caller,action,kind,outcome,decided_by"));
+    assert!(lines[1..].iter().all(|l| l.contains(",person,")));
+    // By day: none before the epoch's second day.
+    let (ok, said) = run(&["--from", "1970-01-02", "--format", "json"], &file);
+    assert!(ok, "{said}");
+    assert_eq!(said.trim(), "[]");
+    let (ok, said) = run(&["--from", "1970-13-01"], &file);
+    assert!(!ok && said.contains("is not a day"), "{said}");
+
+    // The summary.
+    let (ok, said) = run(&["--format", "summary"], &file);
+    assert!(ok, "{said}");
+    assert!(said.starts_with("6 calls"), "{said}");
+    assert!(
+        said.contains("     3  OK") && said.contains("     1  PERMISSION_DENIED"),
+        "{said}"
+    );
+    assert!(
+        said.contains("     3  person") && said.contains("     1  session_grant"),
+        "{said}"
+    );
+}
+
+/// A cell that a spreadsheet would run as a formula is written as text, and a trail
+/// that is not one is refused with its line.
+#[test]
+fn csv_cells_are_never_formulas_and_bad_lines_are_named() {
+    use countersign_gateway::evidence::{csv, rows, Filter, Row};
+    let row = Row {
+        at_ms: 1,
+        session: "s".into(),
+        role: "=HYPERLINK(\"http://x\")".into(),
+        caller: "assistant".into(),
+        action: "a,b".into(),
+        kind: String::new(),
+        outcome: String::new(),
+        decided_by: String::new(),
+        reason: "+1".into(),
+        grant: String::new(),
+        countersignature: String::new(),
+        log_index: String::new(),
+    };
+    let out = csv(&[row]);
+    let line = out.lines().nth(1).unwrap();
+    assert!(line.contains("\"'=HYPERLINK(\"\"http://x\"\")\""), "{line}");
+    assert!(line.contains("\"a,b\"") && line.contains(",'+1,"), "{line}");
+    let err = rows(b"{\"seq\":1}\nnot json\n", &Filter::default()).unwrap_err();
+    assert_eq!(err.line, 1, "{err}");
+}
