@@ -3,8 +3,16 @@
 
 use std::path::Path;
 
+use countersign_verify::log::TreeHead;
 use countersign_verify::Verifier;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+/// What the head file keeps: the head's claims as checked, and the signed head.
+#[derive(Serialize, Deserialize)]
+struct Kept {
+    head: TreeHead,
+    signed: String,
+}
 
 /// What `/v1/log/head` and `/v1/log/proof` answer, as far as a check reads it.
 #[derive(Deserialize)]
@@ -31,10 +39,12 @@ pub enum LogCheck {
     },
 }
 
-/// Checks the log of the gateway at `base` against the signed head kept in `head_file`
-/// (a file with the head's compact JWS), trusting the keys `base` publishes at
-/// `/.well-known/jwks.json` now and the issuer `issuer`. On success the newer head is
-/// written to `head_file`. `token` is the gateway's `COUNTERSIGN_TOKEN`, if it has one.
+/// Checks the log of the gateway at `base` against the head kept in `head_file` (its
+/// claims, checked when kept, and the signed head), trusting for the newer head the keys
+/// `base` publishes at `/.well-known/jwks.json` now and the issuer `issuer`. On success
+/// the newer head is kept in `head_file`. The first run keeps the head it gets as it is
+/// (trust on first use: compare it with one taken elsewhere). `token` is the gateway's
+/// `COUNTERSIGN_TOKEN`, if it has one.
 pub async fn check_log(
     base: &str,
     head_file: &Path,
@@ -68,13 +78,27 @@ pub async fn check_log(
     let verifier = Verifier::new(issuer)
         .trust_jwks(&jwks)
         .map_err(|e| format!("the gateway's keys: {e}"))?;
-    let old = match std::fs::read_to_string(head_file) {
-        Ok(text) => Some(text.trim().to_owned()),
+    // The kept head: its claims, checked when it was kept (a key rotation since may have
+    // dropped the key that signed it), and the signed head itself, for the record.
+    let old: Option<Kept> = match std::fs::read_to_string(head_file) {
+        Ok(text) => Some(
+            serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not a kept head ({e})", head_file.display()))?,
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("{}: {e}", head_file.display())),
     };
-    let keep = |signed: &str| {
-        std::fs::write(head_file, format!("{signed}\n"))
+    // Written whole or not at all: a crash mid-write keeps the previous head.
+    let keep = |head: TreeHead, signed: &str| {
+        let kept = Kept {
+            head,
+            signed: signed.to_owned(),
+        };
+        let text = serde_json::to_string_pretty(&kept).map_err(|e| e.to_string())?;
+        let mut temporary = head_file.as_os_str().to_owned();
+        temporary.push(".new");
+        std::fs::write(&temporary, text + "\n")
+            .and_then(|()| std::fs::rename(&temporary, head_file))
             .map_err(|e| format!("{}: {e}", head_file.display()))
     };
     let Some(old) = old else {
@@ -83,24 +107,18 @@ pub async fn check_log(
         let checked = verifier
             .check_tree_head(&head.signed)
             .map_err(|e| format!("the head: {e}"))?;
-        keep(&head.signed)?;
-        return Ok(LogCheck::First {
-            size: checked.tree_size,
-        });
+        let size = checked.tree_size;
+        keep(checked, &head.signed)?;
+        return Ok(LogCheck::First { size });
     };
-    let from = verifier
-        .check_tree_head(&old)
-        .map_err(|e| format!("the kept head: {e}"))?
-        .tree_size;
+    let from = old.head.tree_size;
     let path = format!("/v1/log/proof?first={from}");
     let answer: Answer =
         serde_json::from_str(&fetch(path.clone()).await?).map_err(|e| format!("{path}: {e}"))?;
     let new = verifier
-        .check_log_consistency(&old, &answer.signed, &answer.proof)
+        .check_log_extends(&old.head, &answer.signed, &answer.proof)
         .map_err(|e| e.to_string())?;
-    keep(&answer.signed)?;
-    Ok(LogCheck::Consistent {
-        from,
-        to: new.tree_size,
-    })
+    let to = new.tree_size;
+    keep(new, &answer.signed)?;
+    Ok(LogCheck::Consistent { from, to })
 }

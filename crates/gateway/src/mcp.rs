@@ -149,6 +149,15 @@ impl ServerHandler for McpServer {
             }
             Err(e) => return Ok(refused("UNAVAILABLE", &e.to_string())),
         };
+        // Read when the call ends, however it ends: an approval minted before a timeout
+        // or the page going away is still named.
+        let slot = self.relay.approval_slot(&code, &id).unwrap_or_default();
+        let approval = move || {
+            slot.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .as_ref()
+                .map(|approved| approved.token.clone())
+        };
         let progress = context.meta.get_progress_token();
         let mut ticks = tokio::time::interval(PROGRESS_EVERY);
         let mut sent = 0u32;
@@ -157,14 +166,15 @@ impl ServerHandler for McpServer {
         loop {
             tokio::select! {
                 settled = &mut answer => {
-                    let (response, approval) = match settled {
-                        Ok(answer) => (settled_result(&answer.content), answer.approval),
+                    let (response, by) = match settled {
+                        Ok(answer) => (settled_result(&answer.content), Said::Page),
                         Err(_) => (refused(
                             "PAGE_GONE",
                             "the page closed before the call ended; whether it ran is in the page's audit trail",
-                        ), None),
+                        ), Said::Gateway),
                     };
-                    return Ok(self.receipts.attach(response, &id, &request.name, args_sha256, approval));
+                    let asked = Asked { call: &id, action: &request.name, args_sha256 };
+                    return Ok(self.receipts.attach(response, asked, by, approval()));
                 }
                 () = context.ct.cancelled() => {
                     self.relay.cancel(&code, &id);
@@ -179,7 +189,8 @@ impl ServerHandler for McpServer {
                         "TIMEOUT",
                         "the page did not answer within 15 minutes; a card still waiting was withdrawn",
                     );
-                    return Ok(self.receipts.attach(response, &id, &request.name, args_sha256, None));
+                    let asked = Asked { call: &id, action: &request.name, args_sha256 };
+                    return Ok(self.receipts.attach(response, asked, Said::Gateway, approval()));
                 }
                 _ = ticks.tick() => {
                     let Some(token) = progress.clone() else { continue };
@@ -292,16 +303,36 @@ pub(crate) const META_APPROVAL: &str = "countersign/approval";
 /// The `_meta` key of the signed receipt a result carries.
 pub(crate) const META_RECEIPT: &str = "countersign/receipt";
 
+/// The call a receipt is about, as the client asked it.
+struct Asked<'a> {
+    call: &'a str,
+    action: &'a str,
+    args_sha256: String,
+}
+
+/// Who said how a call ended.
+#[derive(Clone, Copy)]
+enum Said {
+    /// The page answered (its word).
+    Page,
+    /// The gateway ended it (the page went away, or did not answer in time).
+    Gateway,
+}
+
 impl Receipts {
     /// `response` with the approval (if any) and a signed receipt in its `_meta`.
     fn attach(
         &self,
         response: CallToolResponse,
-        call: &str,
-        action: &str,
-        args_sha256: String,
+        asked: Asked<'_>,
+        said: Said,
         approval: Option<String>,
     ) -> CallToolResponse {
+        let Asked {
+            call,
+            action,
+            args_sha256,
+        } = asked;
         let CallToolResponse::Complete(mut result) = response else {
             return response;
         };
@@ -329,6 +360,10 @@ impl Receipts {
                 args_sha256,
                 ok,
                 code: code.to_owned(),
+                said_by: match said {
+                    Said::Page => "page".into(),
+                    Said::Gateway => "gateway".into(),
+                },
                 // The result's text content is exactly this JSON text.
                 result_sha256: countersign_verify::token_sha256(&value.to_string()),
                 approval_sha256: approval.as_deref().map(countersign_verify::token_sha256),

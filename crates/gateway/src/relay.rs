@@ -186,8 +186,23 @@ struct Waiting {
     name: String,
     arguments: String,
     answer: oneshot::Sender<Answer>,
-    /// The countersignature the gateway minted for this call, if any.
-    approval: Option<String>,
+    /// SHA-256 (hex) of the canonical arguments the caller sent.
+    args_sha256: String,
+    /// The countersignature the gateway minted for this call, if any; the caller's side
+    /// holds it too, so it outlives the call (a timeout, the page gone).
+    approval: ApprovalSlot,
+}
+
+/// Where the countersignature minted for a relayed call is kept.
+pub type ApprovalSlot = Arc<Mutex<Option<Approved>>>;
+
+/// A countersignature minted for a relayed call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Approved {
+    /// The token.
+    pub token: String,
+    /// Whether the person's passkey showed presence.
+    pub passkey: bool,
 }
 
 /// The page's answer to a relayed call.
@@ -195,8 +210,6 @@ struct Waiting {
 pub struct Answer {
     /// The JSON the in-page model would get.
     pub content: String,
-    /// The countersignature the gateway minted for the call, if one was.
-    pub approval: Option<String>,
 }
 
 /// One page's open event stream: its events, and who it is for the disconnect.
@@ -378,10 +391,7 @@ impl Relay {
         let mut pages = self.pages();
         let page = pages.get_mut(code).ok_or(RelayError::NoPage)?;
         let waiting = page.calls.remove(id).ok_or(RelayError::NoCall)?;
-        let answer = Answer {
-            content,
-            approval: waiting.approval,
-        };
+        let answer = Answer { content };
         waiting.answer.send(answer).map_err(|_| RelayError::NoCall)
     }
 
@@ -425,26 +435,59 @@ impl Relay {
             Err(mpsc::error::TrySendError::Full(_)) => return Err(RelayError::Busy),
         }
         let (answer, receiver) = oneshot::channel();
+        let args_sha256 = countersign::audit::ArgsDigest::of_value(
+            &serde_json::from_str(&arguments).unwrap_or(serde_json::Value::Null),
+        )
+        .to_hex();
         let waiting = Waiting {
             name: name.to_owned(),
             arguments,
             answer,
-            approval: None,
+            args_sha256,
+            approval: ApprovalSlot::default(),
         };
         page.calls.insert(id.clone(), waiting);
         Ok((id, receiver))
     }
 
-    /// The gateway minted `token` for the relayed call `id` of `action` (an MCP client's
-    /// call, whose id is random and known only to the page it was sent to): the client
-    /// gets it with the result. `false` when no page waits on such a call of that action.
-    pub fn attach_approval(&self, id: &str, action: &str, token: &str) -> bool {
-        self.pages()
-            .values_mut()
-            .find_map(|page| page.calls.get_mut(id))
-            .filter(|waiting| waiting.name == action)
-            .map(|waiting| waiting.approval = Some(token.to_owned()))
-            .is_some()
+    /// Where the countersignature minted for call `id` of the page paired as `code` will
+    /// be kept (the caller's side reads it when the call ends, however it ends).
+    pub fn approval_slot(&self, code: &str, id: &str) -> Option<ApprovalSlot> {
+        let pages = self.pages();
+        let waiting = pages.get(code)?.calls.get(id)?;
+        Some(Arc::clone(&waiting.approval))
+    }
+
+    /// The gateway minted `approved` for the relayed call `id` of `action` over
+    /// arguments with digest `args_sha256`: the client gets it with the result. Only a
+    /// token for the call's own action and the exact arguments the client sent is kept
+    /// (a call id is no secret: the page's trail names it; the arguments are); the
+    /// first is kept, unless a passkey's comes after a click's. `false` when not kept.
+    pub fn attach_approval(
+        &self,
+        id: &str,
+        action: &str,
+        args_sha256: &str,
+        approved: Approved,
+    ) -> bool {
+        let pages = self.pages();
+        let Some(waiting) = pages.values().find_map(|page| page.calls.get(id)) else {
+            return false;
+        };
+        if waiting.name != action || waiting.args_sha256 != args_sha256 {
+            return false;
+        }
+        let mut slot = waiting
+            .approval
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let better = slot
+            .as_ref()
+            .is_none_or(|held| approved.passkey && !held.passkey);
+        if better {
+            *slot = Some(approved);
+        }
+        better
     }
 
     /// The client cancelled call `id`, or went away: the page withdraws it if it waits.

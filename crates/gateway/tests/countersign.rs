@@ -731,6 +731,7 @@ async fn a_stock_backend_checks(program: &str, script: &std::path::Path, library
                 args_sha256: digest(&args),
                 ok: true,
                 code: "OK".into(),
+                said_by: "page".into(),
                 result_sha256: "00".repeat(32),
                 approval_sha256: Some(countersign_verify::token_sha256(token)),
                 approval_jti: answer["id"].as_str().map(str::to_owned),

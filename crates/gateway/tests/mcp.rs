@@ -660,23 +660,35 @@ async fn an_mcp_result_carries_the_approval_and_a_signed_receipt() {
                 }
             };
             let id = call["id"].as_str().unwrap().to_owned();
-            let mint = json!({
-                "call": 4, "tool_call_id": id, "action": "save", "kind": "write",
-                "args_sha256": digest, "card_sha256": "cd".repeat(32), "approved_by": "once",
-                "grant": null, "session": "page-1", "role": "admin", "caller": "mcp",
-            });
-            let answer: Value = common::page_post(
-                &reqwest::Client::new(),
-                format!("{base}/v1/countersign"),
-                mint.to_string(),
-            )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-            let minted = answer["countersignature"].as_str().unwrap().to_owned();
+            let mint = |digest: &str| {
+                let body = json!({
+                    "call": 4, "tool_call_id": id, "action": "save", "kind": "write",
+                    "args_sha256": digest, "card_sha256": "cd".repeat(32), "approved_by": "once",
+                    "grant": null, "session": "page-1", "role": "admin", "caller": "mcp",
+                });
+                let base = base.clone();
+                async move {
+                    let answer: Value = common::page_post(
+                        &reqwest::Client::new(),
+                        format!("{base}/v1/countersign"),
+                        body.to_string(),
+                    )
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                    answer["countersignature"].as_str().unwrap().to_owned()
+                }
+            };
+            // Another page that learned the call's id (the trail names it) mints first,
+            // for other arguments: not attached.
+            let mallory = countersign::audit::ArgsDigest::of_value(&json!({"name": "Mallory"}));
+            let _forged = mint(&mallory.to_hex()).await;
+            let minted = mint(&digest).await;
+            // A later click token for the same call does not replace the first.
+            let _late = mint(&digest).await;
             say(
                 &mut socket,
                 json!({"type": "result", "id": id, "content": ran.to_string()}),
@@ -700,7 +712,10 @@ async fn an_mcp_result_carries_the_approval_and_a_signed_receipt() {
         ),
         (id.as_str(), "save", digest.as_str())
     );
-    assert_eq!((outcome.ok, outcome.code.as_str()), (true, "OK"));
+    assert_eq!(
+        (outcome.ok, outcome.code.as_str(), outcome.said_by.as_str()),
+        (true, "OK", "page")
+    );
     assert_eq!(
         outcome.result_sha256,
         countersign_verify::token_sha256(client["text"].as_str().unwrap())
@@ -729,6 +744,65 @@ async fn an_mcp_result_carries_the_approval_and_a_signed_receipt() {
         verifier.check_receipt(receipt, Some(&token)),
         Err(countersign_verify::VerifyError::WrongApproval)
     );
+}
+
+/// An approval minted before the page went away is still named in the receipt, which
+/// says the gateway ended the call (not the page).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_minted_before_the_page_went_away_is_still_named() {
+    let (base, state, _dir) = served(true).await;
+    let (mut socket, code) = paired_page(&base).await;
+    say(&mut socket, json!({"type": "tools", "tools": [tool()]})).await;
+    while state.relay.tools(&code).is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let args = json!({"name": "Apollo"});
+    let digest = countersign::audit::ArgsDigest::of_value(&args).to_hex();
+    let page = {
+        let base = base.clone();
+        async move {
+            let call = loop {
+                let heard = heard(&mut socket).await.unwrap();
+                if heard["type"] == "call" {
+                    break heard;
+                }
+            };
+            let body = json!({
+                "call": 4, "tool_call_id": call["id"], "action": "save", "kind": "write",
+                "args_sha256": digest, "card_sha256": "cd".repeat(32), "approved_by": "once",
+                "grant": null, "session": "page-1", "role": "admin", "caller": "mcp",
+            });
+            let answer: Value = common::page_post(
+                &reqwest::Client::new(),
+                format!("{base}/v1/countersign"),
+                body.to_string(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+            // The page goes away (it closes its relay) before it answers.
+            let _ = socket.close(None).await;
+            answer["countersignature"].as_str().unwrap().to_owned()
+        }
+    };
+    let (client, token) = tokio::join!(official_call(&base, &code, "save", &args), page);
+    assert_eq!(client["is_error"], true, "{client}");
+    let receipt = client["meta"]["countersign/receipt"].as_str().unwrap();
+    let verifier = countersign_verify::Verifier::new("countersign-gateway")
+        .trust_jwks(&serde_json::to_string(&state.signer.jwks()).unwrap())
+        .unwrap();
+    let claims = verifier.check_receipt(receipt, Some(&token)).unwrap();
+    assert_eq!(
+        (
+            claims.outcome.code.as_str(),
+            claims.outcome.said_by.as_str()
+        ),
+        ("PAGE_GONE", "gateway")
+    );
+    assert_eq!(client["meta"]["countersign/approval"], json!(token));
 }
 
 /// The relay's messages are declared once (`countersign::relay`), for the gateway and the

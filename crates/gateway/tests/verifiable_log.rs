@@ -235,14 +235,15 @@ async fn check_log_keeps_a_head_and_fails_on_a_rewritten_log() {
     const TOKEN: &str = "an-auditors-token-0123456789abcdef";
     let place = Place::Files(tempfile::tempdir().unwrap());
     // A deployment with a token: the auditor holds it (and no audit key).
-    let with_token = |trail: AuditStore| async move {
+    let with_key = |trail: AuditStore, seed: [u8; 32]| async move {
         let mut config = common::config(None);
         config.access.token = Some(countersign_gateway::Secret::new(TOKEN));
         let state = AppState::new(config, trail)
             .unwrap()
-            .with_signing_seed(&[4; 32]);
+            .with_signing_seed(&seed);
         common::serve(state).await
     };
+    let with_token = |trail: AuditStore| with_key(trail, [4; 32]);
     let trail = place.trail("kept").await;
     let base = with_token(trail.clone()).await;
     trail.append(common::records(3, "a", 0)).await.unwrap();
@@ -290,6 +291,12 @@ async fn check_log_keeps_a_head_and_fails_on_a_rewritten_log() {
     // The kept head is still the honest one: the honest log checks out against it.
     let (ok, said) = run(base).await;
     assert!(ok, "{said}");
+    // After a key rotation that dropped the old key, the check goes on: the kept head
+    // was checked when kept, and the new key signs the newer head.
+    let rotated = with_key(trail.clone(), [5; 32]).await;
+    trail.append(common::records(1, "c", 0)).await.unwrap();
+    let (ok, said) = run(rotated).await;
+    assert!(ok && said.contains("and 6 now"), "{said}");
 }
 
 /// A backend that acted on an approval confirms the gateway's record of it is in the
@@ -343,4 +350,36 @@ async fn an_approval_is_proven_to_be_in_the_log() {
         &proof,
         &from_hex(&head.root_hash).unwrap()
     ));
+}
+
+/// Lines someone without the audit key put into the trail are never signed over: the
+/// gateway checks every mac before it signs a head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_head_is_signed_over_lines_the_gateway_did_not_seal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kept.jsonl");
+    let trail = AuditStore::open(&file, common::test_key()).unwrap();
+    let (base, _) = gateway(trail.clone()).await;
+    trail.append(common::records(3, "a", 0)).await.unwrap();
+    assert_eq!(get(&base, "/v1/log/head").await.0, 200);
+    // One byte of the second line changed on disk, the length kept.
+    let mut bytes = std::fs::read(&file).unwrap();
+    let second = bytes.iter().position(|b| *b == b'\n').unwrap() + 1;
+    let at = second
+        + bytes[second..]
+            .windows(6)
+            .position(|w| w == b"\"role\"")
+            .unwrap()
+        + 9;
+    bytes[at] = if bytes[at] == b'x' { b'y' } else { b'x' };
+    std::fs::write(&file, bytes).unwrap();
+    for path in [
+        "/v1/log/head",
+        "/v1/log/proof?first=1",
+        "/v1/log/inclusion?index=0",
+    ] {
+        let (status, answer) = get(&base, path).await;
+        assert_eq!(status, 503, "{path}: {answer}");
+        assert_eq!(answer["error"]["code"], "audit_unavailable", "{answer}");
+    }
 }

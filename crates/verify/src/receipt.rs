@@ -21,9 +21,12 @@ pub struct CallOutcome {
     pub args_sha256: String,
     /// Whether it ran and its checks passed.
     pub ok: bool,
-    /// `OK`, or the refusal's code: `DENIED`, `EXPIRED`, `CANCELLED`, `PAGE_GONE`,
-    /// `TIMEOUT`…
+    /// `OK`, or the refusal's code: `PERMISSION_DENIED`, `APPROVAL_TIMEOUT`,
+    /// `CANCELLED`, `PAGE_GONE`, `TIMEOUT`…
     pub code: String,
+    /// Who said so: `page` (the page's answer: its word) or `gateway` (the gateway
+    /// ended the call: the page went away, or did not answer in time).
+    pub said_by: String,
     /// SHA-256 (hex) of the result exactly as the caller got it (its JSON text).
     pub result_sha256: String,
     /// SHA-256 (hex) of the countersignature the page presented for this call, if any.

@@ -673,6 +673,7 @@ fn receipt_for(approval: Option<&str>) -> countersign_verify::ReceiptClaims {
             args_sha256: countersign::audit::ArgsDigest::of_value(&json!({})).to_hex(),
             ok: true,
             code: "OK".into(),
+            said_by: "page".into(),
             result_sha256: "00".repeat(32),
             approval_sha256: approval.map(countersign_verify::token_sha256),
             approval_jti: approval.map(|_| claims().jti),

@@ -582,6 +582,23 @@ impl AuditStore {
         }
     }
 
+    /// The trail as [`AuditStore::export`] gives it, once every line's mac checks under
+    /// the key: what the gateway signs a log head over must be what it sealed itself, not
+    /// lines someone without the key put in its file or database.
+    pub(crate) async fn export_checked(&self) -> Result<Vec<u8>, StoreError> {
+        let bytes = self.export().await?;
+        let key = self.key().clone();
+        let trail = match self {
+            Self::File(_) => Trail::File,
+            Self::Postgres(_) => Trail::Database,
+        };
+        tokio::task::spawn_blocking(move || {
+            check_chain(&bytes, Some(&key), trail, None).map(|_| bytes)
+        })
+        .await
+        .map_err(|_| StoreError::Poisoned)?
+    }
+
     /// The key the trail is chained under.
     pub(crate) fn key(&self) -> &ChainKey {
         match self {

@@ -226,9 +226,16 @@ pub(crate) async fn mint(
     })?;
     // An MCP client's call: the client gets the token with the result.
     if claims.act.sub == countersign::Caller::Mcp {
-        let _ = state
-            .relay
-            .attach_approval(&body.tool_call_id, &body.action, &token);
+        let approved = crate::relay::Approved {
+            token: token.clone(),
+            passkey: body.presence == Presence::Passkey,
+        };
+        let _ = state.relay.attach_approval(
+            &body.tool_call_id,
+            &body.action,
+            &body.args_sha256,
+            approved,
+        );
     }
     Ok(Json(json!({
         "countersignature": token,

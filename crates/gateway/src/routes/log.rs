@@ -27,11 +27,11 @@ async fn leaves(state: &AppState) -> Result<Vec<Hash>, ApiError> {
 
 /// The trail's lines as it is now, in order (each without its newline).
 async fn lines(state: &AppState) -> Result<Vec<Vec<u8>>, ApiError> {
-    let bytes = state.audit.export().await.map_err(|e| {
-        tracing::error!(error = %e, "audit export failed; no log head");
+    let bytes = state.audit.export_checked().await.map_err(|e| {
+        tracing::error!(error = %e, "the trail does not check under the audit key; no log head");
         ApiError::new(
             ErrorCode::AuditUnavailable,
-            "the audit trail could not be read",
+            "the audit trail could not be read, or does not check under its key: no head is signed over it",
         )
     })?;
     Ok(bytes
