@@ -42,6 +42,7 @@ mod mcp;
 pub mod passkeys;
 pub mod redact;
 pub mod relay;
+pub mod replay;
 mod routes;
 pub mod telemetry;
 

@@ -65,6 +65,21 @@ enum Command {
         #[arg(long, default_value = "csv", value_parser = ["csv", "json", "summary"])]
         format: String,
     },
+    /// What a candidate policy file would have decided for every call the trail
+    /// recorded, against the file in force then: per action and role, the calls whose
+    /// level it lowers, raises or keeps. Exits non-zero when it lowers any, so it can
+    /// gate a policy change in CI.
+    Replay {
+        #[command(flatten)]
+        audit: AuditSource,
+        /// The candidate policy file.
+        #[arg(long)]
+        candidate: PathBuf,
+        /// The policy file in force when the trail was written (none: the declarations'
+        /// own levels).
+        #[arg(long)]
+        current: Option<PathBuf>,
+    },
     /// Check that a gateway's log still holds, unchanged, everything the signed tree
     /// head kept in `--head-file` covered (a cut, a rewritten record or a forked
     /// history fails), with the gateway's public keys only; then keep its newer head
@@ -375,6 +390,11 @@ fn main() -> ExitCode {
             filter,
             format,
         } => evidence(&audit, filter, &format),
+        Command::Replay {
+            audit,
+            candidate,
+            current,
+        } => replay(&audit, &candidate, current.as_deref()),
         Command::CheckLog {
             gateway,
             head_file,
@@ -781,13 +801,7 @@ fn verify(audit: &AuditSource, key_file: Option<&Path>) -> Result<ExitCode, Erro
 /// `evidence`: reads the trail (no key needed) and prints the rows or the summary.
 fn evidence(audit: &AuditSource, f: EvidenceFilter, format: &str) -> Result<ExitCode, Error> {
     use countersign_gateway::evidence;
-    let bytes = match &audit.audit_url {
-        None => std::fs::read(&audit.audit_file)
-            .map_err(|e| format!("{}: {e}", audit.audit_file.display())),
-        Some(url) => runtime()?
-            .block_on(countersign_gateway::read_postgres(url))
-            .map_err(|e| e.to_string()),
-    };
+    let bytes = read_trail(audit);
     let filter = evidence::Filter {
         from_ms: f.from,
         to_ms: f.to,
@@ -813,6 +827,53 @@ fn evidence(audit: &AuditSource, f: EvidenceFilter, format: &str) -> Result<Exit
         _ => print!("{}", evidence::csv(&rows)),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The trail's bytes, read without the key (a file, or the database).
+fn read_trail(audit: &AuditSource) -> Result<Vec<u8>, String> {
+    match &audit.audit_url {
+        None => std::fs::read(&audit.audit_file)
+            .map_err(|e| format!("{}: {e}", audit.audit_file.display())),
+        Some(url) => runtime()
+            .map_err(|e| e.to_string())?
+            .block_on(countersign_gateway::read_postgres(url))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// `replay`: prints the decision diff; exits non-zero when any level is lowered.
+fn replay(
+    audit: &AuditSource,
+    candidate: &Path,
+    current: Option<&Path>,
+) -> Result<ExitCode, Error> {
+    use countersign::policy::PolicyFile;
+    let load = |path: &Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| PolicyFile::from_json(&text).map_err(|e| e.to_string()))
+            .map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let run = || -> Result<countersign_gateway::replay::Report, String> {
+        let candidate = load(candidate)?;
+        let current = current.map(load).transpose()?.unwrap_or_default();
+        let bytes = read_trail(audit)?;
+        countersign_gateway::replay::replay(&bytes, &candidate, &current).map_err(|e| e.to_string())
+    };
+    match run() {
+        Ok(report) => {
+            print!("{}", report.to_text());
+            Ok(if report.lowers() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Err(why) => {
+            eprintln!("unreadable: {why}");
+            Ok(ExitCode::from(2))
+        }
+    }
 }
 
 /// `check-log`: prints what the check found; a failure exits non-zero.

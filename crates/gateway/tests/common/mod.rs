@@ -11,6 +11,7 @@
 )]
 
 pub mod client;
+pub mod session;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
