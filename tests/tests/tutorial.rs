@@ -35,6 +35,7 @@ use bundle::{
 mod gateway;
 use gateway::{
     audit_reaches_the_gateway, countersigned_archive, gateway_away_then_back, passkey_reset,
+    the_trail_answers_an_auditor_and_gates_a_policy_change,
 };
 #[path = "tutorial/handoffs.rs"]
 mod handoffs;
@@ -288,6 +289,10 @@ async fn main() -> ExitCode {
             };
             passkey_reset(&local, &gateway).await
         }),
+        (
+            "gateway/the_trail_answers_an_auditor_and_gates_a_policy_change",
+            the_trail_answers_an_auditor_and_gates_a_policy_change(&gateway).await,
+        ),
         (
             "gateway/the_page_streamed_every_answer_through_the_gateway",
             {

@@ -216,3 +216,43 @@ pub(crate) async fn gateway_away_then_back(ui: &Ui<'_>, gateway: &mut Gateway) -
         "the denied archive's record is missing",
     )
 }
+
+/// The trail this run recorded at the gateway answers an auditor: `evidence` lists the
+/// calls a person decided, and `replay` fails a policy change that would have run the
+/// renames without asking, naming them.
+pub(crate) async fn the_trail_answers_an_auditor_and_gates_a_policy_change(
+    gateway: &Gateway,
+) -> Outcome {
+    use countersign_gateway::{evidence, replay};
+    let bytes = gateway.audit.export().await.map_err(|e| e.to_string())?;
+    let rows = evidence::rows(&bytes, &evidence::Filter::default()).map_err(|e| e.to_string())?;
+    let renamed = rows.iter().any(|r| {
+        r.action == "save_workspace_name" && r.decided_by == "person" && r.outcome == "OK"
+    });
+    ensure(
+        renamed,
+        format!("no rename a person approved in {} rows", rows.len()),
+    )?;
+    let archived = rows.iter().any(|r| {
+        r.action == "archive_workspace" && r.outcome == "OK" && !r.countersignature.is_empty()
+    });
+    ensure(archived, "no countersigned archive in the table")?;
+    let lowering = countersign::policy::PolicyFile::from_json(
+        r#"{"roles": {"admin": {"scopes": ["workspace.write", "workspace.admin"],
+             "overrides": {"save_workspace_name": {"confirm": "off"}}}}}"#,
+    )
+    .map_err(|e| e.to_string())?;
+    let report = replay::replay(
+        &bytes,
+        &lowering,
+        &countersign::policy::PolicyFile::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    ensure(
+        report.lowers()
+            && report
+                .to_text()
+                .contains("of save_workspace_name by admin: ask -> run without asking"),
+        format!("replay: {}", report.to_text()),
+    )
+}
