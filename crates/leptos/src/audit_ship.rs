@@ -64,6 +64,11 @@ struct Shipper {
     resent_at: f64,
     /// This page session, once a close has seen its records.
     session: Option<String>,
+    /// Why the gateway refused the last batch (401 or 403); told to the dock once per
+    /// spell of refusals (until a batch is taken, or shipping is pointed elsewhere).
+    refused: Option<String>,
+    /// Tells the dock why the gateway refuses the records.
+    on_refused: Option<RefusedHook>,
 }
 
 /// A gap, and where its record sits in the trail once written.
@@ -85,6 +90,26 @@ pub(crate) struct Gap {
 
 /// Writes a gap's record; returns its `seq`, or `None` when none could be written.
 type GapHook = Rc<dyn Fn(Gap) -> Option<u64>>;
+/// Told `Some(why)` when the gateway starts refusing the records, `None` when it takes
+/// them again.
+type RefusedHook = Rc<dyn Fn(Option<&str>)>;
+
+/// Why the gateway refused a batch: its error's message (it names the flag that fixes
+/// a refused origin) on one line, at most 300 characters, or the status.
+fn refusal(status: u16, text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.pointer("/error/message")?.as_str().map(str::to_owned))
+        .map_or_else(
+            || format!("HTTP {status}"),
+            |m| {
+                m.chars()
+                    .take(300)
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect()
+            },
+        )
+}
 
 impl Shipper {
     /// Moves past records the trail no longer holds: counts them, and keeps the gap
@@ -200,6 +225,9 @@ pub struct ShippingStatus {
     /// lost answer): they may be in the gateway's trail or not; the same `trail_gap`
     /// record counts them.
     pub unconfirmed: usize,
+    /// Whether the gateway refuses the records (401 or 403: this page's origin is not
+    /// allowed, or a token is missing); the dock's log says why, once.
+    pub refused: bool,
 }
 
 type Slot = Rc<RefCell<Option<Shipper>>>;
@@ -217,6 +245,7 @@ pub(crate) struct Shipping {
     slot: Slot,
     audit: MemoryAudit,
     on_gap: Rc<RefCell<Option<GapHook>>>,
+    on_refused: Rc<RefCell<Option<RefusedHook>>>,
 }
 
 impl Shipping {
@@ -225,7 +254,14 @@ impl Shipping {
             slot: Rc::default(),
             audit,
             on_gap: Rc::default(),
+            on_refused: Rc::default(),
         }
+    }
+
+    /// Who tells the person why the gateway refuses the records (set once, before
+    /// shipping starts): a trail that is not kept must not be silent.
+    pub(crate) fn on_refused(&self, hook: impl Fn(Option<&str>) + 'static) {
+        *self.on_refused.borrow_mut() = Some(Rc::new(hook));
     }
 
     /// Who writes the record of a gap (set once, before shipping starts).
@@ -241,6 +277,8 @@ impl Shipping {
             let shipper = slot.get_or_insert_with(Shipper::default);
             shipper.endpoint = endpoint;
             shipper.on_gap = self.on_gap.borrow().clone();
+            shipper.on_refused = self.on_refused.borrow().clone();
+            shipper.refused = None;
         }
         resend_kept(&self.slot, true);
         ship(&self.slot, &self.audit);
@@ -269,6 +307,7 @@ impl Shipping {
             conflicts: s.conflicts,
             dropped: s.dropped,
             unconfirmed: s.unconfirmed,
+            refused: s.refused.is_some(),
         })
     }
 
@@ -499,7 +538,12 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
                 .position(|r| text.contains(&format!("`{}`", r.id))),
             _ => None,
         };
+        let refused = match &answer {
+            Ok((status @ (401 | 403), text)) => Some(refusal(*status, text)),
+            _ => None,
+        };
         let Some(slot) = weak.upgrade() else { return };
+        let mut tell = None;
         let retry_in = {
             let mut guard = slot.borrow_mut();
             let Some(shipper) = guard.as_mut() else {
@@ -512,6 +556,9 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
                 // (Never back: a page-close flush may have moved past this batch.)
                 shipper.acknowledged = shipper.acknowledged.max(from + count);
                 shipper.failures = 0;
+                if shipper.refused.take().is_some() {
+                    tell = shipper.on_refused.clone().map(|hook| (hook, None));
+                }
                 audit.forget_before(shipper.acknowledged);
                 drop(guard);
                 // The gateway is there: what earlier pages kept can go too.
@@ -535,12 +582,24 @@ fn ship(slot: &Slot, audit: &MemoryAudit) {
                     shipper.cap = Some(at);
                 }
                 shipper.failures = 0;
+                // A conflict means the gateway took the request: it refuses no longer.
+                if shipper.refused.take().is_some() {
+                    tell = shipper.on_refused.clone().map(|hook| (hook, None));
+                }
                 None
             } else {
                 shipper.failures += 1;
+                // Told once per spell of refusals, not on every retry.
+                if refused.is_some() && shipper.refused.is_none() {
+                    shipper.refused.clone_from(&refused);
+                    tell = shipper.on_refused.clone().map(|hook| (hook, refused));
+                }
                 Some(backoff_ms(shipper.failures))
             }
         };
+        if let Some((hook, why)) = tell {
+            hook(why.as_deref());
+        }
         match retry_in {
             None => {
                 // The gateway answers: the gaps not yet on record are written now, and

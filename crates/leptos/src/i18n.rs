@@ -171,6 +171,10 @@ pub struct Strings {
     pub question_heading: &'static str,
     /// A caller withdrew a waiting card: decisions wait a moment.
     pub withdrawn_hold: &'static str,
+    /// The gateway refuses the page's audit records (the gateway's reason follows).
+    pub trail_refused: &'static str,
+    /// The gateway takes the page's audit records again.
+    pub trail_taken: &'static str,
     /// The question panel's heading when an agent outside the page asks.
     pub question_heading_agent: &'static str,
     /// The question's submit button.
@@ -502,6 +506,8 @@ static EN: Strings = Strings {
     question_heading: "The assistant asks you",
     question_heading_agent: "An agent outside this page asks you",
     withdrawn_hold: "An agent withdrew a request just now, so the cards moved. Look again before you decide.",
+    trail_refused: "the gateway refuses this page's audit records (they wait in the page and are sent again). It says: ",
+    trail_taken: "The gateway takes this page's audit records again.",
     answer: "Answer",
     decline_question: "Decline",
     outcome_question_declined: "Not answered: you declined",
@@ -627,6 +633,8 @@ static ZH: Strings = Strings {
     question_heading: "助手想问你",
     question_heading_agent: "本页之外的代理想问你",
     withdrawn_hold: "代理刚刚撤回了一个请求，卡片位置已变化。请再看一遍再决定。",
+    trail_refused: "网关拒绝接收本页的审计记录（记录暂存在页面中，并会重新发送）。网关的说明：",
+    trail_taken: "网关已重新接收本页的审计记录。",
     answer: "回答",
     decline_question: "拒绝回答",
     outcome_question_declined: "未回答：你拒绝了",

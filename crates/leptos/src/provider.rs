@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::audit_ship::Shipping;
 use crate::clock::{now, random_secret};
 use crate::countersign::{Countersign, Shared};
-use crate::dock_state::DockSignals;
+use crate::dock_state::{DockSignals, LogEntry};
 use crate::i18n::Locale;
 use crate::page_registry::PageRegistry;
 
@@ -211,6 +211,19 @@ pub fn provide_countersign(options: CountersignOptions) -> Result<Countersign, P
             .executor
             .record_trail_gap(gap.first_seq, gap.last_seq, gap.unconfirmed, now())
             .ok()
+    });
+    // A trail the gateway refuses is not kept: the dock says so, with the gateway's why.
+    let weak = Rc::downgrade(&cs.0);
+    shipping.on_refused(move |why| {
+        if let Some(shared) = weak.upgrade() {
+            let cs = Countersign(shared);
+            let strings = cs.0.locale.strings();
+            // The gateway's words are shown as an error's: escaped, on one line.
+            cs.push_log(match why {
+                Some(why) => LogEntry::Error(format!("{}{why}", strings.trail_refused)),
+                None => LogEntry::Notice(strings.trail_taken.to_owned()),
+            });
+        }
     });
     cs.add_service(Rc::new(shipping));
     crate::attention::start(&cs);

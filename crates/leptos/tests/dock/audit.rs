@@ -259,3 +259,73 @@ async fn a_session_id_is_128_random_bits_of_its_own() {
         .await;
     assert_ne!(other.cs.audit().records()[0].session, session);
 }
+
+/// A gateway that refuses the page's records (its origin is not allowed) is not silent:
+/// the dock's log says so once, as an error with the gateway's own sentence naming the
+/// flag that fixes it, however often shipping retries; once the gateway takes them, the
+/// log says that too.
+#[wasm_bindgen_test]
+async fn a_refused_trail_is_said_in_the_dock_once_with_the_fix() {
+    let install = js_sys::Function::new_no_args(
+        "window.__accept = false;
+         const original = window.fetch;
+         window.__originalFetch = original;
+         window.fetch = (input, init) => {
+           const url = typeof input === 'string' ? input : input.url;
+           if (!url.endsWith('/refusing-audit')) return original(input, init);
+           if (window.__accept) {
+             const body = input instanceof Request ? input.clone().text() : Promise.resolve(init.body);
+             return body.then(text => new Response(JSON.stringify({ appended: JSON.parse(text).length, duplicates: 0 }), { status: 200 }));
+           }
+           const error = { error: { code: 'origin_not_allowed', message: 'origin `http://127.0.0.1:8080` is not allowed;\\nstart the gateway with `--allowed-origin http://127.0.0.1:8080`', type: 'countersign_gateway' } };
+           return Promise.resolve(new Response(JSON.stringify(error), { status: 403 }));
+         };",
+    );
+    install.call0(&wasm_bindgen::JsValue::NULL).unwrap();
+    let page = mount(Setup::default());
+    let _ = page
+        .cs
+        .call(countersign::Call::new("c1", "no_such_action", "{}"))
+        .await;
+    page.cs.ship_audit("/refusing-audit");
+    // Refused twice (the first try, and the retry a second later): said once.
+    wait_while("no second refusal", 200, 25, || {
+        page.cs
+            .shipping_status()
+            .is_none_or(|s| !s.refused || s.failures < 2)
+    })
+    .await;
+    tick().await;
+    let log = page.text(".cs-log");
+    assert_eq!(
+        log.matches("refuses this page's audit records").count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        log.contains("--allowed-origin http://127.0.0.1:8080"),
+        "{log}"
+    );
+    assert!(
+        page.q(".cs-msg--error")
+            .is_some_and(|e| !e.inner_text().contains('\n')),
+        "the gateway's sentence is one escaped error line"
+    );
+    // The gateway takes them again: said, and the records go.
+    let window = web_sys::window().unwrap();
+    js_sys::Reflect::set(&window, &"__accept".into(), &true.into()).unwrap();
+    wait_while("not taken again", 200, 25, || {
+        page.cs.shipping_status().is_none_or(|s| s.refused)
+    })
+    .await;
+    tick().await;
+    assert!(
+        page.text(".cs-log")
+            .contains("The gateway takes this page's audit records again."),
+        "{}",
+        page.text(".cs-log")
+    );
+    assert!(page.cs.shipping_status().unwrap().acknowledged >= 1);
+    let original = js_sys::Reflect::get(&window, &"__originalFetch".into()).unwrap();
+    js_sys::Reflect::set(&window, &"fetch".into(), &original).unwrap();
+}
