@@ -62,7 +62,7 @@ fn main() -> ExitCode {
             println!("  test   setup, then fmt, clippy (native and wasm32), docs and every test");
             println!("  bench  run the benchmarks (extra arguments go to criterion)");
             println!("  serve  run the main job: the tutorial on http://localhost:8080/");
-            println!("  package  check and package the five published crates (no second build)");
+            println!("  package  check and package the six published crates (no second build)");
             println!("  e2e    the end-to-end scenarios only: the tutorial and the lazy-dock example (release builds, Chromium, gateway)");
             println!(
                 "  size   build the tutorial and a bare Leptos counter for release; compare sizes"

@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use crate::{cargo, root, run, Result};
 
 /// The crates published to crates.io, in dependency order, with their folders.
-pub(crate) const PUBLISHED: [(&str, &str); 5] = [
+pub(crate) const PUBLISHED: [(&str, &str); 6] = [
     ("countersign", "crates/core"),
     ("countersign-leptos", "crates/leptos"),
+    ("countersign-testing", "crates/testing"),
     ("countersign-verify", "crates/verify"),
     ("countersign-gateway", "crates/gateway"),
     ("countersign-split", "crates/split"),
@@ -45,7 +46,7 @@ pub(crate) fn package() -> Result {
     for (name, _) in PUBLISHED {
         c.args(["-p", name]);
     }
-    run("cargo package --no-verify (the five published crates)", c)
+    run("cargo package --no-verify (the six published crates)", c)
 }
 
 /// The files `cargo package --list` puts in `name`'s package.

@@ -21,6 +21,8 @@ mod cards;
 
 #[path = "dock/edits.rs"]
 mod edits;
+#[path = "dock/person.rs"]
+mod person;
 
 #[path = "dock/batches.rs"]
 mod batches;

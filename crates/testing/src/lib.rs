@@ -1,7 +1,6 @@
-//! Browser-test support for pages with a Countersign dock: mount a view (with its
-//! provider) into a fresh element, query and drive it with real DOM events, and wait a
-//! tick for Leptos to render. Used by the dock's, the examples' and the minimal app's
-//! `wasm-bindgen-test` suites.
+#![doc = include_str!("../README.md")]
+
+mod person;
 
 use std::cell::RefCell;
 use std::future::Future;

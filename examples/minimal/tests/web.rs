@@ -21,19 +21,14 @@ async fn the_assistant_asks_and_nothing_is_added_until_the_person_allows_it() {
     });
     tick().await;
     assert!(page.text(".cs-empty").contains("add buy milk"));
-    page.type_into(".cs-input", "add buy milk");
-    page.click(".cs-send");
-    tick().await;
-    tick().await;
+    page.say("add buy milk").await;
     assert!(page.text(".cs-card__consequence").contains("buy milk"));
     assert_eq!(
         page.all("#todos li").len(),
         0,
         "nothing before the countersignature"
     );
-    page.click(".cs-allow-once");
-    tick().await;
-    tick().await;
+    page.allow_once().await;
     let items: Vec<String> = page
         .all("#todos li")
         .iter()
