@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use countersign::audit::AuditEvent;
+use countersign::reason::LevelSource;
 use serde::Serialize;
 
 use crate::audit_store::ChainedLine;
@@ -31,6 +32,10 @@ pub struct Row {
     pub decided_by: String,
     /// The rule that decided, in words.
     pub reason: String,
+    /// Where the level the gate applied came from: `declared` (the action's own kind and
+    /// confirm), `policy file: role R, line N` (the policy file in force), or `broken
+    /// policy file`; empty when no level decided the call.
+    pub level_from: String,
     /// The grant that allowed it, if any.
     pub grant: String,
     /// The countersignature minted for it (`jti`), if any.
@@ -118,6 +123,7 @@ pub fn rows(bytes: &[u8], filter: &Filter) -> Result<Vec<Row>, EvidenceError> {
                 outcome: String::new(),
                 decided_by: String::new(),
                 reason: String::new(),
+                level_from: String::new(),
                 grant: String::new(),
                 countersignature: String::new(),
                 log_index: String::new(),
@@ -129,6 +135,17 @@ pub fn rows(bytes: &[u8], filter: &Filter) -> Result<Vec<Row>, EvidenceError> {
         };
         if let Some(kind) = r.kind {
             row.kind = text(&kind);
+        }
+        if let countersign::Reason::Level(level) = &r.reason {
+            if row.level_from.is_empty() {
+                row.level_from = match &level.source {
+                    LevelSource::Declared => "declared".into(),
+                    LevelSource::RoleOverride { role, line } => {
+                        format!("policy file: role {role}, line {line}")
+                    }
+                    LevelSource::BrokenFileFallback { .. } => "broken policy file".into(),
+                };
+            }
         }
         if let Some(grant) = r.grant {
             row.grant = serde_json::to_string(&grant).unwrap_or_default();
@@ -174,7 +191,7 @@ pub fn csv(rows: &[Row]) -> String {
         }
     };
     let mut out = String::from(
-        "at_ms,session,role,caller,action,kind,outcome,decided_by,reason,grant,countersignature,log_index\r\n",
+        "at_ms,session,role,caller,action,kind,outcome,decided_by,reason,level_from,grant,countersignature,log_index\r\n",
     );
     for r in rows {
         let cells = [
@@ -187,6 +204,7 @@ pub fn csv(rows: &[Row]) -> String {
             r.outcome.clone(),
             r.decided_by.clone(),
             r.reason.clone(),
+            r.level_from.clone(),
             r.grant.clone(),
             r.countersignature.clone(),
             r.log_index.clone(),
@@ -202,7 +220,8 @@ pub fn csv(rows: &[Row]) -> String {
 type Column = fn(&Row) -> &str;
 
 /// A one-page summary: how many calls, and counts by outcome, by who decided, by
-/// action and by caller.
+/// action, by caller, and by where the level came from (the policy file's rules in force,
+/// or the declarations).
 pub fn summary(rows: &[Row]) -> String {
     let count = |key: Column| {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -226,11 +245,12 @@ pub fn summary(rows: &[Row]) -> String {
         ));
     }
     out.push('\n');
-    let sections: [(&str, Column); 4] = [
+    let sections: [(&str, Column); 5] = [
         ("by outcome", |r| &r.outcome),
         ("decided by", |r| &r.decided_by),
         ("by action", |r| &r.action),
         ("by caller", |r| &r.caller),
+        ("level from", |r| &r.level_from),
     ];
     for (title, key) in sections {
         out.push_str(&format!("\n{title}:\n"));

@@ -125,6 +125,32 @@ async fn the_auditors_table_names_who_decided_each_call_and_how_it_ended() {
         said.contains("     3  person") && said.contains("     1  session_grant"),
         "{said}"
     );
+    // No policy file: every level came from the declarations.
+    assert!(
+        said.contains("level from:") && said.contains("  declared"),
+        "{said}"
+    );
+
+    // Under a policy file, the rows name the rule that set each level.
+    let policy = "{\n  \"roles\": {\"admin\": {\"scopes\": [\"ws\"],\n    \"overrides\": {\"save_workspace_name\": {\"confirm\": \"ask\"}}}}\n}";
+    let file = dir.path().join("under-policy.jsonl");
+    let store = AuditStore::open(&file, common::test_key()).unwrap();
+    store
+        .append(common::session::trail_under(Some(policy)).await)
+        .await
+        .unwrap();
+    let (ok, said) = run(
+        &["--action", "save_workspace_name", "--format", "json"],
+        &file,
+    );
+    assert!(ok, "{said}");
+    let rows: Vec<Value> = serde_json::from_str(&said).unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter()
+            .any(|r| r["level_from"] == "policy file: role admin, line 3"),
+        "{said}"
+    );
 }
 
 /// A cell that a spreadsheet would run as a formula is written as text, and a trail
@@ -142,6 +168,7 @@ fn csv_cells_are_never_formulas_and_bad_lines_are_named() {
         outcome: String::new(),
         decided_by: String::new(),
         reason: "+1".into(),
+        level_from: String::new(),
         grant: String::new(),
         countersignature: String::new(),
         log_index: String::new(),

@@ -20,11 +20,19 @@ struct Nothing {}
 /// A session's trail: a rename approved once, one denied, an "always allow" and a call it
 /// covered, an archive asked of an MCP client and left to expire, and an unknown action.
 pub async fn trail() -> Vec<countersign::AuditRecord> {
+    trail_under(None).await
+}
+
+/// [`trail`], under `policy` (a policy file's text) when given.
+pub async fn trail_under(policy: Option<&str>) -> Vec<countersign::AuditRecord> {
     let audit = MemoryAudit::new();
     let exec = Executor::new(
         Config::new("page-7", Session::new("admin", ["ws"]), [3; 32]),
         audit.clone(),
     );
+    if let Some(policy) = policy {
+        exec.load_policy(policy).unwrap();
+    }
     let _rename = exec
         .register(
             Action::<Rename>::new("save_workspace_name", "Renames.")
