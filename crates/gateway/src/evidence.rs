@@ -96,21 +96,35 @@ fn text<T: Serialize>(value: &T) -> String {
     }
 }
 
+/// The lines of the trail `bytes` (JSON Lines, as exported) that are a call's records
+/// (not a gap's, not a restored grant's), in order.
+pub(crate) fn call_lines(
+    bytes: &[u8],
+) -> impl Iterator<Item = Result<ChainedLine, EvidenceError>> + '_ {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .enumerate()
+        .filter_map(
+            |(n, line)| match serde_json::from_slice::<ChainedLine>(line) {
+                Err(e) => Some(Err(EvidenceError {
+                    line: n + 1,
+                    message: e.to_string(),
+                })),
+                Ok(c) if c.record.event == AuditEvent::TrailGap || c.record.call == 0 => None,
+                Ok(c) => Some(Ok(c)),
+            },
+        )
+}
+
 /// The calls the trail `bytes` (JSON Lines, as exported) records, in the order they
 /// arrived, with `filter` applied.
 pub fn rows(bytes: &[u8], filter: &Filter) -> Result<Vec<Row>, EvidenceError> {
     let mut rows: Vec<Row> = Vec::new();
     let mut index: HashMap<(String, u64), usize> = HashMap::new();
-    let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty());
-    for (n, line) in lines.enumerate() {
-        let chained: ChainedLine = serde_json::from_slice(line).map_err(|e| EvidenceError {
-            line: n + 1,
-            message: e.to_string(),
-        })?;
+    for chained in call_lines(bytes) {
+        let chained = chained?;
         let r = chained.record;
-        if r.event == AuditEvent::TrailGap || r.call == 0 {
-            continue;
-        }
         let key = (r.session.to_string(), r.call);
         let at = *index.entry(key).or_insert_with(|| {
             rows.push(Row {

@@ -7,10 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use countersign::audit::AuditEvent;
 use countersign::policy::{ApprovalPolicy, PolicyFile};
-
-use crate::audit_store::ChainedLine;
 
 /// How a call's level changes under the candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -133,15 +130,8 @@ impl Report {
     }
 }
 
-/// Why a trail could not be replayed.
-#[derive(Debug, thiserror::Error)]
-#[error("line {line}: {message}")]
-pub struct ReplayError {
-    /// The line (from 1).
-    pub line: usize,
-    /// What is wrong with it.
-    pub message: String,
-}
+/// Why a trail could not be replayed: a line that is not one of its lines.
+pub type ReplayError = crate::evidence::EvidenceError;
 
 /// Replays the trail `bytes` under `candidate`, against `current`: the file in force when
 /// the trail was written (an empty one, [`PolicyFile::default`], when there was none:
@@ -154,16 +144,8 @@ pub fn replay(
     let mut report = Report::default();
     // (session, call) → its place in `calls`, or `None` while not resolved.
     let mut seen: HashMap<(String, u64), Option<usize>> = HashMap::new();
-    let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty());
-    for (n, line) in lines.enumerate() {
-        let chained: ChainedLine = serde_json::from_slice(line).map_err(|e| ReplayError {
-            line: n + 1,
-            message: e.to_string(),
-        })?;
-        let r = chained.record;
-        if r.event == AuditEvent::TrailGap || r.call == 0 {
-            continue;
-        }
+    for chained in crate::evidence::call_lines(bytes) {
+        let r = chained?.record;
         let key = (r.session.to_string(), r.call);
         let slot = seen.entry(key.clone()).or_insert(None);
         if slot.is_some() {
