@@ -155,8 +155,7 @@ impl ServerHandler for McpServer {
         let approval = move || {
             slot.lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .as_ref()
-                .map(|approved| approved.token.clone())
+                .clone()
         };
         let progress = context.meta.get_progress_token();
         let mut ticks = tokio::time::interval(PROGRESS_EVERY);
@@ -326,7 +325,7 @@ impl Receipts {
         response: CallToolResponse,
         asked: Asked<'_>,
         said: Said,
-        approval: Option<String>,
+        approval: Option<crate::relay::Approved>,
     ) -> CallToolResponse {
         let Asked {
             call,
@@ -366,13 +365,15 @@ impl Receipts {
                 },
                 // The result's text content is exactly this JSON text.
                 result_sha256: countersign_verify::token_sha256(&value.to_string()),
-                approval_sha256: approval.as_deref().map(countersign_verify::token_sha256),
-                approval_jti: approval.as_deref().and_then(jti_of),
+                approval_sha256: approval
+                    .as_ref()
+                    .map(|a| countersign_verify::token_sha256(&a.token)),
+                approval_jti: approval.as_ref().map(|a| a.jti.clone()),
             },
         };
         let mut meta = serde_json::Map::new();
-        if let Some(token) = approval {
-            meta.insert(META_APPROVAL.into(), Value::String(token));
+        if let Some(approved) = approval {
+            meta.insert(META_APPROVAL.into(), Value::String(approved.token));
         }
         match self.signer.sign_receipt(&claims) {
             Ok(receipt) => {
@@ -384,17 +385,6 @@ impl Receipts {
         result.meta = Some(rmcp::model::MetaObject(meta));
         CallToolResponse::Complete(result)
     }
-}
-
-/// The `jti` of a token the gateway minted (read without checking: it signed it).
-fn jti_of(token: &str) -> Option<String> {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .ok()?;
-    let claims: Value = serde_json::from_slice(&bytes).ok()?;
-    claims.get("jti")?.as_str().map(str::to_owned)
 }
 
 /// The legacy sessions: those open (the session manager's) and those being opened.

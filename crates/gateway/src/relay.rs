@@ -201,6 +201,8 @@ pub type ApprovalSlot = Arc<Mutex<Option<Approved>>>;
 pub struct Approved {
     /// The token.
     pub token: String,
+    /// Its `jti`.
+    pub jti: String,
     /// Whether the person's passkey showed presence.
     pub passkey: bool,
 }

@@ -612,6 +612,28 @@ async fn official_call(base: &str, code: &str, tool: &str, args: &Value) -> Valu
     serde_json::from_str(said.trim()).unwrap()
 }
 
+/// Mints, as the page does after the person's click, a countersignature for the MCP
+/// client's relayed call `id` of `save` over arguments with digest `digest`.
+async fn mint_for_mcp(base: &str, id: &str, digest: &str) -> String {
+    let body = json!({
+        "call": 4, "tool_call_id": id, "action": "save", "kind": "write",
+        "args_sha256": digest, "card_sha256": "cd".repeat(32), "approved_by": "once",
+        "grant": null, "session": "page-1", "role": "admin", "caller": "mcp",
+    });
+    let answer: Value = common::page_post(
+        &reqwest::Client::new(),
+        format!("{base}/v1/countersign"),
+        body.to_string(),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    answer["countersignature"].as_str().unwrap().to_owned()
+}
+
 /// Plays the page for one relayed call: waits for it, then answers with `content`.
 async fn page_answers(socket: &mut Socket, content: &Value) -> String {
     let call = loop {
@@ -660,35 +682,13 @@ async fn an_mcp_result_carries_the_approval_and_a_signed_receipt() {
                 }
             };
             let id = call["id"].as_str().unwrap().to_owned();
-            let mint = |digest: &str| {
-                let body = json!({
-                    "call": 4, "tool_call_id": id, "action": "save", "kind": "write",
-                    "args_sha256": digest, "card_sha256": "cd".repeat(32), "approved_by": "once",
-                    "grant": null, "session": "page-1", "role": "admin", "caller": "mcp",
-                });
-                let base = base.clone();
-                async move {
-                    let answer: Value = common::page_post(
-                        &reqwest::Client::new(),
-                        format!("{base}/v1/countersign"),
-                        body.to_string(),
-                    )
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
-                    answer["countersignature"].as_str().unwrap().to_owned()
-                }
-            };
             // Another page that learned the call's id (the trail names it) mints first,
             // for other arguments: not attached.
             let mallory = countersign::audit::ArgsDigest::of_value(&json!({"name": "Mallory"}));
-            let _forged = mint(&mallory.to_hex()).await;
-            let minted = mint(&digest).await;
+            let _forged = mint_for_mcp(&base, &id, &mallory.to_hex()).await;
+            let minted = mint_for_mcp(&base, &id, &digest).await;
             // A later click token for the same call does not replace the first.
-            let _late = mint(&digest).await;
+            let _late = mint_for_mcp(&base, &id, &digest).await;
             say(
                 &mut socket,
                 json!({"type": "result", "id": id, "content": ran.to_string()}),
@@ -767,25 +767,11 @@ async fn an_approval_minted_before_the_page_went_away_is_still_named() {
                     break heard;
                 }
             };
-            let body = json!({
-                "call": 4, "tool_call_id": call["id"], "action": "save", "kind": "write",
-                "args_sha256": digest, "card_sha256": "cd".repeat(32), "approved_by": "once",
-                "grant": null, "session": "page-1", "role": "admin", "caller": "mcp",
-            });
-            let answer: Value = common::page_post(
-                &reqwest::Client::new(),
-                format!("{base}/v1/countersign"),
-                body.to_string(),
-            )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            let id = call["id"].as_str().unwrap();
+            let token = mint_for_mcp(&base, id, &digest).await;
             // The page goes away (it closes its relay) before it answers.
             let _ = socket.close(None).await;
-            answer["countersignature"].as_str().unwrap().to_owned()
+            token
         }
     };
     let (client, token) = tokio::join!(official_call(&base, &code, "save", &args), page);

@@ -53,8 +53,5 @@ pub struct ReceiptClaims {
 
 /// SHA-256 (lowercase hex) of a token's text: how a receipt names its approval.
 pub fn token_sha256(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::log::to_hex(&Sha256::digest(token.as_bytes()).into())
 }

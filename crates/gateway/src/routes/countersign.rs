@@ -83,12 +83,7 @@ impl MintBody {
     fn binding(&self) -> [u8; 32] {
         let binding = json!({ "detail": self.detail(), "act": Actor { sub: self.caller } });
         let hex = countersign::audit::ArgsDigest::of_value(&binding).to_hex();
-        let mut out = [0u8; 32];
-        for (slot, pair) in out.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
-            let text = std::str::from_utf8(pair).unwrap_or("00");
-            *slot = u8::from_str_radix(text, 16).unwrap_or(0);
-        }
-        out
+        countersign_verify::log::from_hex(&hex).unwrap_or_default()
     }
 }
 
@@ -228,6 +223,7 @@ pub(crate) async fn mint(
     if claims.act.sub == countersign::Caller::Mcp {
         let approved = crate::relay::Approved {
             token: token.clone(),
+            jti: jti.clone(),
             passkey: body.presence == Presence::Passkey,
         };
         let _ = state.relay.attach_approval(
