@@ -166,7 +166,7 @@ impl ServerHandler for McpServer {
             tokio::select! {
                 settled = &mut answer => {
                     let (response, by) = match settled {
-                        Ok(answer) => (settled_result(&answer.content), Said::Page),
+                        Ok(content) => (settled_result(&content), Said::Page),
                         Err(_) => (refused(
                             "PAGE_GONE",
                             "the page closed before the call ended; whether it ran is in the page's audit trail",

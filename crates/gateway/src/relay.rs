@@ -185,7 +185,7 @@ struct Page {
 struct Waiting {
     name: String,
     arguments: String,
-    answer: oneshot::Sender<Answer>,
+    answer: oneshot::Sender<String>,
     /// SHA-256 (hex) of the canonical arguments the caller sent.
     args_sha256: String,
     /// The countersignature the gateway minted for this call, if any; the caller's side
@@ -205,13 +205,6 @@ pub struct Approved {
     pub jti: String,
     /// Whether the person's passkey showed presence.
     pub passkey: bool,
-}
-
-/// The page's answer to a relayed call.
-#[derive(Debug)]
-pub struct Answer {
-    /// The JSON the in-page model would get.
-    pub content: String,
 }
 
 /// One page's open event stream: its events, and who it is for the disconnect.
@@ -393,8 +386,7 @@ impl Relay {
         let mut pages = self.pages();
         let page = pages.get_mut(code).ok_or(RelayError::NoPage)?;
         let waiting = page.calls.remove(id).ok_or(RelayError::NoCall)?;
-        let answer = Answer { content };
-        waiting.answer.send(answer).map_err(|_| RelayError::NoCall)
+        waiting.answer.send(content).map_err(|_| RelayError::NoCall)
     }
 
     /// The tools of the page paired by `code`; none when no such page is connected.
@@ -412,7 +404,7 @@ impl Relay {
         code: &str,
         name: &str,
         arguments: String,
-    ) -> Result<(String, oneshot::Receiver<Answer>), RelayError> {
+    ) -> Result<(String, oneshot::Receiver<String>), RelayError> {
         let mut pages = self.pages();
         let page = pages.get_mut(code).ok_or(RelayError::NoPage)?;
         // Room is kept for a cancel of every waiting call: a cancel is never lost to a
@@ -603,7 +595,7 @@ mod tests {
         relay.connect(key, HERE).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn call(relay: &Relay, code: &str) -> (String, oneshot::Receiver<Answer>) {
+    fn call(relay: &Relay, code: &str) -> (String, oneshot::Receiver<String>) {
         relay
             .start_call(code, "save", "{}".into())
             .unwrap_or_else(|e| panic!("{e}"))
@@ -691,10 +683,7 @@ mod tests {
         relay
             .settle(&a.code, &id, "{\"ok\":true}".into())
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            answer.await.ok().map(|a| a.content).as_deref(),
-            Some("{\"ok\":true}")
-        );
+        assert_eq!(answer.await.ok().as_deref(), Some("{\"ok\":true}"));
         assert_eq!(
             relay.settle(&a.code, &id, "{}".into()),
             Err(RelayError::NoCall)
