@@ -240,7 +240,6 @@ struct Close {
 }
 
 /// The page's audit shipping: off until [`Shipping::start`].
-#[derive(Clone)]
 pub(crate) struct Shipping {
     slot: Slot,
     audit: MemoryAudit,
