@@ -236,6 +236,19 @@ impl Ui<'_> {
             .map_err(|e| format!("could not click `{css}`: {e}"))
     }
 
+    /// Opens the dock's settings (notifications, passkey, MCP pairing), as a person
+    /// would with the header's control; nothing happens if they are open.
+    pub async fn open_settings(&self) -> Result<(), String> {
+        if self
+            .eval("return document.querySelector('.cs-settings').open")
+            .await?
+            != Value::Bool(true)
+        {
+            self.click(".cs-settings__toggle").await?;
+        }
+        Ok(())
+    }
+
     /// Types into the element matching `css`, as keystrokes.
     pub async fn type_into(&self, css: &str, text: &str) -> Result<(), String> {
         let el = self

@@ -47,10 +47,10 @@ use handoffs::{
 #[path = "tutorial/layout.rs"]
 mod layout;
 use layout::{
-    the_dock_follows_a_dark_preference, the_dock_is_light_by_default,
-    the_dock_is_readable_at_360_px, the_dock_passes_axe_in_english_and_chinese,
-    the_edit_form_and_the_batch_fit_at_360_px, the_same_flow_in_chinese,
-    the_whole_approval_flow_works_from_the_keyboard,
+    a_phone_shows_the_handoff_s_field_and_its_done_together, the_dock_follows_a_dark_preference,
+    the_dock_is_light_by_default, the_dock_is_readable_at_360_px,
+    the_dock_passes_axe_in_english_and_chinese, the_edit_form_and_the_batch_fit_at_360_px,
+    the_same_flow_in_chinese, the_whole_approval_flow_works_from_the_keyboard,
 };
 #[path = "tutorial/mcp.rs"]
 mod mcp;
@@ -184,6 +184,7 @@ async fn main() -> ExitCode {
         a_question_is_answered_without_changing_anything,
         the_same_flow_in_chinese,
         the_dock_is_readable_at_360_px,
+        a_phone_shows_the_handoff_s_field_and_its_done_together,
         the_dock_passes_axe_in_english_and_chinese,
         the_whole_approval_flow_works_from_the_keyboard,
         the_dock_is_light_by_default,

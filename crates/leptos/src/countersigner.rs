@@ -28,7 +28,7 @@ fn refused(endpoint: &str, status: u16, answer: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("no_gateway");
     if code == "no_passkey" {
-        return "no passkey is set up for approvals: use “Set up a passkey for approvals” in the assistant panel, then ask again".into();
+        return "no passkey is set up for approvals: open the assistant panel's settings (⚙), set one up, then ask again".into();
     }
     format!("the gateway at {endpoint} did not mint one (HTTP {status}, {code})")
 }

@@ -138,6 +138,10 @@ pub struct Strings {
     pub approval_needed: &'static str,
     /// A notification's body: "{n} waiting for you" (`{n}` is replaced).
     pub waiting_for_you: &'static str,
+    /// The header's settings control (its accessible name).
+    pub settings: &'static str,
+    /// A popup dock's fold control.
+    pub fold: &'static str,
     /// The dock's button that turns notifications on.
     pub notify_setting: &'static str,
     /// The button that registers a passkey for approvals that need one.
@@ -489,6 +493,8 @@ static EN: Strings = Strings {
     expires_soon: "This request expires in under 30 seconds; after that nothing runs.",
     approval_needed: "Approval needed",
     waiting_for_you: "{n} waiting for you in the assistant dock",
+    settings: "Settings",
+    fold: "Fold",
     notify_setting: "Notify me when something waits",
     passkey_setup: "Set up a passkey for approvals",
     passkey_ready: "Passkey set up: actions that need it ask you to verify with it.",
@@ -616,6 +622,8 @@ static ZH: Strings = Strings {
     expires_soon: "此请求将在 30 秒内过期，过期后不会执行任何操作。",
     approval_needed: "需要批准",
     waiting_for_you: "助手面板中有 {n} 项等待你处理",
+    settings: "设置",
+    fold: "收起",
     notify_setting: "有事项等待时通知我",
     passkey_setup: "为批准设置通行密钥",
     passkey_ready: "通行密钥已设置：需要它的操作会请你用它验证。",

@@ -111,6 +111,8 @@ pub(crate) async fn passkey_reset(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
     let authenticator = countersign_e2e::Authenticator::add(ui.client).await?;
     let outcome = async {
         ui.wait_for(".cs-passkey-setup").await?;
+        // Setup waits behind the header's control: the chat comes first.
+        ensure(!ui.displayed(".cs-passkey-code").await?, "setup shown before the chat")?;
         // No passkey yet: approved, but not done; the dock says how to set one up.
         ui.say("reset the workspace").await?;
         ui.wait_for(".cs-card--danger").await?;
@@ -120,7 +122,9 @@ pub(crate) async fn passkey_reset(ui: &Ui<'_>, gateway: &Gateway) -> Outcome {
         ensure(ui.text("#description").await? == original, "reset without a passkey")?;
         // Without the enrollment code (printed by the gateway, outside the page) nothing
         // is registered; with it, the person sets one up (the browser's prompt answered by
-        // the authenticator).
+        // the authenticator), in the dock's settings, where the answer points.
+        ensure(answer.contains("settings"), format!("answer: {answer}"))?;
+        ui.open_settings().await?;
         ui.type_into(".cs-passkey-code", "WRONG-CODE1").await?;
         ui.click(".cs-passkey-setup").await?;
         ui.wait_text(".cs-passkey", "enrollment code").await?;

@@ -67,6 +67,40 @@ pub(crate) async fn the_dock_is_readable_at_360_px(ui: &Ui<'_>) -> Outcome {
     ui.shot("11-narrow-card").await
 }
 
+/// On a phone the dock is a bottom sheet: the handoff's highlighted field above it and
+/// its "I've done it" in it are on screen together, and the field can be typed into.
+pub(crate) async fn a_phone_shows_the_handoff_s_field_and_its_done_together(
+    ui: &Ui<'_>,
+) -> Outcome {
+    ui.size(390, 844).await?;
+    ui.open("en").await?;
+    ui.say("publish").await?;
+    ui.wait_for("#verification-code.cs-highlight").await?;
+    // The highlight scrolls smoothly: let it settle.
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+    let places = ui
+        .eval(
+            "const h = window.innerHeight, w = document.documentElement.clientWidth;
+             const box = s => document.querySelector(s).getBoundingClientRect();
+             const dock = box('.cs-dock'), field = box('#verification-code'), done = box('.cs-handoff-done');
+             const seen = r => r.top >= 0 && r.bottom <= h && r.left >= 0 && r.right <= w + 0.5;
+             return { sheet: dock.bottom >= h - 1 && dock.top >= h * 0.4 && dock.left <= 0.5,
+                      field: seen(field) && field.bottom <= dock.top, done: seen(done) && done.top >= dock.top };",
+        )
+        .await?;
+    ensure(
+        places == serde_json::json!({"sheet": true, "field": true, "done": true}),
+        format!("at 390 px: {places}"),
+    )?;
+    ui.shot("29-phone-handoff").await?;
+    ui.type_into("#verification-code", "246810").await?;
+    ui.click("#publish").await?;
+    ui.wait_text("#publish-status", "Published").await?;
+    ui.click(".cs-handoff-done").await?;
+    ui.answer_contains("Done").await?;
+    Ok(())
+}
+
 /// axe-core on the dock with a card, a handoff, the grants list and the chat open, in
 /// English and Chinese: no serious or critical violations.
 pub(crate) async fn the_dock_passes_axe_in_english_and_chinese(ui: &Ui<'_>) -> Outcome {

@@ -24,6 +24,7 @@ async fn looked() {
 /// The pairing code the dock shows.
 async fn pairing_code(ui: &Ui<'_>) -> Result<String, String> {
     ui.wait_for(".cs-pairing-code").await?;
+    ui.open_settings().await?;
     let code = ui.text(".cs-pairing-code").await?;
     ensure(code.len() == 14, format!("pairing code: {code:?}"))?;
     Ok(code)

@@ -14,10 +14,13 @@ mod settings;
 mod workspace;
 
 use countersign::Session;
-use countersign_leptos::{provide_countersign, AgentDock, Assistant, CountersignOptions, Locale};
+use countersign_leptos::{
+    provide_countersign, AgentDock, Assistant, CountersignOptions, Locale, Placement,
+};
 use leptos::prelude::*;
 
-/// The tutorial app: settings on the left, the dock on the right (below on narrow screens).
+/// The tutorial app: settings on the left, the dock a sidebar on the right (a bottom
+/// sheet on narrow screens).
 ///
 /// The settings page is interactive at once; the Countersign layer (the page's actions,
 /// the gate, the dock and the assistant) is its own wasm part, fetched right after (see
@@ -115,6 +118,7 @@ fn countersign_layer() -> Result<AnyView, leptos::wasm_split::SplitLoaderError> 
         // With the gateway at this origin: its model if it has one, and the audit trail
         // shipped there. Without it (plain `trunk serve`): the offline assistant.
         let assistant = Assistant::for_page(&cs, planner::offline(page.locale));
-        view! { <AgentDock assistant=assistant hint=page.copy.dock_hint /> }.into_any()
+        view! { <AgentDock assistant=assistant hint=page.copy.dock_hint placement=Placement::Sidebar /> }
+            .into_any()
     }))
 }

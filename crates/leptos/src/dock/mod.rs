@@ -7,6 +7,7 @@ mod activity_list;
 mod approval_queue;
 mod batch_allow;
 mod chat;
+mod css;
 mod edit_form;
 mod grant_list;
 mod handoff_panel;
@@ -136,8 +137,22 @@ fn Banners(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
     view! { {mode} {policy} }
 }
 
-/// The dock's stylesheet (also usable on its own, e.g. in a server-rendered shell).
-pub const DOCK_CSS: &str = include_str!("dock.css");
+/// Where the dock sits. Each placement but `Inline` is a bottom sheet on narrow screens
+/// (840 px or less): the current card, or the handoff's "I've done it", in the sheet, and
+/// the page above it, where a highlighted target is scrolled to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// Where `<AgentDock/>` is written, in the page's own layout (the default).
+    #[default]
+    Inline,
+    /// Fixed to the right edge at full height; leave room for it (`--cs-width`, 420 px).
+    Sidebar,
+    /// Over the bottom-right corner; the person can fold it to its header, and it shows
+    /// again by itself while something waits for them.
+    Popup,
+}
+
+pub use css::DOCK_CSS;
 
 /// The assistant's side panel: the queue of approvals (one card at a time, with the
 /// consequence computed by the page), the current handoff with its steps highlighted on
@@ -160,6 +175,9 @@ pub fn AgentDock(
     /// The chat input's placeholder. Default: "Ask the assistant…" in the dock's language.
     #[prop(optional, into)]
     placeholder: Option<String>,
+    /// Where the dock sits. Default: [`Placement::Inline`].
+    #[prop(optional)]
+    placement: Placement,
 ) -> impl IntoView {
     let Some(cs) = use_countersign() else {
         leptos::logging::error!("countersign: <AgentDock/> needs provide_countersign above it");
@@ -177,18 +195,34 @@ pub fn AgentDock(
     let hint = hint.unwrap_or_else(|| strings.empty_chat.to_owned());
     let placeholder = placeholder.unwrap_or_else(|| strings.input_placeholder.to_owned());
     let label = title.clone();
+    let class = match placement {
+        Placement::Inline => "cs-dock",
+        Placement::Sidebar => "cs-dock cs-dock--sidebar",
+        Placement::Popup => "cs-dock cs-dock--popup",
+    };
     view! {
-        <aside class="cs-dock" lang=locale.tag() aria-label=label>
+        <aside class=class lang=locale.tag() aria-label=label>
             <style>{DOCK_CSS}</style>
             <header class="cs-dock__header">
                 <h2>{title}</h2>
                 <span class="cs-badge cs-badge--offline" title=strings.offline_explained hidden=move || !dock.offline.get()>
                     {strings.offline_badge}
                 </span>
+                // Setup waits behind one small control, so the cards and the chat come
+                // first: notifications, a passkey (only when the gateway asks passkeys)
+                // and the MCP pairing code (only while MCP is on).
+                <details class="cs-settings">
+                    <summary class="cs-settings__toggle" title=strings.settings aria-label=strings.settings>"\u{2699}"</summary>
+                    <div class="cs-settings__body">
+                        <NotifySetting cs=cs />
+                        <PasskeySetting cs=cs />
+                        <McpPairing cs=cs />
+                    </div>
+                </details>
+                // A popup's fold (its stylesheet hides the rest while it is checked and
+                // nothing waits for the person; hidden in other placements).
+                <label class="cs-fold"><input type="checkbox" />{strings.fold}</label>
             </header>
-            <NotifySetting cs=cs />
-            <PasskeySetting cs=cs />
-            <McpPairing cs=cs />
             <Banners cs=cs />
             <ApprovalQueue cs=cs />
             <HandoffPanel cs=cs />

@@ -1,13 +1,13 @@
 //! The dock on screen: no sideways scrolling at any width, a chat log that follows the
 //! newest message unless the person scrolled up, and keeps only its latest entries.
 
-use countersign::{action::NoParams, Action, Expect, Handoff, Kind};
-use countersign_leptos::{use_action, AgentDock, CountersignOptions};
+use countersign::{action::NoParams, Action, Confirm, Expect, Handoff, Kind};
+use countersign_leptos::{use_action, AgentDock, CountersignOptions, Placement, DOCK_CSS};
 use countersign_testing::{code, tick};
 use leptos::prelude::*;
 use wasm_bindgen_test::*;
 
-use super::harness::{mount, Setup};
+use super::harness::{mount, run_js, Setup};
 
 #[component]
 fn LongStep() -> impl IntoView {
@@ -93,4 +93,92 @@ async fn the_log_keeps_only_its_latest_entries() {
     let log = page.cs.dock().log.get_untracked();
     assert_eq!(log.len(), 300, "the log grew past its window");
     assert_eq!(page.runs().len(), 320);
+}
+
+#[component]
+fn Ping() -> impl IntoView {
+    use_action(
+        Action::<NoParams>::new("ping", "Pings.")
+            .kind(Kind::Write)
+            .confirm(Confirm::Ask)
+            .run(|_| async { Ok::<_, String>(()) }),
+    );
+    view! { <p>"page"</p> }
+}
+
+/// Whether everything in the dock but its header is hidden.
+fn only_the_header_shows() -> bool {
+    run_js(
+        "return [...document.querySelector('.cs-dock').children]
+           .filter(e => e.tagName != 'HEADER' && e.tagName != 'STYLE')
+           .every(e => getComputedStyle(e).display == 'none');",
+    )
+    .as_bool()
+        == Some(true)
+}
+
+/// A popup floats over the page, folds to its header at the person's click, shows
+/// again by itself while a card waits and folds again once nothing does.
+#[wasm_bindgen_test]
+async fn a_popup_folds_and_opens_by_itself_while_a_card_waits() {
+    let options = CountersignOptions {
+        trust_script_clicks: true,
+        ..CountersignOptions::default()
+    };
+    let page = countersign_testing::mount(options, || {
+        view! { <Ping /> <AgentDock placement=Placement::Popup /> }
+    });
+    tick().await;
+    let position = run_js("return getComputedStyle(document.querySelector('.cs-dock')).position;");
+    assert_eq!(position.as_string().as_deref(), Some("fixed"));
+    assert!(!only_the_header_shows());
+    page.click(".cs-fold input");
+    tick().await;
+    assert!(only_the_header_shows());
+    let pending = page.call("ping", "{}");
+    tick().await;
+    assert!(
+        !only_the_header_shows(),
+        "a waiting card stayed folded away"
+    );
+    page.click(".cs-allow-once");
+    assert_eq!(code(&pending.await), "OK");
+    tick().await;
+    assert!(only_the_header_shows(), "it did not fold again");
+}
+
+/// The stylesheet the dock ships, made smaller at compile time, parses to exactly the
+/// rules `dock.css` says (custom properties keep their text as written: the spaces after
+/// their commas, which say nothing, are left out of the comparison).
+#[wasm_bindgen_test]
+fn the_shipped_stylesheet_has_the_rules_dock_css_has() {
+    let source = include_str!("../../src/dock/dock.css");
+    let rules = |css: &str| {
+        run_js(&format!(
+            "const s = new CSSStyleSheet(); s.replaceSync({}); return [...s.cssRules].map(r => r.cssText.replace(/,\\s+/g, ',')).join('\\n');",
+            serde_json::to_string(css).unwrap()
+        ))
+        .as_string()
+        .unwrap()
+    };
+    let shipped = rules(DOCK_CSS);
+    assert!(shipped.contains(".cs-fold :checked"), "{shipped}");
+    let written = rules(source);
+    let at = shipped
+        .bytes()
+        .zip(written.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(shipped.len().min(written.len()));
+    assert!(
+        shipped == written,
+        "they differ at {at}: {:?} against {:?}",
+        shipped.get(at.saturating_sub(80)..at + 40),
+        written.get(at.saturating_sub(80)..at + 40)
+    );
+    assert!(
+        DOCK_CSS.len() * 10 < source.len() * 9,
+        "{} of {}",
+        DOCK_CSS.len(),
+        source.len()
+    );
 }
