@@ -237,7 +237,9 @@ fn perform(exec: &Executor, step: Step, now: Timestamp) -> Settled {
         Step::Perform(job) => {
             let call = job.call();
             exec.complete(pollster::block_on(job.run()), now);
-            exec.settlement(call).expect("the run settled the call")
+            std::iter::from_fn(|| exec.next_settled())
+                .find(|s| s.call == call)
+                .expect("the run settled the call")
         }
         other => settled(other),
     }

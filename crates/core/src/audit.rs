@@ -220,17 +220,6 @@ impl MemoryAudit {
         self.0.borrow().held.iter().cloned().collect()
     }
 
-    /// The held records of one call, in order.
-    pub fn for_call(&self, call: crate::call::CallId) -> Vec<AuditRecord> {
-        self.0
-            .borrow()
-            .held
-            .iter()
-            .filter(|r| r.call == call.get())
-            .cloned()
-            .collect()
-    }
-
     /// Up to `max` held records from absolute position `from` on, for shipping.
     pub fn slice(&self, from: usize, max: usize) -> Vec<AuditRecord> {
         let trail = self.0.borrow();
@@ -280,14 +269,6 @@ impl MemoryAudit {
     /// What was pushed out because the trail was full.
     pub fn dropped(&self) -> Dropped {
         self.0.borrow().dropped
-    }
-
-    /// Removes and returns every record held; positions go on counting. Shipping uses
-    /// [`MemoryAudit::forget_before`] instead.
-    pub fn take(&self) -> Vec<AuditRecord> {
-        let mut trail = self.0.borrow_mut();
-        trail.first += trail.held.len();
-        trail.held.drain(..).collect()
     }
 }
 

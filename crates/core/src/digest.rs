@@ -23,15 +23,6 @@ impl ArgsDigest {
         Self(hasher.finalize().into())
     }
 
-    /// The digest of raw arguments: canonical when the gate reads them, else of the
-    /// bytes as sent.
-    pub fn of_raw(raw: &str) -> Self {
-        match crate::canonical::read(raw) {
-            Ok(value) => Self::of_value(&value),
-            Err(_) => Self::of_bytes(raw.as_bytes()),
-        }
-    }
-
     /// A placeholder of zeros, replaced before any record uses it.
     pub(crate) const fn default_empty() -> Self {
         Self([0; 32])

@@ -195,19 +195,4 @@ impl GrantRule {
             },
         }
     }
-
-    /// A rule covering calls whose `pointer` field matches the glob `pattern`.
-    pub fn glob(
-        description: impl Into<String>,
-        pointer: impl Into<String>,
-        pattern: impl Into<String>,
-    ) -> Self {
-        Self {
-            description: Some(description.into()),
-            matcher: Matcher::Glob {
-                pointer: pointer.into(),
-                pattern: pattern.into(),
-            },
-        }
-    }
 }

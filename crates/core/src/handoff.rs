@@ -7,9 +7,6 @@ use serde::Serialize;
 
 use crate::time::Timestamp;
 
-/// How long a handoff waits for the person unless the action says otherwise.
-pub const DEFAULT_HANDOFF_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-
 /// A step the person does, with the page element to highlight while it is current.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct HandoffStep {
@@ -36,11 +33,6 @@ impl Expect {
         }
     }
 
-    /// What the expectation is, in words.
-    pub fn description(&self) -> &str {
-        &self.description
-    }
-
     /// Reads the page state now.
     pub fn holds(&self) -> bool {
         (self.check)()
@@ -56,19 +48,6 @@ impl std::fmt::Debug for Expect {
 }
 
 /// A handoff declaration: why, the steps, the expectation and the timeout.
-///
-/// ```
-/// use countersign::{Expect, Handoff};
-/// use std::time::Duration;
-/// let publish = Handoff::new(
-///     "Publishing needs the verification code sent to you.",
-///     Expect::new("the page shows published", || true),
-/// )
-/// .step("Type the code into the field", Some("verification_code"))
-/// .step("Press Publish", Some("publish_changes"))
-/// .timeout(Duration::from_secs(60));
-/// assert_eq!(publish.steps().len(), 2);
-/// ```
 #[derive(Clone, Debug)]
 pub struct Handoff {
     pub(crate) reason: String,
@@ -84,7 +63,7 @@ impl Handoff {
             reason: reason.into(),
             steps: Vec::new(),
             expect,
-            timeout: DEFAULT_HANDOFF_TIMEOUT,
+            timeout: Duration::from_secs(5 * 60),
         }
     }
 
@@ -101,26 +80,6 @@ impl Handoff {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
-    }
-
-    /// Why the person must do this.
-    pub fn reason(&self) -> &str {
-        &self.reason
-    }
-
-    /// The steps, in order.
-    pub fn steps(&self) -> &[HandoffStep] {
-        &self.steps
-    }
-
-    /// The expectation that proves completion.
-    pub fn expect(&self) -> &Expect {
-        &self.expect
-    }
-
-    /// The timeout.
-    pub fn timeout_duration(&self) -> Duration {
-        self.timeout
     }
 }
 

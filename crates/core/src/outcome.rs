@@ -122,14 +122,6 @@ impl Outcome {
         self.code().map_or("OK", Code::as_str)
     }
 
-    /// The stage the call ended at: the refusing stage, or `verify` for success.
-    pub fn stage(&self) -> Stage {
-        match self {
-            Outcome::Done(_) => Stage::Verify,
-            Outcome::Refused(refusal) => refusal.stage,
-        }
-    }
-
     /// The reason the call ended as it did.
     pub fn reason(&self) -> Reason {
         match self {
@@ -138,11 +130,6 @@ impl Outcome {
             Outcome::Done(_) => Reason::Verified,
             Outcome::Refused(refusal) => refusal.reason.clone(),
         }
-    }
-
-    /// Whether the model should see this as an error (Anthropic's `is_error`).
-    pub fn is_error(&self) -> bool {
-        matches!(self, Outcome::Refused(_))
     }
 
     /// The JSON the model gets back: `{"ok":true,"receipt":{..}}` or

@@ -40,24 +40,15 @@ pub struct ToolAnnotations {
     pub untrusted_content_hint: bool,
 }
 
-impl ToolSpec {
-    /// The OpenAI Chat Completions form: `{"type":"function","function":{..}}`.
-    /// Annotations are left out: the API accepts only its own fields.
-    pub fn to_openai(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            }
-        })
-    }
-}
-
-/// The OpenAI `tools` array for a projection.
+/// The OpenAI `tools` array for a projection: `{"type":"function","function":{..}}` each.
+/// Annotations are left out: the API accepts only its own fields.
 pub fn openai_tools(tools: &[ToolSpec]) -> Value {
-    Value::Array(tools.iter().map(ToolSpec::to_openai).collect())
+    let tool = |t: &ToolSpec| {
+        json!({ "type": "function", "function": {
+            "name": t.name, "description": t.description, "parameters": t.parameters,
+        } })
+    };
+    Value::Array(tools.iter().map(tool).collect())
 }
 
 pub(crate) fn describe(

@@ -10,9 +10,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-/// How long a question waits for an answer unless declared otherwise.
-pub const DEFAULT_QUESTION_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-
 type Check = Rc<dyn Fn(&Value) -> Result<Value, String>>;
 
 /// A question for the person, with the answer's type `A` (see [`Question::new`]).
@@ -76,7 +73,7 @@ impl Question {
                 check(&answer)?;
                 serde_json::to_value(&answer).map_err(|e| e.to_string())
             }),
-            timeout: DEFAULT_QUESTION_TIMEOUT,
+            timeout: Duration::from_secs(5 * 60),
         }
     }
 

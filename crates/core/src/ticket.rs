@@ -161,18 +161,6 @@ pub struct Ticket {
     pub(crate) batch: Vec<(CallId, CardDigest)>,
 }
 
-impl Ticket {
-    /// The call this ticket approves.
-    pub fn call(&self) -> CallId {
-        self.call
-    }
-
-    /// The gesture it records.
-    pub fn gesture(&self) -> Gesture {
-        self.gesture
-    }
-}
-
 /// Why a ticket or another gesture was refused. The call stays pending, except after
 /// [`TicketError::Expired`], which settles it as `APPROVAL_TIMEOUT`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

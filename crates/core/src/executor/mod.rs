@@ -62,7 +62,6 @@ pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
 pub use restore::Pending;
 pub use step::{HandoffView, Step};
 
-use levels::PolicyState;
 use live::LiveState;
 use registration::Mailbox;
 use state::ExecutorState;
@@ -134,12 +133,6 @@ impl Executor {
         f: impl FnOnce(&mut ExecutorState) -> Result<Next, E>,
     ) -> Result<Step, E> {
         self.step(|state| f(state).map(|next| self.to_step(state, next)))?
-    }
-
-    /// Whether a panic left a step half made (native hosts only). Every operation is
-    /// then [`Blocked::Poisoned`] and queries answer nothing: build a new executor.
-    pub fn is_poisoned(&self) -> bool {
-        self.state.try_borrow().is_ok_and(|state| state.poisoned)
     }
 
     /// Sets who mints tokens for [`Action::run_countersigned`] actions. Without one they
@@ -524,17 +517,6 @@ impl Executor {
         self.step(|state| state.record_trail_gap(first_seq, last_seq, unconfirmed, now))
     }
 
-    /// A copy of `call`'s settlement while it is queued; `None` if it has not settled or
-    /// was drained.
-    pub fn settlement(&self, call: CallId) -> Option<Settled> {
-        self.read(|state| state.last_settled_for(call).ok())
-    }
-
-    /// Every settlement since the last drain, in order: what the host tells the model.
-    pub fn drain_settled(&self) -> Vec<Settled> {
-        self.read(|state| state.settled.drain(..).collect())
-    }
-
     /// The oldest settlement not yet read, taken off the queue.
     pub fn next_settled(&self) -> Option<Settled> {
         self.read(|state| state.settled.pop_front())
@@ -552,14 +534,6 @@ impl Executor {
     /// reversals is refused until a valid file loads.
     pub fn fail_policy(&self, error: crate::policy::PolicyError) -> Result<(), Blocked> {
         self.step(|state| state.policy.break_with(error))
-    }
-
-    /// The error of the last policy file, while the executor refuses calls because of it.
-    pub fn policy_error(&self) -> Option<crate::policy::PolicyError> {
-        self.read(|state| match &state.policy {
-            PolicyState::Broken { error, .. } => Some(error.clone()),
-            _ => None,
-        })
     }
 
     /// Switches the session's mode for later decisions; waiting calls keep waiting. A
@@ -582,16 +556,6 @@ impl Executor {
     /// reading is not cleared (the person's words never reach it).
     pub fn person_spoke(&self) -> Result<(), Blocked> {
         self.step(|state| state.untrusted.retain(|(caller, _)| !caller.is_assistant()))
-    }
-
-    /// The untrusted content the page's assistant has read since the person last
-    /// spoke, if any.
-    pub fn untrusted(&self) -> Option<String> {
-        self.read(|state| {
-            state
-                .untrusted_for(crate::call::Caller::Assistant)
-                .map(|source| source.to_string())
-        })
     }
 
     /// The session's mode. The one query a hook may make.

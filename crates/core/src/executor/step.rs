@@ -18,7 +18,7 @@ use super::state::ExecutorState;
 #[derive(Debug)]
 pub enum Step {
     /// It ended (refused, or done); the same value is queued for
-    /// [`super::Executor::next_settled`] (and [`super::Executor::drain_settled`]).
+    /// [`super::Executor::next_settled`].
     Settled(Settled),
     /// It waits for a person's ticket; show this card.
     Approval(Box<ApprovalRequest>),

@@ -197,13 +197,6 @@ impl PolicyFile {
         self.roles.get(default).map(|policy| (default, policy))
     }
 
-    /// The scopes `role` holds (none for a role the file does not name).
-    pub fn scopes(&self, role: &str) -> BTreeSet<String> {
-        self.role_for(role)
-            .map(|(_, r)| r.scopes.clone())
-            .unwrap_or_default()
-    }
-
     /// The policy `role`'s calls of `action` get, given the declaration.
     pub fn resolve(
         &self,

@@ -87,9 +87,4 @@ impl ApprovalPolicy {
     pub const fn offers_session_grant(self) -> bool {
         matches!(self, Self::Ask)
     }
-
-    /// Whether a person must countersign before the action runs.
-    pub const fn needs_approval(self) -> bool {
-        !matches!(self, Self::None)
-    }
 }

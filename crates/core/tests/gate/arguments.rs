@@ -9,7 +9,7 @@ use countersign::{audit::ArgsDigest, Action, Config, Confirm, Gesture, Kind, Ses
 
 use countersign::executor::RegisterError;
 
-use crate::common::{at, code, World};
+use crate::common::{at, code, for_call, World};
 
 #[allow(dead_code, unreachable_pub, missing_docs)] // Only deserialised.
 mod shapes {
@@ -124,13 +124,13 @@ fn a_key_given_twice_binds_one_value_on_card_ticket_audit_and_run() {
     );
     assert_eq!(card.args_sha256, ArgsDigest::of_value(&card.arguments));
     let key = Config::new("test", Session::new("admin", ["workspace.write"]), [42; 32]).audit_key;
-    for r in w.audit.for_call(card.call) {
+    for r in for_call(&w.audit, card.call) {
         assert_eq!(r.args_digest, key.digest(&card.arguments).to_hex());
     }
     let settled = w.allow(&card, Gesture::AllowOnce, 1).unwrap();
     assert_eq!(code(&settled), "OK");
     assert_eq!(w.runs(), [format!("rename:{shown}")]);
-    for r in w.audit.for_call(card.call) {
+    for r in for_call(&w.audit, card.call) {
         assert_eq!(r.args_digest, key.digest(&card.arguments).to_hex());
     }
     assert_eq!(w.terminal(card.call).len(), 1);

@@ -8,7 +8,7 @@ use countersign::{
 };
 use serde_json::json;
 
-use crate::common::{at, code, drive, Named, World};
+use crate::common::{at, code, drain, drive, for_call, Named, World};
 
 #[test]
 fn the_audit_never_holds_argument_text_only_its_digest() {
@@ -26,8 +26,9 @@ fn the_audit_never_holds_argument_text_only_its_digest() {
     // SHA-256 of a guess does not.
     let key = countersign::Config::new("test", countersign::Session::default(), [42; 32]).audit_key;
     let expected = key.digest_raw(&args).to_hex();
-    let plain = countersign::audit::ArgsDigest::of_raw(&args).to_hex();
-    let records = w.audit.for_call(card.call);
+    let plain =
+        countersign::audit::ArgsDigest::of_value(&serde_json::from_str(&args).unwrap()).to_hex();
+    let records = for_call(&w.audit, card.call);
     assert!(records.iter().all(|r| r.args_digest == expected));
     assert!(records.iter().all(|r| r.args_digest != plain));
 }
@@ -213,11 +214,15 @@ fn refusals_carry_their_own_typed_reason() {
         .exec
         .refuse_over_cap(Call::new("tc-17", "ask", r#"{"name":"b"}"#), 16, at(0))
         .unwrap();
-    let s = w.exec.drain_settled().pop().unwrap();
+    let s = drain(&w.exec).pop().unwrap();
     assert_eq!(s.call, over);
     assert_eq!(s.outcome.reason(), Reason::TooManyCalls { cap: 16 });
     assert_eq!(w.terminal(over).len(), 1);
-    assert_eq!(w.audit.for_call(over).len(), 1, "only the terminal record");
+    assert_eq!(
+        for_call(&w.audit, over).len(),
+        1,
+        "only the terminal record"
+    );
     assert_eq!(w.terminal(over)[0].action, "ask");
     assert!(w.runs().is_empty());
     // Away + an Ask card: mode_refused, hint when_person_returns, decided by the mode.

@@ -7,7 +7,7 @@ use countersign::{
     ApprovalRequest, Confirm, Gesture, Kind, Mode, Reason, Step,
 };
 
-use crate::common::{approval, at, code, drive, edit, pending, World};
+use crate::common::{approval, at, code, drive, edit, for_call, pending, World};
 
 #[test]
 fn allow_all_in_a_batch_never_covers_a_card_that_must_be_decided_alone() {
@@ -41,7 +41,7 @@ fn allow_all_in_a_batch_never_covers_a_card_that_must_be_decided_alone() {
         assert_eq!(code(&drive(&w.exec, step, 4).unwrap()), "OK");
     }
     for card in [&a, &b] {
-        let approved = &w.audit.for_call(card.call)[1];
+        let approved = &for_call(&w.audit, card.call)[1];
         assert_eq!(approved.event, AuditEvent::Approved);
         assert_eq!(approved.reason, Reason::AllowedInBatch);
         assert_eq!(w.terminal(card.call).len(), 1);
@@ -95,7 +95,7 @@ fn allow_all_covers_two_listed_calls_that_read_alike() {
     assert_eq!(w.runs(), ["rename:a", "rename:a"]);
     for card in [&first, &second] {
         assert_eq!(
-            w.audit.for_call(card.call)[1].reason,
+            for_call(&w.audit, card.call)[1].reason,
             Reason::AllowedInBatch
         );
         assert_eq!(w.terminal(card.call).len(), 1);
@@ -161,7 +161,7 @@ fn break_an_edited_or_restored_card_in_bypass_understates_an_ask_always_level() 
                 )
             }
         };
-        let asked = w.audit.for_call(card.call).last().unwrap().clone();
+        let asked = for_call(&w.audit, card.call).last().unwrap().clone();
         if card.policy != ApprovalPolicy::AskAlways
             || card.batchable()
             || card.offers_session_grant

@@ -2,7 +2,7 @@
 
 use countersign::{Call, Caller, Confirm, Gesture, Kind, Step};
 
-use crate::common::{at, code, drive, World};
+use crate::common::{at, code, drive, for_call, World};
 
 fn submit(w: &World, caller: Caller, id: &str, action: &str, args: &str, now: u64) -> Step {
     w.exec
@@ -44,7 +44,7 @@ fn an_agents_card_and_every_record_name_it() {
     assert_eq!(card.caller, Caller::WebMcp);
     let settled = w.allow(&card, Gesture::AllowOnce, 5).unwrap();
     assert_eq!(code(&settled), "OK");
-    let records = w.audit.for_call(card.call);
+    let records = for_call(&w.audit, card.call);
     assert!(records.len() >= 2, "{records:?}");
     assert!(records.iter().all(|r| r.caller == Caller::WebMcp));
     let line = serde_json::to_string(&records[0]).unwrap();
@@ -59,7 +59,7 @@ fn an_agents_card_and_every_record_name_it() {
         10,
     );
     assert_eq!(own.caller, Caller::Assistant);
-    let line = serde_json::to_string(&w.audit.for_call(own.call)[0]).unwrap();
+    let line = serde_json::to_string(&for_call(&w.audit, own.call)[0]).unwrap();
     assert!(!line.contains("caller"), "{line}");
     // The card's digest binds who asked: the same call from another caller is another card.
     let mcp = asked(&w, Caller::Mcp, "m-1", "rename", r#"{"name":"B"}"#, 20);
@@ -197,7 +197,7 @@ fn an_outside_agents_write_is_asked_whatever_the_level_and_no_mode_runs_it() {
     // ...an agent outside the page is asked, and says why; its reads still run.
     for caller in [Caller::WebMcp, Caller::Mcp] {
         let card = asked(&w, caller, "x-1", "note", r#"{"name":"B"}"#, 2);
-        let records = w.audit.for_call(card.call);
+        let records = for_call(&w.audit, card.call);
         assert_eq!(
             records.last().map(|r| r.reason.clone()),
             Some(countersign::Reason::OutsideCaller { caller })
@@ -395,7 +395,7 @@ fn every_record_of_a_traced_call_carries_its_trace_and_no_other_does() {
         panic!("rename is asked");
     };
     assert_eq!(code(&w.allow(&card, Gesture::AllowOnce, 5).unwrap()), "OK");
-    let records = w.audit.for_call(card.call);
+    let records = for_call(&w.audit, card.call);
     assert!(records.len() >= 3, "{records:?}");
     assert!(records.iter().all(|r| r.trace.as_deref() == Some(TRACE)));
     let line = serde_json::to_string(&records[0]).unwrap();
@@ -421,6 +421,6 @@ fn every_record_of_a_traced_call_carries_its_trace_and_no_other_does() {
         r#"{"name":"B"}"#,
         20,
     );
-    let line = serde_json::to_string(&w.audit.for_call(plain.call)[0]).unwrap();
+    let line = serde_json::to_string(&for_call(&w.audit, plain.call)[0]).unwrap();
     assert!(!line.contains("trace"), "{line}");
 }

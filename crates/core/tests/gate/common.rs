@@ -112,12 +112,21 @@ impl World {
     }
 
     pub fn terminal(&self, call: CallId) -> Vec<AuditRecord> {
-        self.audit
-            .for_call(call)
+        for_call(&self.audit, call)
             .into_iter()
             .filter(|r| r.is_terminal())
             .collect()
     }
+}
+
+/// The held records of one call, in order.
+pub fn for_call(audit: &MemoryAudit, call: CallId) -> Vec<AuditRecord> {
+    let call = call.get();
+    audit
+        .records()
+        .into_iter()
+        .filter(|r| r.call == call)
+        .collect()
 }
 
 pub fn at(ms: u64) -> Timestamp {
@@ -127,7 +136,23 @@ pub fn at(ms: u64) -> Timestamp {
 pub fn finish(exec: &Executor, completion: Completion, now: u64) -> Settled {
     let call = completion.call();
     assert!(exec.complete(completion, at(now)), "the call was live");
-    exec.settlement(call).expect("its settlement is queued")
+    drain(exec)
+        .into_iter()
+        .rfind(|s| s.call == call)
+        .expect("its settlement is queued")
+}
+
+/// Every settlement queued since the last drain, in order.
+pub fn drain(exec: &Executor) -> Vec<Settled> {
+    std::iter::from_fn(|| exec.next_settled()).collect()
+}
+
+/// Whether a panic poisoned `exec`: a later operation is then refused.
+pub fn is_poisoned(exec: &Executor) -> bool {
+    matches!(
+        exec.set_mode(exec.mode()),
+        Err(countersign::ticket::Blocked::Poisoned)
+    )
 }
 
 /// Runs a `Perform` step to its settlement; returns other steps' settlement if terminal.
@@ -214,7 +239,7 @@ pub fn refused(w: &World, action: &str, args: &str) -> (String, String) {
         Step::Settled(s) => {
             assert_eq!(w.terminal(s.call).len(), 1, "one terminal record");
             assert_eq!(
-                w.audit.for_call(s.call).len(),
+                for_call(&w.audit, s.call).len(),
                 1,
                 "no decision record before a refusal"
             );

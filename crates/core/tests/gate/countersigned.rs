@@ -9,7 +9,7 @@ use countersign::{
     countersignature::MintRequest, Action, Gesture, Kind, Mode, Reason, Step,
 };
 
-use crate::common::{at, code, drive, Named, World};
+use crate::common::{at, code, drive, for_call, Named, World};
 
 /// A signer that logs every request and answers with `answer` (a token or a refusal).
 #[derive(Clone)]
@@ -133,7 +133,7 @@ fn a_read_level_action_that_takes_a_token_is_still_asked() {
         signer.asked.borrow().is_empty(),
         "minted before the person approved"
     );
-    let asked = w.audit.for_call(card.call);
+    let asked = for_call(&w.audit, card.call);
     assert_eq!(asked.last().unwrap().reason, Reason::NeedsCountersignature);
     assert!(w.runs().is_empty());
 }

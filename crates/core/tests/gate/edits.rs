@@ -13,7 +13,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::common::{approval, at, at_most_one_terminal_each, code, drive, edit, pending, World};
+use crate::common::{
+    approval, at, at_most_one_terminal_each, code, drain, drive, edit, for_call, pending, World,
+};
 
 #[test]
 fn an_edit_is_a_new_linked_call_that_needs_its_own_ticket() {
@@ -40,7 +42,7 @@ fn an_edit_is_a_new_linked_call_that_needs_its_own_ticket() {
     assert_ne!(edited.card_sha256, original.card_sha256);
     // Nothing ran, and nothing was answered yet: the edit approved nothing.
     assert!(w.runs().is_empty());
-    assert!(w.exec.drain_settled().is_empty());
+    assert!(drain(&w.exec).is_empty());
     // The original's card is gone; its ticket approves nothing.
     assert_eq!(
         w.exec
@@ -50,12 +52,12 @@ fn an_edit_is_a_new_linked_call_that_needs_its_own_ticket() {
     );
     assert_eq!(w.exec.approvals().len(), 1);
     // The trail links the two calls; the original has one terminal record.
-    let first = w.audit.for_call(original.call);
+    let first = for_call(&w.audit, original.call);
     let last = first.last().unwrap();
     assert_eq!(last.event, AuditEvent::Superseded);
     assert_eq!(last.reason, Reason::EditedInto { call: edited.call });
     assert_eq!(w.terminal(original.call).len(), 1);
-    let second = w.audit.for_call(edited.call);
+    let second = for_call(&w.audit, edited.call);
     assert_eq!(second[0].event, AuditEvent::Edited);
     assert_eq!(
         second[0].reason,
@@ -70,8 +72,14 @@ fn an_edit_is_a_new_linked_call_that_needs_its_own_ticket() {
         .exec
         .approve(edited.countersign(Gesture::AllowOnce), at(30))
         .unwrap();
-    let settled = drive(&w.exec, step, 40).unwrap();
-    assert_eq!(code(&settled), "OK");
+    let Step::Perform(job) = step else {
+        panic!("an approved edit runs")
+    };
+    assert!(w.exec.complete(pollster::block_on(job.run()), at(40)));
+    let answers = drain(&w.exec);
+    assert_eq!(answers.len(), 1, "one answer for the tool call");
+    let settled = &answers[0];
+    assert_eq!(code(settled), "OK");
     assert_eq!(&*settled.tool_call_id, "tc");
     assert_eq!(w.runs(), ["rename:Acme Ltd"]);
     let json = settled.to_model_json();
@@ -80,11 +88,6 @@ fn an_edit_is_a_new_linked_call_that_needs_its_own_ticket() {
     assert_eq!(
         json["edited_by_person"]["changes"][0]["person_set"],
         "Acme Ltd"
-    );
-    assert_eq!(
-        w.exec.drain_settled().len(),
-        1,
-        "one answer for the tool call"
     );
     assert_eq!(w.terminal(edited.call).len(), 1);
 }
@@ -135,7 +138,7 @@ fn an_edit_after_the_deadline_expires_the_call_and_runs_nothing() {
             .unwrap_err(),
         EditError::Ticket(TicketError::Expired)
     );
-    let settled = w.exec.drain_settled();
+    let settled = drain(&w.exec);
     assert_eq!(settled.len(), 1);
     assert_eq!(code(&settled[0]), "APPROVAL_TIMEOUT");
     assert_eq!(w.terminal(card.call).len(), 1);
@@ -168,7 +171,7 @@ fn an_edit_is_asked_even_where_a_grant_or_the_mode_would_let_it_run() {
         else {
             panic!("{how}: an edit is always asked");
         };
-        let asked = w.audit.for_call(edited.call).last().unwrap().clone();
+        let asked = for_call(&w.audit, edited.call).last().unwrap().clone();
         assert_eq!(asked.event, AuditEvent::Asked, "{how}");
         assert_eq!(
             asked.decided_by,
@@ -198,7 +201,7 @@ fn an_edit_after_the_level_was_lowered_to_none_is_still_asked() {
     let edited = edit(&w, &card, r#"{"name":"b"}"#, 2);
     assert_eq!(w.runs(), runs);
     assert!(matches!(
-        w.audit.for_call(edited.call).last().unwrap().reason,
+        for_call(&w.audit, edited.call).last().unwrap().reason,
         Reason::EditedFrom { .. }
     ));
 }
@@ -284,7 +287,7 @@ fn an_edit_chain_in_every_mode_runs_nothing_and_settles_each_call_once() {
         for call in &calls {
             assert_eq!(w.terminal(*call).len(), 1, "{mode:?}: call {call:?}");
         }
-        let answers = w.exec.drain_settled();
+        let answers = drain(&w.exec);
         assert_eq!(answers.len(), 1, "{mode:?}: one answer for the tool call");
         assert_eq!(&*answers[0].tool_call_id, "tc");
         assert!(answers[0].edited.is_some());
@@ -411,7 +414,7 @@ fn a_validator_that_reenters_during_an_edit_changes_nothing() {
     ));
     assert_eq!(w.audit.len(), records);
     assert_eq!(w.exec.approvals()[0].card_sha256, card.card_sha256);
-    assert!(w.exec.drain_settled().is_empty());
+    assert!(drain(&w.exec).is_empty());
     w.allow(&card, Gesture::AllowOnce, 2).unwrap();
     assert_eq!(w.runs(), ["rename:a"]);
 }
@@ -457,7 +460,7 @@ fn an_edited_call_refused_later_still_tells_the_model_and_settles_once() {
     );
     assert_eq!(w.terminal(card.call).len(), 1);
     assert_eq!(w.terminal(settled.call).len(), 1);
-    assert_eq!(w.exec.drain_settled().len(), 1);
+    assert_eq!(drain(&w.exec).len(), 1);
     assert!(w.runs().is_empty());
 }
 
@@ -580,9 +583,7 @@ fn model_written_keys_never_reach_the_trail_through_an_edit() {
     w.allow(&edited, Gesture::AllowOnce, 2).unwrap();
     let trail = serde_json::to_string(&w.audit.records()).unwrap();
     assert!(!trail.contains("SECRET"), "{trail}");
-    let from = w
-        .audit
-        .for_call(edited.call)
+    let from = for_call(&w.audit, edited.call)
         .into_iter()
         .find(|r| r.event == AuditEvent::Edited)
         .unwrap();

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::common::{at, drive, stateful, World};
+use crate::common::{at, drive, for_call, stateful, World};
 
 #[derive(Clone, Deserialize, JsonSchema)]
 struct WriteFile {
@@ -95,7 +95,7 @@ fn a_grant_covers_the_approved_folder_and_asks_for_anything_else() {
     };
     let settled = drive(&w.exec, step, 4).unwrap();
     assert_eq!(
-        w.audit.for_call(settled.call)[0].decided_by,
+        for_call(&w.audit, settled.call)[0].decided_by,
         Decider::SessionGrant
     );
 
@@ -349,15 +349,13 @@ fn the_grant_that_allowed_a_call_is_in_its_record() {
     let card = w.card("save", r#"{"name":"a"}"#, 0);
     w.allow(&card, Gesture::AllowForSession, 1);
     let grant = w.exec.grants()[0].id;
-    let granted = w
-        .audit
-        .for_call(card.call)
+    let granted = for_call(&w.audit, card.call)
         .into_iter()
         .find(|r| r.event == AuditEvent::Granted)
         .unwrap();
     assert_eq!(granted.grant, Some(grant));
     let s = drive(&w.exec, w.call("save", r#"{"name":"b"}"#, 2), 2).unwrap();
-    let allowed = &w.audit.for_call(s.call)[0];
+    let allowed = &for_call(&w.audit, s.call)[0];
     assert_eq!(allowed.reason, Reason::Grant { grant });
     assert_eq!(allowed.grant, Some(grant));
 }

@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use countersign::handoff::{HandoffMachine, HandoffState};
-use countersign::{Expect, Handoff, Timestamp};
+use countersign::{Action, Expect, Handoff, Kind, Step, Timestamp};
 
-use crate::common::at;
+use crate::common::{at, Named, World};
 
 const MIN: Duration = Duration::from_secs(60);
 
@@ -60,8 +60,17 @@ fn the_current_step_moves_and_is_clamped() {
 
 #[test]
 fn the_default_timeout_is_five_minutes() {
-    let h = Handoff::new("r", Expect::new("e", || true));
-    assert_eq!(h.timeout_duration(), Duration::from_secs(300));
+    let mut w = World::new();
+    let h = Handoff::new("r", Expect::new("e", || true)).step("s", None);
+    w.add(
+        Action::<Named>::new("by_hand", "the person does it")
+            .kind(Kind::Write)
+            .handoff(h),
+    );
+    let Step::Handoff(view) = w.call("by_hand", r#"{"name":"a"}"#, 0) else {
+        panic!("a handoff waits for the person")
+    };
+    assert_eq!(view.deadline, at(300_000));
 }
 
 #[test]

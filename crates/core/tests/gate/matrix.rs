@@ -7,7 +7,7 @@ use countersign::{
     Gesture, Kind, Step,
 };
 
-use crate::common::{at, code, drive, signed, Signer, World};
+use crate::common::{at, code, drive, for_call, signed, Signer, World};
 
 #[derive(Clone, Copy, Debug)]
 enum Response {
@@ -89,7 +89,11 @@ fn every_kind_confirm_and_response_ends_as_the_table_says() {
                 let step = w.call("act", r#"{"name":"x"}"#, 0);
                 let settled = match step {
                     Step::Approval(card) => {
-                        assert!(policy.needs_approval(), "{label}: asked under policy None");
+                        assert_ne!(
+                            policy,
+                            ApprovalPolicy::None,
+                            "{label}: asked under policy None"
+                        );
                         assert_eq!(card.policy, policy, "{label}");
                         assert_eq!(
                             card.offers_session_grant,
@@ -133,10 +137,7 @@ fn every_kind_confirm_and_response_ends_as_the_table_says() {
                         }
                     }
                     other => {
-                        assert!(
-                            !policy.needs_approval(),
-                            "{label}: not asked under {policy:?}"
-                        );
+                        assert_eq!(policy, ApprovalPolicy::None, "{label}: not asked");
                         drive(&w.exec, other, 1)
                     }
                 }
@@ -145,9 +146,7 @@ fn every_kind_confirm_and_response_ends_as_the_table_says() {
                 let (code, ran, events) = expected(policy, response);
                 assert_eq!(settled.outcome.code_str(), code, "{label}");
                 assert_eq!(w.runs().len(), usize::from(ran), "{label}: run count");
-                let trail: Vec<AuditEvent> = w
-                    .audit
-                    .for_call(settled.call)
+                let trail: Vec<AuditEvent> = for_call(&w.audit, settled.call)
                     .iter()
                     .map(|r| r.event)
                     .collect();
@@ -183,7 +182,7 @@ fn a_session_grant_lets_the_next_ask_call_through_and_revoking_it_asks_again() {
         panic!("granted call was asked: {second:?}")
     };
     let settled = drive(&w.exec, second, 4).unwrap();
-    let trail = w.audit.for_call(settled.call);
+    let trail = for_call(&w.audit, settled.call);
     assert_eq!(trail[0].event, AuditEvent::Allowed);
     assert_eq!(trail[0].decided_by, Decider::SessionGrant);
 
@@ -293,9 +292,7 @@ fn the_trail_records_the_level_the_card_asks_under_from_the_first_card_on() {
         .approve(card.countersign(Gesture::AllowOnce), at(1))
         .unwrap();
     drive(&w.exec, step, 2).unwrap();
-    let levels: Vec<_> = w
-        .audit
-        .for_call(card.call)
+    let levels: Vec<_> = for_call(&w.audit, card.call)
         .iter()
         .map(|r| r.policy)
         .collect();

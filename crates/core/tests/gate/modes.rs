@@ -6,7 +6,7 @@ use countersign::{
     action::NoParams, audit::Decider, Action, Confirm, Expect, Handoff, Kind, Mode, Step, Verdict,
 };
 
-use crate::common::{code, drive, World};
+use crate::common::{code, drive, for_call, World};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Seen {
@@ -55,7 +55,7 @@ fn observe(w: &World, action: &str) -> (Seen, Option<Decider>) {
         step @ Step::Perform(_) => {
             let s = drive(&w.exec, step, 1).unwrap();
             assert_eq!(code(&s), "OK");
-            (Seen::Ran, Some(w.audit.for_call(s.call)[0].decided_by))
+            (Seen::Ran, Some(for_call(&w.audit, s.call)[0].decided_by))
         }
         Step::Settled(s) => {
             assert_eq!(code(&s), "POLICY_DENIED", "{action}");

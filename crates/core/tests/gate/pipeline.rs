@@ -9,7 +9,7 @@ use countersign::{
     Action, Call, Confirm, Expect, Handoff, Kind, Session, Step, Verdict,
 };
 
-use crate::common::{at, code, drive, Named, World};
+use crate::common::{at, code, drain, drive, for_call, Named, World};
 
 #[test]
 fn the_first_refusing_stage_wins_in_pipeline_order() {
@@ -323,9 +323,7 @@ fn a_handoff_is_never_approval_gated_and_receipts_only_after_expect_holds() {
     let s = w.exec.handoff_done(view.call, at(10)).unwrap().unwrap();
     assert_eq!(code(&s), "OK");
     assert_eq!(s.outcome.to_model_json()["receipt"]["done_by"], "person");
-    let trail: Vec<_> = w
-        .audit
-        .for_call(view.call)
+    let trail: Vec<_> = for_call(&w.audit, view.call)
         .iter()
         .map(|r| r.event)
         .collect();
@@ -345,17 +343,12 @@ fn done_too_early_keeps_the_handoff_open_until_the_step_is_done() {
     assert_eq!(w.exec.handoff_done(view.call, at(10)).unwrap(), None);
     assert_eq!(w.exec.handoff_done(view.call, at(20)).unwrap(), None);
     assert_eq!(w.exec.handoffs()[0].tries, 2);
-    assert!(
-        w.exec.drain_settled().is_empty(),
-        "the model hears nothing yet"
-    );
+    assert!(drain(&w.exec).is_empty(), "the model hears nothing yet");
     assert_eq!(w.terminal(view.call).len(), 0);
     published.set(true);
     let s = w.exec.handoff_done(view.call, at(30)).unwrap().unwrap();
     assert_eq!(code(&s), "OK");
-    let trail: Vec<_> = w
-        .audit
-        .for_call(view.call)
+    let trail: Vec<_> = for_call(&w.audit, view.call)
         .iter()
         .map(|r| r.event)
         .collect();
@@ -368,7 +361,7 @@ fn done_too_early_keeps_the_handoff_open_until_the_step_is_done() {
             AuditEvent::Settled
         ]
     );
-    assert_eq!(w.exec.drain_settled().len(), 1, "one outcome for the model");
+    assert_eq!(drain(&w.exec).len(), 1, "one outcome for the model");
 }
 
 /// A step never done after a press that came too early ends at the deadline as
@@ -451,7 +444,7 @@ fn unmounting_a_handoff_action_settles_its_handoff_unavailable() {
         panic!()
     };
     w.regs.clear();
-    assert_eq!(code(&w.exec.drain_settled()[0]), "UNAVAILABLE");
+    assert_eq!(code(&drain(&w.exec)[0]), "UNAVAILABLE");
     assert!(w.exec.handoff_done(view.call, at(1)).is_err());
 }
 
@@ -465,7 +458,7 @@ fn a_job_dropped_before_completion_settles_instead_of_hanging() {
     let call = job.call();
     drop(job);
     assert_eq!(w.exec.live_calls(), 0);
-    let settled = w.exec.drain_settled();
+    let settled = drain(&w.exec);
     assert_eq!(code(&settled[0]), "EXECUTION_FAILED");
     assert_eq!(w.terminal(call).len(), 1);
     assert!(w.runs().is_empty());
@@ -476,7 +469,7 @@ fn a_job_dropped_before_completion_settles_instead_of_hanging() {
     };
     let completion = pollster::block_on(job.run());
     drop(completion);
-    assert_eq!(code(&w.exec.drain_settled()[0]), "EXECUTION_FAILED");
+    assert_eq!(code(&drain(&w.exec)[0]), "EXECUTION_FAILED");
     assert_eq!(w.exec.live_calls(), 0);
 }
 

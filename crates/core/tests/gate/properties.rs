@@ -12,7 +12,7 @@ use countersign::{
 };
 use proptest::prelude::*;
 
-use crate::common::{at, Named};
+use crate::common::{at, drain, for_call, Named};
 
 const ACTIONS: [(&str, Kind, Confirm); 6] = [
     ("plain", Kind::Write, Confirm::Unset),
@@ -191,7 +191,7 @@ impl Sim {
     }
 
     fn drain(&mut self) {
-        for s in self.exec.drain_settled() {
+        for s in drain(&self.exec) {
             self.settled.push(s.call);
         }
     }
@@ -340,7 +340,7 @@ impl Sim {
         assert_eq!(unique.len(), ran.len(), "a call ran twice");
         for tag in ran.iter() {
             let call = self.tag_call[tag];
-            let first = &self.audit.for_call(call)[0];
+            let first = &for_call(&self.audit, call)[0];
             // The level that applied is the one in force when the call was decided
             // (declaration, or the policy file's override), as its first record says.
             // A card redrawn after the policy file changed carries the new level, and the

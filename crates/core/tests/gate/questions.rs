@@ -11,7 +11,7 @@ use countersign::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{at, code, World};
+use crate::common::{at, code, drain, for_call, World};
 
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -80,7 +80,7 @@ fn a_valid_answer_is_the_result_and_only_words_from_the_declaration_are_shown() 
         receipt.result,
         serde_json::json!({"workspace":"apollo","days":7})
     );
-    let records = w.audit.for_call(view.call);
+    let records = for_call(&w.audit, view.call);
     assert_eq!(records[0].event, AuditEvent::Asked);
     assert_eq!(records[0].reason, Reason::Question);
     assert_eq!(records.last().unwrap().reason, Reason::Answered);
@@ -119,7 +119,7 @@ fn an_invalid_answer_changes_nothing_and_says_why() {
         .contains("1 to 30"));
     assert_eq!(w.audit.len(), records, "no record for a refused answer");
     assert_eq!(w.exec.questions().len(), 1, "the question still waits");
-    assert!(w.exec.drain_settled().is_empty());
+    assert!(drain(&w.exec).is_empty());
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn ask(w: &World, at_ms: u64) -> countersign::question::QuestionView {
 }
 
 fn settled_count(w: &World) -> usize {
-    w.exec.drain_settled().len()
+    drain(&w.exec).len()
 }
 
 #[test]
@@ -251,7 +251,7 @@ fn a_late_answer_expires_once_and_the_timer_adds_nothing() {
     );
     let terminal = w.terminal(view.call);
     assert_eq!(terminal.len(), 1);
-    let drained = w.exec.drain_settled();
+    let drained = drain(&w.exec);
     assert_eq!(drained.len(), 1);
     assert_eq!(code(&drained[0]), "APPROVAL_TIMEOUT");
 }
@@ -295,7 +295,7 @@ fn no_mode_level_or_kind_answers_a_question() {
         match w.call("pick", "{}", 1) {
             Step::Settled(s) => {
                 assert_eq!(code(&s), "POLICY_DENIED");
-                let last = w.audit.for_call(s.call).pop().unwrap();
+                let last = for_call(&w.audit, s.call).pop().unwrap();
                 assert!(matches!(
                     last.reason,
                     countersign::Reason::ModeRefused { .. }
@@ -308,7 +308,7 @@ fn no_mode_level_or_kind_answers_a_question() {
     w.exec.set_mode(Mode::Unattended).unwrap();
     assert!(w.exec.handle_timeout(at(2)).is_empty());
     assert_eq!(w.exec.questions().len(), 1);
-    assert!(w.exec.drain_settled().iter().all(|s| s.call != view.call));
+    assert!(drain(&w.exec).iter().all(|s| s.call != view.call));
 }
 
 #[test]
@@ -338,7 +338,7 @@ fn nested_extra_fields_wrong_types_and_deep_nesting_are_refused() {
         }
     }
     assert_eq!(w.exec.questions().len(), 1);
-    assert!(w.exec.drain_settled().is_empty());
+    assert!(drain(&w.exec).is_empty());
 }
 
 /// The answer is the typed value re-serialised, not the raw text: what the model reads
@@ -467,7 +467,7 @@ fn model_text_reaches_neither_the_labels_nor_the_trail() {
     assert!(!shown.contains("APPROVE_ME_NOW"), "{shown}");
     let answer = r#"{"days":3,"inner":{"label":"SECRET_ANSWER_TEXT"}}"#;
     w.exec.answer(view.call, answer, at(1)).unwrap();
-    for record in w.audit.for_call(view.call) {
+    for record in for_call(&w.audit, view.call) {
         let text = format!("{:?} {}", record.reason, record.reason.summary());
         assert!(!text.contains("APPROVE_ME_NOW"), "{text}");
         assert!(!text.contains("SECRET_ANSWER_TEXT"), "{text}");

@@ -5,7 +5,7 @@ use countersign::{
     Gesture, Handoff, Kind, Step,
 };
 
-use crate::common::{at, code, drive, refused, World};
+use crate::common::{at, code, drain, drive, refused, World};
 
 #[test]
 fn registration_refuses_declarations_that_could_never_work() {
@@ -60,7 +60,7 @@ fn unregistering_while_pending_settles_unavailable_and_never_runs() {
     w.add(w.action("archive", Kind::Danger, Confirm::Unset));
     let card = w.card("archive", r#"{"name":"x"}"#, 0);
     drop(w.regs.pop()); // the component unmounts
-    let settled = w.exec.drain_settled();
+    let settled = drain(&w.exec);
     assert_eq!(settled.len(), 1);
     assert_eq!(code(&settled[0]), "UNAVAILABLE");
     assert!(w.exec.approvals().is_empty(), "the card is gone");

@@ -5,7 +5,7 @@ use countersign::{
     Confirm, Gesture, Kind, Mode, Step,
 };
 
-use crate::common::{at, code, drive, World};
+use crate::common::{at, code, drive, for_call, World};
 
 #[test]
 fn the_card_carries_the_dry_runs_preview_and_the_dry_run_changes_nothing() {
@@ -72,9 +72,7 @@ fn a_double_confirmed_action_needs_two_yeses_and_offers_no_grant() {
     .unwrap();
     assert_eq!(code(&settled), "OK");
     assert_eq!(w.runs(), ["delete:repo"]);
-    let events: Vec<AuditEvent> = w
-        .audit
-        .for_call(settled.call)
+    let events: Vec<AuditEvent> = for_call(&w.audit, settled.call)
         .iter()
         .map(|r| r.event)
         .collect();
@@ -190,7 +188,7 @@ fn a_broken_file_leaves_reversals_the_last_good_file_or_asks_every_time() {
         "SCOPE_MISSING",
         "the session's claimed scope does not count"
     );
-    let records = w.audit.for_call(card.call);
+    let records = for_call(&w.audit, card.call);
     assert_eq!(
         records[0].reason,
         countersign::Reason::Level(countersign::reason::Level {
@@ -226,9 +224,7 @@ fn a_normalising_rewrite_shows_and_runs_the_final_arguments() {
         2,
     );
     assert_eq!(w.runs(), ["save:Apollo"]);
-    let events: Vec<AuditEvent> = w
-        .audit
-        .for_call(card.call)
+    let events: Vec<AuditEvent> = for_call(&w.audit, card.call)
         .iter()
         .map(|r| r.event)
         .collect();
@@ -241,7 +237,7 @@ fn a_normalising_rewrite_shows_and_runs_the_final_arguments() {
             AuditEvent::Settled
         ]
     );
-    let records = w.audit.for_call(card.call);
+    let records = for_call(&w.audit, card.call);
     assert_ne!(
         records[0].args_digest, records[1].args_digest,
         "the digest follows the rewrite"
@@ -267,7 +263,7 @@ fn a_downgrade_replaces_a_destructive_action_with_a_reversible_one() {
         ["trash_file:a.md"],
         "only the reversible action ran"
     );
-    let first = &w.audit.for_call(settled.call)[0];
+    let first = &for_call(&w.audit, settled.call)[0];
     assert_eq!(
         (first.event, &*first.action),
         (AuditEvent::Rewritten, "delete_file")

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::common::{at, code, drive, refused, stateful, World};
+use crate::common::{at, code, drain, drive, for_call, refused, stateful, World};
 
 #[test]
 fn a_ticket_cannot_be_reused_for_a_second_call() {
@@ -139,7 +139,7 @@ fn a_script_s_press_is_recorded_and_changes_nothing() {
     w.exec
         .refuse_synthetic(card.call, countersign::reason::Control::AllowOnce, at(1))
         .unwrap();
-    let records = w.audit.for_call(card.call);
+    let records = for_call(&w.audit, card.call);
     let last = records.last().unwrap();
     assert_eq!(last.event, AuditEvent::GestureRefused);
     assert_eq!(
@@ -179,7 +179,7 @@ fn an_approval_after_the_deadline_is_refused_and_settles_as_a_timeout() {
             .unwrap_err(),
         TicketError::Expired
     );
-    let settled = w.exec.drain_settled();
+    let settled = drain(&w.exec);
     assert_eq!(settled.len(), 1);
     assert_eq!(code(&settled[0]), "APPROVAL_TIMEOUT");
     assert_eq!(w.terminal(card.call).len(), 1);
@@ -350,7 +350,7 @@ fn a_card_that_went_stale_runs_nothing_and_is_shown_again() {
             .unwrap_err(),
         TicketError::Mismatch
     );
-    let records = w.audit.for_call(seen.call);
+    let records = for_call(&w.audit, seen.call);
     assert_eq!(
         records[1].reason,
         Reason::StaleCard {
@@ -459,7 +459,7 @@ fn a_card_redrawn_under_a_new_policy_file_is_recorded_at_the_level_it_showed() {
     let settled = drive(&w.exec, step, 3).unwrap();
     assert_eq!(code(&settled), "OK");
     assert_eq!(w.runs(), vec!["save:a".to_string()]);
-    let records = w.audit.for_call(card.call);
+    let records = for_call(&w.audit, card.call);
     let approved = records
         .iter()
         .find(|r| r.event == AuditEvent::Approved)
