@@ -124,33 +124,3 @@ impl EditDiff {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_diff_names_added_removed_and_changed_fields_in_order() {
-        let diff = EditDiff::between(
-            CallId(1),
-            &json!({"b": 1, "a": "x", "keep": true}),
-            &json!({"a": "y", "keep": true, "c": null}),
-        );
-        let fields: Vec<&str> = diff.changes.iter().map(|c| c.field.as_str()).collect();
-        assert_eq!(fields, ["a", "b", "c"]);
-        assert_eq!(diff.changes[1].after, None);
-        assert_eq!(diff.changes[2].before, None);
-    }
-
-    #[test]
-    fn undeclared_names_never_reach_the_trail() {
-        let diff = EditDiff::between(
-            CallId(1),
-            &json!({"name": "a", "token sk-123": 1}),
-            &json!({"name": "b"}),
-        );
-        let schema = json!({"properties": {"name": {"type": "string"}}});
-        assert_eq!(diff.declared_fields(&schema), ["name", "…"]);
-    }
-}

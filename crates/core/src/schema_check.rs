@@ -355,37 +355,3 @@ fn within_limits(schema: &Value, value: &Value) -> bool {
     }
     true
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_closed_object_without_properties_takes_no_fields() {
-        let schema = json!({ "type": "object", "additionalProperties": false });
-        for value in [json!({ "x": 1 }), json!({ "a": {} })] {
-            assert!(misfit(&schema, &value).is_some(), "{value}");
-        }
-        assert!(misfit(&schema, &json!({})).is_none());
-    }
-
-    #[test]
-    fn the_check_refuses_what_the_schema_refuses() {
-        let schema = json!({
-            "type": "object",
-            "properties": { "key": { "type": "string" }, "n": { "type": "integer" } },
-            "required": ["key"]
-        });
-        for (value, fits) in [
-            (json!({ "key": "k" }), true),
-            (json!({ "key": "k", "n": 2 }), true),
-            (json!({ "key": "k", "n": 2.5 }), false),
-            (json!({ "key": "k", "confirmed": true }), false),
-            (json!({ "n": 2 }), false),
-            (json!(["k"]), false),
-        ] {
-            assert_eq!(misfit(&schema, &value).is_none(), fits, "{value}");
-        }
-    }
-}

@@ -560,13 +560,23 @@ fn break_an_edit_that_is_rewritten_shows_and_reports_a_value_that_does_not_run()
     );
 }
 
-/// Model-written keys (a map's keys) never reach the trail through an edit's reason
-/// or summary: only declared field names, else `…`.
+/// An edit's diff names added, removed and changed fields, in field order.
 #[test]
-fn model_written_keys_never_reach_the_trail_through_an_edit() {
+fn an_edit_s_diff_names_added_removed_and_changed_fields_in_order() {
     let w = World::new();
+    w.exec.register(labels(&w)).unwrap().forget();
+    let card = w.card("labels", r#"{"b":"1","a":"x","keep":"t"}"#, 0);
+    let edited = edit(&w, &card, r#"{"a":"y","keep":"t","c":"z"}"#, 1);
+    let changes = &edited.edited.as_ref().unwrap().changes;
+    let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, ["a", "b", "c"]);
+    assert_eq!(changes[1].after, None);
+    assert_eq!(changes[2].before, None);
+}
+
+fn labels(w: &World) -> Action<BTreeMap<String, String>> {
     let runs = Rc::clone(&w.runs);
-    let labels = Action::<BTreeMap<String, String>>::new("labels", "sets labels")
+    Action::<BTreeMap<String, String>>::new("labels", "sets labels")
         .kind(Kind::Write)
         .confirm(Confirm::Ask)
         .run(move |p: BTreeMap<String, String>| {
@@ -575,8 +585,15 @@ fn model_written_keys_never_reach_the_trail_through_an_edit() {
                 runs.borrow_mut().push(format!("labels:{}", p.len()));
                 Ok::<_, String>(json!({}))
             }
-        });
-    w.exec.register(labels).unwrap().forget();
+        })
+}
+
+/// Model-written keys (a map's keys) never reach the trail through an edit's reason
+/// or summary: only declared field names, else `…`.
+#[test]
+fn model_written_keys_never_reach_the_trail_through_an_edit() {
+    let w = World::new();
+    w.exec.register(labels(&w)).unwrap().forget();
     let secret = "sk-live-SECRET-0xdeadbeef";
     let card = w.card("labels", &format!(r#"{{"{secret}":"v"}}"#), 0);
     let edited = edit(&w, &card, &format!(r#"{{"{secret}":"w","name":"x"}}"#), 1);

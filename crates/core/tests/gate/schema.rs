@@ -313,6 +313,36 @@ mod shapes {
     }
 }
 
+/// The gate refuses what the params' schema refuses: a float for an integer, an
+/// undeclared field, a missing required one, an array for an object, any field of a
+/// struct that declares none.
+#[test]
+fn the_check_refuses_what_the_schema_refuses() {
+    #[derive(Clone, Debug, serde::Deserialize, JsonSchema)]
+    #[allow(dead_code)] // Only deserialised.
+    struct Keyed {
+        key: String,
+        n: Option<i64>,
+    }
+    let w = World::new();
+    let _a = w.exec.register(shaped::<Keyed>("keyed")).unwrap();
+    let _b = w.exec.register(shaped::<legit::Empty>("empty")).unwrap();
+    for (action, args, fits) in [
+        ("keyed", r#"{"key":"k"}"#, true),
+        ("keyed", r#"{"key":"k","n":2}"#, true),
+        ("keyed", r#"{"key":"k","n":2.5}"#, false),
+        ("keyed", r#"{"key":"k","confirmed":true}"#, false),
+        ("keyed", r#"{"n":2}"#, false),
+        ("keyed", r#"["k"]"#, false),
+        ("empty", r#"{}"#, true),
+        ("empty", r#"{"x":1}"#, false),
+        ("empty", r#"{"a":{}}"#, false),
+    ] {
+        let checked = w.exec.check_arguments(action, args);
+        assert_eq!(checked.is_ok(), fits, "{action} {args}: {checked:?}");
+    }
+}
+
 fn refused_as_invalid(w: &World, action: &str, args: &str) -> Result<(), String> {
     match w.call(action, args, 0) {
         Step::Settled(s) if code(&s) == "INVALID_ARGS" => Ok(()),
