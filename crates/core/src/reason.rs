@@ -13,6 +13,20 @@ use crate::mode::Mode;
 use crate::codes::{quote, Code, GrantId, RetryHint, Stage};
 use crate::policy::ApprovalPolicy;
 
+/// A unit variant's serde name (`ask_always`), as the trail writes it.
+fn serde_name(value: impl Serialize) -> String {
+    let text = serde_json::to_string(&value).unwrap_or_default();
+    text.trim_matches('"').to_owned()
+}
+
+/// A hook's name as declarations spell it.
+fn hook_name(hook: Hook) -> String {
+    match hook {
+        Hook::SecondQuestion => "confirm_twice".to_owned(),
+        hook => serde_name(hook),
+    }
+}
+
 /// Where an action's approval level came from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "from", rename_all = "snake_case")]
@@ -71,25 +85,6 @@ pub enum Hook {
     Expect,
 }
 
-impl Hook {
-    /// The hook's name as declarations spell it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Hook::Available => "available",
-            Hook::Validate => "validate",
-            Hook::Classify => "classify",
-            Hook::Consequence => "consequence",
-            Hook::Preview => "preview",
-            Hook::Rewrite => "rewrite",
-            Hook::Remember => "remember",
-            Hook::SecondQuestion => "confirm_twice",
-            Hook::Run => "run",
-            Hook::Verify => "verify",
-            Hook::Expect => "expect",
-        }
-    }
-}
-
 /// A control in the dock that only a person's gesture may press.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -112,23 +107,6 @@ pub enum Control {
     Answer,
     /// A question's "Decline".
     Decline,
-}
-
-impl Control {
-    /// The control's name as the trail writes it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Control::AllowOnce => "allow_once",
-            Control::AlwaysAllow => "always_allow",
-            Control::AllowBatch => "allow_batch",
-            Control::Deny => "deny",
-            Control::Edit => "edit",
-            Control::Done => "done",
-            Control::Cancel => "cancel",
-            Control::Answer => "answer",
-            Control::Decline => "decline",
-        }
-    }
 }
 
 /// Why a call waiting when the page reloaded was not brought back.
@@ -361,130 +339,83 @@ pub(crate) struct Said<'a> {
 impl Reason {
     /// The stage that decided.
     pub fn stage(&self) -> Stage {
+        self.decided().0
+    }
+
+    /// The refusal code, for the reasons that refuse; `None` for allow, ask and done.
+    pub fn code(&self) -> Option<Code> {
+        self.decided().1
+    }
+
+    /// The stage that decided, and the code of a refusal.
+    fn decided(&self) -> (Stage, Option<Code>) {
+        use Code as C;
         use Reason as R;
-        match self {
-            R::UnknownAction => Stage::Resolve,
-            R::ToolCallIdTooLong | R::TooManyCalls { .. } | R::InvalidArguments => Stage::Validate,
-            R::ScopeMissing { .. } | R::PolicyFileBroken { .. } => Stage::Scope,
-            R::Unavailable | R::Unregistered | R::PageClosed | R::TooManyLive { .. } => {
-                Stage::Availability
+        use Stage as S;
+        let (stage, code) = match self {
+            R::UnknownAction => (S::Resolve, C::UnknownAction),
+            R::ToolCallIdTooLong | R::TooManyCalls { .. } | R::InvalidArguments => {
+                (S::Validate, C::InvalidArgs)
             }
+            R::ScopeMissing { .. } => (S::Scope, C::ScopeMissing),
+            R::PolicyFileBroken { .. } => (S::Scope, C::PolicyDenied),
+            R::Unavailable | R::Unregistered | R::PageClosed | R::TooManyLive { .. } => {
+                (S::Availability, C::Unavailable)
+            }
+            R::ClassifierDenied | R::ModeRefused { .. } => (S::Decide, C::PolicyDenied),
+            R::RewriteLoop => (S::Decide, C::InvalidArgs),
+            R::Rewritten { to: None } => (S::Decide, C::Unavailable),
+            R::QuestionDeclined => (S::Approve, C::QuestionDeclined),
+            R::CardKeptChanging => (S::Approve, C::Unavailable),
+            R::Declined => (S::Approve, C::PermissionDenied),
+            R::Withdrawn { .. } => (S::Approve, C::Cancelled),
+            R::NotRestored { handoff: false, .. } => (S::Approve, C::ApprovalExpired),
+            R::NotRestored { handoff: true, .. } => (S::Approve, C::HandoffTimeout),
+            R::ApprovalTimeout => (S::Approve, C::ApprovalTimeout),
+            R::NothingToRun | R::RunFailed | R::Interrupted => (S::Perform, C::ExecutionFailed),
+            R::NotCountersigned => (S::Perform, C::NotCountersigned),
+            R::HandoffCancelled => (S::Perform, C::HandoffCancelled),
+            R::HandoffTimeout => (S::Perform, C::HandoffTimeout),
+            R::VerifyFailed => (S::Verify, C::VerifyFailed),
+            R::HandoffFailed => (S::Verify, C::HandoffFailed),
+            R::HookReentered { hook } => match hook {
+                Hook::Available => (S::Availability, C::Unavailable),
+                Hook::Validate => (S::Validate, C::Unavailable),
+                Hook::Classify | Hook::Rewrite => (S::Decide, C::Unavailable),
+                Hook::Consequence | Hook::Preview | Hook::Remember | Hook::SecondQuestion => {
+                    (S::Approve, C::Unavailable)
+                }
+                Hook::Run => (S::Perform, C::ExecutionFailed),
+                Hook::Verify => (S::Verify, C::VerifyFailed),
+                Hook::Expect => (S::Verify, C::HandoffFailed),
+            },
+            // Allow, ask and done: no code.
             R::Level(_)
             | R::ClassifierAsked
-            | R::ClassifierDenied
             | R::Grant { .. }
             | R::ModeAllowed { .. }
-            | R::ModeRefused { .. }
             | R::Handoff
             | R::Question
-            | R::Rewritten { .. }
-            | R::RewriteLoop => Stage::Decide,
-            R::Answered => Stage::Verify,
-            R::QuestionDeclined => Stage::Approve,
+            | R::Rewritten { to: Some(_) }
+            | R::NeedsCountersignature
+            | R::OutsideCaller { .. }
+            | R::AfterUntrusted { .. } => return (S::Decide, None),
             R::AllowedOnce
             | R::AllowedInBatch
             | R::Granted { .. }
             | R::SecondQuestion
             | R::StaleCard { .. }
-            | R::CardKeptChanging
-            | R::Declined
-            | R::Withdrawn { .. }
             | R::EditedInto { .. }
             | R::EditedFrom { .. }
             | R::Restored
-            | R::NotRestored { .. }
-            | R::SyntheticGesture { .. }
-            | R::ApprovalTimeout => Stage::Approve,
-            R::NeedsCountersignature | R::OutsideCaller { .. } | R::AfterUntrusted { .. } => {
-                Stage::Decide
-            }
-            R::NothingToRun
-            | R::NotCountersigned
-            | R::RunFailed
-            | R::Interrupted
-            | R::HandoffCancelled
-            | R::HandoffTimeout => Stage::Perform,
-            R::VerifyFailed
+            | R::SyntheticGesture { .. } => return (S::Approve, None),
+            R::Answered
             | R::Verified
             | R::HandoffCompleted
-            | R::HandoffFailed
             | R::HandoffNotYet
-            | R::TrailGap { .. } => Stage::Verify,
-            R::HookReentered { hook } => match hook {
-                Hook::Available => Stage::Availability,
-                Hook::Validate => Stage::Validate,
-                Hook::Classify | Hook::Rewrite => Stage::Decide,
-                Hook::Consequence | Hook::Preview | Hook::Remember | Hook::SecondQuestion => {
-                    Stage::Approve
-                }
-                Hook::Run => Stage::Perform,
-                Hook::Verify | Hook::Expect => Stage::Verify,
-            },
-        }
-    }
-
-    /// The refusal code, for the reasons that refuse; `None` for allow, ask and done.
-    pub fn code(&self) -> Option<Code> {
-        use Reason as R;
-        Some(match self {
-            R::UnknownAction => Code::UnknownAction,
-            R::ToolCallIdTooLong
-            | R::TooManyCalls { .. }
-            | R::InvalidArguments
-            | R::RewriteLoop => Code::InvalidArgs,
-            R::ScopeMissing { .. } => Code::ScopeMissing,
-            R::PolicyFileBroken { .. } | R::ClassifierDenied | R::ModeRefused { .. } => {
-                Code::PolicyDenied
-            }
-            R::Unavailable
-            | R::Unregistered
-            | R::PageClosed
-            | R::TooManyLive { .. }
-            | R::CardKeptChanging
-            | R::Rewritten { to: None } => Code::Unavailable,
-            R::Declined => Code::PermissionDenied,
-            R::Withdrawn { .. } => Code::Cancelled,
-            R::QuestionDeclined => Code::QuestionDeclined,
-            R::ApprovalTimeout => Code::ApprovalTimeout,
-            R::NotRestored { handoff: false, .. } => Code::ApprovalExpired,
-            R::NotRestored { handoff: true, .. } => Code::HandoffTimeout,
-            R::NothingToRun | R::RunFailed | R::Interrupted => Code::ExecutionFailed,
-            R::NotCountersigned => Code::NotCountersigned,
-            R::VerifyFailed => Code::VerifyFailed,
-            R::HandoffCancelled => Code::HandoffCancelled,
-            R::HandoffTimeout => Code::HandoffTimeout,
-            R::HandoffFailed => Code::HandoffFailed,
-            R::HookReentered { hook } => match hook {
-                Hook::Run => Code::ExecutionFailed,
-                Hook::Verify => Code::VerifyFailed,
-                Hook::Expect => Code::HandoffFailed,
-                _ => Code::Unavailable,
-            },
-            R::Level(_)
-            | R::ClassifierAsked
-            | R::Grant { .. }
-            | R::ModeAllowed { .. }
-            | R::Handoff
-            | R::Question
-            | R::Answered
-            | R::Rewritten { .. }
-            | R::AllowedOnce
-            | R::AllowedInBatch
-            | R::Granted { .. }
-            | R::SecondQuestion
-            | R::StaleCard { .. }
-            | R::EditedInto { .. }
-            | R::EditedFrom { .. }
-            | R::Restored
-            | R::NeedsCountersignature
-            | R::OutsideCaller { .. }
-            | R::AfterUntrusted { .. }
-            | R::SyntheticGesture { .. }
-            | R::Verified
-            | R::TrailGap { .. }
-            | R::HandoffNotYet
-            | R::HandoffCompleted => return None,
-        })
+            | R::TrailGap { .. } => return (S::Verify, None),
+        };
+        (stage, Some(code))
     }
 
     /// What the model should do next after a refusal for this reason.
@@ -576,18 +507,18 @@ impl Reason {
                 };
                 match level.policy {
                     ApprovalPolicy::None => written!("no approval needed, by {from}"),
-                    policy => written!("level `{}` asks a person, by {from}", policy.as_str()),
+                    policy => written!("level `{}` asks a person, by {from}", serde_name(policy)),
                 }
             }
             R::ClassifierAsked => "the action's classifier asked for a person".into(),
             R::ClassifierDenied => "the action's classifier denied these arguments".into(),
             R::Grant { grant } => written!("covered by grant {}", grant.0),
             R::ModeAllowed { mode } => {
-                written!("allowed without asking: `{}` mode", mode.as_str())
+                written!("allowed without asking: `{}` mode", serde_name(mode))
             }
             R::ModeRefused { mode } => written!(
                 "it needs a person and the session is in `{}` mode",
-                mode.as_str()
+                serde_name(mode)
             ),
             R::Handoff => "the last step is the person's".into(),
             R::Question => "the action asks the person a question".into(),
@@ -621,7 +552,7 @@ impl Reason {
             R::Restored => "waiting when the page reloaded; brought back and asked again".into(),
             R::SyntheticGesture { control } => written!(
                 "`{}` was pressed by a script, not a person; refused",
-                control.as_str()
+                serde_name(control)
             ),
             R::NotRestored { why, .. } => written!(
                 "waiting when the page reloaded; not brought back: {}",
@@ -666,7 +597,7 @@ impl Reason {
             R::HandoffNotYet => "the person said it was done; the expectation does not hold yet".into(),
             R::HookReentered { hook } => written!(
                 "the action's `{}` hook called back into the executor",
-                hook.as_str()
+                hook_name(*hook)
             ),
         }
     }
@@ -718,7 +649,7 @@ impl Reason {
             ),
             R::ModeRefused { mode } => format!(
                 "{name} was not done: it needs a person, and this session runs in `{}` mode. ask again when a person is back",
-                mode.as_str()
+                serde_name(mode)
             ),
             R::RewriteLoop => format!("{name} kept rewriting itself; nothing was done. do not retry it"),
             R::Rewritten { to: None } => format!(
@@ -772,7 +703,7 @@ impl Reason {
             ),
             R::HookReentered { hook } => format!(
                 "{name} could not be decided safely: its `{}` hook called back into the assistant's gate; nothing more was done. tell the user",
-                hook.as_str()
+                hook_name(*hook)
             ),
             // Reasons that never refuse: named by their rule.
             other => format!("{name}: {}", other.rule()),

@@ -3,8 +3,8 @@
 use countersign::{
     audit::Decider, audit::Dropped, outcome::RetryHint, outcome::Stage, policy::ApprovalPolicy,
     reason::CardChange, reason::Hook, reason::Level, reason::LevelSource, reason::RestoreMiss,
-    ticket::TicketError, Action, AuditSink, Call, Code, Config, Confirm, Executor, Gesture, Kind,
-    MemoryAudit, Mode, Reason, Session, Step, Verdict,
+    ticket::TicketError, Action, AuditSink, Call, Caller, Code, Config, Confirm, Executor, Gesture,
+    Kind, MemoryAudit, Mode, Reason, Session, Step, Verdict,
 };
 use serde_json::json;
 
@@ -249,6 +249,58 @@ fn refusals_carry_their_own_typed_reason() {
     }
 }
 
+/// The trail and the model read modes, levels, controls and hooks by these names.
+#[test]
+fn summaries_name_modes_levels_controls_and_hooks_as_declared() {
+    use countersign::reason::Control as K;
+    let says = |reason: Reason, name: &str| {
+        let summary = reason.summary();
+        assert!(summary.contains(&format!("`{name}`")), "{summary}");
+    };
+    for (mode, name) in [
+        (Mode::Default, "default"),
+        (Mode::Away, "away"),
+        (Mode::Unattended, "unattended"),
+        (Mode::Bypass, "bypass"),
+    ] {
+        says(Reason::ModeAllowed { mode }, name);
+        says(Reason::ModeRefused { mode }, name);
+    }
+    for (policy, name) in [
+        (ApprovalPolicy::Ask, "ask"),
+        (ApprovalPolicy::AskAlways, "ask_always"),
+    ] {
+        says(level(policy, LevelSource::Declared), name);
+    }
+    #[rustfmt::skip]
+    let controls = [
+        (K::AllowOnce, "allow_once"), (K::AlwaysAllow, "always_allow"),
+        (K::AllowBatch, "allow_batch"), (K::Deny, "deny"), (K::Edit, "edit"),
+        (K::Done, "done"), (K::Cancel, "cancel"), (K::Answer, "answer"),
+        (K::Decline, "decline"),
+    ];
+    for (control, name) in controls {
+        says(Reason::SyntheticGesture { control }, name);
+    }
+    #[rustfmt::skip]
+    let hooks = [
+        (Hook::Available, "available"), (Hook::Validate, "validate"),
+        (Hook::Classify, "classify"), (Hook::Consequence, "consequence"),
+        (Hook::Preview, "preview"), (Hook::Rewrite, "rewrite"),
+        (Hook::Remember, "remember"), (Hook::SecondQuestion, "confirm_twice"),
+        (Hook::Run, "run"), (Hook::Verify, "verify"), (Hook::Expect, "expect"),
+    ];
+    for (hook, name) in hooks {
+        says(Reason::HookReentered { hook }, name);
+        let message =
+            countersign::outcome::Refusal::of(Reason::HookReentered { hook }, "a").message;
+        assert!(message.contains(&format!("`{name}`")), "{message}");
+    }
+    let message =
+        countersign::outcome::Refusal::of(Reason::ModeRefused { mode: Mode::Bypass }, "a").message;
+    assert!(message.contains("`bypass`"), "{message}");
+}
+
 fn level(policy: ApprovalPolicy, source: LevelSource) -> Reason {
     Reason::Level(Level { policy, source })
 }
@@ -313,6 +365,19 @@ fn every_reason_names_its_stage_code_and_hint() {
         (Reason::HandoffFailed, S::Verify, Some(C::HandoffFailed), H::AskUser, "handoff_failed"),
         (Reason::HandoffNotYet, S::Verify, None, H::AskUser, "handoff_not_yet"),
         (Reason::HookReentered { hook: Hook::Classify }, S::Decide, Some(C::Unavailable), H::AskUser, "hook_reentered"),
+        (Reason::TooManyLive { caller: Caller::Mcp }, S::Availability, Some(C::Unavailable), H::AskUser, "too_many_live"),
+        (Reason::Withdrawn { caller: Caller::WebMcp }, S::Approve, Some(C::Cancelled), H::AskUser, "withdrawn"),
+        (Reason::NeedsCountersignature, S::Decide, None, H::AskUser, "needs_countersignature"),
+        (Reason::OutsideCaller { caller: Caller::Mcp }, S::Decide, None, H::AskUser, "outside_caller"),
+        (Reason::AfterUntrusted { source: "comments".into() }, S::Decide, None, H::AskUser, "after_untrusted"),
+        (Reason::HookReentered { hook: Hook::Available }, S::Availability, Some(C::Unavailable), H::AskUser, "hook_reentered"),
+        (Reason::HookReentered { hook: Hook::Validate }, S::Validate, Some(C::Unavailable), H::AskUser, "hook_reentered"),
+        (Reason::HookReentered { hook: Hook::Rewrite }, S::Decide, Some(C::Unavailable), H::AskUser, "hook_reentered"),
+        (Reason::HookReentered { hook: Hook::Consequence }, S::Approve, Some(C::Unavailable), H::AskUser, "hook_reentered"),
+        (Reason::HookReentered { hook: Hook::Preview }, S::Approve, Some(C::Unavailable), H::AskUser, "hook_reentered"),
+        (Reason::HookReentered { hook: Hook::Remember }, S::Approve, Some(C::Unavailable), H::AskUser, "hook_reentered"),
+        (Reason::HookReentered { hook: Hook::SecondQuestion }, S::Approve, Some(C::Unavailable), H::AskUser, "hook_reentered"),
+        (Reason::HookReentered { hook: Hook::Run }, S::Perform, Some(C::ExecutionFailed), H::AskUser, "hook_reentered"),
         (Reason::HookReentered { hook: Hook::Verify }, S::Verify, Some(C::VerifyFailed), H::AskUser, "hook_reentered"),
         (Reason::HookReentered { hook: Hook::Expect }, S::Verify, Some(C::HandoffFailed), H::AskUser, "hook_reentered"),
     ];
