@@ -31,7 +31,7 @@ impl ExecutorState {
             self.expire_approval(call, now);
             return Err(TicketError::Expired.into());
         }
-        let meta = live.action.meta();
+        let meta = live.decided.action.meta();
         let question = meta.question.clone().ok_or(TicketError::NotPending)?;
         let value =
             crate::arguments::parse_object(raw, MAX_ANSWER_BYTES).map_err(AnswerError::Invalid)?;

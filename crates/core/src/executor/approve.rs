@@ -2,8 +2,6 @@
 //! is drawn again from the current state; if what the person saw changed, it is shown
 //! again (new nonce, "this changed since you looked") instead of running.
 
-use std::rc::Rc;
-
 use crate::action::Verdict;
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
@@ -64,16 +62,7 @@ impl ExecutorState {
         }
         let call = ticket.call;
         let card = (**request).clone();
-        let decided = Decided {
-            action: Rc::clone(&live.action),
-            generation: live.generation,
-            prepared: Rc::clone(&live.prepared),
-            arguments: live.arguments.clone(),
-            caller: live.caller,
-            edited: live.edited.clone(),
-            deadline: live.deadline,
-            untrusted: live.untrusted.clone(),
-        };
+        let decided = live.decided.clone();
         match self.redraw(&decided, &card) {
             Err(stop) => self.settle_refused(call, stop, now),
             Ok(face) => {
@@ -284,7 +273,7 @@ impl ExecutorState {
             .live
             .iter()
             .filter(|(_, live)| {
-                live.caller == caller
+                live.decided.caller == caller
                     && *live.tool_call_id == *tool_call_id
                     && matches!(live.state, LiveState::Approval(_) | LiveState::Question(_))
             })

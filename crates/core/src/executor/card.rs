@@ -27,23 +27,19 @@ pub(crate) struct CardFace {
 impl CardFace {
     /// What differs between the face the person saw and this one.
     pub(crate) fn changes_from(&self, seen: &CardFace) -> Vec<CardChange> {
-        let mut changed = Vec::new();
-        if self.consequence != seen.consequence {
-            changed.push(CardChange::Consequence);
-        }
-        if self.preview != seen.preview {
-            changed.push(CardChange::Preview);
-        }
-        if self.policy != seen.policy {
-            changed.push(CardChange::Level);
-        }
-        if self.question != seen.question {
-            changed.push(CardChange::Question);
-        }
-        if self.grant_rule != seen.grant_rule {
-            changed.push(CardChange::GrantRule);
-        }
-        changed
+        [
+            (
+                self.consequence != seen.consequence,
+                CardChange::Consequence,
+            ),
+            (self.preview != seen.preview, CardChange::Preview),
+            (self.policy != seen.policy, CardChange::Level),
+            (self.question != seen.question, CardChange::Question),
+            (self.grant_rule != seen.grant_rule, CardChange::GrantRule),
+        ]
+        .into_iter()
+        .filter_map(|(differs, change)| differs.then_some(change))
+        .collect()
     }
 
     pub(crate) fn of(card: &ApprovalRequest) -> Self {

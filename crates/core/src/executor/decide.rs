@@ -94,15 +94,19 @@ impl ExecutorState {
             card: None,
             grant: Some(grant),
         });
-        let task = self.task(trace.call, trace.tool_call_id, &decided, approval);
-        self.trail
-            .record(trace, AuditEvent::Allowed, by, reason, None, now);
-        let task = task?;
-        self.live.insert(
-            trace.call,
-            self.live_call(trace, decided, consequence, None, LiveState::Performing),
-        );
-        Ok(Next::Perform(trace.call, task))
+        let call = trace.call;
+        let next = (self.task(call, trace.tool_call_id, &decided, approval))
+            .map(|task| Next::Perform(call, task));
+        let record = (AuditEvent::Allowed, by, reason);
+        self.go_live(
+            trace,
+            decided,
+            record,
+            next,
+            consequence,
+            LiveState::Performing,
+            now,
+        )
     }
 
     /// A person must approve: draw the card and wait.
@@ -120,15 +124,18 @@ impl ExecutorState {
         // INVARIANT: from the first card on, the trail's `policy` is the level the card
         // asks under (a classifier may have raised the resolved one), never a mix.
         trace.policy = Some(request.policy);
-        self.trail
-            .record(trace, AuditEvent::Asked, by, reason, None, now);
         let consequence = request.consequence.clone();
-        let digest = Some(request.args_sha256);
-        let state = LiveState::Approval(Box::new(request.clone()));
-        let mut live = self.live_call(trace, decided, consequence, digest, state);
-        live.level = request.policy;
-        self.live.insert(trace.call, live);
-        Ok(Next::Approval(Box::new(request)))
+        let next = Ok(Next::Approval(Box::new(request.clone())));
+        let state = LiveState::Approval(Box::new(request));
+        self.go_live(
+            trace,
+            decided,
+            (AuditEvent::Asked, by, reason),
+            next,
+            consequence,
+            state,
+            now,
+        )
     }
 
     /// The last step is the person's: show it and wait.
@@ -145,24 +152,10 @@ impl ExecutorState {
         };
         let steps = meta.handoff.as_ref().map_or(0, |h| h.steps.len());
         let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
-        self.trail.record(
-            trace,
-            AuditEvent::HandedOff,
-            Decider::Policy,
-            Reason::Handoff,
-            None,
-            now,
-        );
-        let machine = HandoffMachine::new(steps, now, timeout);
-        let live = self.live_call(
-            trace,
-            decided,
-            consequence,
-            None,
-            LiveState::Handoff(machine),
-        );
-        self.live.insert(trace.call, live);
-        Ok(Next::Handoff(trace.call))
+        let state = LiveState::Handoff(HandoffMachine::new(steps, now, timeout));
+        let record = (AuditEvent::HandedOff, Decider::Policy, Reason::Handoff);
+        let next = Ok(Next::Handoff(trace.call));
+        self.go_live(trace, decided, record, next, consequence, state, now)
     }
 
     /// The person is asked the action's question: show the form and wait.
@@ -183,52 +176,43 @@ impl ExecutorState {
             .deadline
             .unwrap_or_else(|| now.saturating_add(timeout));
         let consequence = self.hook(Hook::Consequence, || decided.prepared.consequence())?;
-        self.trail.record(
-            trace,
-            AuditEvent::Asked,
-            Decider::Policy,
-            Reason::Question,
-            None,
-            now,
-        );
-        let live = self.live_call(
-            trace,
-            decided,
-            consequence,
-            None,
-            LiveState::Question(deadline),
-        );
-        self.live.insert(trace.call, live);
-        Ok(Next::Question(trace.call))
+        let record = (AuditEvent::Asked, Decider::Policy, Reason::Question);
+        let next = Ok(Next::Question(trace.call));
+        let state = LiveState::Question(deadline);
+        self.go_live(trace, decided, record, next, consequence, state, now)
     }
 
-    /// The live call, taking the ids the trace's records showed (its records are
-    /// written: the live call's own records share them from here on).
-    fn live_call(
-        &self,
+    /// Records the decision; then, once `next` is ready, the call is live, taking the ids
+    /// the trace's records showed (its own records share them from here on).
+    #[allow(clippy::too_many_arguments)]
+    fn go_live(
+        &mut self,
         trace: &mut AuditContext,
         decided: Decided,
+        (event, by, reason): (AuditEvent, Decider, Reason),
+        next: Result<Next, Stop>,
         consequence: Option<String>,
-        digest: Option<crate::digest::ArgsDigest>,
         state: LiveState,
-    ) -> Live {
-        Live {
+        now: Timestamp,
+    ) -> Result<Next, Stop> {
+        self.trail.record(trace, event, by, reason, None, now);
+        let next = next?;
+        let (digest, level) = match &state {
+            LiveState::Approval(card) => (Some(card.args_sha256), card.policy),
+            _ => (None, self.level(decided.action.meta()).policy),
+        };
+        let live = Live {
             tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
-            caller: trace.caller,
             trace: trace.trace.map(str::to_owned),
-            level: self.level(decided.action.meta()).policy,
-            action: decided.action,
-            generation: decided.generation,
-            prepared: decided.prepared,
+            level,
+            decided,
             digest,
             audit_digest: trace.audit_digest,
-            arguments: decided.arguments,
             started: trace.started,
             consequence,
-            edited: decided.edited,
-            deadline: decided.deadline,
-            untrusted: decided.untrusted,
             state,
-        }
+        };
+        self.live.insert(trace.call, live);
+        Ok(next)
     }
 }

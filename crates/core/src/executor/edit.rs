@@ -32,27 +32,27 @@ impl ExecutorState {
         }
         let edited = Call {
             tool_call_id: std::sync::Arc::clone(&live.tool_call_id),
-            action: live.action.meta().id.to_string(),
+            action: live.decided.action.meta().id.to_string(),
             arguments: arguments.to_owned(),
-            caller: live.caller,
+            caller: live.decided.caller,
             trace: live.trace.clone(),
         };
         // Checked before anything changes: an edit that does not validate leaves the
         // original card waiting, and the form says why.
         let value = self
-            .validate(live.action.as_ref(), &edited)
+            .validate(live.decided.action.as_ref(), &edited)
             .map(|validated| validated.arguments)
             .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
-        if value == live.arguments {
+        if value == live.decided.arguments {
             return Err(EditError::Unchanged);
         }
         // The step's own change, for the trail; the diff the card and the model see is
         // always against what the model sent, however many edits it took.
-        let changed = EditDiff::between(call, &live.arguments, &value)
-            .declared_fields(&live.action.meta().schema);
-        let model = live.edited.as_ref().map_or_else(
-            || live.arguments.clone(),
-            |d| d.model_arguments(&live.arguments),
+        let changed = EditDiff::between(call, &live.decided.arguments, &value)
+            .declared_fields(&live.decided.action.meta().schema);
+        let model = live.decided.edited.as_ref().map_or_else(
+            || live.decided.arguments.clone(),
+            |d| d.model_arguments(&live.decided.arguments),
         );
         let diff = EditDiff::between(call, &model, &value);
         let diff = (!diff.changes.is_empty()).then_some(diff);
@@ -72,8 +72,8 @@ impl ExecutorState {
             now,
         );
         let mut trace = AuditContext::arriving(into, &edited, started);
-        trace.resolved(&original.action, original.level);
-        let deadline = original.deadline;
+        trace.resolved(&original.decided.action, original.level);
+        let deadline = original.decided.deadline;
         trace.validated(&value, &self.config.audit_key);
         let reason = Reason::EditedFrom { call, changed };
         self.trail.record(
@@ -89,7 +89,7 @@ impl ExecutorState {
             restored: deadline,
             forced: Some(reason),
             // INVARIANT: the person's edit of a raised call is still that call: raised.
-            untrusted: original.untrusted.clone(),
+            untrusted: original.decided.untrusted.clone(),
         };
         Ok(self.pipeline(into, edited, started, now, 0, origin))
     }

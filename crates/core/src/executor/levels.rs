@@ -98,7 +98,7 @@ impl PolicyState {
     pub(crate) fn load(&mut self, text: &str, role: &str) -> Result<(), PolicyError> {
         let checked = PolicyFile::from_json(text).and_then(|file| match file.role_for(role) {
             Some(_) => Ok(file),
-            None => Err(file_error(format!(
+            None => Err(PolicyError::whole(format!(
                 "the session's role `{role}` is not in the file, and the file names no `default_role`"
             ))),
         });
@@ -146,14 +146,5 @@ impl PolicyState {
             } => Some(file),
             _ => None,
         }
-    }
-}
-
-/// An error about the whole file, not one place in it.
-pub(crate) fn file_error(message: String) -> PolicyError {
-    PolicyError {
-        line: 0,
-        column: 0,
-        message,
     }
 }

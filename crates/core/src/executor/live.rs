@@ -31,15 +31,10 @@ pub(crate) type LiveCalls = std::collections::BTreeMap<CallId, Live>;
 pub(crate) struct Live {
     /// The id the model gave the call, as it sent it.
     pub(crate) tool_call_id: std::sync::Arc<str>,
-    /// Who asked.
-    pub(crate) caller: crate::call::Caller,
     /// The call's `traceparent`, if traced.
     pub(crate) trace: Option<String>,
-    pub(crate) action: Rc<dyn ErasedAction>,
-    pub(crate) generation: u64,
-    pub(crate) prepared: Rc<dyn PreparedCall>,
-    /// The arguments (parsed to a value when first asked for).
-    pub(crate) arguments: serde_json::Value,
+    /// The action, the arguments and what else decide settled.
+    pub(crate) decided: Decided,
     /// The plain digest a ticket binds (calls waiting for a card only: the path that
     /// needs no approval does not pay for it).
     pub(crate) digest: Option<ArgsDigest>,
@@ -50,30 +45,23 @@ pub(crate) struct Live {
     /// What the card showed last (or, without a card, what the decision computed); the
     /// receipt repeats it.
     pub(crate) consequence: Option<String>,
-    /// The person's edit this call carries (its card shows it; the model is told).
-    pub(crate) edited: Option<crate::edit::EditDiff>,
-    /// The deadline a restored call keeps across redraws.
-    pub(crate) deadline: Option<Timestamp>,
-    /// The untrusted content that raised this call's level.
-    pub(crate) untrusted: Option<std::sync::Arc<str>>,
     pub(crate) state: LiveState,
 }
 
 impl Live {
     /// The call's audit context, borrowing its ids.
     pub(crate) fn context(&self, call: CallId) -> AuditContext<'_> {
-        let live = self;
-        let meta = live.action.meta();
+        let meta = self.decided.action.meta();
         AuditContext {
             call,
-            tool_call_id: &live.tool_call_id,
-            caller: live.caller,
-            trace: live.trace.as_deref(),
+            tool_call_id: &self.tool_call_id,
+            caller: self.decided.caller,
+            trace: self.trace.as_deref(),
             action_id: &meta.id,
-            started: live.started,
+            started: self.started,
             declared: Some((meta.kind, meta.confirm)),
-            policy: Some(live.level),
-            audit_digest: live.audit_digest,
+            policy: Some(self.level),
+            audit_digest: self.audit_digest,
             validated: true,
             edited: None,
             restored: None,
@@ -84,6 +72,7 @@ impl Live {
 }
 
 /// A call that passed decide, with what the next stages need.
+#[derive(Clone)]
 pub(crate) struct Decided {
     pub(crate) action: Rc<dyn ErasedAction>,
     pub(crate) generation: u64,

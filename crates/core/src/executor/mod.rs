@@ -401,22 +401,23 @@ impl Executor {
                         LiveState::Handoff(machine) => (true, machine.deadline()),
                         LiveState::Performing | LiveState::Question(_) => return None,
                     };
-                    let meta = live.action.meta();
+                    let meta = live.decided.action.meta();
                     let pending = Pending {
                         call: Call::new(
                             live.tool_call_id.to_string(),
                             meta.id.to_string(),
-                            live.arguments.to_string(),
+                            live.decided.arguments.to_string(),
                         )
-                        .by(live.caller),
+                        .by(live.decided.caller),
                         declaration: meta.declaration.clone(),
                         handoff,
                         remaining: deadline.saturating_since(now),
-                        edited: live.edited.clone(),
+                        edited: live.decided.edited.clone(),
                         untrusted: live
+                            .decided
                             .untrusted
                             .as_ref()
-                            .or_else(|| state.untrusted_for(live.caller))
+                            .or_else(|| state.untrusted_for(live.decided.caller))
                             .map(|source| source.to_string()),
                     };
                     Some((*call, pending))
@@ -527,7 +528,7 @@ impl Executor {
     /// and then every call but reversals is refused until a valid file loads.
     pub fn load_policy(&self, text: &str) -> Result<(), crate::policy::PolicyError> {
         self.step(|state| state.policy.load(text, &state.config.session.role))
-            .unwrap_or_else(|blocked| Err(levels::file_error(blocked.to_string())))
+            .unwrap_or_else(|blocked| Err(crate::policy::PolicyError::whole(blocked.to_string())))
     }
 
     /// Marks the policy as unusable (the file could not be fetched): every call but

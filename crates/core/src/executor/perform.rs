@@ -73,6 +73,7 @@ impl ExecutorState {
             return Err(TicketError::NotPending);
         }
         let expect = live
+            .decided
             .action
             .meta()
             .handoff

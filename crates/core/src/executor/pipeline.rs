@@ -48,11 +48,7 @@ impl ExecutorState {
         let now = self.tick(now);
         let id = self.new_call_id();
         let mut trace = AuditContext::arriving(id, &call, now);
-        trace.unvalidated(
-            &call.arguments,
-            &self.config.audit_key,
-            self.config.max_argument_bytes,
-        );
+        trace.unvalidated(&call.arguments, &self.config);
         let stop = Stop::new(Reason::TooManyCalls { cap }, Decider::Host);
         self.refuse_early(&trace, stop, now)
     }
@@ -77,11 +73,7 @@ impl ExecutorState {
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
-                trace.unvalidated(
-                    &call.arguments,
-                    &self.config.audit_key,
-                    self.config.max_argument_bytes,
-                );
+                trace.unvalidated(&call.arguments, &self.config);
                 Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
             }
         }
@@ -122,7 +114,7 @@ impl ExecutorState {
             let live = self
                 .live
                 .values()
-                .filter(|l| l.caller == call.caller)
+                .filter(|l| l.decided.caller == call.caller)
                 .count();
             if live >= self.config.max_live_per_agent {
                 return Err(Stop::new(

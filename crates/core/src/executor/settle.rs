@@ -23,7 +23,7 @@ impl ExecutorState {
         let refusal = Refusal::new(
             stop.reason,
             Said {
-                action: &live.action.meta().id,
+                action: &live.decided.action.meta().id,
                 consequence: live.consequence.as_deref(),
                 detail: stop.detail.as_deref(),
             },
@@ -44,7 +44,7 @@ impl ExecutorState {
             return;
         };
         let reason = outcome.reason();
-        let meta = live.action.meta();
+        let meta = live.decided.action.meta();
         // What an untrusted source's run said (its result, or the words it failed
         // with) is now in the caller's context (unless the deployment trusts it).
         let said = match &outcome {
@@ -53,7 +53,7 @@ impl ExecutorState {
         };
         if said && meta.returns_untrusted && !self.policy.trusts(&meta.id) {
             let title = Arc::clone(&meta.title);
-            self.taint(live.caller, &title);
+            self.taint(live.decided.caller, &title);
             // The model is told, on a result as on a failure's words.
             match &mut outcome {
                 Outcome::Done(receipt) => receipt.untrusted = true,
@@ -64,10 +64,10 @@ impl ExecutorState {
             call,
             action: meta.id.clone(),
             tool_call_id: Arc::clone(&live.tool_call_id),
-            caller: live.caller,
+            caller: live.decided.caller,
             outcome,
-            edited: live.edited.take(),
-            untrusted: live.untrusted.as_deref().map(str::to_owned),
+            edited: live.decided.edited.take(),
+            untrusted: live.decided.untrusted.as_deref().map(str::to_owned),
         });
         // The outcome as queued (the record reads it where it is).
         self.trail.record(
@@ -234,8 +234,8 @@ impl ExecutorState {
             .live
             .iter()
             .filter(|(_, l)| {
-                l.generation == generation
-                    && &*l.action.meta().id == id
+                l.decided.generation == generation
+                    && &*l.decided.action.meta().id == id
                     && !matches!(l.state, LiveState::Performing)
             })
             .map(|(c, _)| *c)

@@ -113,11 +113,11 @@ pub(crate) fn question_view(
     let LiveState::Question(deadline) = &live.state else {
         return None;
     };
-    let meta = live.action.meta();
+    let meta = live.decided.action.meta();
     let question = meta.question.as_ref()?;
     Some(crate::question::QuestionView {
         call,
-        caller: live.caller,
+        caller: live.decided.caller,
         action: meta.id.to_string(),
         title: meta.title.to_string(),
         prompt: question.prompt.clone(),
@@ -131,11 +131,11 @@ pub(crate) fn handoff_view(state: &ExecutorState, call: CallId) -> Option<Handof
     let LiveState::Handoff(machine) = &live.state else {
         return None;
     };
-    let meta = live.action.meta();
+    let meta = live.decided.action.meta();
     let handoff = meta.handoff.as_ref()?;
     Some(HandoffView {
         call,
-        caller: live.caller,
+        caller: live.decided.caller,
         action: meta.id.to_string(),
         title: meta.title.to_string(),
         reason: handoff.reason.clone(),

@@ -162,11 +162,12 @@ impl<'a> AuditContext<'a> {
     /// A refusal before the arguments validated records the keyed digest of the raw
     /// text (an oversized text hashed as bytes, never parsed; empty text as the `{}` it
     /// validates to). Computed only then: the path that runs pays for one digest.
-    pub(crate) fn unvalidated(&mut self, raw: &str, key: &AuditKey, max_bytes: usize) {
+    pub(crate) fn unvalidated(&mut self, raw: &str, config: &super::Config) {
         if self.validated {
             return;
         }
-        self.audit_digest = if raw.len() > max_bytes {
+        let key = &config.audit_key;
+        self.audit_digest = if raw.len() > config.max_argument_bytes {
             key.digest_bytes(raw.as_bytes())
         } else if crate::arguments::means_no_arguments(raw) {
             key.digest(&serde_json::Value::Object(serde_json::Map::new()))

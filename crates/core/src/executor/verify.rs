@@ -19,7 +19,7 @@ impl ExecutorState {
         let Some(live) = self.live.get(&call) else {
             return;
         };
-        let prepared = std::rc::Rc::clone(&live.prepared);
+        let prepared = std::rc::Rc::clone(&live.decided.prepared);
         let checked = self.hook(Hook::Verify, || prepared.verify(&output));
         // Not kept past the settlement: the call's params are let go of there (this
         // copy would otherwise be their last owner, dropped outside the step's catch).
@@ -45,7 +45,7 @@ impl ExecutorState {
         let Some(live) = self.live.get(&call) else {
             return;
         };
-        let handoff = live.action.meta().handoff.clone();
+        let handoff = live.decided.action.meta().handoff.clone();
         let expect = handoff
             .as_ref()
             .map(|h| h.expect.description.clone())
@@ -71,7 +71,7 @@ impl ExecutorState {
 
     fn receipt(&self, call: CallId, done_by: DoneBy, result: Value) -> Option<Receipt> {
         let live = self.live.get(&call)?;
-        let meta = live.action.meta();
+        let meta = live.decided.action.meta();
         Some(Receipt {
             action: meta.id.clone(),
             title: meta.title.clone(),

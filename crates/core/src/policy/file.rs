@@ -132,19 +132,26 @@ pub struct PolicyError {
     pub message: String,
 }
 
+impl PolicyError {
+    /// An error about the whole file, not one place in it.
+    pub(crate) fn whole(message: String) -> Self {
+        Self {
+            line: 0,
+            column: 0,
+            message,
+        }
+    }
+}
+
 impl PolicyFile {
     /// Parses a policy file written in JSON. Unknown fields, unknown kinds or confirms,
     /// empty role names and oversized files are refused, naming the line.
     pub fn from_json(text: &str) -> Result<Self, PolicyError> {
         if text.len() > MAX_POLICY_BYTES {
-            return Err(PolicyError {
-                line: 0,
-                column: 0,
-                message: format!(
-                    "the file is {} bytes, over the limit of {MAX_POLICY_BYTES}",
-                    text.len()
-                ),
-            });
+            return Err(PolicyError::whole(format!(
+                "the file is {} bytes, over the limit of {MAX_POLICY_BYTES}",
+                text.len()
+            )));
         }
         let mut file: PolicyFile = serde_json::from_str(text).map_err(|e| PolicyError {
             line: e.line(),
@@ -157,20 +164,15 @@ impl PolicyFile {
                 .to_owned(),
         })?;
         if let Some(bad) = file.roles.keys().find(|r| r.trim().is_empty()) {
-            return Err(PolicyError {
-                line: 0,
-                column: 0,
-                message: format!("role name `{bad}` is empty"),
-            });
+            return Err(PolicyError::whole(format!("role name `{bad}` is empty")));
         }
         if let Some(default) = &file.default_role {
             if !file.roles.contains_key(default) {
+                let message =
+                    format!("`default_role` names `{default}`, which is not a role of the file");
                 return Err(PolicyError {
                     line: line_of(text, &["default_role"]).unwrap_or(0),
-                    column: 0,
-                    message: format!(
-                        "`default_role` names `{default}`, which is not a role of the file"
-                    ),
+                    ..PolicyError::whole(message)
                 });
             }
         }
