@@ -67,26 +67,6 @@ pub enum Rewrite {
 /// [`Blocked::Reentered`](crate::ticket::Blocked::Reentered), and the hook's call is
 /// refused (`hook_reentered`). `run`'s future may use the executor freely. A hook that
 /// panics poisons the executor.
-///
-/// ```
-/// use countersign::{Action, Kind, Confirm};
-/// use schemars::JsonSchema;
-/// use serde::Deserialize;
-///
-/// #[derive(Clone, Deserialize, JsonSchema)]
-/// struct Rename {
-///     /// The new workspace name.
-///     name: String,
-/// }
-///
-/// let save = Action::<Rename>::new("save_workspace_name", "Save the shared workspace name.")
-///     .title("Save workspace name")
-///     .kind(Kind::Write)
-///     .confirm(Confirm::Ask)
-///     .consequence(|p| format!("rename the workspace to `{}`", p.name))
-///     .run(|p| async move { Ok::<_, String>(serde_json::json!({ "name": p.name })) });
-/// assert_eq!(save.id(), "save_workspace_name");
-/// ```
 pub struct Action<P> {
     /// What the gate knows of it; `into_erased` fills in the derived fields.
     pub(crate) meta: ActionMeta,

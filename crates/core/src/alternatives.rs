@@ -1,12 +1,5 @@
-//! Alternatives the JSON alone cannot tell apart. An untagged enum whose variants accept
-//! the same arguments lets serde choose by what the schema does not show (a number's
-//! range, a string's format, a field alias): the card could show one variant while
-//! `run` receives another. Params with such alternatives are refused at registration.
-//!
-//! Two alternatives are told apart when they accept different JSON types, different
-//! constants, or objects with a tag of different constants (internally and adjacently
-//! tagged enums), or when one is closed (`deny_unknown_fields`) and the other requires a
-//! field it does not declare (externally tagged enums).
+//! Alternatives the JSON alone cannot tell apart: the card could show one variant of an
+//! untagged enum while `run` receives another, so such params are refused at registration.
 
 use std::collections::BTreeSet;
 

@@ -162,12 +162,9 @@ impl<F: FnMut(AuditRecord)> AuditSink for F {
 /// The most records a [`MemoryAudit`] holds unless made [`MemoryAudit::with_capacity`].
 pub const DEFAULT_MEMORY_AUDIT_CAPACITY: usize = 4_096;
 
-/// An in-memory sink; clones share one trail. Used by tests, the dock, and the page's
-/// buffer of records not yet shipped.
-///
-/// It holds at most its capacity. Positions are absolute: the first record ever taken
-/// is 0. [`MemoryAudit::forget_before`] lets go of records kept elsewhere. A record
-/// taken while full pushes out the oldest, a loss counted in [`MemoryAudit::dropped`].
+/// An in-memory sink; clones share one trail. Positions are absolute (the first record
+/// ever taken is 0); when full, a new record pushes out the oldest, a loss counted in
+/// [`MemoryAudit::dropped`].
 #[derive(Clone, Debug)]
 pub struct MemoryAudit(Rc<RefCell<Trail>>);
 

@@ -1,8 +1,6 @@
-//! Countersignatures: a signed token, minted for one approved call before it runs, that
-//! the action sends to its backend as proof a person approved exactly this call.
-//!
-//! The host provides a [`Countersigner`]. No token, no run: the call settles as
-//! `NOT_COUNTERSIGNED`.
+//! Countersignatures: a signed token, minted by the host's [`Countersigner`] for one
+//! approved call, that the action sends to its backend as proof a person approved it.
+//! No token, no run: `NOT_COUNTERSIGNED`.
 
 use std::future::Future;
 use std::pin::Pin;

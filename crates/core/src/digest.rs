@@ -1,9 +1,6 @@
-//! The SHA-256 digest of a call's arguments, over their canonical JSON text (RFC 8785,
-//! see [`canonical_json`](crate::audit::canonical_json)).
-//!
-//! Tickets carry it so an approval is bound to the exact arguments the person saw.
-//! Audit records store a *keyed* digest instead ([`AuditKey`]): a plain hash of a
-//! low-entropy argument ("delete row 7") can be confirmed by anyone who hashes guesses.
+//! The SHA-256 digest of a call's arguments over their canonical JSON text. Tickets bind
+//! it; audit records store a keyed digest ([`AuditKey`]), since a plain hash of a guess
+//! could confirm low-entropy arguments.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -78,12 +75,9 @@ impl From<ArgsDigest> for String {
     }
 }
 
-/// The key of the audit trail's argument digests: SHA-256 over a secret key block, then
-/// the canonical arguments. It hides arguments; it does not authenticate records.
-///
-/// Only its holder can check a claimed argument against a record's `args_digest`, with
-/// [`AuditKey::digest`]. By default it comes from the page session's secret and never
-/// leaves the page. A deployment that must settle disputes later sets
+/// The key of the audit trail's argument digests: it hides arguments from all but its
+/// holder; it does not authenticate records. By default it never leaves the page; a
+/// deployment that must settle disputes sets
 /// [`Config::audit_key`](crate::executor::Config::audit_key) from a key it keeps.
 #[derive(Clone)]
 pub struct AuditKey(Sha256);

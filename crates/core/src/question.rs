@@ -33,18 +33,6 @@ impl std::fmt::Debug for Question {
 impl Question {
     /// A question whose answer is an `A`. The form comes from `A`'s schema, and an answer
     /// must read as an `A`, unknown fields refused, before it reaches the model.
-    ///
-    /// ```
-    /// use countersign::{Action, action::NoParams, Question};
-    /// # use schemars::JsonSchema; use serde::{Deserialize, Serialize};
-    /// #[derive(Deserialize, Serialize, JsonSchema)]
-    /// struct Pick {
-    ///     /// The workspace to open.
-    ///     workspace: String,
-    /// }
-    /// let ask = Action::<NoParams>::new("pick_workspace", "Ask which workspace to open.")
-    ///     .question(Question::new::<Pick>("Which workspace should I open?"));
-    /// ```
     pub fn new<A>(prompt: impl Into<String>) -> Self
     where
         A: DeserializeOwned + Serialize + JsonSchema + 'static,

@@ -1,6 +1,5 @@
-//! The MCP relay's messages between the gateway and the page: one JSON object per
-//! WebSocket text message, named by its `type`. Declared once, for both sides: the
-//! gateway writes what the page reads, and reads what the page writes.
+//! The MCP relay's messages between the gateway and the page, declared once for both:
+//! one JSON object per WebSocket text message, named by its `type`.
 //!
 //! ```text
 //! gateway → page  {"type":"paired","code":…,"waiting":[id…],"max_bytes":n}

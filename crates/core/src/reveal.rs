@@ -1,9 +1,5 @@
 //! Text from the model made visible: invisible, bidi-control and look-alike characters
 //! shown as escapes, so an approval card cannot be made to lie.
-//!
-//! `Atlas` + U+200B reads as `Atlas`; `Ops` + U+202E + `ATAD-evil` reverses the rest of
-//! the line; a Cyrillic `а` passes for a Latin `a`. The dock shows every such character
-//! as `\u{…}` (marked) and says that the text contains them.
 
 /// Text ready to show, and what was found in it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

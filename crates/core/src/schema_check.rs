@@ -1,9 +1,6 @@
-//! The second guard against unknown fields: the arguments checked against the JSON Schema
-//! the model was shown, as if every object in it said `additionalProperties: false`.
-//!
-//! serde drops unknown fields inside tagged or untagged enums and beside `flatten`; the
-//! schema knows every field, so none gets past. A value of another type than the schema
-//! shows (a struct written as an array) is refused too: unknown fields could hide in it.
+//! The second guard against unknown fields: the arguments checked against the schema the
+//! model was shown, as if every object said `additionalProperties: false` (serde drops
+//! unknown fields inside enums and beside `flatten`).
 
 use serde_json::{Map, Value};
 

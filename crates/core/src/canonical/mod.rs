@@ -1,16 +1,6 @@
-//! The canonical JSON text of a value: RFC 8785, the JSON Canonicalization Scheme, so
-//! a backend in any language with a stock JCS library computes the same digest.
-//!
-//! Object members sorted by their keys' UTF-16 code units, no whitespace, strings
-//! escaped as ECMAScript's `JSON.stringify` escapes them (`"`, `\` and control
-//! characters only), numbers as ECMAScript writes a double (`1e+21`, `0.00001`, `1`
-//! for `1.0`, `0` for `-0`).
-//!
-//! One departure, for values the gate never admits: an integer beyond ±2^53 is written
-//! as its own digits, where JCS would write the double nearest it (and stock libraries
-//! disagree there: Python's `rfc8785` refuses it, JavaScript rounds it). The text then
-//! names exactly the integer a backend read, so `9007199254740993` never matches a
-//! token minted for `9007199254740992`.
+//! The canonical JSON text of a value: RFC 8785 (JCS), so a backend in any language
+//! computes the same digest. One departure: an integer beyond ±2^53 is written as its
+//! own digits, so `9007199254740993` never matches a token minted for `9007199254740992`.
 
 mod number;
 mod read;

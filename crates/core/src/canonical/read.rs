@@ -1,14 +1,7 @@
 //! Reading arguments so that each number is exactly what its canonical text says: what
-//! is digested is what runs.
-//!
-//! A number is read only when its text names exactly one double, as the canonical form
-//! writes it:
-//! - written as an integer (no fraction, no exponent), it lies within ±(2^53 − 1),
-//!   where a double holds every integer and every JCS library agrees;
-//! - otherwise its exact decimal value is that of the canonical form of the double
-//!   nearest to it: `0.1`, `1.50`, `1e21` and `0.00001` are read; `0.10000000000000001`
-//!   (which would run as `0.1`) and `1e-400` (which would run as `0`) are not;
-//! - it is not negative zero (`-0`, `-0.0`), which the canonical form writes as `0`.
+//! is digested is what runs. A number is read only when its text names exactly one
+//! double as the canonical form writes it: an integer within ±(2^53 − 1), never `-0`,
+//! and no `0.10000000000000001` (it would run as `0.1`).
 
 use serde_json::{Number, Value};
 
@@ -27,11 +20,8 @@ pub(crate) enum Unread {
     Inexact(String),
 }
 
-/// Reads raw JSON text into a value, each number checked against its own text.
-///
-/// serde_json reads the whole text, then each number's text alone (the same reader
-/// again, which costs the page no code), which it reads as it did in place. Where that
-/// is not the exact double ([`exact`]), the value is corrected.
+/// Reads raw JSON text into a value, each number checked against its own text and
+/// corrected where serde_json's reading is not the exact double ([`exact`]).
 pub(crate) fn read(raw: &str) -> Result<Value, Unread> {
     let mut value: Value = serde_json::from_str(raw).map_err(Unread::NotJson)?;
     // Each double as serde_json read it, and as its text says exactly.

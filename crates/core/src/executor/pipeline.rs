@@ -1,11 +1,6 @@
-//! The gate pipeline for one call, stage by stage:
-//!
-//! ```text
-//! call ─► resolve ─► validate ─► scope ─► availability ─► decide ─► approve ─► perform ─► verify ─► receipt
-//! ```
-//!
-//! Each stage is a method in the file named after it and returns `Err(Stop)` to refuse;
-//! the first refusal settles the call, and `run` is never reached.
+//! The gate pipeline for one call, stage by stage (each in the file named after it).
+//! A stage returns `Err(Stop)` to refuse; the first refusal settles the call, and `run`
+//! is never reached.
 
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};

@@ -1,9 +1,6 @@
-//! restore: a call that was waiting for a person when the page reloaded is brought back
-//! only if its action registered again with the same declaration, is available, and its
-//! deadline has not passed. Then it passes the pipeline again from resolve and is always
-//! asked (a new card, a new nonce, the old deadline); nothing runs by itself. Otherwise it
-//! settles at once as `APPROVAL_EXPIRED` (or `HANDOFF_TIMEOUT`), with one terminal record.
-//! A session grant comes back only by being derived again from what the page stored.
+//! restore: a call waiting for a person when the page reloaded comes back only with the
+//! same declaration, available and in time, and is always asked again; otherwise it
+//! settles as `APPROVAL_EXPIRED` (or `HANDOFF_TIMEOUT`). Grants are derived again.
 
 use std::rc::Rc;
 use std::time::Duration;

@@ -1,8 +1,6 @@
 //! The audit trail as the executor writes it: one record per decision, numbered in
-//! order, each sharing the session's id and role and its call's ids.
-//!
-//! Its own piece of the state, so a record can be written while a live call is
-//! borrowed (the call is read where it is, never moved out and back).
+//! order. Its own piece of the state, so a record can be written while a live call is
+//! borrowed.
 
 use std::cell::Cell;
 use std::rc::Rc;

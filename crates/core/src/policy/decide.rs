@@ -100,14 +100,6 @@ pub enum Decision {
 
 /// Decides a call from its facts. Fails closed: what no rule lets run is asked, and
 /// what needs a person who is absent is refused.
-///
-/// ```
-/// use countersign::policy::{decide, ApprovalPolicy, Decision, Facts};
-/// use countersign::{Kind, Mode};
-///
-/// let away = Facts { mode: Mode::Away, ..Facts::new(Kind::Write, ApprovalPolicy::Ask) };
-/// assert!(matches!(decide(&away), Decision::Refuse { .. }));
-/// ```
 pub fn decide(facts: &Facts) -> Decision {
     use crate::action::Verdict;
     let mode = facts.mode;

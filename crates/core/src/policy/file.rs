@@ -1,16 +1,5 @@
 //! The deployment's policy file: roles, the scopes each holds, and per-role overrides
 //! of an action's kind and confirm. The level belongs to the deployment, not the code.
-//!
-//! ```json
-//! {
-//!   "roles": {
-//!     "viewer": { "scopes": ["workspace.read"],
-//!                 "overrides": { "save_workspace_name": { "confirm": "always" } } },
-//!     "admin":  { "scopes": ["workspace.read", "workspace.write", "workspace.admin"],
-//!                 "overrides": { "save_workspace_name": { "confirm": "off" } } }
-//!   }
-//! }
-//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -50,20 +50,7 @@ pub enum ApprovalPolicy {
 }
 
 impl ApprovalPolicy {
-    /// Resolves the policy from the fixed table (the README's "The gate").
-    ///
-    /// | declaration | policy |
-    /// | --- | --- |
-    /// | `Read` / `Write`, confirm unset | `None` |
-    /// | `Read` / `Write`, `confirm: Ask` | `Ask` |
-    /// | `Danger` unset or `Ask`, or any kind with `confirm: Always` | `AskAlways` |
-    /// | any kind, `confirm: Off` | `None` |
-    ///
-    /// ```
-    /// use countersign::{policy::ApprovalPolicy, Confirm, Kind};
-    /// // A danger action stays asked every time even when declared `confirm: Ask`.
-    /// assert_eq!(ApprovalPolicy::resolve(Kind::Danger, Confirm::Ask), ApprovalPolicy::AskAlways);
-    /// ```
+    /// Resolves the policy from the fixed table (the workspace README's "The gate").
     pub const fn resolve(kind: Kind, confirm: Confirm) -> Self {
         match (kind, confirm) {
             (_, Confirm::Off) => Self::None,
