@@ -10,7 +10,6 @@
 
 mod answer;
 mod approve;
-mod availability;
 mod card;
 mod config;
 mod countersign;
@@ -24,15 +23,12 @@ mod perform;
 mod pipeline;
 mod registration;
 pub(crate) mod registry;
-mod resolve;
 mod restore;
-mod scope;
 mod settle;
 mod state;
 mod step;
 mod stop;
 mod trail;
-mod validate;
 mod verify;
 
 use std::cell::{Cell, RefCell};

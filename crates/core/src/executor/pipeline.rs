@@ -1,13 +1,19 @@
-//! The gate pipeline for one call, stage by stage (each in the file named after it).
+//! The gate pipeline for one call, stage by stage.
 //! A stage returns `Err(Stop)` to refuse; the first refusal settles the call, and `run`
 //! is never reached.
 
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use crate::action::{ActionMeta, ErasedAction, PreparedCall};
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
+use crate::digest::ArgsDigest;
 use crate::edit::EditDiff;
 use crate::outcome::Settled;
 use crate::policy::ApprovalPolicy;
-use crate::reason::Reason;
+use crate::reason::{Hook, Reason};
 use crate::time::Timestamp;
 
 use super::state::{ExecutorState, Stop};
@@ -123,7 +129,7 @@ impl ExecutorState {
         }
         let (action, generation) = self.resolve(call)?;
         trace.resolved(&action, self.level(action.meta()).policy);
-        let super::validate::Validated {
+        let Validated {
             prepared,
             arguments,
             audit_digest,
@@ -225,6 +231,93 @@ impl ExecutorState {
             Decision::Handoff => self.hand_off(trace, decided, now),
             Decision::Question => self.ask_question(trace, decided, now),
             Decision::Refuse { reason, by, detail } => Err(Stop::refusing(reason, by, detail)),
+        }
+    }
+}
+
+/// The longest tool call id accepted from the model.
+pub(crate) const MAX_TOOL_CALL_ID_LEN: usize = 256;
+
+/// What the validate stage hands on: the params, the arguments, and their keyed digest.
+pub(crate) struct Validated {
+    /// The call's params bound to the action's hooks.
+    pub(crate) prepared: Rc<dyn PreparedCall>,
+    /// The arguments as parsed.
+    pub(crate) arguments: Value,
+    /// The keyed digest of the canonical arguments, as the audit records it.
+    pub(crate) audit_digest: ArgsDigest,
+}
+
+impl ExecutorState {
+    /// resolve: the registered action the call names, and its generation. Nothing is
+    /// guessed.
+    pub(crate) fn resolve(&self, call: &Call) -> Result<(Rc<dyn ErasedAction>, u64), Stop> {
+        if call.tool_call_id.len() > MAX_TOOL_CALL_ID_LEN {
+            return Err(
+                Stop::new(Reason::ToolCallIdTooLong, Decider::Pipeline).with(format!(
+                    "{} bytes, over the limit of {MAX_TOOL_CALL_ID_LEN}",
+                    call.tool_call_id.len()
+                )),
+            );
+        }
+        // No registered id is longer: not even hashed.
+        if call.action.len() > crate::executor::MAX_ACTION_ID_LEN {
+            return Err(Stop::new(Reason::UnknownAction, Decider::Pipeline));
+        }
+        // INVARIANT: an action kept from a caller does not exist for it: the same
+        // refusal as an id nobody registered, so the caller learns nothing more.
+        self.registry
+            .get(&call.action)
+            .filter(|entry| entry.action.meta().callers.contains(&call.caller))
+            .map(|entry| (Rc::clone(&entry.action), entry.generation))
+            .ok_or_else(|| Stop::new(Reason::UnknownAction, Decider::Pipeline))
+    }
+
+    /// validate: parses the arguments once, reads them into the action's params (checked against
+    /// the schema the model saw) and digests the same value.
+    pub(crate) fn validate(
+        &self,
+        action: &dyn ErasedAction,
+        call: &Call,
+    ) -> Result<Validated, Stop> {
+        let invalid =
+            |detail: String| Stop::new(Reason::InvalidArguments, Decider::Pipeline).with(detail);
+        let value = crate::arguments::parse_object(&call.arguments, self.config.max_argument_bytes)
+            .map_err(invalid)?;
+        let prepared = self
+            .hook(Hook::Validate, || action.prepare(&value))?
+            .map_err(invalid)?;
+        Ok(Validated {
+            prepared,
+            audit_digest: self.config.audit_key.digest(&value),
+            arguments: value,
+        })
+    }
+
+    /// scope: the session's role must hold the action's scope (from the policy file in
+    /// force, else the session's own); a broken policy file stops all but reversals.
+    pub(crate) fn scope(&self, meta: &ActionMeta) -> Result<(), Stop> {
+        if let Some(stop) = self.policy.blocked(meta) {
+            return Err(stop);
+        }
+        match &meta.scope {
+            Some(scope) if !self.holds(scope) => Err(Stop::new(
+                Reason::ScopeMissing {
+                    scope: scope.clone(),
+                },
+                Decider::Pipeline,
+            )
+            .with(self.config.session.role.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// availability: the action's own check against live page state.
+    pub(crate) fn availability(&self, action: &dyn ErasedAction) -> Result<(), Stop> {
+        if self.hook(Hook::Available, || action.is_available())? {
+            Ok(())
+        } else {
+            Err(Stop::new(Reason::Unavailable, Decider::Pipeline))
         }
     }
 }
