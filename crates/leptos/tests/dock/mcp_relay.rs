@@ -139,6 +139,8 @@ fn relayed(id: &str, name: &str) -> serde_json::Value {
 async fn a_paired_page_shows_its_code_and_sends_its_tools() {
     let stand_in = StandIn::install();
     let page = paired(&stand_in).await;
+    // The code waits in the dock's settings, shown when the person opens them.
+    page.click(".cs-settings__toggle");
     assert_eq!(
         page.q(".cs-pairing-code")
             .map(|e| e.inner_text())
