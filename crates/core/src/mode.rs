@@ -19,3 +19,15 @@ pub enum Mode {
     /// Handoffs are never turned into automatic runs, and an action's own denials hold.
     Bypass,
 }
+
+impl Mode {
+    /// The mode's name as audit records write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mode::Default => "default",
+            Mode::Away => "away",
+            Mode::Unattended => "unattended",
+            Mode::Bypass => "bypass",
+        }
+    }
+}

@@ -13,20 +13,6 @@ use crate::mode::Mode;
 use crate::codes::{quote, Code, GrantId, RetryHint, Stage};
 use crate::policy::ApprovalPolicy;
 
-/// A unit variant's serde name (`ask_always`), as the trail writes it.
-fn serde_name(value: impl Serialize) -> String {
-    let text = serde_json::to_string(&value).unwrap_or_default();
-    text.trim_matches('"').to_owned()
-}
-
-/// A hook's name as declarations spell it.
-fn hook_name(hook: Hook) -> String {
-    match hook {
-        Hook::SecondQuestion => "confirm_twice".to_owned(),
-        hook => serde_name(hook),
-    }
-}
-
 /// Where an action's approval level came from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "from", rename_all = "snake_case")]
@@ -85,6 +71,25 @@ pub enum Hook {
     Expect,
 }
 
+impl Hook {
+    /// The hook's name as declarations spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Hook::Available => "available",
+            Hook::Validate => "validate",
+            Hook::Classify => "classify",
+            Hook::Consequence => "consequence",
+            Hook::Preview => "preview",
+            Hook::Rewrite => "rewrite",
+            Hook::Remember => "remember",
+            Hook::SecondQuestion => "confirm_twice",
+            Hook::Run => "run",
+            Hook::Verify => "verify",
+            Hook::Expect => "expect",
+        }
+    }
+}
+
 /// A control in the dock that only a person's gesture may press.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -107,6 +112,23 @@ pub enum Control {
     Answer,
     /// A question's "Decline".
     Decline,
+}
+
+impl Control {
+    /// The control's name as the trail writes it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Control::AllowOnce => "allow_once",
+            Control::AlwaysAllow => "always_allow",
+            Control::AllowBatch => "allow_batch",
+            Control::Deny => "deny",
+            Control::Edit => "edit",
+            Control::Done => "done",
+            Control::Cancel => "cancel",
+            Control::Answer => "answer",
+            Control::Decline => "decline",
+        }
+    }
 }
 
 /// Why a call waiting when the page reloaded was not brought back.
@@ -507,18 +529,18 @@ impl Reason {
                 };
                 match level.policy {
                     ApprovalPolicy::None => written!("no approval needed, by {from}"),
-                    policy => written!("level `{}` asks a person, by {from}", serde_name(policy)),
+                    policy => written!("level `{}` asks a person, by {from}", policy.as_str()),
                 }
             }
             R::ClassifierAsked => "the action's classifier asked for a person".into(),
             R::ClassifierDenied => "the action's classifier denied these arguments".into(),
             R::Grant { grant } => written!("covered by grant {}", grant.0),
             R::ModeAllowed { mode } => {
-                written!("allowed without asking: `{}` mode", serde_name(mode))
+                written!("allowed without asking: `{}` mode", mode.as_str())
             }
             R::ModeRefused { mode } => written!(
                 "it needs a person and the session is in `{}` mode",
-                serde_name(mode)
+                mode.as_str()
             ),
             R::Handoff => "the last step is the person's".into(),
             R::Question => "the action asks the person a question".into(),
@@ -552,7 +574,7 @@ impl Reason {
             R::Restored => "waiting when the page reloaded; brought back and asked again".into(),
             R::SyntheticGesture { control } => written!(
                 "`{}` was pressed by a script, not a person; refused",
-                serde_name(control)
+                control.as_str()
             ),
             R::NotRestored { why, .. } => written!(
                 "waiting when the page reloaded; not brought back: {}",
@@ -597,7 +619,7 @@ impl Reason {
             R::HandoffNotYet => "the person said it was done; the expectation does not hold yet".into(),
             R::HookReentered { hook } => written!(
                 "the action's `{}` hook called back into the executor",
-                hook_name(*hook)
+                hook.as_str()
             ),
         }
     }
@@ -649,7 +671,7 @@ impl Reason {
             ),
             R::ModeRefused { mode } => format!(
                 "{name} was not done: it needs a person, and this session runs in `{}` mode. ask again when a person is back",
-                serde_name(mode)
+                mode.as_str()
             ),
             R::RewriteLoop => format!("{name} kept rewriting itself; nothing was done. do not retry it"),
             R::Rewritten { to: None } => format!(
@@ -703,7 +725,7 @@ impl Reason {
             ),
             R::HookReentered { hook } => format!(
                 "{name} could not be decided safely: its `{}` hook called back into the assistant's gate; nothing more was done. tell the user",
-                hook_name(*hook)
+                hook.as_str()
             ),
             // Reasons that never refuse: named by their rule.
             other => format!("{name}: {}", other.rule()),

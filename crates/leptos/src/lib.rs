@@ -35,7 +35,7 @@ pub use assistant::{
 pub use audit_ship::ShippingStatus;
 pub use batch::BatchView;
 pub use countersign::Countersign;
-pub use dock::{AgentDock, Placement, DOCK_CSS};
+pub use dock::{AgentDock, Placement, Theme, DOCK_CSS};
 pub use dock_state::{Activity, DockState, LogEntry};
 pub use grant_store::StoredGrant;
 pub use highlight::HIGHLIGHT_CLASS;

@@ -61,6 +61,15 @@ impl ApprovalPolicy {
         }
     }
 
+    /// The policy's name as audit records write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Ask => "ask",
+            Self::AskAlways => "ask_always",
+        }
+    }
+
     /// Whether the person may be offered "always allow this session" (only for `Ask`).
     pub const fn offers_session_grant(self) -> bool {
         matches!(self, Self::Ask)

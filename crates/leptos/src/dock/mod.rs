@@ -154,6 +154,18 @@ pub enum Placement {
 
 pub use css::DOCK_CSS;
 
+/// The dock's colours.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Theme {
+    /// Light or dark as the system prefers (the default).
+    #[default]
+    System,
+    /// Light whatever the system prefers: for a light page.
+    Light,
+    /// Dark whatever the system prefers: for a dark page.
+    Dark,
+}
+
 /// The assistant's side panel: the queue of approvals (one card at a time, with the
 /// consequence computed by the page), the current handoff with its steps highlighted on
 /// the page, the session grants, and the chat.
@@ -178,6 +190,9 @@ pub fn AgentDock(
     /// Where the dock sits. Default: [`Placement::Inline`].
     #[prop(optional)]
     placement: Placement,
+    /// The dock's colours. Default: [`Theme::System`].
+    #[prop(optional)]
+    theme: Theme,
 ) -> impl IntoView {
     let Some(cs) = use_countersign() else {
         leptos::logging::error!("countersign: <AgentDock/> needs provide_countersign above it");
@@ -199,6 +214,11 @@ pub fn AgentDock(
         Placement::Inline => "cs-dock",
         Placement::Sidebar => "cs-dock cs-dock--sidebar",
         Placement::Popup => "cs-dock cs-dock--popup",
+    };
+    let class = match theme {
+        Theme::System => class.to_owned(),
+        Theme::Light => format!("{class} cs-dock--light"),
+        Theme::Dark => format!("{class} cs-dock--dark"),
     };
     view! {
         <aside class=class lang=locale.tag() aria-label=label>

@@ -2,7 +2,7 @@
 //! newest message unless the person scrolled up, and keeps only its latest entries.
 
 use countersign::{action::NoParams, Action, Confirm, Expect, Handoff, Kind};
-use countersign_leptos::{use_action, AgentDock, CountersignOptions, Placement, DOCK_CSS};
+use countersign_leptos::{use_action, AgentDock, CountersignOptions, Placement, Theme, DOCK_CSS};
 use countersign_testing::{code, tick};
 use leptos::prelude::*;
 use wasm_bindgen_test::*;
@@ -181,4 +181,27 @@ fn the_shipped_stylesheet_has_the_rules_dock_css_has() {
         DOCK_CSS.len(),
         source.len()
     );
+}
+
+/// `theme` sets the dock's colours whatever the system prefers (this browser prefers
+/// light).
+#[wasm_bindgen_test]
+async fn a_dark_theme_is_dark_in_a_browser_that_prefers_light() {
+    let background =
+        || run_js("return getComputedStyle(document.querySelector('.cs-dock')).backgroundColor;");
+    let page = countersign_testing::mount(CountersignOptions::default(), || {
+        view! { <AgentDock theme=Theme::Dark /> }
+    });
+    tick().await;
+    assert_eq!(background().as_string().as_deref(), Some("rgb(15, 23, 42)"));
+    drop(page);
+    let page = countersign_testing::mount(CountersignOptions::default(), || {
+        view! { <AgentDock /> }
+    });
+    tick().await;
+    assert_eq!(
+        background().as_string().as_deref(),
+        Some("rgb(255, 255, 255)")
+    );
+    drop(page);
 }
