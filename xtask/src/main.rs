@@ -652,7 +652,7 @@ fn serve() -> Result {
     println!("    open http://localhost:8080/  (Chinese: http://localhost:8080/?lang=zh; passkeys need the name localhost, not 127.0.0.1)");
     println!("    model: {model}");
     println!("    audit trail: {} (check it: cargo run -p countersign-gateway -- verify --audit-file <that file>)", audit.display());
-    println!("    MCP clients: http://localhost:8080/mcp with the token in {} and the pairing code the dock shows (README: \"MCP through the gateway\")", mcp_token.display());
+    println!("    MCP clients: http://localhost:8080/mcp with the token in {} and the pairing code in the dock's settings (README: \"MCP through the gateway\")", mcp_token.display());
     println!("    Ctrl-C stops the server\n");
     let mut c = cargo();
     c.args([

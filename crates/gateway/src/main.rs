@@ -646,7 +646,7 @@ async fn stores(args: &ServeArgs, audit_key: ChainKey) -> Result<Stores, Error> 
             .issue_enrollment_code(user)
             .map_err(Error::Passkeys)?;
         println!(
-            "countersign-gateway: passkey enrollment code for {user}: {code} (once, 15 minutes; type it into the dock's \"Set up a passkey\")"
+            "countersign-gateway: passkey enrollment code for {user}: {code} (once, 15 minutes; type it into the dock's settings, under \"Set up a passkey\")"
         );
     }
     Ok(Stores { audit, passkeys })

@@ -109,7 +109,7 @@ impl ServerHandler for McpServer {
                 "These tools act in a web page a person has open. Consequential calls wait \
                  until the person approves them in the page, or does the last step; the \
                  result says what happened. Send the page's pairing code (shown in its \
-                 dock) as the `Countersign-Page` header.",
+                 dock's settings) as the `Countersign-Page` header.",
             )
     }
 
@@ -132,7 +132,7 @@ impl ServerHandler for McpServer {
         let Some(code) = paired(&context.extensions) else {
             return Ok(refused(
                 "NOT_PAIRED",
-                "no page is paired: send the pairing code shown in the page's dock as the \
+                "no page is paired: send the pairing code shown in the page's dock settings as the \
                  `Countersign-Page` header",
             ));
         };
@@ -144,7 +144,7 @@ impl ServerHandler for McpServer {
             Err(RelayError::NoPage) => {
                 return Ok(refused(
                     "PAGE_NOT_CONNECTED",
-                    &format!("no page with pairing code {code} is open; open it, or check the code in its dock"),
+                    &format!("no page with pairing code {code} is open; open it, or check the code in its dock's settings"),
                 ))
             }
             Err(e) => return Ok(refused("UNAVAILABLE", &e.to_string())),

@@ -228,6 +228,9 @@ pub fn AgentDock(
                 <span class="cs-badge cs-badge--offline" title=strings.offline_explained hidden=move || !dock.offline.get()>
                     {strings.offline_badge}
                 </span>
+                // A popup's fold (its stylesheet hides the rest while it is checked and
+                // nothing waits for the person; hidden in other placements).
+                <label class="cs-fold"><input type="checkbox" />{strings.fold}</label>
                 // Setup waits behind one small control, so the cards and the chat come
                 // first: notifications, a passkey (only when the gateway asks passkeys)
                 // and the MCP pairing code (only while MCP is on).
@@ -239,9 +242,6 @@ pub fn AgentDock(
                         <McpPairing cs=cs />
                     </div>
                 </details>
-                // A popup's fold (its stylesheet hides the rest while it is checked and
-                // nothing waits for the person; hidden in other placements).
-                <label class="cs-fold"><input type="checkbox" />{strings.fold}</label>
             </header>
             <Banners cs=cs />
             <ApprovalQueue cs=cs />

@@ -106,11 +106,11 @@ fn Ping() -> impl IntoView {
     view! { <p>"page"</p> }
 }
 
-/// Whether everything in the dock but its header is hidden.
+/// Whether everything in the dock but its header (and banners) is hidden.
 fn only_the_header_shows() -> bool {
     run_js(
         "return [...document.querySelector('.cs-dock').children]
-           .filter(e => e.tagName != 'HEADER' && e.tagName != 'STYLE')
+           .filter(e => e.tagName != 'HEADER' && e.tagName != 'STYLE' && !e.classList.contains('cs-banner'))
            .every(e => getComputedStyle(e).display == 'none');",
     )
     .as_bool()
@@ -145,17 +145,27 @@ async fn a_popup_folds_and_opens_by_itself_while_a_card_waits() {
     assert_eq!(code(&pending.await), "OK");
     tick().await;
     assert!(only_the_header_shows(), "it did not fold again");
+    // A mode that runs calls without asking is never folded away.
+    page.cs.set_mode(countersign::Mode::Bypass).unwrap();
+    tick().await;
+    let banner =
+        run_js("return getComputedStyle(document.querySelector('.cs-banner--bypass')).display;");
+    assert_ne!(
+        banner.as_string().as_deref(),
+        Some("none"),
+        "the bypass banner was folded away"
+    );
 }
 
 /// The stylesheet the dock ships, made smaller at compile time, parses to exactly the
-/// rules `dock.css` says (custom properties keep their text as written: the spaces after
-/// their commas, which say nothing, are left out of the comparison).
+/// rules `dock.css` says (custom properties and values with `var()` keep their text as written:
+/// the spaces after commas in them, which say nothing, are left out of the comparison).
 #[wasm_bindgen_test]
 fn the_shipped_stylesheet_has_the_rules_dock_css_has() {
     let source = include_str!("../../src/dock/dock.css");
     let rules = |css: &str| {
         run_js(&format!(
-            "const s = new CSSStyleSheet(); s.replaceSync({}); return [...s.cssRules].map(r => r.cssText.replace(/,\\s+/g, ',')).join('\\n');",
+            "const s = new CSSStyleSheet(); s.replaceSync({}); return [...s.cssRules].map(r => r.cssText.replace(/([\\w-]+:)([^;{{}}]*)/g, (m, k, v) => k.startsWith('--') || v.includes('var(') ? k + v.replace(/,\\s+/g, ',') : m)).join('\\n');",
             serde_json::to_string(css).unwrap()
         ))
         .as_string()
