@@ -131,17 +131,13 @@ fn wire_message(message: &ChatMessage) -> Value {
     };
     let mut out = serde_json::Map::new();
     out.insert("role".into(), json!(role));
-    // An assistant message that only calls tools says no `content` at all: some servers
-    // refuse `null` (llama-cpp-python answers 500), and every one takes it left out.
-    match &message.content {
-        Some(text) => {
-            out.insert("content".into(), json!(text));
-        }
-        None if message.tool_calls.is_empty() => {
-            out.insert("content".into(), json!(""));
-        }
-        None => {}
-    }
+    // Always a string: an assistant message that only calls tools says `""`. Servers
+    // refuse `null` (llama-cpp-python's request check) and a missing field (its chat
+    // templates read `content` of every message); every one takes `""`.
+    out.insert(
+        "content".into(),
+        json!(message.content.as_deref().unwrap_or_default()),
+    );
     if !message.tool_calls.is_empty() {
         let calls = message
             .tool_calls
@@ -452,9 +448,10 @@ mod tests {
             body["messages"][1]["tool_calls"][0]["function"]["name"],
             "a"
         );
-        assert!(
-            body["messages"][1].get("content").is_none(),
-            "a message of tool calls alone says no content: {}",
+        assert_eq!(
+            body["messages"][1].get("content"),
+            Some(&json!("")),
+            "a message of tool calls alone says an empty content: {}",
             body["messages"][1]
         );
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
