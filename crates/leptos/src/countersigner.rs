@@ -21,16 +21,16 @@ impl GatewayCountersigner {
     }
 }
 
-/// The gateway's refusal, in words.
+/// The gateway's refusal, in words a person reads: its own sentence, or that no gateway
+/// answered (no error ids).
 fn refused(endpoint: &str, status: u16, answer: &Value) -> String {
-    let code = answer
-        .pointer("/error/code")
-        .and_then(Value::as_str)
-        .unwrap_or("no_gateway");
-    if code == "no_passkey" {
-        return "no passkey is set up for approvals: open the assistant panel's settings (⚙), set one up, then ask again".into();
+    let said = |key: &str| answer.pointer(key).and_then(Value::as_str);
+    match (said("/error/code"), said("/error/message")) {
+        (Some("no_passkey"), _) => "no passkey is set up for approvals: open the assistant panel's settings (\u{2699}), set one up, then ask again".into(),
+        (Some(_), Some(message)) => format!("the gateway refused it: {message}"),
+        (Some(code), None) => format!("the gateway refused it ({code})"),
+        (None, _) => format!("no Countersign gateway answers at {endpoint} (HTTP {status})"),
     }
-    format!("the gateway at {endpoint} did not mint one (HTTP {status}, {code})")
 }
 
 /// For a call that needs passkey presence: the gateway's challenge (derived from the
