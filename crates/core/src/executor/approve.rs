@@ -1,25 +1,28 @@
-//! approve: a person's ticket or denial for a waiting card. Before anything runs, the card
-//! is drawn again from the current state; if what the person saw changed, it is shown
-//! again (new nonce, "this changed since you looked") instead of running.
+//! A person's decision on a waiting call: a ticket, a denial or an answer. Before
+//! anything runs, the card is drawn again; if what the person saw changed, it is shown
+//! again (new nonce, "this changed since you looked") instead.
 
 use crate::action::Verdict;
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
 use crate::countersignature::ApprovedBy;
+use crate::outcome::{DoneBy, Outcome, Receipt, Settled};
 use crate::policy::ApprovalPolicy;
+use crate::question::AnswerError;
 use crate::reason::{Hook, Reason};
 use crate::ticket::{ApprovalRequest, Gesture, Ticket, TicketError};
 use crate::time::Timestamp;
 
-use super::card::CardFace;
+use super::card::{CardFace, Next};
 use super::countersign::Approval;
-use super::live::Decided;
-use super::live::LiveState;
+use super::live::{Decided, LiveState};
 use super::state::{ExecutorState, Stop};
-use super::step::Next;
 
 /// How many times one card may be drawn again because the page changed under it.
 const MAX_REFRESHES: u8 = 5;
+
+/// The largest answer accepted, in bytes.
+const MAX_ANSWER_BYTES: usize = 16 * 1024;
 
 impl ExecutorState {
     pub(crate) fn approve(&mut self, ticket: Ticket, now: Timestamp) -> Result<Next, TicketError> {
@@ -114,12 +117,8 @@ impl ExecutorState {
         now: Timestamp,
     ) -> Result<Next, TicketError> {
         if card.refresh >= MAX_REFRESHES {
-            self.settle_stop(
-                call,
-                Stop::new(Reason::CardKeptChanging, Decider::Pipeline),
-                now,
-            );
-            return Ok(Next::Settled(Box::new(self.last_settled_for(call)?)));
+            let stop = Stop::new(Reason::CardKeptChanging, Decider::Pipeline);
+            return self.settle_refused(call, stop, now);
         }
         let fresh = self.card(
             call,
@@ -237,25 +236,34 @@ impl ExecutorState {
         stop: Stop,
         now: Timestamp,
     ) -> Result<Next, TicketError> {
-        self.settle_stop(call, stop, now);
-        Ok(Next::Settled(Box::new(self.last_settled_for(call)?)))
+        Ok(Next::Settled(Box::new(self.refuse(call, stop, now)?)))
     }
 
-    pub(crate) fn deny(
+    /// The person declines a waiting card (their reason goes to the model) or, with
+    /// `question`, a waiting question.
+    pub(crate) fn decline(
         &mut self,
         call: CallId,
-        reason: Option<&str>,
+        question: bool,
+        why: Option<&str>,
         now: Timestamp,
-    ) -> Result<crate::outcome::Settled, TicketError> {
+    ) -> Result<Settled, TicketError> {
         let now = self.tick(now);
-        let live = self.live.get(&call).ok_or(TicketError::NotPending)?;
-        if !matches!(live.state, LiveState::Approval(_)) {
+        let waits = match self.live.get(&call).map(|l| &l.state) {
+            Some(LiveState::Approval(_)) => !question,
+            Some(LiveState::Question(_)) => question,
+            _ => false,
+        };
+        if !waits {
             return Err(TicketError::NotPending);
         }
-        let mut stop = Stop::new(Reason::Declined, Decider::Person);
-        stop.detail = reason.map(str::to_owned);
-        self.settle_stop(call, stop, now);
-        self.last_settled_for(call)
+        let reason = if question {
+            Reason::QuestionDeclined
+        } else {
+            Reason::Declined
+        };
+        let stop = Stop::refusing(reason, Decider::Person, why.map(str::to_owned));
+        self.refuse(call, stop, now)
     }
 
     /// Settles as `CANCELLED` every call of `caller`'s with `tool_call_id` that waits for
@@ -267,7 +275,7 @@ impl ExecutorState {
         caller: crate::call::Caller,
         tool_call_id: &str,
         now: Timestamp,
-    ) -> Vec<crate::outcome::Settled> {
+    ) -> Vec<Settled> {
         let now = self.tick(now);
         let waiting: Vec<CallId> = self
             .live
@@ -283,9 +291,62 @@ impl ExecutorState {
             .into_iter()
             .filter_map(|call| {
                 let stop = Stop::new(Reason::Withdrawn { caller }, Decider::Caller);
-                self.settle_stop(call, stop, now);
-                self.last_settled_for(call).ok()
+                self.refuse(call, stop, now).ok()
             })
             .collect()
+    }
+
+    pub(crate) fn answer(
+        &mut self,
+        call: CallId,
+        raw: &str,
+        now: Timestamp,
+    ) -> Result<Settled, AnswerError> {
+        let now = self.tick(now);
+        let live = self.live.get(&call).ok_or(TicketError::NotPending)?;
+        let LiveState::Question(deadline) = live.state else {
+            return Err(TicketError::NotPending.into());
+        };
+        if now >= deadline {
+            self.expire_approval(call, now);
+            return Err(TicketError::Expired.into());
+        }
+        let meta = live.decided.action.meta();
+        let question = meta.question.clone().ok_or(TicketError::NotPending)?;
+        let value =
+            crate::arguments::parse_object(raw, MAX_ANSWER_BYTES).map_err(AnswerError::Invalid)?;
+        // Like every hook: a check that calls back into the executor is not trusted.
+        let answer = self
+            .hook(crate::reason::Hook::Validate, || (question.check)(&value))
+            .map_err(|_| {
+                AnswerError::Invalid("the answer's check called back into the gate".into())
+            })?
+            .map_err(AnswerError::Invalid)?;
+        let receipt = Receipt {
+            action: meta.id.clone(),
+            title: meta.title.clone(),
+            consequence: live.consequence.clone(),
+            done_by: DoneBy::Answer,
+            result: answer,
+            untrusted: false,
+        };
+        self.settle(call, Outcome::Done(receipt), Decider::Person, now);
+        Ok(self.last_settled_for(call)?)
+    }
+
+    pub(crate) fn check_answer(
+        &self,
+        action: &str,
+        raw: &str,
+    ) -> Result<serde_json::Value, String> {
+        let entry = self.registry.get(action).ok_or("no such action")?;
+        let question = entry
+            .action
+            .meta()
+            .question
+            .clone()
+            .ok_or("the action asks no question")?;
+        let value = crate::arguments::parse_object(raw, MAX_ANSWER_BYTES)?;
+        (question.check)(&value)
     }
 }

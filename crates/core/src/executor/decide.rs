@@ -11,9 +11,9 @@ use crate::policy::{ApprovalPolicy, Facts};
 use crate::reason::{Hook, Reason};
 use crate::time::Timestamp;
 
+use super::card::Next;
 use super::live::{Decided, Live, LiveState};
 use super::state::{ExecutorState, Stop};
-use super::step::Next;
 use super::trail::AuditContext;
 
 /// A rewrite hook's request: run this instead.

@@ -1,15 +1,17 @@
-//! The calls not yet settled: each past the decide stage, waiting for a person or
-//! running.
+//! The calls not yet settled (each past decide, waiting for a person or running), and a
+//! refusal on its way to becoming a settlement.
 
 use std::rc::Rc;
 
 use serde_json::Value;
 
 use crate::action::{ErasedAction, PreparedCall};
+use crate::audit::Decider;
 use crate::call::CallId;
 use crate::digest::ArgsDigest;
 use crate::handoff::HandoffMachine;
 use crate::policy::ApprovalPolicy;
+use crate::reason::Reason;
 use crate::ticket::ApprovalRequest;
 use crate::time::Timestamp;
 
@@ -86,4 +88,33 @@ pub(crate) struct Decided {
     pub(crate) deadline: Option<Timestamp>,
     /// The untrusted content that raised this call's level (its card says so).
     pub(crate) untrusted: Option<std::sync::Arc<str>>,
+}
+
+/// A refusal on its way to becoming a settlement: why, who decided, and the detail the
+/// model's sentence may quote.
+#[derive(Debug)]
+pub(crate) struct Stop {
+    pub(crate) reason: Reason,
+    pub(crate) by: Decider,
+    pub(crate) detail: Option<String>,
+}
+
+impl Stop {
+    pub(crate) fn new(reason: Reason, by: Decider) -> Self {
+        Self {
+            reason,
+            by,
+            detail: None,
+        }
+    }
+
+    /// A refusal the decision made.
+    pub(crate) fn refusing(reason: Reason, by: Decider, detail: Option<String>) -> Self {
+        Self { reason, by, detail }
+    }
+
+    pub(crate) fn with(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
 }

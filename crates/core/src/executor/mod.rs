@@ -8,28 +8,19 @@
 //! in, asks [`Executor::poll_timeout`] when to call [`Executor::handle_timeout`], and
 //! drives each [`Job`]'s future itself, handing the [`Completion`] back.
 
-mod answer;
 mod approve;
 mod card;
-mod config;
 mod countersign;
 mod decide;
-mod edit;
-mod grants;
-mod job;
 mod levels;
 mod live;
 mod perform;
 mod pipeline;
 mod registration;
-pub(crate) mod registry;
 mod restore;
 mod settle;
 mod state;
-mod step;
-mod stop;
 mod trail;
-mod verify;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -51,17 +42,16 @@ use crate::ticket::{
 };
 use crate::time::Timestamp;
 
-pub use config::{Config, DEFAULT_APPROVAL_TIMEOUT};
-pub use job::{Completion, Job};
+pub use card::{HandoffView, Step};
+pub use perform::{Completion, Job};
 pub use registration::Registration;
-pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
 pub use restore::Pending;
-pub use step::{HandoffView, Step};
+pub use state::{Config, RegisterError, DEFAULT_APPROVAL_TIMEOUT, MAX_ACTION_ID_LEN};
 
+use card::{handoff_view, question_view, Next};
 use live::LiveState;
 use registration::Mailbox;
 use state::ExecutorState;
-use step::{handoff_view, question_view, Next};
 
 /// The gate. Clones share one registry, one queue and one trail; single-threaded.
 ///
@@ -146,7 +136,7 @@ impl Executor {
     where
         P: DeserializeOwned + JsonSchema + Clone + 'static,
     {
-        registry::check_declaration(&action)?;
+        state::check_declaration(&action)?;
         let erased = action.into_erased();
         let id = erased.meta().id.to_string();
         // INVARIANT: serde and the schema check choose the same alternative: params whose
@@ -306,7 +296,7 @@ impl Executor {
         reason: Option<&str>,
         now: Timestamp,
     ) -> Result<Settled, TicketError> {
-        self.step(|state| state.deny(call, reason, now))?
+        self.step(|state| state.decline(call, false, reason, now))?
     }
 
     /// The caller withdrew `tool_call_id`: what of it waits on a card or a question
@@ -446,7 +436,7 @@ impl Executor {
 
     /// The person declines the question: `QUESTION_DECLINED`.
     pub fn decline_question(&self, call: CallId, now: Timestamp) -> Result<Settled, TicketError> {
-        self.step(|state| state.decline_question(call, now))?
+        self.step(|state| state.decline(call, true, None, now))?
     }
 
     /// Checks a raw answer to a registered question action, as the form does while the

@@ -1,18 +1,107 @@
-//! perform: a finished or abandoned run, and the person's events on a handoff.
+//! perform and verify: jobs the host drives outside the executor (a job or completion
+//! dropped first settles as `EXECUTION_FAILED`), a finished run checked by its `verify`,
+//! and a handoff's events. Approval means "allowed to try"; only a check of real state
+//! gives a receipt.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
 use crate::handoff::HandoffState;
-use crate::outcome::Settled;
+use crate::outcome::{DoneBy, Outcome, Receipt, Settled};
 use crate::reason::{Hook, Reason};
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
 
-use super::countersign::RunError;
+use super::countersign::{RunError, Task};
 use super::live::LiveState;
+use super::registration::{Deferred, Post};
 use super::state::{ExecutorState, Stop};
+
+/// Settles its call as `EXECUTION_FAILED` (interrupted) if dropped while armed: a job or
+/// completion dropped before [`crate::executor::Executor::complete`] never leaves a call hanging.
+pub(crate) struct Guard {
+    pub(crate) call: CallId,
+    pub(crate) executor: u64,
+    pub(crate) to: Post,
+    pub(crate) armed: bool,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.to.send(Deferred::Abandoned(self.call));
+        }
+    }
+}
+
+/// A call allowed to run. Await [`Job::run`] and pass its [`Completion`] to
+/// [`crate::executor::Executor::complete`]. Dropping either first settles the call as `EXECUTION_FAILED`.
+#[must_use = "a job does nothing until run; dropping it settles the call as failed"]
+pub struct Job {
+    pub(crate) task: Task,
+    pub(crate) guard: Guard,
+}
+
+impl Job {
+    /// The call this job runs.
+    pub fn call(&self) -> CallId {
+        self.guard.call
+    }
+
+    /// Runs the action's `run` (for an action that takes a countersignature: mints its
+    /// token first, and runs only with one).
+    pub async fn run(self) -> Completion {
+        let Job { task, guard } = self;
+        let (state, call) = (std::rc::Weak::clone(&guard.to.state), guard.call);
+        // INVARIANT: nothing runs once its call has ended (the page shut down) or the
+        // executor is poisoned.
+        let still_wanted = move || {
+            state.upgrade().is_some_and(|state| {
+                state.try_borrow().is_ok_and(|state| {
+                    !state.poisoned
+                        && state
+                            .live
+                            .get(&call)
+                            .is_some_and(|live| matches!(live.state, LiveState::Performing))
+                })
+            })
+        };
+        let result = task.finish(still_wanted).await;
+        Completion { result, guard }
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("call", &self.guard.call)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A finished run, only obtainable from [`Job::run`].
+#[must_use = "hand the completion to Executor::complete"]
+pub struct Completion {
+    pub(crate) result: Result<Value, RunError>,
+    pub(crate) guard: Guard,
+}
+
+impl Completion {
+    /// The call it belongs to.
+    pub fn call(&self) -> CallId {
+        self.guard.call
+    }
+}
+
+impl std::fmt::Debug for Completion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completion")
+            .field("call", &self.guard.call)
+            .field("ok", &self.result.is_ok())
+            .finish()
+    }
+}
 
 impl ExecutorState {
     /// Settles a finished `run`: `EXECUTION_FAILED`, or on to verify.
@@ -82,10 +171,7 @@ impl ExecutorState {
         let holds = if done {
             match self.hook(Hook::Expect, || expect.is_some_and(|e| e.holds())) {
                 Ok(holds) => Some(holds),
-                Err(stop) => {
-                    self.settle_stop(call, stop, now);
-                    return self.last_settled_for(call).map(Some);
-                }
+                Err(stop) => return self.refuse(call, stop, now).map(Some),
             }
         } else {
             None
@@ -124,5 +210,74 @@ impl ExecutorState {
             let state: HandoffState = m.handle_timeout(now);
             self.settle_handoff(call, state, now);
         }
+    }
+    /// Checks a run's output with the action's `verify`, then settles with a receipt or
+    /// `VERIFY_FAILED`.
+    pub(crate) fn verify_run(&mut self, call: CallId, output: Value, now: Timestamp) {
+        let Some(live) = self.live.get(&call) else {
+            return;
+        };
+        let prepared = std::rc::Rc::clone(&live.decided.prepared);
+        let checked = self.hook(Hook::Verify, || prepared.verify(&output));
+        // Not kept past the settlement: the call's params are let go of there (this
+        // copy would otherwise be their last owner, dropped outside the step's catch).
+        drop(prepared);
+        match checked {
+            Err(stop) => self.settle_stop(call, stop, now),
+            Ok(Err(e)) => self.settle_stop(
+                call,
+                Stop::new(Reason::VerifyFailed, Decider::Action).with(e),
+                now,
+            ),
+            Ok(Ok(())) => {
+                let receipt = self.receipt(call, DoneBy::Assistant, output);
+                if let Some(receipt) = receipt {
+                    self.settle(call, Outcome::Done(receipt), Decider::Action, now);
+                }
+            }
+        }
+    }
+
+    /// Settles a handoff whose machine reached a terminal state.
+    pub(crate) fn settle_handoff(&mut self, call: CallId, state: HandoffState, now: Timestamp) {
+        let Some(live) = self.live.get(&call) else {
+            return;
+        };
+        let handoff = live.decided.action.meta().handoff.clone();
+        let expect = handoff
+            .as_ref()
+            .map(|h| h.expect.description.clone())
+            .unwrap_or_default();
+        let timeout_s = handoff.as_ref().map_or(0, |h| h.timeout.as_secs());
+        let stop = match state {
+            HandoffState::Waiting => return,
+            HandoffState::Completed => {
+                let result = json!({ "handoff": "completed", "expect": expect });
+                if let Some(receipt) = self.receipt(call, DoneBy::Person, result) {
+                    self.settle(call, Outcome::Done(receipt), Decider::Person, now);
+                }
+                return;
+            }
+            HandoffState::Cancelled => Stop::new(Reason::HandoffCancelled, Decider::Person),
+            HandoffState::TimedOut => {
+                Stop::new(Reason::HandoffTimeout, Decider::Timer).with(timeout_s.to_string())
+            }
+            HandoffState::Failed => Stop::new(Reason::HandoffFailed, Decider::Timer).with(expect),
+        };
+        self.settle_stop(call, stop, now);
+    }
+
+    fn receipt(&self, call: CallId, done_by: DoneBy, result: Value) -> Option<Receipt> {
+        let live = self.live.get(&call)?;
+        let meta = live.decided.action.meta();
+        Some(Receipt {
+            action: meta.id.clone(),
+            title: meta.title.clone(),
+            consequence: live.consequence.clone(),
+            // Marked where the call settles, with the rest of what it brings in.
+            untrusted: false,
+            done_by,
+            result,
+        })
     }
 }

@@ -16,8 +16,8 @@ use crate::policy::ApprovalPolicy;
 use crate::reason::{Hook, Reason};
 use crate::time::Timestamp;
 
+use super::card::Next;
 use super::state::{ExecutorState, Stop};
-use super::step::Next;
 use super::trail::AuditContext;
 use crate::policy::{Decision, Facts};
 

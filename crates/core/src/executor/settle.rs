@@ -31,6 +31,17 @@ impl ExecutorState {
         self.settle(call, Outcome::Refused(refusal), stop.by, now);
     }
 
+    /// Ends a live call with a refusal, and returns its settlement.
+    pub(crate) fn refuse(
+        &mut self,
+        call: CallId,
+        stop: Stop,
+        now: Timestamp,
+    ) -> Result<Settled, TicketError> {
+        self.settle_stop(call, stop, now);
+        self.last_settled_for(call)
+    }
+
     /// Ends a live call: removes it, queues the result, writes its one terminal record.
     pub(crate) fn settle(
         &mut self,
