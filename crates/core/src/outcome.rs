@@ -26,24 +26,14 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// The refusal for `reason` of a call of `action`, for hosts that settle a call themselves.
-    pub fn of(reason: Reason, action: &str) -> Self {
+    /// The refusal for `reason` of a call of `action`, with a detail (the validation
+    /// error, say) for its sentence, for hosts that settle a call themselves.
+    pub fn of(reason: Reason, action: &str, detail: Option<&str>) -> Self {
         Self::new(
             reason,
             Said {
                 action,
-                ..Said::default()
-            },
-        )
-    }
-
-    /// [`Refusal::of`] with a detail (the validation error, say) in its sentence.
-    pub fn of_detail(reason: Reason, action: &str, detail: &str) -> Self {
-        Self::new(
-            reason,
-            Said {
-                action,
-                detail: Some(detail),
+                detail,
                 ..Said::default()
             },
         )

@@ -350,10 +350,10 @@ fn received(cs: &Countersign, event: ToPage) {
             }
             drop(seen);
             if cs.audit_backlogged() {
-                let refusal = countersign::outcome::Refusal::of_detail(
+                let refusal = countersign::outcome::Refusal::of(
                     countersign::Reason::Unavailable,
                     &name,
-                    BACKLOGGED,
+                    Some(BACKLOGGED),
                 );
                 relay.settled(
                     &id,

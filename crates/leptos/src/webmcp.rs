@@ -282,14 +282,14 @@ fn execute(
                 caller: Caller::WebMcp,
             };
             return Promise::resolve(&refused_early(countersign::outcome::Refusal::of(
-                reason, &action,
+                reason, &action, None,
             )));
         }
         if cs.audit_backlogged() {
-            return Promise::resolve(&refused_early(countersign::outcome::Refusal::of_detail(
+            return Promise::resolve(&refused_early(countersign::outcome::Refusal::of(
                 countersign::Reason::Unavailable,
                 &action,
-                crate::mcp_relay::BACKLOGGED,
+                Some(crate::mcp_relay::BACKLOGGED),
             )));
         }
         let limit = cs.0.executor.max_argument_bytes();
@@ -297,8 +297,10 @@ fn execute(
             Ok(text) => text,
             Err(message) => {
                 let reason = countersign::Reason::InvalidArguments;
-                return Promise::resolve(&refused_early(countersign::outcome::Refusal::of_detail(
-                    reason, &action, &message,
+                return Promise::resolve(&refused_early(countersign::outcome::Refusal::of(
+                    reason,
+                    &action,
+                    Some(&message),
                 )));
             }
         };

@@ -6,7 +6,7 @@ use crate::action::Verdict;
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
 use crate::countersignature::ApprovedBy;
-use crate::outcome::{DoneBy, Outcome, Receipt, Settled};
+use crate::outcome::{DoneBy, Settled};
 use crate::policy::ApprovalPolicy;
 use crate::question::AnswerError;
 use crate::reason::{Hook, Reason};
@@ -311,26 +311,23 @@ impl ExecutorState {
             self.expire_approval(call, now);
             return Err(TicketError::Expired.into());
         }
-        let meta = live.decided.action.meta();
-        let question = meta.question.clone().ok_or(TicketError::NotPending)?;
+        let question = live
+            .decided
+            .action
+            .meta()
+            .question
+            .clone()
+            .ok_or(TicketError::NotPending)?;
         let value =
             crate::arguments::parse_object(raw, MAX_ANSWER_BYTES).map_err(AnswerError::Invalid)?;
         // Like every hook: a check that calls back into the executor is not trusted.
         let answer = self
-            .hook(crate::reason::Hook::Validate, || (question.check)(&value))
+            .hook(Hook::Validate, || (question.check)(&value))
             .map_err(|_| {
                 AnswerError::Invalid("the answer's check called back into the gate".into())
             })?
             .map_err(AnswerError::Invalid)?;
-        let receipt = Receipt {
-            action: meta.id.clone(),
-            title: meta.title.clone(),
-            consequence: live.consequence.clone(),
-            done_by: DoneBy::Answer,
-            result: answer,
-            untrusted: false,
-        };
-        self.settle(call, Outcome::Done(receipt), Decider::Person, now);
+        self.settle_done(call, DoneBy::Answer, answer, Decider::Person, now);
         Ok(self.last_settled_for(call)?)
     }
 

@@ -8,9 +8,9 @@ use crate::call::CallId;
 use crate::digest::ArgsDigest;
 use crate::grant_rule::GrantRule;
 use crate::handoff::HandoffStep;
-use crate::outcome::Settled;
+use crate::outcome::{Outcome, Refusal, Settled};
 use crate::policy::ApprovalPolicy;
-use crate::reason::{CardChange, Hook};
+use crate::reason::{CardChange, Hook, Reason};
 use crate::ticket::{ApprovalRequest, CardDigest};
 use crate::time::Timestamp;
 
@@ -95,17 +95,14 @@ impl super::Executor {
     }
 }
 
-pub(crate) fn lost(call: CallId) -> Settled {
-    let reason = crate::reason::Reason::Unavailable;
+/// What a call the host cannot be shown settles as (`UNAVAILABLE`).
+fn lost(call: CallId) -> Settled {
     Settled {
         call,
         tool_call_id: "".into(),
         caller: crate::call::Caller::Assistant,
         action: "".into(),
-        outcome: crate::outcome::Outcome::Refused(crate::outcome::Refusal::new(
-            reason,
-            crate::reason::Said::default(),
-        )),
+        outcome: Outcome::Refused(Refusal::of(Reason::Unavailable, "", None)),
         edited: None,
         untrusted: None,
     }

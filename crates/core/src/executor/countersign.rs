@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::action::{LocalBoxFuture, PreparedCall};
 use crate::audit::Decider;
 use crate::call::CallId;
-use crate::countersignature::{ApprovedBy, Countersignature, Countersigner, MintRequest};
+use crate::countersignature::{ApprovedBy, Countersignature, MintRequest};
 use crate::digest::ArgsDigest;
 use crate::reason::{Hook, Reason};
 use crate::ticket::{CardDigest, GrantId};
@@ -78,11 +78,6 @@ pub(crate) struct Approval {
 }
 
 impl ExecutorState {
-    /// The host's countersigner, set once by [`crate::executor::Executor::set_countersigner`].
-    pub(crate) fn set_countersigner(&mut self, signer: Rc<dyn Countersigner>) {
-        self.countersigner = Some(signer);
-    }
-
     /// The task of a call allowed to run. `approval` is the person's decision (a card's
     /// gesture, or the grant that covered it); an action that takes a countersignature
     /// runs only with one, and never without a person's approval.

@@ -50,7 +50,7 @@ impl ExecutorState {
             confirm_twice: meta.confirm_twice,
             reversal: meta.reversal,
             untrusted: self.untrusted_in(trace).map(|source| source.to_string()),
-            untrusted_always: self.policy.asks_always_after_untrusted(),
+            untrusted_always: self.policy.file().is_some_and(|f| f.untrusted.ask_always),
         })
     }
 

@@ -131,18 +131,6 @@ impl PolicyState {
         *self = PolicyState::Broken { error, last_good };
     }
 
-    /// Whether the deployment trusts what `action` returns, though it is declared
-    /// untrusted.
-    pub(crate) fn trusts(&self, action: &str) -> bool {
-        self.file()
-            .is_some_and(|file| file.untrusted.trust.contains(action))
-    }
-
-    /// Whether every change after untrusted content is asked every time.
-    pub(crate) fn asks_always_after_untrusted(&self) -> bool {
-        self.file().is_some_and(|file| file.untrusted.ask_always)
-    }
-
     /// The file in force (the last good one while broken).
     pub(crate) fn file(&self) -> Option<&PolicyFile> {
         match self {

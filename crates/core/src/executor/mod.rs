@@ -127,7 +127,7 @@ impl Executor {
         &self,
         signer: Rc<dyn crate::countersignature::Countersigner>,
     ) -> Result<(), Blocked> {
-        self.step(|state| state.set_countersigner(signer))
+        self.step(|state| state.countersigner = Some(signer))
     }
 
     /// Registers an action. Dropping the [`Registration`] removes it, revokes its grants

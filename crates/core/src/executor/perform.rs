@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
 use crate::handoff::HandoffState;
-use crate::outcome::{DoneBy, Outcome, Receipt, Settled};
+use crate::outcome::{DoneBy, Settled};
 use crate::reason::{Hook, Reason};
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
@@ -203,14 +203,6 @@ impl ExecutorState {
             _ => Err(TicketError::NotPending),
         }
     }
-
-    /// The handoff machine's state after a timeout, if it just ended.
-    pub(crate) fn handoff_timed_out(&mut self, call: CallId, now: Timestamp) {
-        if let Some(LiveState::Handoff(m)) = self.live.get_mut(&call).map(|l| &mut l.state) {
-            let state: HandoffState = m.handle_timeout(now);
-            self.settle_handoff(call, state, now);
-        }
-    }
     /// Checks a run's output with the action's `verify`, then settles with a receipt or
     /// `VERIFY_FAILED`.
     pub(crate) fn verify_run(&mut self, call: CallId, output: Value, now: Timestamp) {
@@ -229,12 +221,7 @@ impl ExecutorState {
                 Stop::new(Reason::VerifyFailed, Decider::Action).with(e),
                 now,
             ),
-            Ok(Ok(())) => {
-                let receipt = self.receipt(call, DoneBy::Assistant, output);
-                if let Some(receipt) = receipt {
-                    self.settle(call, Outcome::Done(receipt), Decider::Action, now);
-                }
-            }
+            Ok(Ok(())) => self.settle_done(call, DoneBy::Assistant, output, Decider::Action, now),
         }
     }
 
@@ -253,10 +240,7 @@ impl ExecutorState {
             HandoffState::Waiting => return,
             HandoffState::Completed => {
                 let result = json!({ "handoff": "completed", "expect": expect });
-                if let Some(receipt) = self.receipt(call, DoneBy::Person, result) {
-                    self.settle(call, Outcome::Done(receipt), Decider::Person, now);
-                }
-                return;
+                return self.settle_done(call, DoneBy::Person, result, Decider::Person, now);
             }
             HandoffState::Cancelled => Stop::new(Reason::HandoffCancelled, Decider::Person),
             HandoffState::TimedOut => {
@@ -265,19 +249,5 @@ impl ExecutorState {
             HandoffState::Failed => Stop::new(Reason::HandoffFailed, Decider::Timer).with(expect),
         };
         self.settle_stop(call, stop, now);
-    }
-
-    fn receipt(&self, call: CallId, done_by: DoneBy, result: Value) -> Option<Receipt> {
-        let live = self.live.get(&call)?;
-        let meta = live.decided.action.meta();
-        Some(Receipt {
-            action: meta.id.clone(),
-            title: meta.title.clone(),
-            consequence: live.consequence.clone(),
-            // Marked where the call settles, with the rest of what it brings in.
-            untrusted: false,
-            done_by,
-            result,
-        })
     }
 }

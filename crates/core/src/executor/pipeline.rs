@@ -19,7 +19,7 @@ use crate::time::Timestamp;
 use super::card::Next;
 use super::state::{ExecutorState, Stop};
 use super::trail::AuditContext;
-use crate::policy::{Decision, Facts};
+use crate::policy::Decision;
 
 /// Where a call entering the pipeline comes from, besides the model.
 #[derive(Default)]
@@ -89,18 +89,6 @@ impl ExecutorState {
             .or_else(|| self.untrusted_for(trace.caller).cloned())
     }
 
-    /// The level a forced card asks under: the level in force, never below `Ask`, and
-    /// "every time" where the classifier asks for these arguments.
-    fn forced_level(&self, meta: &crate::action::ActionMeta, facts: &Facts) -> ApprovalPolicy {
-        if let crate::action::Verdict::Ask = facts.verdict {
-            return ApprovalPolicy::AskAlways;
-        }
-        match self.level(meta).policy {
-            ApprovalPolicy::None => ApprovalPolicy::Ask,
-            policy => policy,
-        }
-    }
-
     fn gate(
         &mut self,
         trace: &mut AuditContext,
@@ -156,7 +144,13 @@ impl ExecutorState {
         // An edited or restored call is always asked, even where a grant, the mode or
         // the level would let it run, and at the level it really has (never lower).
         if let (Decision::Run { .. }, Some(reason)) = (&decision, &trace.forced) {
-            let policy = self.forced_level(action.meta(), &facts);
+            // At the level in force, never below `Ask`, and "every time" where the
+            // classifier asks for these arguments.
+            let policy = match (&facts.verdict, self.level(action.meta()).policy) {
+                (crate::action::Verdict::Ask, _) => ApprovalPolicy::AskAlways,
+                (_, ApprovalPolicy::None) => ApprovalPolicy::Ask,
+                (_, policy) => policy,
+            };
             let by = match reason {
                 Reason::Restored => Decider::Host,
                 _ => Decider::Person,

@@ -316,15 +316,16 @@ impl ExecutorState {
     /// The caller's context held untrusted content when the page went away, and still
     /// does (the chat comes back with it), whether or not the call comes back.
     fn bring_back_untrusted(&mut self, pending: &Pending) -> Option<std::sync::Arc<str>> {
-        let source = pending.untrusted.as_deref().map(stored_source)?;
+        // Storage is the page's (a page script can write there): no control characters,
+        // at most 80 characters.
+        let stored = pending.untrusted.as_deref()?;
+        let clean: String = stored
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(80)
+            .collect();
+        let source: std::sync::Arc<str> = clean.into();
         self.taint(pending.call.caller, &source);
         Some(source)
     }
-}
-
-/// A stored source's name as a card may show it: no control characters, at most 80
-/// characters (storage is the page's, and a page script can write there).
-fn stored_source(text: &str) -> std::sync::Arc<str> {
-    let clean: String = text.chars().filter(|c| !c.is_control()).take(80).collect();
-    clean.into()
 }

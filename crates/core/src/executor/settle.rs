@@ -2,13 +2,16 @@
 //! record, whatever path it took. Also what the records say of a call (its [`AuditContext`]),
 //! timeouts and shutdown; the records are written by [`super::trail::Trail`].
 
+use std::sync::Arc;
+
+use serde_json::Value;
+
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
-use crate::outcome::{Outcome, Refusal, Settled};
+use crate::outcome::{DoneBy, Outcome, Receipt, Refusal, Settled};
 use crate::reason::{Reason, Said};
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
-use std::sync::Arc;
 
 use super::live::LiveState;
 use super::state::{ExecutorState, Stop};
@@ -42,6 +45,31 @@ impl ExecutorState {
         self.last_settled_for(call)
     }
 
+    /// Ends a live call with its receipt.
+    pub(crate) fn settle_done(
+        &mut self,
+        call: CallId,
+        done_by: DoneBy,
+        result: Value,
+        by: Decider,
+        now: Timestamp,
+    ) {
+        let Some(live) = self.live.get(&call) else {
+            return;
+        };
+        let meta = live.decided.action.meta();
+        let receipt = Receipt {
+            action: meta.id.clone(),
+            title: meta.title.clone(),
+            consequence: live.consequence.clone(),
+            // Marked where the call settles, with the rest of what it brings in.
+            untrusted: false,
+            done_by,
+            result,
+        };
+        self.settle(call, Outcome::Done(receipt), by, now);
+    }
+
     /// Ends a live call: removes it, queues the result, writes its one terminal record.
     pub(crate) fn settle(
         &mut self,
@@ -54,15 +82,18 @@ impl ExecutorState {
         let Some(mut live) = self.live.remove(&call) else {
             return;
         };
-        let reason = outcome.reason();
         let meta = live.decided.action.meta();
         // What an untrusted source's run said (its result, or the words it failed
         // with) is now in the caller's context (unless the deployment trusts it).
         let said = match &outcome {
-            Outcome::Done(r) => r.done_by == crate::outcome::DoneBy::Assistant,
+            Outcome::Done(r) => r.done_by == DoneBy::Assistant,
             Outcome::Refused(r) => matches!(r.reason, Reason::RunFailed | Reason::VerifyFailed),
         };
-        if said && meta.returns_untrusted && !self.policy.trusts(&meta.id) {
+        let trusted = self
+            .policy
+            .file()
+            .is_some_and(|f| f.untrusted.trust.contains(&*meta.id));
+        if said && meta.returns_untrusted && !trusted {
             let title = Arc::clone(&meta.title);
             self.taint(live.decided.caller, &title);
             // The model is told, on a result as on a failure's words.
@@ -71,7 +102,7 @@ impl ExecutorState {
                 Outcome::Refused(refusal) => refusal.untrusted = true,
             }
         }
-        self.settled.push_back(Settled {
+        let settled = Settled {
             call,
             action: meta.id.clone(),
             tool_call_id: Arc::clone(&live.tool_call_id),
@@ -79,16 +110,17 @@ impl ExecutorState {
             outcome,
             edited: live.decided.edited.take(),
             untrusted: live.decided.untrusted.as_deref().map(str::to_owned),
-        });
-        // The outcome as queued (the record reads it where it is).
-        self.trail.record(
-            &live.context(call),
-            AuditEvent::Settled,
-            by,
-            reason,
-            self.settled.back().map(|s| &s.outcome),
-            now,
-        );
+        };
+        self.queue(&live.context(call), settled, by, now);
+    }
+
+    /// Queues a settlement, then writes its terminal record (reading the outcome queued).
+    fn queue(&mut self, trace: &AuditContext, settled: Settled, by: Decider, now: Timestamp) {
+        let reason = settled.outcome.reason();
+        self.settled.push_back(settled);
+        let outcome = self.settled.back().map(|s| &s.outcome);
+        self.trail
+            .record(trace, AuditEvent::Settled, by, reason, outcome, now);
     }
 
     /// Ends a call refused before it became live.
@@ -106,7 +138,6 @@ impl ExecutorState {
                 detail: stop.detail.as_deref(),
             },
         ));
-        let reason = outcome.reason();
         let settled = Settled {
             call: trace.call,
             tool_call_id: Arc::clone(trace.tool_call_id),
@@ -116,16 +147,7 @@ impl ExecutorState {
             edited: trace.edited.clone(),
             untrusted: None,
         };
-        // Queued before its record, as in `settle`.
-        self.settled.push_back(settled.clone());
-        self.trail.record(
-            trace,
-            AuditEvent::Settled,
-            stop.by,
-            reason,
-            Some(&settled.outcome),
-            now,
-        );
+        self.queue(trace, settled.clone(), stop.by, now);
         settled
     }
 
@@ -221,8 +243,11 @@ impl ExecutorState {
         for (call, approval) in due {
             if approval {
                 self.expire_approval(call, now);
-            } else {
-                self.handoff_timed_out(call, now);
+            } else if let Some(LiveState::Handoff(m)) =
+                self.live.get_mut(&call).map(|l| &mut l.state)
+            {
+                let state = m.handle_timeout(now);
+                self.settle_handoff(call, state, now);
             }
         }
     }

@@ -293,11 +293,12 @@ fn summaries_name_modes_levels_controls_and_hooks_as_declared() {
     for (hook, name) in hooks {
         says(Reason::HookReentered { hook }, name);
         let message =
-            countersign::outcome::Refusal::of(Reason::HookReentered { hook }, "a").message;
+            countersign::outcome::Refusal::of(Reason::HookReentered { hook }, "a", None).message;
         assert!(message.contains(&format!("`{name}`")), "{message}");
     }
     let message =
-        countersign::outcome::Refusal::of(Reason::ModeRefused { mode: Mode::Bypass }, "a").message;
+        countersign::outcome::Refusal::of(Reason::ModeRefused { mode: Mode::Bypass }, "a", None)
+            .message;
     assert!(message.contains("`bypass`"), "{message}");
 }
 

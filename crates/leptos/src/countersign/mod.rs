@@ -166,6 +166,7 @@ impl Countersign {
                             hook: countersign::reason::Hook::Run,
                         },
                         &action,
+                        None,
                     )),
                     action: action.into(),
                     edited: None,
@@ -523,6 +524,7 @@ pub(crate) fn lost(call: CallId) -> Settled {
         outcome: countersign::Outcome::Refused(countersign::outcome::Refusal::of(
             countersign::Reason::PageClosed,
             "",
+            None,
         )),
         edited: None,
         untrusted: None,
