@@ -1,7 +1,6 @@
-//! Approve with edits: a person's edit of a waiting call is a new call, linked to the
-//! original and decided again from validate. An edit approves nothing: the original
-//! ends as [`Superseded`](crate::audit::AuditEvent::Superseded), the new call needs its
-//! own ticket, and the model is told which fields the person changed.
+//! Approve with edits: a person's edit of a waiting call becomes a new, linked call,
+//! decided again. An edit approves nothing: the new call needs its own ticket, and the
+//! model is told which fields the person changed.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -1,7 +1,6 @@
 //! Why a decision came out as it did: a typed reason on every allow, ask and refusal.
-//!
 //! The code, the model's sentence, the retry hint and the audit summary all derive from
-//! the reason, so they cannot disagree. A reason never holds text the model wrote.
+//! it, so they cannot disagree; a reason never holds text the model wrote.
 
 use std::borrow::Cow;
 

@@ -1,18 +1,6 @@
 //! The MCP relay's messages between the gateway and the page, declared once for both:
-//! one JSON object per WebSocket text message, named by its `type`.
-//!
-//! ```text
-//! gateway → page  {"type":"paired","code":…,"waiting":[id…],"max_bytes":n}
-//!                 {"type":"call","id":…,"name":…,"arguments":"<JSON text>"}
-//!                 {"type":"cancel","id":…}
-//!                 {"type":"error","message":…}
-//! page → gateway  {"type":"hello","key":…}
-//!                 {"type":"tools","tools":[ToolSpec…]}
-//!                 {"type":"result","id":…,"content":"<JSON text>"}
-//! ```
-//!
-//! Read through `serde_json::Value`, which the page has anyway: a derived, internally
-//! tagged enum would add its own machinery to the page's download.
+//! one JSON object per WebSocket text message, named by its `type`. Read through
+//! `serde_json::Value`: a derived tagged enum would add to the page's download.
 
 use serde_json::{json, Value};
 

@@ -1,7 +1,6 @@
-//! Reading arguments so that each number is exactly what its canonical text says: what
-//! is digested is what runs. A number is read only when its text names exactly one
-//! double as the canonical form writes it: an integer within ±(2^53 − 1), never `-0`,
-//! and no `0.10000000000000001` (it would run as `0.1`).
+//! Reading arguments so that each number is what its canonical text says: what is
+//! digested is what runs. A number is read only as the canonical form writes it: an
+//! integer within ±(2^53 − 1), never `-0`, never `0.10000000000000001` (run as `0.1`).
 
 use serde_json::{Number, Value};
 

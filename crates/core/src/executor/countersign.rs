@@ -1,7 +1,6 @@
-//! perform, for an action whose run takes a countersignature: the work of an approved
-//! call is "mint a token for exactly this approval, then run with it". The mint happens
-//! outside the executor (the host's [`Countersigner`]); without a token the run is never
-//! reached and the call settles as `NOT_COUNTERSIGNED`.
+//! perform, for an action whose run takes a countersignature: the host mints a token for
+//! exactly this approval, then the run gets it. Without a token the run is never reached
+//! (`NOT_COUNTERSIGNED`).
 
 use std::rc::Rc;
 

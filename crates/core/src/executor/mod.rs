@@ -1,12 +1,6 @@
-//! The executor: every call through the fixed pipeline, failing closed.
-//!
-//! ```text
-//! call ─► resolve ─► validate ─► scope ─► availability ─► decide ─► approve ─► perform ─► verify ─► receipt
-//! ```
-//!
-//! Sans-IO: the executor never reads a clock and does no I/O. The host passes `now`
-//! in, asks [`Executor::poll_timeout`] when to call [`Executor::handle_timeout`], and
-//! drives each [`Job`]'s future itself, handing the [`Completion`] back.
+//! The executor: every call through resolve, validate, scope, availability, decide,
+//! approve, perform and verify, failing closed. Sans-IO: the host passes `now` in, asks
+//! [`Executor::poll_timeout`] when to time out, and drives each [`Job`] itself.
 
 mod approve;
 mod card;

@@ -1,7 +1,6 @@
-//! perform and verify: jobs the host drives outside the executor (a job or completion
-//! dropped first settles as `EXECUTION_FAILED`), a finished run checked by its `verify`,
-//! and a handoff's events. Approval means "allowed to try"; only a check of real state
-//! gives a receipt.
+//! perform and verify: jobs the host drives (one dropped first settles as
+//! `EXECUTION_FAILED`), runs checked by their `verify`, and a handoff's events.
+//! Approval means "allowed to try"; only a check of real state gives a receipt.
 
 use serde_json::{json, Value};
 
