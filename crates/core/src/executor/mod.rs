@@ -11,6 +11,7 @@ mod live;
 mod perform;
 mod pipeline;
 mod registration;
+mod registry;
 mod restore;
 mod settle;
 mod state;
@@ -39,8 +40,9 @@ use crate::time::Timestamp;
 pub use card::{HandoffView, Step};
 pub use perform::{Completion, Job};
 pub use registration::Registration;
+pub use registry::{RegisterError, MAX_ACTION_ID_LEN};
 pub use restore::Pending;
-pub use state::{Config, RegisterError, DEFAULT_APPROVAL_TIMEOUT, MAX_ACTION_ID_LEN};
+pub use state::{Config, DEFAULT_APPROVAL_TIMEOUT};
 
 use card::{handoff_view, question_view, Next};
 use live::LiveState;
@@ -130,7 +132,7 @@ impl Executor {
     where
         P: DeserializeOwned + JsonSchema + Clone + 'static,
     {
-        state::check_declaration(&action)?;
+        registry::check_declaration(&action)?;
         let erased = action.into_erased();
         let id = erased.meta().id.to_string();
         // INVARIANT: serde and the schema check choose the same alternative: params whose

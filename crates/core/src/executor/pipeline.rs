@@ -49,7 +49,7 @@ impl ExecutorState {
         let now = self.tick(now);
         let id = self.new_call_id();
         let mut trace = AuditContext::arriving(id, &call, now);
-        trace.unvalidated(&call.arguments, &self.config);
+        self.unvalidated(&mut trace, &call.arguments);
         let stop = Stop::new(Reason::TooManyCalls { cap }, Decider::Host);
         self.refuse_early(&trace, stop, now)
     }
@@ -74,7 +74,7 @@ impl ExecutorState {
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
-                trace.unvalidated(&call.arguments, &self.config);
+                self.unvalidated(&mut trace, &call.arguments);
                 Next::Settled(Box::new(self.refuse_early(&trace, stop, now)))
             }
         }
@@ -286,6 +286,23 @@ impl ExecutorState {
             audit_digest: self.config.audit_key.digest(&value),
             arguments: value,
         })
+    }
+
+    /// A refusal before the arguments validated records the keyed digest of the raw
+    /// text (an oversized text hashed as bytes, never parsed; empty text as the `{}` it
+    /// validates to). Computed only then: the path that runs pays for one digest.
+    pub(crate) fn unvalidated(&self, trace: &mut AuditContext, raw: &str) {
+        if trace.validated {
+            return;
+        }
+        let key = &self.config.audit_key;
+        trace.audit_digest = if raw.len() > self.config.max_argument_bytes {
+            key.digest_bytes(raw.as_bytes())
+        } else if crate::arguments::means_no_arguments(raw) {
+            key.digest(&Value::Object(serde_json::Map::new()))
+        } else {
+            key.digest_raw(raw)
+        };
     }
 
     /// scope: the session's role must hold the action's scope (from the policy file in

@@ -134,7 +134,7 @@ impl ExecutorState {
                 let mut trace = AuditContext::arriving(id, &pending.call, now);
                 // The record names what is brought back: the arguments' keyed digest,
                 // as every later record of the call will (not the placeholder).
-                trace.unvalidated(&pending.call.arguments, &self.config);
+                self.unvalidated(&mut trace, &pending.call.arguments);
                 self.trail.record(
                     &trace,
                     AuditEvent::Restored,
@@ -221,7 +221,7 @@ impl ExecutorState {
             let action = std::rc::Rc::clone(&entry.action);
             trace.resolved(&action, self.level(action.meta()).policy);
         }
-        trace.unvalidated(&pending.call.arguments, &self.config);
+        self.unvalidated(&mut trace, &pending.call.arguments);
         let stop = Stop::new(
             Reason::NotRestored {
                 handoff: pending.handoff,

@@ -116,7 +116,7 @@ pub(crate) struct AuditContext<'a> {
 
 impl<'a> AuditContext<'a> {
     /// A call as it arrives; its digests are set once its arguments validate (or, for a
-    /// refusal before that, from the raw text: see [`AuditContext::unvalidated`]).
+    /// refusal before that, from the raw text: see `ExecutorState::unvalidated`).
     pub(crate) fn arriving(call: CallId, raw: &'a Call, started: Timestamp) -> Self {
         Self {
             call,
@@ -155,23 +155,6 @@ impl<'a> AuditContext<'a> {
             forced: None,
             untrusted: None,
         }
-    }
-
-    /// A refusal before the arguments validated records the keyed digest of the raw
-    /// text (an oversized text hashed as bytes, never parsed; empty text as the `{}` it
-    /// validates to). Computed only then: the path that runs pays for one digest.
-    pub(crate) fn unvalidated(&mut self, raw: &str, config: &super::Config) {
-        if self.validated {
-            return;
-        }
-        let key = &config.audit_key;
-        self.audit_digest = if raw.len() > config.max_argument_bytes {
-            key.digest_bytes(raw.as_bytes())
-        } else if crate::arguments::means_no_arguments(raw) {
-            key.digest(&serde_json::Value::Object(serde_json::Map::new()))
-        } else {
-            key.digest_raw(raw)
-        };
     }
 
     pub(crate) fn resolved(
