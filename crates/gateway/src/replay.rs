@@ -155,10 +155,10 @@ pub fn replay(
         let (Some(kind), Some(confirm)) = (r.kind, r.confirm) else {
             continue;
         };
-        let before = current.resolve(&r.role, &r.action, kind, confirm);
+        let before = current.level(&r.role, &r.action, kind, confirm).0;
         let after = candidate
             .role_for(&r.role)
-            .map(|_| candidate.resolve(&r.role, &r.action, kind, confirm));
+            .map(|_| candidate.level(&r.role, &r.action, kind, confirm).0);
         report.calls.push(Replayed {
             session: key.0,
             call: key.1,

@@ -188,17 +188,6 @@ impl PolicyFile {
         self.roles.get(default).map(|policy| (default, policy))
     }
 
-    /// The policy `role`'s calls of `action` get, given the declaration.
-    pub fn resolve(
-        &self,
-        role: &str,
-        action: &str,
-        kind: Kind,
-        confirm: Confirm,
-    ) -> ApprovalPolicy {
-        self.level(role, action, kind, confirm).0
-    }
-
     /// The presence asked of `role`'s calls of `action`: `Click` unless overridden.
     pub fn presence(&self, role: &str, action: &str) -> crate::countersignature::Presence {
         self.role_for(role)

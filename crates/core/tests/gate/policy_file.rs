@@ -234,7 +234,10 @@ const EXAMPLE: &str = r#"{
 #[test]
 fn the_same_action_gets_a_different_level_per_role() {
     let file = PolicyFile::from_json(EXAMPLE).unwrap();
-    let resolve = |role| file.resolve(role, "save_workspace_name", Kind::Write, Confirm::Ask);
+    let resolve = |role| {
+        file.level(role, "save_workspace_name", Kind::Write, Confirm::Ask)
+            .0
+    };
     assert_eq!(resolve("viewer"), ApprovalPolicy::AskAlways);
     assert_eq!(resolve("admin"), ApprovalPolicy::None);
     assert_eq!(
