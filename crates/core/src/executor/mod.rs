@@ -31,9 +31,9 @@ use crate::call::{Call, CallId};
 use crate::mode::Mode;
 use crate::outcome::Settled;
 use crate::projection::{describe, ToolAnnotations, ToolSpec};
-use crate::ticket::EditError;
 use crate::ticket::{
-    ApprovalRequest, Blocked, Grant, GrantBasis, GrantId, RestoreError, Ticket, TicketError,
+    ApprovalRequest, Blocked, EditError, Grant, GrantBasis, GrantId, RestoreError, Ticket,
+    TicketError,
 };
 use crate::time::Timestamp;
 

@@ -6,20 +6,19 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use crate::action::{ActionMeta, ErasedAction, PreparedCall};
+use crate::action::{ActionMeta, ErasedAction, PreparedCall, Verdict};
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
 use crate::digest::ArgsDigest;
 use crate::edit::EditDiff;
 use crate::outcome::Settled;
-use crate::policy::ApprovalPolicy;
+use crate::policy::{ApprovalPolicy, Decision};
 use crate::reason::{Hook, Reason};
 use crate::time::Timestamp;
 
 use super::card::Next;
 use super::state::{ExecutorState, Stop};
 use super::trail::AuditContext;
-use crate::policy::Decision;
 
 /// Where a call entering the pipeline comes from, besides the model.
 #[derive(Default)]
@@ -36,6 +35,19 @@ pub(crate) struct Origin {
 
 /// How many times one call may be rewritten before it is refused.
 const MAX_REWRITES: u8 = 3;
+
+/// The longest tool call id accepted from the model.
+const MAX_TOOL_CALL_ID_LEN: usize = 256;
+
+/// What the validate stage hands on: the params, the arguments, and their keyed digest.
+pub(crate) struct Validated {
+    /// The call's params bound to the action's hooks.
+    pub(crate) prepared: Rc<dyn PreparedCall>,
+    /// The arguments as parsed.
+    pub(crate) arguments: Value,
+    /// The keyed digest of the canonical arguments, as the audit records it.
+    pub(crate) audit_digest: ArgsDigest,
+}
 
 impl ExecutorState {
     pub(crate) fn submit(&mut self, call: Call, now: Timestamp) -> Next {
@@ -147,7 +159,7 @@ impl ExecutorState {
             // At the level in force, never below `Ask`, and "every time" where the
             // classifier asks for these arguments.
             let policy = match (&facts.verdict, self.level(action.meta()).policy) {
-                (crate::action::Verdict::Ask, _) => ApprovalPolicy::AskAlways,
+                (Verdict::Ask, _) => ApprovalPolicy::AskAlways,
                 (_, ApprovalPolicy::None) => ApprovalPolicy::Ask,
                 (_, policy) => policy,
             };
@@ -227,22 +239,7 @@ impl ExecutorState {
             Decision::Refuse { reason, by, detail } => Err(Stop::refusing(reason, by, detail)),
         }
     }
-}
 
-/// The longest tool call id accepted from the model.
-pub(crate) const MAX_TOOL_CALL_ID_LEN: usize = 256;
-
-/// What the validate stage hands on: the params, the arguments, and their keyed digest.
-pub(crate) struct Validated {
-    /// The call's params bound to the action's hooks.
-    pub(crate) prepared: Rc<dyn PreparedCall>,
-    /// The arguments as parsed.
-    pub(crate) arguments: Value,
-    /// The keyed digest of the canonical arguments, as the audit records it.
-    pub(crate) audit_digest: ArgsDigest,
-}
-
-impl ExecutorState {
     /// resolve: the registered action the call names, and its generation. Nothing is
     /// guessed.
     pub(crate) fn resolve(&self, call: &Call) -> Result<(Rc<dyn ErasedAction>, u64), Stop> {
