@@ -157,3 +157,22 @@ fn inexact(text: &str, double: f64) -> String {
         quote(text, 40)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// serde_json's default reading of a far-exponent number can be a unit or two off;
+    /// the number is the exact double whichever neighbour serde_json read.
+    #[test]
+    fn a_misread_double_is_corrected_from_its_text() {
+        let text = "1.0715660391465826e-75";
+        let exact: f64 = text.parse().unwrap_or_default();
+        for step in [-2_i64, -1, 0, 1, 2] {
+            let near = f64::from_bits(exact.to_bits().wrapping_add_signed(step));
+            let read = Number::from_f64(near).unwrap_or_else(|| Number::from(0));
+            let got = super::exact(text, &read).ok().and_then(|n| n.as_f64());
+            assert_eq!(got.map(f64::to_bits), Some(exact.to_bits()), "{step}");
+        }
+    }
+}

@@ -333,11 +333,12 @@ fn a_job_dropped_during_a_hosts_unwind_settles_once_and_does_not_poison() {
         panic!("the host's own code failed");
     }));
     assert!(dropped.is_err());
-    assert!(!is_poisoned(&w.exec), "the panic was not the executor's");
     assert!(w.runs().is_empty(), "run never called");
+    // Settled by the drop itself, before any later step (the probe below is one).
     let ends = w.terminal(call);
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0].reason, Reason::Interrupted);
+    assert!(!is_poisoned(&w.exec), "the panic was not the executor's");
     // The executor goes on.
     let s = drive(&w.exec, w.call("note", r#"{"name":"b"}"#, 2), 2).unwrap();
     assert_eq!(code(&s), "OK");
@@ -566,7 +567,7 @@ fn a_registration_dropped_by_the_sink_is_applied_next_step_without_poisoning() {
     let denied = w.exec.deny(note.call, None, at(1)).unwrap();
     assert_eq!(code(&denied), "PERMISSION_DENIED");
     assert!(held.borrow().is_none(), "the sink dropped the registration");
-    assert!(!is_poisoned(&w.exec), "nothing went wrong");
+    // The approve is the next step: it applies the drop first, so `save` is gone.
     let r = w.exec.approve(save.countersign(Gesture::AllowOnce), at(2));
     assert!(matches!(r, Err(TicketError::NotPending)), "{r:?}");
     let ends = w.terminal(save.call);
@@ -574,6 +575,7 @@ fn a_registration_dropped_by_the_sink_is_applied_next_step_without_poisoning() {
     assert_eq!(ends[0].reason, Reason::Unregistered);
     assert_eq!(w.terminal(note.call).len(), 1);
     assert!(w.runs().is_empty());
+    assert!(!is_poisoned(&w.exec), "nothing went wrong");
     // The executor goes on, and its hooks are not refused for the sink's drop.
     let again = w.card("note", r#"{"name":"m"}"#, 3);
     assert_eq!(code(&w.allow(&again, Gesture::AllowOnce, 4).unwrap()), "OK");

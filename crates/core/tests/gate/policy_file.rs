@@ -132,10 +132,14 @@ fn a_malformed_file_is_refused_with_its_line_and_then_nothing_runs() {
             .unwrap()
             .to_owned();
         assert!(
-            message.contains("policy file is invalid") && message.contains("line 3"),
+            message.contains("policy file is invalid")
+                && message.contains("line 3")
+                && message.contains("overides"),
             "{message}"
         );
-        assert_eq!(w.terminal(s.call).len(), 1);
+        let ends = w.terminal(s.call);
+        assert_eq!(ends.len(), 1);
+        assert_eq!(ends[0].reason, Reason::PolicyFileBroken { line: 3 });
     }
     assert!(w.exec.projection().is_empty());
     assert!(w.runs().is_empty());
