@@ -58,6 +58,9 @@ impl LlamaServer {
                 "4096",
                 "--verbose",
                 "false",
+                // The same answers on every run.
+                "--seed",
+                "7",
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
