@@ -25,6 +25,8 @@ use grant_list::GrantList;
 use handoff_panel::HandoffPanel;
 use question_panel::QuestionPanel;
 
+pub use css::DOCK_CSS;
+
 /// The opt-in for system notifications: asked only from the person's click.
 #[component]
 fn NotifySetting(cs: StoredValue<crate::Countersign, LocalStorage>) -> impl IntoView {
@@ -151,8 +153,6 @@ pub enum Placement {
     /// again by itself while something waits for them.
     Popup,
 }
-
-pub use css::DOCK_CSS;
 
 /// The dock's colours.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
