@@ -101,8 +101,8 @@ pub(crate) async fn a_phone_shows_the_handoff_s_field_and_its_done_together(
     Ok(())
 }
 
-/// axe-core on the dock with a card, a handoff, the grants list and the chat open, in
-/// English and Chinese: no serious or critical violations.
+/// axe-core on the dock with a card, a handoff, the grants list, the settings and the
+/// chat open, in English and Chinese: no serious or critical violations.
 pub(crate) async fn the_dock_passes_axe_in_english_and_chinese(ui: &Ui<'_>) -> Outcome {
     for (lang, rename, both) in [
         (
@@ -120,6 +120,8 @@ pub(crate) async fn the_dock_passes_axe_in_english_and_chinese(ui: &Ui<'_>) -> O
         ui.say(both).await?;
         ui.wait_for(".cs-card").await?;
         ui.wait_for(".cs-handoff").await?;
+        // The settings open too, so their controls are checked with the rest.
+        ui.open_settings().await?;
         let violations = ui.axe(".cs-dock").await?;
         ensure(
             violations.is_empty(),
