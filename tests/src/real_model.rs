@@ -161,26 +161,19 @@ async fn relay(State(w): State<Witness>, body: Bytes) -> Response {
         .unwrap_or_default()
         .to_lowercase();
     let passed_through = last_user.starts_with("hello");
-    let sent = w
-        .client
-        .post(format!("{}/chat/completions", w.real))
-        .header("content-type", "application/json")
-        .body(body.clone())
-        .send()
-        .await;
-    let mut upstream = match sent {
+    let mut upstream = match send(&w.client, &w.real, body.clone()).await {
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     };
-    let status = upstream.status().as_u16();
+    let mut heard = Heard {
+        status: upstream.status().as_u16(),
+        events: 0,
+        tool_history,
+        passed_through,
+    };
     if passed_through {
-        record(&w, status, 0, tool_history, true);
-        let stream = upstream.bytes_stream();
-        return Response::builder()
-            .status(status)
-            .header("content-type", "text/event-stream")
-            .body(Body::from_stream(stream))
-            .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response());
+        keep(&w, heard);
+        return stream_back(upstream);
     }
     // The real server's first few events say it took the request; the rest is not
     // waited for.
@@ -191,38 +184,40 @@ async fn relay(State(w): State<Witness>, body: Bytes) -> Response {
             _ => break,
         }
     }
-    record(
-        &w,
-        status,
-        text.matches("data: {").count(),
-        tool_history,
-        false,
-    );
+    heard.events = text.matches("data: {").count();
+    keep(&w, heard);
     drop(upstream);
-    match w
-        .client
-        .post(format!("{}/chat/completions", w.scripted))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-    {
-        Ok(r) => Response::builder()
-            .status(r.status().as_u16())
-            .header("content-type", "text/event-stream")
-            .body(Body::from_stream(r.bytes_stream()))
-            .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response()),
+    match send(&w.client, &w.scripted, body).await {
+        Ok(r) => stream_back(r),
         Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     }
 }
 
-fn record(w: &Witness, status: u16, events: usize, tool_history: bool, passed_through: bool) {
-    if let Ok(mut heard) = w.heard.lock() {
-        heard.push(Heard {
-            status,
-            events,
-            tool_history,
-            passed_through,
-        });
+/// Posts a Chat Completions body, byte for byte, to the API at `base`.
+async fn send(
+    client: &reqwest::Client,
+    base: &str,
+    body: Bytes,
+) -> reqwest::Result<reqwest::Response> {
+    client
+        .post(format!("{base}/chat/completions"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+}
+
+/// An upstream's answer passed on as it flows.
+fn stream_back(upstream: reqwest::Response) -> Response {
+    Response::builder()
+        .status(upstream.status().as_u16())
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(upstream.bytes_stream()))
+        .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+}
+
+fn keep(w: &Witness, heard: Heard) {
+    if let Ok(mut all) = w.heard.lock() {
+        all.push(heard);
     }
 }
