@@ -4,10 +4,15 @@
 /// The stylesheet as written.
 const SOURCE: &[u8] = include_bytes!("dock.css");
 
-/// Whether a space beside `byte` says nothing: after any of these, or before any but
-/// `:` (which in `a :checked` is a selector's descendant).
-const fn tight(byte: u8) -> bool {
+/// Whether a space after `byte` says nothing.
+const fn no_space_after(byte: u8) -> bool {
     matches!(byte, b'{' | b'}' | b';' | b',' | b':')
+}
+
+/// Whether a space before `byte` says nothing (never before `:`, which in `a :checked`
+/// is a selector's descendant).
+const fn no_space_before(byte: u8) -> bool {
+    matches!(byte, b'{' | b'}' | b';' | b',')
 }
 
 /// Writes `byte` at the start of `out` (if there is room) and returns the rest.
@@ -65,7 +70,7 @@ const fn shrink(css: &[u8], mut out: &mut [u8]) -> usize {
             space = true;
             continue;
         }
-        if space && !tight(last) && !(tight(*byte) && *byte != b':') {
+        if space && !no_space_after(last) && !no_space_before(*byte) {
             out = push(out, b' ');
             len += 1;
         }
