@@ -751,19 +751,22 @@ fn size_check(tutorial: &Path) -> Result<Sizes> {
     let c = weigh("counter", &counter)?;
     let t = weigh("tutorial", tutorial)?;
     let kb = |bytes: u64| bytes as f64 / 1024.0;
-    println!("\n| build | before interactive: wasm + JS | gzip -9 | lazy parts, gzip -9 |\n| --- | --- | --- | --- |");
+    println!("\n| build | before interactive: wasm + JS | gzip -9 | dock ready, gzip -9 | in all, gzip -9 |\n| --- | --- | --- | --- | --- |");
     for (name, w) in [("counter", &c), ("tutorial", &t)] {
         println!(
-            "| {name} | {:.1} KB | {:.1} KB | {:.1} KB |",
+            "| {name} | {:.1} KB | {:.1} KB | {:.1} KB | {:.1} KB |",
             kb(w.initial_raw),
             kb(w.initial_gz),
-            kb(w.lazy_gz)
+            kb(w.initial_gz + w.dock_gz),
+            kb(w.initial_gz + w.lazy_gz)
         );
     }
     let ratio = t.initial_gz as f64 / c.initial_gz.max(1) as f64;
+    let ready = t.initial_gz + t.dock_gz;
     let total = t.initial_gz + t.lazy_gz;
     println!(
-        "\ntutorial / counter, before interactive: {ratio:.2}x gzip; the tutorial's total with its lazy parts: {:.1} KB gzip ({:.2}x)",
+        "\ntutorial / counter, before interactive: {ratio:.2}x gzip; dock ready (the page, the dock's part and the chunks it needs): {:.1} KB gzip; in all, with every lazy part: {:.1} KB gzip ({:.2}x)",
+        kb(ready),
         kb(total),
         total as f64 / c.initial_gz.max(1) as f64
     );
@@ -778,22 +781,29 @@ fn size_check(tutorial: &Path) -> Result<Sizes> {
             })
             .ok_or_else(|| format!("{SIZE_BUDGET}: no number for `{key}`"))
     };
-    let (max_kb, max_ratio, max_total) = (
+    let (max_kb, max_ratio, max_ready, max_total) = (
         budget("initial_gzip_kb")?,
         budget("initial_ratio_gzip")?,
+        budget("dock_ready_gzip_kb")?,
         budget("total_gzip_kb")?,
     );
-    println!("budget: {max_kb:.1} KB gzip and {max_ratio:.2}x the counter before interactive, {max_total:.1} KB in all ({SIZE_BUDGET})");
-    if kb(t.initial_gz) > max_kb || ratio > max_ratio || kb(total) > max_total {
+    println!("budget: {max_kb:.1} KB gzip and {max_ratio:.2}x the counter before interactive, {max_ready:.1} KB dock ready, {max_total:.1} KB in all ({SIZE_BUDGET})");
+    if kb(t.initial_gz) > max_kb
+        || ratio > max_ratio
+        || kb(ready) > max_ready
+        || kb(total) > max_total
+    {
         return Err(format!(
-            "the tutorial's bundle is over its budget: {:.1} KB gzip before interactive ({ratio:.2}x the counter), {:.1} KB in all, against {max_kb:.1} KB ({max_ratio:.2}x) and {max_total:.1} KB in {SIZE_BUDGET}. Make it smaller, or raise the budget in the same change and say why",
+            "the tutorial's bundle is over its budget: {:.1} KB gzip before interactive ({ratio:.2}x the counter), {:.1} KB dock ready, {:.1} KB in all, against {max_kb:.1} KB ({max_ratio:.2}x), {max_ready:.1} KB and {max_total:.1} KB in {SIZE_BUDGET}. Make it smaller, or raise the budget in the same change and say why",
             kb(t.initial_gz),
+            kb(ready),
             kb(total)
         ));
     }
     Ok(Sizes {
         counter_gz: c.initial_gz,
         tutorial_gz: t.initial_gz,
+        tutorial_dock_gz: t.dock_gz,
         tutorial_lazy_gz: t.lazy_gz,
     })
 }
@@ -803,6 +813,8 @@ struct Sizes {
     counter_gz: u64,
     /// What loads before the tutorial is interactive.
     tutorial_gz: u64,
+    /// Of the lazy parts, what the dock waits for.
+    tutorial_dock_gz: u64,
     /// The tutorial's lazy parts, fetched after.
     tutorial_lazy_gz: u64,
 }
@@ -814,7 +826,12 @@ struct Weight {
     initial_gz: u64,
     /// The lazy parts ([`is_lazy_part`], fetched when first called), gzip -9.
     lazy_gz: u64,
+    /// Of those, what the dock waits for: [`DOCK_PART`] and the chunks it needs.
+    dock_gz: u64,
 }
+
+/// The split point whose part holds the dock (the tutorial's `#[wasm_split]`).
+const DOCK_PART: &str = "countersign_layer";
 
 /// The wasm and JS of a trunk build, the lazy parts apart.
 fn weigh(name: &str, dist: &Path) -> std::result::Result<Weight, String> {
@@ -822,7 +839,9 @@ fn weigh(name: &str, dist: &Path) -> std::result::Result<Weight, String> {
         initial_raw: 0,
         initial_gz: 0,
         lazy_gz: 0,
+        dock_gz: 0,
     };
+    let dock_files = dock_files(dist)?;
     let entries = std::fs::read_dir(dist).map_err(|e| format!("{}: {e}", dist.display()))?;
     for entry in entries.flatten() {
         let path = entry.path();
@@ -841,18 +860,99 @@ fn weigh(name: &str, dist: &Path) -> std::result::Result<Weight, String> {
         let lazy = is_lazy_part(file);
         if lazy {
             w.lazy_gz += gz;
+            if dock_files.iter().any(|f| f == file) {
+                w.dock_gz += gz;
+            }
         } else {
             w.initial_raw += len;
             w.initial_gz += gz;
         }
-        let when = if lazy { "lazy" } else { "before interactive" };
+        let when = match (lazy, dock_files.iter().any(|f| f == file)) {
+            (false, _) => "before interactive",
+            (true, true) => "lazy, the dock waits for it",
+            (true, false) => "lazy, after the dock",
+        };
         println!("    {name}: {file} {len} bytes, {gz} gzip ({when})");
     }
     Ok(w)
 }
 
+/// The lazy files the dock waits for in a split build in `dist`: [`DOCK_PART`]'s part,
+/// and each chunk the split's loader (`*.split.js`) fetches with it (a chunk follows a
+/// comment naming the parts that load it: `/* countersign_layer, other */`).
+fn dock_files(dist: &Path) -> std::result::Result<Vec<String>, String> {
+    let entries = std::fs::read_dir(dist).map_err(|e| format!("{}: {e}", dist.display()))?;
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if file.ends_with(&format!(".split_{DOCK_PART}.wasm")) {
+            files.push(file);
+        } else if file.ends_with(".split.js") {
+            let loader = std::fs::read_to_string(entry.path())
+                .map_err(|e| format!("{file}: {e}"))?;
+            files.extend(chunks_of(&loader, DOCK_PART));
+        }
+    }
+    Ok(files)
+}
+
+/// The chunk files `loader` fetches when it loads `part`.
+fn chunks_of(loader: &str, part: &str) -> Vec<String> {
+    let mut chunks = Vec::new();
+    let mut parts: Vec<&str> = Vec::new();
+    for line in loader.lines() {
+        let line = line.trim();
+        if let Some(names) = line.strip_prefix("/*").and_then(|l| l.strip_suffix("*/")) {
+            parts = names.split(',').map(str::trim).collect();
+        } else if let Some((before, after)) = line.split_once(".chunk_") {
+            let name = before.rsplit("./").next().unwrap_or(before);
+            let rest = after.split('"').next().unwrap_or(after);
+            if parts.contains(&part) {
+                chunks.push(format!("{name}.chunk_{rest}"));
+            }
+            parts.clear();
+        }
+    }
+    chunks
+}
+
 /// Whether `file` in a built page is a lazy part: `countersign-split` names them
-/// `{app}.split_{name}.wasm`, and its loader fetches them when first called.
+/// `{app}.split_{name}.wasm`, and the code two parts share `{app}.chunk_{n}.wasm`; its
+/// loader fetches them when first called.
 fn is_lazy_part(file: &str) -> bool {
-    file.contains(".split_") && file.ends_with(".wasm")
+    (file.contains(".split_") || file.contains(".chunk_")) && file.ends_with(".wasm")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks_of;
+
+    /// The shape `wasm_split_cli_support` writes: a comment naming the parts that load a
+    /// chunk, then the chunk's loader, fetching it (named as `countersign-split` renames it).
+    const LOADER: &str = r#"
+/* countersign_agents, countersign_layer */
+const __chunk_3 = makeLoad(() => {
+    const src = fetch(new URL("./app-1f.chunk_3.wasm", import.meta.url), { integrity: "sha384-x" });
+    src.catch(() => {});
+    return async (imports) => (WebAssembly.instantiateStreaming(src, imports));
+}
+, []);
+/* countersign_agents, later */
+const __chunk_4 = makeLoad(() => {
+    const src = fetch(new URL("./app-1f.chunk_4.wasm", import.meta.url), { integrity: "sha384-y" });
+}, []);
+export const __wasm_split_load_countersign_layer = wrapAsyncCb(makeLoad(() => {
+    const src = fetch(new URL("./app-1f.split_countersign_layer.wasm", import.meta.url), { integrity: "sha384-z" });
+}, [__chunk_3]));
+"#;
+
+    #[test]
+    fn the_dock_waits_for_the_chunks_its_part_loads_and_no_other() {
+        assert_eq!(chunks_of(LOADER, "countersign_layer"), ["app-1f.chunk_3.wasm"]);
+        assert_eq!(
+            chunks_of(LOADER, "countersign_agents"),
+            ["app-1f.chunk_3.wasm", "app-1f.chunk_4.wasm"]
+        );
+        assert!(chunks_of(LOADER, "nothing").is_empty());
+    }
 }
