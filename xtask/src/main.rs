@@ -888,8 +888,8 @@ fn dock_files(dist: &Path) -> std::result::Result<Vec<String>, String> {
         if file.ends_with(&format!(".split_{DOCK_PART}.wasm")) {
             files.push(file);
         } else if file.ends_with(".split.js") {
-            let loader = std::fs::read_to_string(entry.path())
-                .map_err(|e| format!("{file}: {e}"))?;
+            let loader =
+                std::fs::read_to_string(entry.path()).map_err(|e| format!("{file}: {e}"))?;
             files.extend(chunks_of(&loader, DOCK_PART));
         }
     }
@@ -948,7 +948,10 @@ export const __wasm_split_load_countersign_layer = wrapAsyncCb(makeLoad(() => {
 
     #[test]
     fn the_dock_waits_for_the_chunks_its_part_loads_and_no_other() {
-        assert_eq!(chunks_of(LOADER, "countersign_layer"), ["app-1f.chunk_3.wasm"]);
+        assert_eq!(
+            chunks_of(LOADER, "countersign_layer"),
+            ["app-1f.chunk_3.wasm"]
+        );
         assert_eq!(
             chunks_of(LOADER, "countersign_agents"),
             ["app-1f.chunk_3.wasm", "app-1f.chunk_4.wasm"]

@@ -238,6 +238,16 @@ where
         self
     }
 
+    /// Approved only in the gateway's approval window (on its own origin, with the
+    /// approver's passkey, the card drawn from the server's declarations); the token
+    /// then says `presence: "window"` and names the approver. The gateway refuses to
+    /// mint any other token for it. Registering it without
+    /// [`Action::run_countersigned`] is an error.
+    pub fn needs_window(mut self) -> Self {
+        self.meta.presence = crate::countersignature::Presence::Window;
+        self
+    }
+
     /// Only these callers may call the action; for others it is unlisted and
     /// `UNKNOWN_ACTION`. `.only_for([Caller::Assistant])` keeps it from WebMCP and MCP agents.
     pub fn only_for(mut self, callers: impl IntoIterator<Item = crate::call::Caller>) -> Self {

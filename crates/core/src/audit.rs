@@ -135,6 +135,10 @@ pub struct AuditRecord {
     /// The id (`jti`) of the countersignature minted, on `countersigned` records only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub countersignature: Option<String>,
+    /// Who approved: the person whose passkey confirmed the call in the gateway's
+    /// approval window. Only the gateway writes it; a page's record with one is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<String>,
     /// The W3C `traceparent` the call came with ([`crate::call::Call::trace`]), if traced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,

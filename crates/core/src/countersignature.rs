@@ -77,6 +77,10 @@ pub enum Presence {
     Click,
     /// Also a user-verified WebAuthn assertion with the person's passkey, checked by the gateway.
     Passkey,
+    /// Approved in the gateway's approval window, on an origin the page cannot script:
+    /// the window draws the card from the server's own declarations, and the person
+    /// confirms with a passkey registered for the window. The page cannot mint it.
+    Window,
 }
 
 /// What the host asks to be signed for one approved call. The signer adds the issuer,

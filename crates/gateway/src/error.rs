@@ -67,11 +67,17 @@ pub enum ErrorCode {
     RelayGone,
     /// Too many pages are connected, or the page has too many calls waiting (503).
     RelayBusy,
+    /// The action is approved only in the approval window; the page cannot mint for it (403).
+    WindowRequired,
+    /// No such approval request in the window (unknown, or gone after its deadline) (404).
+    WindowGone,
+    /// The approval request was decided already, or has expired (409).
+    WindowDecided,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 27] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::NotConfigured,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidRequest,
@@ -99,6 +105,9 @@ impl ErrorCode {
         ErrorCode::PasskeyUnavailable,
         ErrorCode::RelayGone,
         ErrorCode::RelayBusy,
+        ErrorCode::WindowRequired,
+        ErrorCode::WindowGone,
+        ErrorCode::WindowDecided,
     ];
 
     /// The code as clients see it.
@@ -131,6 +140,9 @@ impl ErrorCode {
             ErrorCode::PasskeyUnavailable => "passkey_unavailable",
             ErrorCode::RelayGone => "relay_gone",
             ErrorCode::RelayBusy => "relay_busy",
+            ErrorCode::WindowRequired => "window_required",
+            ErrorCode::WindowGone => "window_gone",
+            ErrorCode::WindowDecided => "window_decided",
         }
     }
 
@@ -161,7 +173,9 @@ impl ErrorCode {
             }
             ErrorCode::PasskeyRejected => StatusCode::FORBIDDEN,
             ErrorCode::PasskeyUnavailable | ErrorCode::RelayBusy => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::RelayGone => StatusCode::NOT_FOUND,
+            ErrorCode::RelayGone | ErrorCode::WindowGone => StatusCode::NOT_FOUND,
+            ErrorCode::WindowRequired => StatusCode::FORBIDDEN,
+            ErrorCode::WindowDecided => StatusCode::CONFLICT,
         }
     }
 }

@@ -23,8 +23,12 @@
 //! | `GET /v1/relay` | the page's WebSocket for MCP (`--mcp-token-file` only): its pairing code, tools, calls, cancels and results |
 //! | `POST/GET/DELETE /mcp` | MCP (Streamable HTTP) for clients with the MCP token, paired with one page by `Countersign-Page` |
 //! | `POST /v1/demo/{action}` | the tutorial's backend (`--demo-backend` only): needs a valid countersignature |
+//! | `POST /v1/window/requests`, `GET/DELETE /v1/window/requests/{id}` | the approval window ([`window`], when the server declares one): open a call there, wait for its decision, withdraw it |
 //! | anything else under `/v1` | 404 `unknown_route` |
 //! | other paths | the built page (`--dist`), if configured |
+//!
+//! With an approval window, a request for the window's host goes to the window's own
+//! routes (its page and API) and nothing else; every other request to the routes above.
 //!
 //! Layers, outermost first: request tracing → `Host` allow-list (every route; 421
 //! otherwise, against DNS rebinding) → body size cap (answered as 413 JSON by the
@@ -45,6 +49,7 @@ pub mod relay;
 pub mod replay;
 mod routes;
 pub mod telemetry;
+pub mod window;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +107,8 @@ pub struct AppState {
     pub relay: Arc<relay::Relay>,
     /// Traces over OTLP, when an endpoint is configured.
     pub traces: Option<telemetry::Traces>,
+    /// The approval window, when the server declares its actions.
+    pub window: Option<Arc<window::ApprovalWindow>>,
 }
 
 /// What the tutorial's backend has done (it keeps no more than this).
@@ -139,6 +146,7 @@ impl AppState {
             // Replaced below, by the relay whose codes derive from the seed.
             relay: Arc::new(relay::Relay::new()),
             traces: None,
+            window: None,
         };
         Ok(state.with_signing_seed(&seed))
     }
@@ -146,6 +154,13 @@ impl AppState {
     /// Turns passkey presence on, with these passkeys.
     pub fn with_passkeys(mut self, passkeys: impl Into<Arc<passkeys::Passkeys>>) -> Self {
         self.passkeys = Some(passkeys.into());
+        self
+    }
+
+    /// Serves the approval window `window` at its own origin (add that origin's host
+    /// nowhere else: the window's requests never reach the page's routes).
+    pub fn with_window(mut self, window: impl Into<Arc<window::ApprovalWindow>>) -> Self {
+        self.window = Some(window.into());
         self
     }
 
@@ -214,6 +229,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/log/inclusion", get(routes::log::inclusion))
         .route("/v1/policy", get(policy::policy))
         .route("/v1/relay", get(routes::relay::connect))
+        .route("/v1/window/requests", post(routes::window::open))
+        .route(
+            "/v1/window/requests/{id}",
+            get(routes::window::outcome).delete(routes::window::withdraw),
+        )
         .merge(model);
     if config.demo_backend {
         api = api.route("/v1/demo/{action}", post(demo::perform));
@@ -235,7 +255,7 @@ pub fn app(state: AppState) -> Router {
         }
         None => router.fallback(unknown_route),
     };
-    router
+    let router = router
         .layer(TimeoutLayer::with_status_code(
             StatusCode::GATEWAY_TIMEOUT,
             config.upstream_timeout + Duration::from_secs(5),
@@ -247,8 +267,44 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             guard::host_guard,
         ))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .layer(TraceLayer::new_for_http());
+    let router = match state.window.clone() {
+        Some(window) => {
+            let surface = routes::window::routes(state.clone())
+                .layer(DefaultBodyLimit::max(config.max_body_bytes))
+                .layer(TraceLayer::new_for_http());
+            router.layer(axum::middleware::from_fn_with_state(
+                (window, surface),
+                by_host,
+            ))
+        }
+        None => router,
+    };
+    router.with_state(state)
+}
+
+/// Sends a request for the approval window's host to the window's routes, any other on.
+async fn by_host(
+    axum::extract::State((window, surface)): axum::extract::State<(
+        Arc<window::ApprovalWindow>,
+        Router,
+    )>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let host = request
+        .headers()
+        .get(axum::http::header::HOST)
+        .and_then(|v| v.to_str().ok());
+    if host.is_some_and(|h| window.is_window_host(h)) {
+        use tower::ServiceExt as _;
+        match surface.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    } else {
+        next.run(request).await
+    }
 }
 
 /// `/mcp`: the MCP endpoint, behind its own guard (no browser requests, the MCP token),

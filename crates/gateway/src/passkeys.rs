@@ -307,6 +307,59 @@ impl Passkeys {
         binding: [u8; 32],
     ) -> Result<(String, Value), PasskeyError> {
         let keys = lock(&self.users).get(user).cloned().unwrap_or_default();
+        self.start_with(user, keys, binding)
+    }
+
+    /// Starts an approval's assertion that any user whose name begins with `prefix` (which
+    /// ends with `/`) may give: the approval window's people of one role, named
+    /// `role/person`. Bound to `binding` as [`Passkeys::start_approval`] is.
+    pub fn start_approval_among(
+        &self,
+        prefix: &str,
+        binding: [u8; 32],
+    ) -> Result<(String, Value), PasskeyError> {
+        let keys: Vec<Passkey> = lock(&self.users)
+            .iter()
+            .filter(|(user, _)| user.starts_with(prefix))
+            .flat_map(|(_, keys)| keys.iter().cloned())
+            .collect();
+        self.start_with(prefix, keys, binding)
+    }
+
+    /// The users whose names begin with `prefix`, each with their passkeys' ids
+    /// (base64url), sorted.
+    pub fn list(&self, prefix: &str) -> Vec<(String, Vec<String>)> {
+        let mut users: Vec<(String, Vec<String>)> = lock(&self.users)
+            .iter()
+            .filter(|(user, _)| user.starts_with(prefix))
+            .map(|(user, keys)| {
+                let ids = keys
+                    .iter()
+                    .map(|k| URL_SAFE_NO_PAD.encode(k.cred_id().as_ref()))
+                    .collect();
+                (user.clone(), ids)
+            })
+            .collect();
+        users.sort();
+        users
+    }
+
+    /// Removes `user` and their passkeys; whether they had any. Their ceremonies in
+    /// flight fail when finished.
+    pub fn revoke(&self, user: &str) -> Result<bool, PasskeyError> {
+        let had = lock(&self.users).remove(user).is_some();
+        if had {
+            self.save()?;
+        }
+        Ok(had)
+    }
+
+    fn start_with(
+        &self,
+        user: &str,
+        keys: Vec<Passkey>,
+        binding: [u8; 32],
+    ) -> Result<(String, Value), PasskeyError> {
         if keys.is_empty() {
             return Err(PasskeyError::NoPasskey);
         }
@@ -365,6 +418,33 @@ impl Passkeys {
         ceremony: &str,
         credential: &Value,
     ) -> Result<Verified, PasskeyError> {
+        self.finish_among(user, binding, ceremony, credential)
+            .map(|(_, verified)| verified)
+    }
+
+    /// Checks an assertion started by [`Passkeys::start_approval_among`]: as
+    /// [`Passkeys::finish_approval`] does, and says whose passkey it was (a user named
+    /// with `prefix`).
+    pub fn finish_approval_among(
+        &self,
+        prefix: &str,
+        binding: [u8; 32],
+        ceremony: &str,
+        credential: &Value,
+    ) -> Result<(String, Verified), PasskeyError> {
+        self.finish_among(prefix, binding, ceremony, credential)
+    }
+
+    /// Finishes a ceremony started for `who` (a user, or a prefix of users): the user
+    /// whose passkey verified, and the credential.
+    fn finish_among(
+        &self,
+        who: &str,
+        binding: [u8; 32],
+        ceremony: &str,
+        credential: &Value,
+    ) -> Result<(String, Verified), PasskeyError> {
+        let user = who;
         let started = lock(&self.approvals)
             .remove(ceremony)
             .filter(|c| c.started.elapsed() < CEREMONY)
@@ -381,16 +461,33 @@ impl Passkeys {
         if !result.user_verified() {
             return Err(PasskeyError::NotVerified);
         }
-        let changed = lock(&self.users).get_mut(user).is_some_and(|keys| {
-            keys.iter_mut()
-                .any(|k| k.update_credential(&result).unwrap_or(false))
-        });
+        // Whose it is: the user (of those the ceremony was for) holding the credential.
+        let (owner, changed) = {
+            let mut users = lock(&self.users);
+            let owner = users.iter_mut().find(|(name, keys)| {
+                let ours = name.as_str() == user || (user.ends_with('/') && name.starts_with(user));
+                ours && keys.iter().any(|k| k.cred_id() == result.cred_id())
+            });
+            match owner {
+                Some((name, keys)) => {
+                    let changed = keys
+                        .iter_mut()
+                        .any(|k| k.update_credential(&result).unwrap_or(false));
+                    (name.clone(), changed)
+                }
+                // Revoked while the ceremony ran.
+                None => return Err(PasskeyError::NoPasskey),
+            }
+        };
         if changed {
             self.save()?;
         }
-        Ok(Verified {
-            credential: URL_SAFE_NO_PAD.encode(result.cred_id().as_ref()),
-        })
+        Ok((
+            owner,
+            Verified {
+                credential: URL_SAFE_NO_PAD.encode(result.cred_id().as_ref()),
+            },
+        ))
     }
 
     /// Writes the passkeys file: a temp file (0600), synced, renamed over the old one.

@@ -65,7 +65,9 @@ impl Countersigner for GatewayCountersigner {
         let endpoint = self.endpoint.clone();
         Box::pin(async move {
             let body = match request.presence {
-                countersign::countersignature::Presence::Click => {
+                // The gateway answers a window action with why it mints none here.
+                countersign::countersignature::Presence::Click
+                | countersign::countersignature::Presence::Window => {
                     serde_json::to_string(&request).map_err(|e| e.to_string())?
                 }
                 countersign::countersignature::Presence::Passkey => {

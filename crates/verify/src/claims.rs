@@ -33,6 +33,9 @@ pub enum Presence {
     /// A user-verified WebAuthn assertion over this call's binding, checked by the
     /// gateway against the person's registered passkey.
     Passkey,
+    /// Approved in the gateway's approval window, on its own origin: the card drawn from
+    /// the server's declarations, confirmed with the approver's passkey; `sub` names them.
+    Window,
 }
 
 /// Who asked for the call (RFC 8693 `act`): the party acting, with the person's consent.

@@ -38,6 +38,7 @@ pub struct Expected<'a> {
     action: &'a str,
     args_sha256: String,
     passkey: bool,
+    window: bool,
     role: Option<&'a str>,
 }
 
@@ -49,6 +50,7 @@ impl<'a> Expected<'a> {
             action,
             args_sha256: ArgsDigest::of_value(arguments).to_hex(),
             passkey: false,
+            window: false,
             role: None,
         }
     }
@@ -60,9 +62,17 @@ impl<'a> Expected<'a> {
         self
     }
 
-    /// Also require `presence: "passkey"`.
+    /// Also require a passkey: `presence: "passkey"`, or the approval window's (which
+    /// is a passkey too).
     pub fn with_passkey(mut self) -> Self {
         self.passkey = true;
+        self
+    }
+
+    /// Also require `presence: "window"`: the person approved in the gateway's approval
+    /// window, on a card drawn from the server's declarations, with their passkey.
+    pub fn with_window(mut self) -> Self {
+        self.window = true;
         self
     }
 }
@@ -116,7 +126,9 @@ pub enum VerifyError {
     #[error("the token is for other arguments")]
     WrongArguments,
     /// Without the passkey presence this call needs.
-    #[error("the token does not carry passkey presence")]
+    #[error(
+        "the token does not carry the presence this call needs (a passkey, or the approval window)"
+    )]
     Presence,
     /// For another role than the one the backend expects.
     #[error("the token was approved for another role")]
@@ -460,10 +472,13 @@ impl<S: SpentTokens> Verifier<S> {
         if detail.args_sha256 != expected.args_sha256 {
             return Err(VerifyError::WrongArguments);
         }
-        let passkey = detail.presence == Presence::Passkey
+        let passkey = matches!(detail.presence, Presence::Passkey | Presence::Window)
             && detail.passkey.is_some()
             && claims.sub.is_some();
-        if expected.passkey && !passkey {
+        if (expected.passkey || expected.window) && !passkey {
+            return Err(VerifyError::Presence);
+        }
+        if expected.window && detail.presence != Presence::Window {
             return Err(VerifyError::Presence);
         }
         if expected.role.is_some_and(|role| role != detail.role) {

@@ -756,3 +756,46 @@ async fn entries_of_other_types_are_passed_over() {
         Err(VerifyError::Malformed(_))
     ));
 }
+
+#[tokio::test]
+async fn a_window_token_is_the_only_one_a_window_action_takes() {
+    let v = verifier();
+    // A click and a page's passkey are refused where the window is asked.
+    let mut c = claims();
+    assert_eq!(
+        v.verify(&signer().sign(&c).unwrap(), &archive().with_window(), NOW)
+            .await,
+        Err(VerifyError::Presence)
+    );
+    detail(&mut c).presence = Presence::Passkey;
+    detail(&mut c).passkey = Some("Y3JlZGVudGlhbA".into());
+    c.sub = Some("admin".into());
+    c.jti = "21".repeat(16);
+    assert_eq!(
+        v.verify(&signer().sign(&c).unwrap(), &archive().with_window(), NOW)
+            .await,
+        Err(VerifyError::Presence)
+    );
+    // A window token without its approver or credential is refused too.
+    detail(&mut c).presence = Presence::Window;
+    c.sub = None;
+    c.jti = "22".repeat(16);
+    assert_eq!(
+        v.verify(&signer().sign(&c).unwrap(), &archive().with_window(), NOW)
+            .await,
+        Err(VerifyError::Presence)
+    );
+    // The window's own: its approver is `sub`; it also counts as a passkey.
+    c.sub = Some("alice".into());
+    c.jti = "23".repeat(16);
+    let got = v
+        .verify(&signer().sign(&c).unwrap(), &archive().with_window(), NOW)
+        .await
+        .unwrap();
+    assert_eq!(got.sub.as_deref(), Some("alice"));
+    c.jti = "24".repeat(16);
+    assert!(v
+        .verify(&signer().sign(&c).unwrap(), &archive().with_passkey(), NOW)
+        .await
+        .is_ok());
+}

@@ -102,14 +102,14 @@ impl ExecutorState {
             && !decided.caller.is_assistant()
             && meta.countersigned
         {
-            crate::countersignature::Presence::Passkey
+            presence.max(crate::countersignature::Presence::Passkey)
         } else {
             presence
         };
         if !meta.countersigned {
-            if presence == crate::countersignature::Presence::Passkey {
+            if presence != crate::countersignature::Presence::Click {
                 return Err(Stop::new(Reason::NotCountersigned, Decider::Policy).with(
-                    "the policy file asks a passkey for this action, but its run takes no countersignature",
+                    "the policy file asks a passkey or the approval window for this action, but its run takes no countersignature",
                 ));
             }
             return match self.hook(Hook::Run, || decided.prepared.run())? {

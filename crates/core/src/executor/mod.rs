@@ -561,6 +561,11 @@ impl Executor {
         self.meta_of(action, |meta| meta.declaration.clone())
     }
 
+    /// The presence a registered action declares (a policy file may raise it).
+    pub fn presence_of(&self, action: &str) -> Option<crate::countersignature::Presence> {
+        self.meta_of(action, |meta| meta.presence)
+    }
+
     /// A registered action's params schema (what its edit form is built from).
     pub fn params_schema(&self, action: &str) -> Option<Value> {
         self.meta_of(action, |meta| meta.schema.clone())

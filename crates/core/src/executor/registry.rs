@@ -23,7 +23,9 @@ pub enum RegisterError {
     NothingToDo(String),
     /// The action needs a passkey but its run takes no countersignature (use
     /// `run_countersigned`): nothing would ever check the passkey.
-    #[error("action `{0}` needs a passkey but its run takes no countersignature")]
+    #[error(
+        "action `{0}` needs a passkey or the approval window but its run takes no countersignature"
+    )]
     PasskeyWithoutCountersignature(String),
     /// The action has both: a handoff is the person's step, so the executor never runs one.
     #[error("action `{0}` has both a run and a handoff; a handoff action is done by the person")]
@@ -78,7 +80,7 @@ pub(crate) fn check_declaration<P>(action: &Action<P>) -> Result<(), RegisterErr
         }
         return Ok(());
     }
-    if meta.presence == crate::countersignature::Presence::Passkey && action.run_signed.is_none() {
+    if meta.presence != crate::countersignature::Presence::Click && action.run_signed.is_none() {
         return Err(RegisterError::PasskeyWithoutCountersignature(id.clone()));
     }
     let runs = action.run.is_some() || action.run_signed.is_some();

@@ -83,6 +83,7 @@ impl Trail {
             args_digest: trace.audit_digest.to_hex(),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             countersignature: None,
+            approver: None,
             trace: trace.trace.map(str::to_owned),
         });
         seq

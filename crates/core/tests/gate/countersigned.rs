@@ -372,6 +372,65 @@ fn a_policy_file_can_ask_a_passkey_and_never_lowers_one() {
 }
 
 #[test]
+fn a_window_action_asks_for_the_window_and_nothing_lowers_it() {
+    use countersign::countersignature::Presence;
+    let mut config = countersign::Config::new(
+        "s",
+        countersign::Session::new("admin", ["workspace.write"]),
+        [7; 32],
+    );
+    // Agents' calls need a passkey here: that raises to a passkey, never lowers the window.
+    config.agents_need_passkey = true;
+    let mut w = World::with_config(config);
+    let signer = Signer {
+        asked: Rc::default(),
+        answer: Ok("tok"),
+    };
+    w.exec.set_countersigner(Rc::new(signer.clone())).unwrap();
+    w.add(signed(&w, "reset", Kind::Danger).needs_window());
+    w.add(signed(&w, "archive", Kind::Danger));
+    assert_eq!(w.exec.presence_of("reset"), Some(Presence::Window));
+    w.exec
+        .load_policy(
+            r#"{"roles": {"admin": {"scopes": ["workspace.write"], "overrides": {
+                "reset": {"presence": "click"},
+                "archive": {"presence": "window"}
+            }}}}"#,
+        )
+        .unwrap();
+    let card = w.card("reset", r#"{"name":"x"}"#, 0);
+    w.allow(&card, Gesture::AllowOnce, 5).unwrap();
+    let step = w
+        .exec
+        .submit(
+            countersign::Call::new("tc", "reset", r#"{"name":"y"}"#)
+                .by(countersign::Caller::WebMcp),
+            at(10),
+        )
+        .unwrap();
+    let Step::Approval(card) = step else {
+        panic!("asked");
+    };
+    w.allow(&card, Gesture::AllowOnce, 15).unwrap();
+    let card = w.card("archive", r#"{"name":"x"}"#, 20);
+    w.allow(&card, Gesture::AllowOnce, 25).unwrap();
+    let asked: Vec<Presence> = signer.asked.borrow().iter().map(|r| r.presence).collect();
+    assert_eq!(
+        asked,
+        [Presence::Window; 3],
+        "declared, an agent's, raised by the file"
+    );
+    // A window nothing would check is refused at registration.
+    let plain = w
+        .action("plain", Kind::Danger, countersign::Confirm::Ask)
+        .needs_window();
+    assert!(matches!(
+        w.exec.register(plain),
+        Err(countersign::executor::RegisterError::PasskeyWithoutCountersignature(_))
+    ));
+}
+
+#[test]
 fn where_the_page_says_so_an_agents_countersigned_call_needs_the_passkey() {
     use countersign::{countersignature::Presence, Caller};
     for (on, caller, want) in [

@@ -79,11 +79,13 @@ async fn append(
     // Only the gateway writes `countersigned` records (when it mints): a page's batch
     // holding one is refused whole, so the trail cannot claim a mint that never was.
     if let Some((i, _)) = records.iter().enumerate().find(|(_, r)| {
-        r.event == countersign::audit::AuditEvent::Countersigned || r.countersignature.is_some()
+        r.event == countersign::audit::AuditEvent::Countersigned
+            || r.countersignature.is_some()
+            || r.approver.is_some()
     }) {
         return Err(ApiError::new(
             ErrorCode::InvalidAuditRecord,
-            format!("record {i} claims a countersignature; only the gateway records those"),
+            format!("record {i} claims a countersignature or an approver; only the gateway records those"),
         ));
     }
     if let Some((i, _)) = records.iter().enumerate().find(|(_, r)| {

@@ -20,34 +20,34 @@ use crate::AppState;
 
 /// What the page asks to be signed (`countersign::countersignature::MintRequest`). Unknown fields are
 /// refused: nothing the page sends is signed unless it is read here.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct MintBody {
-    call: u64,
-    tool_call_id: String,
-    action: String,
-    kind: countersign::Kind,
-    args_sha256: String,
-    card_sha256: Option<String>,
-    approved_by: ApprovedBy,
-    grant: Option<u64>,
-    session: String,
-    role: String,
+pub(crate) struct MintBody {
+    pub(crate) call: u64,
+    pub(crate) tool_call_id: String,
+    pub(crate) action: String,
+    pub(crate) kind: countersign::Kind,
+    pub(crate) args_sha256: String,
+    pub(crate) card_sha256: Option<String>,
+    pub(crate) approved_by: ApprovedBy,
+    pub(crate) grant: Option<u64>,
+    pub(crate) session: String,
+    pub(crate) role: String,
     /// The presence the action needs (default `click`).
     #[serde(default = "click")]
-    presence: Presence,
+    pub(crate) presence: Presence,
     /// Who asked for the call (default the page's assistant).
     #[serde(default)]
-    caller: countersign::Caller,
+    pub(crate) caller: countersign::Caller,
     /// For `passkey`: the ceremony from `/v1/countersign/challenge` and the browser's
     /// assertion (`PublicKeyCredential.toJSON()`).
     #[serde(default)]
-    assertion: Option<Assertion>,
+    pub(crate) assertion: Option<Assertion>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Assertion {
+pub(crate) struct Assertion {
     ceremony: String,
     credential: Value,
 }
@@ -80,14 +80,14 @@ impl MintBody {
     /// `authorization_details` entry, with who asked. A passkey challenge is derived from
     /// it, and the assertion must come back with the same: an approval of "once" cannot
     /// become a grant, nor one call another.
-    fn binding(&self) -> [u8; 32] {
+    pub(crate) fn binding(&self) -> [u8; 32] {
         let binding = json!({ "detail": self.detail(), "act": Actor { sub: self.caller } });
         let hex = countersign::audit::ArgsDigest::of_value(&binding).to_hex();
         countersign_verify::log::from_hex(&hex).unwrap_or_default()
     }
 }
 
-fn parse_body(body: &[u8]) -> Result<MintBody, ApiError> {
+fn parse_body(state: &AppState, body: &[u8]) -> Result<MintBody, ApiError> {
     let body: MintBody = serde_json::from_slice(body).map_err(|e| {
         ApiError::new(
             ErrorCode::InvalidRequest,
@@ -95,6 +95,24 @@ fn parse_body(body: &[u8]) -> Result<MintBody, ApiError> {
         )
     })?;
     check(&body)?;
+    // INVARIANT: a `window` token is minted only by the approval window, and an action
+    // the server's declarations approve there gets no other token, whatever the page says.
+    let window_only = state
+        .window
+        .as_deref()
+        .and_then(|w| w.presence(&body.role, &body.action))
+        == Some(Presence::Window);
+    if body.presence == Presence::Window || window_only {
+        let at = state
+            .window
+            .as_deref()
+            .map(|w| format!(" at {}", w.origin()))
+            .unwrap_or_default();
+        return Err(ApiError::new(
+            ErrorCode::WindowRequired,
+            format!("`{}` is approved only in the Countersign approval window{at}, with the approver's passkey; the page cannot mint its countersignature", body.action),
+        ));
+    }
     Ok(body)
 }
 
@@ -104,7 +122,7 @@ pub(crate) async fn challenge(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
-    let body = parse_body(&body)?;
+    let body = parse_body(&state, &body)?;
     if body.presence != Presence::Passkey || body.assertion.is_some() {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
@@ -138,7 +156,7 @@ pub(crate) async fn mint(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
-    let body = parse_body(&body)?;
+    let body = parse_body(&state, &body)?;
     // INVARIANT: a passkey token is minted only after the person's user-verified
     // assertion over a challenge derived from exactly this binding.
     let passkey = match (body.presence, &body.assertion) {
@@ -155,6 +173,13 @@ pub(crate) async fn mint(
                 "presence `passkey` needs an assertion (ask /v1/countersign/challenge first)",
             ))
         }
+        // Refused in `parse_body`.
+        (Presence::Window, _) => {
+            return Err(ApiError::new(
+                ErrorCode::WindowRequired,
+                "a `window` countersignature is minted only in the approval window",
+            ))
+        }
         (Presence::Passkey, Some(assertion)) => {
             let verified = super::passkeys::enabled(&state)?
                 .finish_approval(
@@ -167,6 +192,36 @@ pub(crate) async fn mint(
             Some(verified.credential)
         }
     };
+    // A passkey says who approved: the role it is registered for.
+    let sub = passkey.as_ref().map(|_| body.role.clone());
+    let minted = issue(&state, &body, passkey, sub).await?;
+    Ok(Json(json!({
+        "countersignature": minted.token,
+        "id": minted.jti,
+        "expires_at": minted.expires_at,
+        "presence": body.presence,
+    })))
+}
+
+/// A token minted, and its record written.
+pub(crate) struct Minted {
+    /// The compact JWS.
+    pub(crate) token: String,
+    /// Its id.
+    pub(crate) jti: String,
+    /// When it expires (seconds since the epoch).
+    pub(crate) expires_at: u64,
+}
+
+/// Mints the token `body` describes, after appending its audit record (durably): no
+/// record, no token. `passkey` is the credential that verified, `sub` who it names (the
+/// approver, for the window; written to the record too).
+pub(crate) async fn issue(
+    state: &AppState,
+    body: &MintBody,
+    passkey: Option<String>,
+    sub: Option<String>,
+) -> Result<Minted, ApiError> {
     let mut jti = [0u8; 16];
     getrandom::fill(&mut jti)
         .map_err(|_| ApiError::new(ErrorCode::AuditUnavailable, "no randomness for a token id"))?;
@@ -181,9 +236,12 @@ pub(crate) async fn mint(
     };
     // Who approved, and how, only where a passkey showed it: a click is the page's word.
     let (sub, amr) = match passkey {
-        Some(_) => (Some(body.role.clone()), vec!["pop".into(), "mfa".into()]),
+        Some(_) => (sub, vec!["pop".into(), "mfa".into()]),
         None => (None, Vec::new()),
     };
+    let approver = (body.presence == Presence::Window)
+        .then(|| sub.clone())
+        .flatten();
     let claims = Claims {
         iss: state.config.issuer.clone(),
         sub,
@@ -200,7 +258,8 @@ pub(crate) async fn mint(
     let at_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
     // INVARIANT: the trail gets the keyed digest; only the token carries the plain one.
     let args_digest = state.audit.key().countersigned_digest(&body.args_sha256);
-    let record = record_of(&body, &jti, at_ms, args_digest)?;
+    let mut record = record_of(body, &jti, at_ms, args_digest)?;
+    record.approver = approver;
     let appended = state.audit.append(vec![record]).await.map_err(|e| {
         tracing::error!(error = %e, "audit append failed; no countersignature minted");
         ApiError::new(
@@ -224,7 +283,7 @@ pub(crate) async fn mint(
         let approved = crate::relay::Approved {
             token: token.clone(),
             jti: jti.clone(),
-            passkey: body.presence == Presence::Passkey,
+            passkey: body.presence != Presence::Click,
         };
         let _ = state.relay.attach_approval(
             &body.tool_call_id,
@@ -233,16 +292,15 @@ pub(crate) async fn mint(
             approved,
         );
     }
-    Ok(Json(json!({
-        "countersignature": token,
-        "id": jti,
-        "expires_at": claims.exp,
-        "presence": body.presence,
-    })))
+    Ok(Minted {
+        token,
+        jti,
+        expires_at: claims.exp,
+    })
 }
 
 /// The request's words, checked: ids as the executor makes them, digests as hex.
-fn check(body: &MintBody) -> Result<(), ApiError> {
+pub(crate) fn check(body: &MintBody) -> Result<(), ApiError> {
     let bad = |what: &str| ApiError::new(ErrorCode::InvalidRequest, format!("`{what}` is invalid"));
     // No control, bidi or invisible format characters: these land in the trail and in
     // a token a backend may log.
@@ -342,6 +400,7 @@ fn record_of(
         args_digest,
         duration_ms: 0,
         countersignature: Some(jti.to_owned()),
+        approver: None,
         trace: None,
     })
 }

@@ -11,3 +11,4 @@ pub(crate) mod models;
 pub(crate) mod passkeys;
 pub(crate) mod policy;
 pub(crate) mod relay;
+pub(crate) mod window;

@@ -1,0 +1,312 @@
+//! The approval window's routes: the page's (`/v1/window/requests`, at the page's
+//! origin) and the window's own (at the window's origin, nothing else served there).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderValue, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::JsonBody;
+use crate::window::{ApprovalWindow, Decision, Opening};
+use crate::AppState;
+
+/// The longest a page's `?wait=` holds a request open, in seconds.
+const MAX_WAIT_SECS: u64 = 25;
+
+fn window(state: &AppState) -> Result<&ApprovalWindow, ApiError> {
+    state.window.as_deref().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::UnknownRoute,
+            "this gateway has no approval window (its server declares none)",
+        )
+    })
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("the body is not what this route takes ({e})"),
+        )
+    })
+}
+
+/// `POST /v1/window/requests` (the page): the window draws the call's card from the
+/// server's declarations and waits for a person; the page opens `url`.
+pub(crate) async fn open(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let window = window(&state)?;
+    let opening: Opening = parse(&body)?;
+    let (id, card, card_sha256, deadline_ms) = window.open(opening)?;
+    let url = format!("{}/approve#{id}", window.origin());
+    Ok(Json(json!({
+        "id": id,
+        "url": url,
+        "card": card,
+        "card_sha256": card_sha256,
+        "deadline_ms": deadline_ms,
+    })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Wait {
+    /// Seconds to wait for a decision (at most [`MAX_WAIT_SECS`]); 0 answers at once.
+    #[serde(default)]
+    wait: u64,
+}
+
+/// `GET /v1/window/requests/{id}?wait=N` (the page): the request's state, waiting up to
+/// N seconds for a decision; with `approved`, the countersignature and who approved.
+pub(crate) async fn outcome(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(wait): Query<Wait>,
+) -> Result<Json<Value>, ApiError> {
+    let window = window(&state)?;
+    let wait = Duration::from_secs(wait.wait.min(MAX_WAIT_SECS));
+    let decision = window.wait(&id, wait).await?;
+    Ok(Json(decision_json(&decision)))
+}
+
+/// `DELETE /v1/window/requests/{id}` (the page): the call settled in the page; the window
+/// says so and takes no approval for it.
+pub(crate) async fn withdraw(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    window(&state)?.withdraw(&id)?;
+    Ok(Json(json!({ "withdrawn": true })))
+}
+
+fn decision_json(decision: &Decision) -> Value {
+    match decision {
+        Decision::Approved {
+            token,
+            jti,
+            expires_at,
+            approver,
+        } => json!({
+            "state": decision.name(),
+            "countersignature": token,
+            "id": jti,
+            "expires_at": expires_at,
+            "approver": approver,
+            "presence": "window",
+        }),
+        _ => json!({ "state": decision.name() }),
+    }
+}
+
+/// The window's own routes, served only at its host: the page, its script and style,
+/// and the API the page's script uses.
+pub(crate) fn routes(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/approve", get(page))
+        .route("/enroll", get(page))
+        .route("/window.js", get(script))
+        .route("/window.css", get(style))
+        .route("/api/requests/{id}", get(view))
+        .route("/api/requests/{id}/challenge", post(challenge))
+        .route("/api/requests/{id}/approve", post(approve))
+        .route("/api/requests/{id}/deny", post(deny))
+        .route("/api/enroll", post(enroll))
+        .route("/api/enroll/finish", post(enrolled))
+        .fallback(|| async {
+            ApiError::new(
+                ErrorCode::UnknownRoute,
+                "no such route in the approval window",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            window_guard,
+        ))
+        .with_state(state)
+}
+
+/// In front of every window route: a write comes only from the window's own origin (a
+/// page script's request to it carries the page's `Origin`), and every answer forbids
+/// framing (no page can overlay it), opener access and caching.
+async fn window_guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(window) = state.window.as_deref() else {
+        return ApiError::new(ErrorCode::UnknownRoute, "no approval window").into_response();
+    };
+    let origin = request
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok());
+    // INVARIANT: nothing but the window's own script changes a request or enrolls.
+    if request.method() != Method::GET && origin != Some(window.origin()) {
+        return ApiError::new(
+            ErrorCode::OriginNotAllowed,
+            "only the approval window itself may do this",
+        )
+        .into_response();
+    }
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (
+            "content-security-policy",
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ),
+        ("x-frame-options", "DENY"),
+        ("cross-origin-opener-policy", "same-origin"),
+        ("cross-origin-resource-policy", "same-origin"),
+        ("referrer-policy", "no-referrer"),
+        ("x-content-type-options", "nosniff"),
+        ("cache-control", "no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+async fn page() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        include_str!("../window/window.html"),
+    )
+}
+
+async fn script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("../window/window.js"),
+    )
+}
+
+async fn style() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("../window/window.css"),
+    )
+}
+
+async fn view(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (card, card_sha256, deadline_ms, decision) = window(&state)?.view(&id)?;
+    let approver = match &decision {
+        Decision::Approved { approver, .. } => Some(approver.clone()),
+        _ => None,
+    };
+    Ok(Json(json!({
+        "card": card,
+        "card_sha256": card_sha256,
+        "deadline_ms": deadline_ms,
+        "state": decision.name(),
+        "approver": approver,
+    })))
+}
+
+async fn challenge(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    window(&state)?.challenge(&id).map(Json)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Finish {
+    ceremony: String,
+    credential: Value,
+}
+
+async fn approve(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let window = Arc::clone(
+        state
+            .window
+            .as_ref()
+            .ok_or_else(|| ApiError::new(ErrorCode::UnknownRoute, "no approval window"))?,
+    );
+    let finish: Finish = parse(&body)?;
+    let (body, approver, credential) = window.verify(&id, &finish.ceremony, &finish.credential)?;
+    match super::countersign::issue(&state, &body, Some(credential), Some(approver.clone())).await {
+        Ok(minted) => {
+            tracing::info!(action = %body.action, %approver, "approved in the approval window");
+            window.settle(
+                &id,
+                Decision::Approved {
+                    token: minted.token,
+                    jti: minted.jti,
+                    expires_at: minted.expires_at,
+                    approver: approver.clone(),
+                },
+            );
+            Ok(Json(json!({ "approved": true, "approver": approver })))
+        }
+        Err(e) => {
+            // Nothing was minted: the request waits again.
+            window.settle(&id, Decision::Waiting);
+            Err(e)
+        }
+    }
+}
+
+async fn deny(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    window(&state)?.deny(&id)?;
+    Ok(Json(json!({ "denied": true })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Enroll {
+    role: String,
+    person: String,
+    code: String,
+}
+
+async fn enroll(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let enroll: Enroll = parse(&body)?;
+    if !crate::window::valid_name(&enroll.role) || !crate::window::valid_name(&enroll.person) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "a role or a name is 1 to 64 letters, digits, `_`, `-` or `.`",
+        ));
+    }
+    let (ceremony, options) = window(&state)?
+        .passkeys()
+        .start_registration(&format!("{}/{}", enroll.role, enroll.person), &enroll.code)
+        .map_err(|e| super::passkeys::refusal(&e))?;
+    Ok(Json(json!({ "ceremony": ceremony, "options": options })))
+}
+
+async fn enrolled(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let finish: Finish = parse(&body)?;
+    let user = window(&state)?
+        .passkeys()
+        .finish_registration(&finish.ceremony, &finish.credential)
+        .map_err(|e| super::passkeys::refusal(&e))?;
+    let (role, person) = user.split_once('/').unwrap_or(("", &user));
+    tracing::info!(role, person, "approver enrolled in the approval window");
+    Ok(Json(
+        json!({ "registered": true, "role": role, "person": person }),
+    ))
+}

@@ -1,0 +1,525 @@
+//! The approval window: an approval surface on an origin of its own (for example
+//! `http://approve.localhost:8787` beside the page's `http://localhost:8787`), which no
+//! script of the app's page can reach into.
+//!
+//! - The card it shows is drawn from the server's own declarations (the app's actions,
+//!   compiled natively into the server that embeds this gateway: [`Declare`]), from the
+//!   call's action and arguments only. Nothing the page says about the card is shown.
+//! - The person confirms with a passkey registered for the window's origin (user
+//!   verification required), over a challenge that binds the call, the window's card
+//!   digest and the decision. Only then is a `presence: "window"` token minted, naming
+//!   the approver (`sub`, and the trail's `approver`).
+//! - An action whose declaration needs the window ([`countersign::Action::needs_window`])
+//!   gets no other token: `/v1/countersign` refuses it whatever presence the page says.
+//!
+//! People are enrolled per role, outside the page: a one-time code for `role/person`
+//! ([`ApprovalWindow::issue_enrollment_code`]), typed into the window's own enrollment
+//! form. Their passkeys are kept apart from the page's (another relying party, another
+//! file).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use countersign::{Call, Caller, Executor, Kind, Step, Timestamp};
+use countersign_verify::{ApprovedBy, Presence};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::passkeys::{PasskeyConfig, PasskeyError, Passkeys};
+use crate::routes::countersign::MintBody;
+
+/// The most approval requests kept at once (waiting, or decided and not yet collected).
+const MAX_REQUESTS: usize = 1000;
+/// How long a decided request's answer is kept for the page to collect.
+const KEEP_DECIDED: Duration = Duration::from_secs(120);
+
+/// Builds an executor for `role` with the app's actions registered: the trusted
+/// declarations the window draws its cards from (the same Rust declarations the page
+/// compiles to wasm, with consequences computed from the server's own data). An `Err`
+/// says why in words.
+pub type Declare = dyn Fn(&str) -> Result<Executor, String> + Send + Sync;
+
+/// Where the window is and how long a request waits.
+#[derive(Clone, Debug)]
+pub struct WindowConfig {
+    /// The window's exact origin (`http://approve.localhost:8787`): a host name the page's
+    /// origin cannot script. Its host name is the relying party of the window's passkeys.
+    pub origin: String,
+    /// The file the window's passkeys are kept in; `None` keeps them in memory.
+    pub passkeys_file: Option<PathBuf>,
+    /// How long a request waits for the person. Default five minutes.
+    pub timeout: Duration,
+}
+
+impl WindowConfig {
+    /// The window at `origin`, its passkeys in memory, requests waiting five minutes.
+    pub fn new(origin: impl Into<String>) -> Self {
+        Self {
+            origin: origin.into(),
+            passkeys_file: None,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The card the window shows: drawn by the server's declarations, never by the page.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Card {
+    /// The action's id.
+    pub action: String,
+    /// Its title.
+    pub title: String,
+    /// Its declared risk.
+    pub kind: Kind,
+    /// What will happen, in the declaration's words.
+    pub consequence: Option<String>,
+    /// The exact arguments that will run.
+    pub arguments: Value,
+    /// Who asked for the call.
+    pub caller: Caller,
+    /// The role the call runs for (approvers enrolled for it may approve).
+    pub role: String,
+}
+
+/// Where a request stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Waiting for a person.
+    Waiting,
+    /// A person's passkey is being checked, or the token minted.
+    Deciding,
+    /// Approved by `approver`; the token.
+    Approved {
+        /// The countersignature.
+        token: String,
+        /// Its id.
+        jti: String,
+        /// When it expires (seconds since the epoch).
+        expires_at: u64,
+        /// Who approved (the enrolled person's name).
+        approver: String,
+    },
+    /// Denied in the window.
+    Denied,
+    /// Nobody decided before the deadline.
+    Expired,
+}
+
+impl Decision {
+    /// The state's name, as the page reads it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Decision::Waiting | Decision::Deciding => "waiting",
+            Decision::Approved { .. } => "approved",
+            Decision::Denied => "denied",
+            Decision::Expired => "expired",
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        matches!(self, Decision::Waiting | Decision::Deciding)
+    }
+}
+
+/// What the page asks the window to show.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Opening {
+    /// The page executor's call id.
+    pub call: u64,
+    /// The model's id for the tool call.
+    pub tool_call_id: String,
+    /// The action's id.
+    pub action: String,
+    /// The arguments that will run.
+    pub arguments: Value,
+    /// The page session.
+    pub session: String,
+    /// The session's role.
+    pub role: String,
+    /// Who asked (default the page's assistant).
+    #[serde(default)]
+    pub caller: Caller,
+}
+
+struct Entry {
+    card: Card,
+    card_sha256: String,
+    /// What the token will state (presence `window`, decided once, the window's card).
+    body: MintBody,
+    deadline: Instant,
+    deadline_ms: u64,
+    decision: Decision,
+    decided_at: Option<Instant>,
+}
+
+/// The approval window's state: its passkeys, the app's declarations and the requests.
+pub struct ApprovalWindow {
+    origin: String,
+    host: String,
+    passkeys: Passkeys,
+    declare: Box<Declare>,
+    timeout: Duration,
+    requests: Mutex<HashMap<String, Entry>>,
+    changed: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for ApprovalWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalWindow")
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn refused(code: ErrorCode, why: impl Into<String>) -> ApiError {
+    ApiError::new(code, why.into())
+}
+
+/// A person's or a role's name: 1 to 64 ASCII letters, digits, `_`, `-`, `.`.
+pub fn valid_name(name: &str) -> bool {
+    crate::routes::passkeys::valid_user(name)
+}
+
+impl ApprovalWindow {
+    /// The window of `config`, drawing cards with `declare`.
+    pub fn new(
+        config: &WindowConfig,
+        declare: impl Fn(&str) -> Result<Executor, String> + Send + Sync + 'static,
+    ) -> Result<Self, PasskeyError> {
+        let url = url::Url::parse(&config.origin)
+            .map_err(|e| PasskeyError::Config(format!("the window's origin: {e}")))?;
+        let name = url
+            .host_str()
+            .ok_or_else(|| PasskeyError::Config("the window's origin has no host".into()))?;
+        let host = match url.port() {
+            Some(port) => format!("{name}:{port}"),
+            None => name.to_owned(),
+        };
+        let origin = url.origin().ascii_serialization();
+        let passkeys = Passkeys::open(&PasskeyConfig {
+            rp_id: name.to_owned(),
+            rp_origin: origin.clone(),
+            file: config.passkeys_file.clone(),
+        })?;
+        Ok(Self {
+            origin,
+            host: host.to_ascii_lowercase(),
+            passkeys,
+            declare: Box::new(declare),
+            timeout: config.timeout,
+            requests: Mutex::default(),
+            changed: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The window's origin (`http://approve.localhost:8787`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Whether a request's `Host` is the window's.
+    pub fn is_window_host(&self, host: &str) -> bool {
+        host.trim().eq_ignore_ascii_case(&self.host)
+    }
+
+    /// The presence the server's declaration of `action` asks for `role`, if declared.
+    pub fn presence(&self, role: &str, action: &str) -> Option<Presence> {
+        let executor = (self.declare)(role).ok()?;
+        executor.presence_of(action).map(|p| match p {
+            countersign::countersignature::Presence::Click => Presence::Click,
+            countersign::countersignature::Presence::Passkey => Presence::Passkey,
+            countersign::countersignature::Presence::Window => Presence::Window,
+        })
+    }
+
+    /// Issues a one-time enrollment code (15 minutes) for `person` to approve for `role`
+    /// in the window; hand it over outside the page.
+    pub fn issue_enrollment_code(&self, role: &str, person: &str) -> Result<String, PasskeyError> {
+        if !valid_name(role) || !valid_name(person) {
+            return Err(PasskeyError::Config(
+                "a role or person name is 1 to 64 letters, digits, `_`, `-` or `.`".into(),
+            ));
+        }
+        self.passkeys
+            .issue_enrollment_code(&format!("{role}/{person}"))
+    }
+
+    /// The people enrolled, as `role/person`, with their passkeys' ids.
+    pub fn approvers(&self) -> Vec<(String, Vec<String>)> {
+        self.passkeys.list("")
+    }
+
+    /// Removes `role/person`'s passkeys; whether there were any.
+    pub fn revoke(&self, role: &str, person: &str) -> Result<bool, PasskeyError> {
+        self.passkeys.revoke(&format!("{role}/{person}"))
+    }
+
+    pub(crate) fn passkeys(&self) -> &Passkeys {
+        &self.passkeys
+    }
+
+    /// Draws the card for `opening` from the declarations and keeps the request: its id
+    /// (the secret the page and the window share), the card, its digest and the
+    /// deadline (ms since the epoch).
+    pub fn open(&self, opening: Opening) -> Result<(String, Card, String, u64), ApiError> {
+        let bad = |why: &str| refused(ErrorCode::InvalidRequest, why);
+        if !valid_name(&opening.role) {
+            return Err(bad("`role` is invalid"));
+        }
+        let executor = (self.declare)(&opening.role).map_err(|e| {
+            refused(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "the server has no declarations for role `{}` ({e})",
+                    opening.role
+                ),
+            )
+        })?;
+        if executor.presence_of(&opening.action).is_none() {
+            return Err(bad("the server declares no such action; the window shows only calls it can draw itself"));
+        }
+        let arguments = serde_json::to_string(&opening.arguments)
+            .map_err(|_| bad("`arguments` is not JSON"))?;
+        let call = Call::new(
+            opening.tool_call_id.as_str(),
+            opening.action.as_str(),
+            arguments,
+        )
+        .by(opening.caller);
+        let now = now_ms();
+        let request = match executor.submit(call, Timestamp::from_millis(now)) {
+            Ok(Step::Approval(request)) => request,
+            Ok(Step::Settled(settled)) => {
+                let why = match &settled.outcome {
+                    countersign::Outcome::Refused(refusal) => refusal.message.clone(),
+                    countersign::Outcome::Done(_) => "it ran without asking".into(),
+                };
+                return Err(refused(
+                    ErrorCode::InvalidRequest,
+                    format!("the server's declarations do not ask a person for this call: {why}"),
+                ));
+            }
+            Ok(_) => {
+                return Err(bad(
+                    "the server's declarations do not ask a person to approve this call",
+                ))
+            }
+            Err(blocked) => return Err(refused(ErrorCode::InvalidRequest, blocked.to_string())),
+        };
+        let card = Card {
+            action: request.action.clone(),
+            title: request.title.clone(),
+            kind: request.kind,
+            consequence: request.consequence.clone(),
+            arguments: request.arguments.clone(),
+            caller: opening.caller,
+            role: opening.role.clone(),
+        };
+        let card_sha256 = serde_json::to_value(&card)
+            .map(|v| countersign::audit::ArgsDigest::of_value(&v).to_hex())
+            .map_err(|_| bad("the card could not be written"))?;
+        let body = MintBody {
+            call: opening.call,
+            tool_call_id: opening.tool_call_id,
+            action: request.action.clone(),
+            kind: request.kind,
+            args_sha256: request.args_sha256.to_hex(),
+            card_sha256: Some(card_sha256.clone()),
+            approved_by: ApprovedBy::Once,
+            grant: None,
+            session: opening.session,
+            role: opening.role,
+            presence: Presence::Window,
+            caller: opening.caller,
+            assertion: None,
+        };
+        crate::routes::countersign::check(&body)?;
+        let id = random_id()?;
+        let deadline_ms =
+            now.saturating_add(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX));
+        let mut requests = lock(&self.requests);
+        requests.retain(|_, e| {
+            e.decided_at.is_none_or(|at| at.elapsed() < KEEP_DECIDED)
+                && e.deadline + KEEP_DECIDED > Instant::now()
+        });
+        if requests.len() >= MAX_REQUESTS {
+            return Err(refused(
+                ErrorCode::PasskeyUnavailable,
+                "too many approvals wait in the window; try again shortly",
+            ));
+        }
+        requests.insert(
+            id.clone(),
+            Entry {
+                card: card.clone(),
+                card_sha256: card_sha256.clone(),
+                body,
+                deadline: Instant::now() + self.timeout,
+                deadline_ms,
+                decision: Decision::Waiting,
+                decided_at: None,
+            },
+        );
+        Ok((id, card, card_sha256, deadline_ms))
+    }
+
+    /// A request's card, its digest, deadline and decision (expiring it if its time is up).
+    pub fn view(&self, id: &str) -> Result<(Card, String, u64, Decision), ApiError> {
+        let mut requests = lock(&self.requests);
+        let entry = requests.get_mut(id).ok_or_else(gone)?;
+        expire(entry);
+        Ok((
+            entry.card.clone(),
+            entry.card_sha256.clone(),
+            entry.deadline_ms,
+            entry.decision.clone(),
+        ))
+    }
+
+    /// Waits up to `max` for request `id` to be decided; its decision then.
+    pub async fn wait(&self, id: &str, max: Duration) -> Result<Decision, ApiError> {
+        let until = Instant::now() + max;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (_, _, _, decision) = self.view(id)?;
+            let left = until.saturating_duration_since(Instant::now());
+            if !decision.is_open() || left.is_zero() {
+                return Ok(decision);
+            }
+            // Wake at the deadline too, to answer `expired`.
+            let _ = tokio::time::timeout(left.min(Duration::from_secs(1)), notified).await;
+        }
+    }
+
+    /// Starts the passkey ceremony for request `id`: any person enrolled for its role may
+    /// approve. The challenge binds the token's whole entry (card digest, decision, call).
+    pub fn challenge(&self, id: &str) -> Result<Value, ApiError> {
+        let (role, binding) = {
+            let mut requests = lock(&self.requests);
+            let entry = requests.get_mut(id).ok_or_else(gone)?;
+            expire(entry);
+            if entry.decision != Decision::Waiting {
+                return Err(decided(&entry.decision));
+            }
+            (entry.body.role.clone(), entry.body.binding())
+        };
+        let (ceremony, options) = self
+            .passkeys
+            .start_approval_among(&format!("{role}/"), binding)
+            .map_err(|e| crate::routes::passkeys::refusal(&e))?;
+        Ok(serde_json::json!({ "ceremony": ceremony, "options": options }))
+    }
+
+    /// Checks the person's assertion for request `id` and takes the request to
+    /// [`Decision::Deciding`]: the token's body, who approved and their credential. Call
+    /// [`ApprovalWindow::settle`] with the outcome of minting.
+    pub(crate) fn verify(
+        &self,
+        id: &str,
+        ceremony: &str,
+        credential: &Value,
+    ) -> Result<(MintBody, String, String), ApiError> {
+        let (role, binding) = {
+            let mut requests = lock(&self.requests);
+            let entry = requests.get_mut(id).ok_or_else(gone)?;
+            expire(entry);
+            if entry.decision != Decision::Waiting {
+                return Err(decided(&entry.decision));
+            }
+            (entry.body.role.clone(), entry.body.binding())
+        };
+        let prefix = format!("{role}/");
+        let (user, verified) = self
+            .passkeys
+            .finish_approval_among(&prefix, binding, ceremony, credential)
+            .map_err(|e| crate::routes::passkeys::refusal(&e))?;
+        let person = user.strip_prefix(&prefix).unwrap_or(&user).to_owned();
+        let mut requests = lock(&self.requests);
+        let entry = requests.get_mut(id).ok_or_else(gone)?;
+        expire(entry);
+        // INVARIANT: one decision per request; a second approval (or one racing a denial)
+        // finds it taken and mints nothing.
+        if entry.decision != Decision::Waiting {
+            return Err(decided(&entry.decision));
+        }
+        entry.decision = Decision::Deciding;
+        Ok((entry.body.clone(), person, verified.credential))
+    }
+
+    /// Ends request `id` with `decision` (after [`ApprovalWindow::verify`]; or
+    /// [`Decision::Waiting`] again if minting failed).
+    pub(crate) fn settle(&self, id: &str, decision: Decision) {
+        if let Some(entry) = lock(&self.requests).get_mut(id) {
+            entry.decided_at = (!decision.is_open()).then(Instant::now);
+            entry.decision = decision;
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Denies request `id` (if it still waits).
+    pub fn deny(&self, id: &str) -> Result<(), ApiError> {
+        {
+            let mut requests = lock(&self.requests);
+            let entry = requests.get_mut(id).ok_or_else(gone)?;
+            expire(entry);
+            if entry.decision != Decision::Waiting {
+                return Err(decided(&entry.decision));
+            }
+            entry.decision = Decision::Denied;
+            entry.decided_at = Some(Instant::now());
+        }
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Withdraws request `id` for the page (the call settled there: edited, reloaded,
+    /// timed out): the window then says so, and nothing can approve it.
+    pub fn withdraw(&self, id: &str) -> Result<(), ApiError> {
+        self.deny(id)
+    }
+}
+
+fn expire(entry: &mut Entry) {
+    if entry.decision == Decision::Waiting && Instant::now() >= entry.deadline {
+        entry.decision = Decision::Expired;
+        entry.decided_at = Some(Instant::now());
+    }
+}
+
+fn gone() -> ApiError {
+    refused(
+        ErrorCode::WindowGone,
+        "no such approval waits in the window (it may have ended long ago)",
+    )
+}
+
+fn decided(decision: &Decision) -> ApiError {
+    refused(
+        ErrorCode::WindowDecided,
+        format!("this approval is {} already", decision.name()),
+    )
+}
+
+/// 128 random bits, as hex: a request's id, which only the page and the window know.
+fn random_id() -> Result<String, ApiError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|_| refused(ErrorCode::PasskeyUnavailable, "no randomness for an id"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}

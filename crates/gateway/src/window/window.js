@@ -1,0 +1,125 @@
+// The approval window's script: shows the card the server drew, runs the passkey
+// ceremony for it, and says what happened. Text is set with textContent only.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const say = (text) => { $("status").textContent = text; };
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  };
+  const response = await fetch(path, init);
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    throw new Error((answer.error && answer.error.message) || `HTTP ${response.status}`);
+  }
+  return answer;
+}
+
+// A WebAuthn ceremony from the server's options; the credential as JSON.
+async function ceremony(options, create) {
+  const pkc = window.PublicKeyCredential;
+  if (!pkc || !pkc.parseRequestOptionsFromJSON) {
+    throw new Error("this browser cannot use passkeys here");
+  }
+  const publicKey = create
+    ? pkc.parseCreationOptionsFromJSON(options.publicKey)
+    : pkc.parseRequestOptionsFromJSON(options.publicKey);
+  const credential = create
+    ? await navigator.credentials.create({ publicKey })
+    : await navigator.credentials.get({ publicKey });
+  return credential.toJSON();
+}
+
+const CALLERS = { assistant: "The page's assistant", webmcp: "A browser agent", mcp: "An MCP client" };
+
+function show(view) {
+  const card = view.card;
+  $("caller").textContent = CALLERS[card.caller] || card.caller;
+  $("title").textContent = card.title;
+  $("kind").textContent = `Risk: ${card.kind}`;
+  $("kind").className = `kind-${card.kind}`;
+  $("consequence").textContent = card.consequence || "";
+  $("arguments").textContent = JSON.stringify(card.arguments, null, 2);
+  $("role").textContent = card.role;
+  $("card").hidden = false;
+}
+
+function ended(state, approver) {
+  for (const id of ["approve", "deny"]) $(id).disabled = true;
+  const words = {
+    approved: `Approved${approver ? ` by ${approver}` : ""}. You can close this window.`,
+    denied: "Denied. Nothing was done.",
+    expired: "This approval has expired. Nothing was done.",
+  };
+  say(words[state] || state);
+}
+
+async function approval(id) {
+  let view;
+  try {
+    view = await api(`/api/requests/${encodeURIComponent(id)}`);
+  } catch (e) {
+    say(e.message);
+    return;
+  }
+  show(view);
+  if (view.state !== "waiting") {
+    ended(view.state, view.approver);
+    return;
+  }
+  $("approve").addEventListener("click", async () => {
+    $("approve").disabled = true;
+    try {
+      say("Confirm with your passkey…");
+      const started = await api(`/api/requests/${encodeURIComponent(id)}/challenge`, {});
+      const credential = await ceremony(started.options, false);
+      const done = await api(`/api/requests/${encodeURIComponent(id)}/approve`, {
+        ceremony: started.ceremony,
+        credential,
+      });
+      ended("approved", done.approver);
+      setTimeout(() => window.close(), 1500);
+    } catch (e) {
+      say(`Not approved: ${e.message}`);
+      $("approve").disabled = false;
+    }
+  });
+  $("deny").addEventListener("click", async () => {
+    try {
+      await api(`/api/requests/${encodeURIComponent(id)}/deny`, {});
+      ended("denied");
+    } catch (e) {
+      say(e.message);
+    }
+  });
+}
+
+function enrollment() {
+  $("enroll").hidden = false;
+  $("enroll-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const started = await api("/api/enroll", {
+        role: $("enroll-role").value.trim(),
+        person: $("enroll-person").value.trim(),
+        code: $("enroll-code").value.trim(),
+      });
+      const credential = await ceremony(started.options, true);
+      const done = await api("/api/enroll/finish", { ceremony: started.ceremony, credential });
+      say(`Enrolled: ${done.person} may approve for ${done.role} in this window.`);
+    } catch (e) {
+      say(`Not enrolled: ${e.message}`);
+    }
+  });
+}
+
+const request = location.hash.slice(1);
+if (location.pathname === "/enroll" || !request) {
+  enrollment();
+} else {
+  approval(request);
+}

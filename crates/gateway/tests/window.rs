@@ -1,0 +1,536 @@
+//! The approval window, over real HTTP: its card comes from the server's declarations and
+//! never from the page; an action declared for the window gets no token from the page;
+//! the window is served only at its own host, and only its own origin changes anything;
+//! a request ends once (denied, withdrawn, expired). The passkey ceremony itself runs in
+//! Chromium, with its virtual authenticator (the end-to-end window scenario).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{config, page_post, state};
+use countersign::action::NoParams;
+use countersign::countersignature::Countersignature;
+use countersign::{Action, Config, Confirm, Executor, Kind, MemoryAudit, Session};
+use countersign_gateway::window::{ApprovalWindow, WindowConfig};
+use serde_json::{json, Value};
+
+/// The parameters of the server's `rename_workspace`.
+#[derive(Clone, Debug, serde::Deserialize, countersign::schemars::JsonSchema)]
+#[schemars(crate = "countersign::schemars")]
+struct Rename {
+    /// The workspace's new name.
+    name: String,
+}
+
+/// The server's own declarations: rename and reset approved in the window, archive by a
+/// click in the page, and a read that needs nobody.
+fn declare(role: &str) -> Result<Executor, String> {
+    let exec = Executor::new(
+        Config::new("window", Session::new(role, ["workspace.admin"]), [9; 32]),
+        MemoryAudit::new(),
+    );
+    let run = |_: NoParams, _: Countersignature| async { Ok::<_, String>(json!({})) };
+    let actions = [
+        exec.register(
+            Action::<Rename>::new("rename_workspace", "Renames the workspace.")
+                .title("Rename the workspace")
+                .kind(Kind::Write)
+                .confirm(Confirm::Ask)
+                .consequence(|p| format!("the workspace will be called “{}”", p.name))
+                .needs_window()
+                .run_countersigned(|_: Rename, _: Countersignature| async {
+                    Ok::<_, String>(json!({}))
+                }),
+        ),
+        exec.register(
+            Action::<NoParams>::new("reset_workspace", "Resets the workspace.")
+                .title("Reset the workspace")
+                .kind(Kind::Danger)
+                .scope("workspace.admin")
+                .consequence(|_| "the name and description go back to their defaults".into())
+                .needs_window()
+                .run_countersigned(run),
+        ),
+        exec.register(
+            Action::<NoParams>::new("archive_workspace", "Archives the workspace.")
+                .kind(Kind::Danger)
+                .run_countersigned(run),
+        ),
+        exec.register(
+            Action::<NoParams>::new("read_members", "Lists the members.")
+                .kind(Kind::Read)
+                .run(|_| async { Ok::<_, String>(json!([])) }),
+        ),
+    ];
+    for action in actions {
+        action.map_err(|e| e.to_string())?.forget();
+    }
+    Ok(exec)
+}
+
+/// A gateway with an approval window at `approve.localhost` on the same port.
+struct Served {
+    /// The page's origin (`http://127.0.0.1:PORT`).
+    page: String,
+    /// The window's origin (`http://approve.localhost:PORT`).
+    window: String,
+    state: countersign_gateway::AppState,
+    /// A client that finds `approve.localhost` on loopback.
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+async fn served(timeout: Duration) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let window_origin = format!("http://approve.localhost:{}", addr.port());
+    let (s, dir) = state(config(None));
+    let mut wc = WindowConfig::new(&window_origin);
+    wc.timeout = timeout;
+    wc.passkeys_file = Some(dir.path().join("window-passkeys.json"));
+    let s = s.with_window(ApprovalWindow::new(&wc, declare).unwrap());
+    let service =
+        countersign_gateway::app(s.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, service).await.unwrap() });
+    let client = reqwest::Client::builder()
+        .resolve("approve.localhost", addr)
+        .build()
+        .unwrap();
+    Served {
+        page: format!("http://{addr}"),
+        window: window_origin,
+        state: s,
+        client,
+        _dir: dir,
+    }
+}
+
+fn opening(action: &str, arguments: Value) -> Value {
+    json!({
+        "call": 7,
+        "tool_call_id": "call_w1",
+        "action": action,
+        "arguments": arguments,
+        "session": "page-77",
+        "role": "admin",
+    })
+}
+
+impl Served {
+    async fn open(&self, body: &Value) -> (u16, Value) {
+        let r = page_post(
+            &self.client,
+            format!("{}/v1/window/requests", self.page),
+            body.to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A request the window's own script makes (`Origin` the window's), or with `origin`.
+    async fn window_post(&self, path: &str, body: &Value, origin: Option<&str>) -> (u16, Value) {
+        let mut r = self
+            .client
+            .post(format!("{}{path}", self.window))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(origin) = origin {
+            r = r.header("origin", origin);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn window_get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path}", self.window))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The page's view of request `id`, waiting up to `wait` seconds.
+    async fn outcome(&self, id: &str, wait: u64) -> Value {
+        self.client
+            .get(format!("{}/v1/window/requests/{id}?wait={wait}", self.page))
+            .header("origin", "http://127.0.0.1:8787")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn trail(&self) -> Vec<Value> {
+        let text = String::from_utf8(self.state.audit.export().await.unwrap()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn the_window_draws_its_card_from_the_servers_declarations_not_the_page() {
+    let s = served(Duration::from_secs(60)).await;
+    let (status, opened) = s
+        .open(&opening("rename_workspace", json!({ "name": "Apollo" })))
+        .await;
+    assert_eq!(status, 200, "{opened}");
+    let card = json!({
+        "action": "rename_workspace",
+        "title": "Rename the workspace",
+        "kind": "write",
+        "consequence": "the workspace will be called “Apollo”",
+        "arguments": { "name": "Apollo" },
+        "caller": "assistant",
+        "role": "admin",
+    });
+    assert_eq!(opened["card"], card);
+    let id = opened["id"].as_str().unwrap();
+    assert_eq!(id.len(), 32);
+    assert_eq!(opened["url"], json!(format!("{}/approve#{id}", s.window)));
+    // The window shows the same card, and its digest is the window's own.
+    let view: Value = s
+        .window_get(&format!("/api/requests/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (view["card"].clone(), view["state"].clone()),
+        (card.clone(), json!("waiting"))
+    );
+    assert_eq!(
+        view["card_sha256"],
+        json!(countersign::audit::ArgsDigest::of_value(&card).to_hex())
+    );
+    // A page cannot put words on the card: anything beyond the call is refused.
+    let mut forged = opening("rename_workspace", json!({ "name": "Apollo" }));
+    forged["consequence"] = json!("nothing much");
+    forged["title"] = json!("Say hello");
+    let (status, answer) = s.open(&forged).await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (400, json!("invalid_request"))
+    );
+    // Nothing was minted, nothing written.
+    assert!(s.trail().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_action_or_arguments_the_declaration_refuses_open_nothing() {
+    let s = served(Duration::from_secs(60)).await;
+    for (body, words) in [
+        (
+            opening("drop_database", json!({})),
+            "declares no such action",
+        ),
+        (
+            opening("rename_workspace", json!({ "name": 5 })),
+            "do not ask a person",
+        ),
+        (
+            opening("rename_workspace", json!({})),
+            "do not ask a person",
+        ),
+        (opening("read_members", json!({})), "do not ask a person"),
+    ] {
+        let (status, answer) = s.open(&body).await;
+        assert_eq!(status, 400, "{body} → {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{message}");
+    }
+    let mut bad_role = opening("reset_workspace", json!({}));
+    bad_role["role"] = json!("admin/evil");
+    assert_eq!(s.open(&bad_role).await.0, 400);
+}
+
+#[tokio::test]
+async fn an_action_declared_for_the_window_gets_no_token_from_the_page() {
+    let s = served(Duration::from_secs(60)).await;
+    let args_sha256 = countersign::audit::ArgsDigest::of_value(&json!({})).to_hex();
+    let mint = |action: &str, presence: &str| {
+        json!({
+            "call": 3, "tool_call_id": "call_abc", "action": action, "kind": "danger",
+            "args_sha256": args_sha256, "card_sha256": "cd".repeat(32),
+            "approved_by": "once", "grant": null, "session": "page-77", "role": "admin",
+            "presence": presence,
+        })
+    };
+    for presence in ["click", "passkey", "window"] {
+        let r = page_post(
+            &s.client,
+            format!("{}/v1/countersign", s.page),
+            mint("reset_workspace", presence).to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(r.status().as_u16(), 403, "{presence}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], "window_required");
+        assert!(answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&s.window));
+    }
+    // Nor its passkey challenge.
+    let r = page_post(
+        &s.client,
+        format!("{}/v1/countersign/challenge", s.page),
+        mint("reset_workspace", "passkey").to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    // No action claims the window's presence from the page either.
+    let r = page_post(
+        &s.client,
+        format!("{}/v1/countersign", s.page),
+        mint("archive_workspace", "window").to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    assert!(
+        s.trail().await.is_empty(),
+        "nothing minted, nothing recorded"
+    );
+    // An action declared for a click still mints from the page.
+    let r = page_post(
+        &s.client,
+        format!("{}/v1/countersign", s.page),
+        mint("archive_workspace", "click").to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(s.trail().await.len(), 1);
+}
+
+#[tokio::test]
+async fn the_window_is_served_only_at_its_own_host_and_cannot_be_framed() {
+    let s = served(Duration::from_secs(60)).await;
+    // The window's host serves the window and nothing of the page's.
+    let page = s.window_get("/approve").await;
+    assert_eq!(page.status().as_u16(), 200);
+    let headers = page.headers().clone();
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(headers["cross-origin-opener-policy"], "same-origin");
+    assert!(page.text().await.unwrap().contains("/window.js"));
+    for path in [
+        "/v1/health",
+        "/v1/window/requests",
+        "/.well-known/jwks.json",
+    ] {
+        assert_eq!(s.window_get(path).await.status().as_u16(), 404, "{path}");
+    }
+    // The page's host serves none of the window.
+    for path in ["/approve", "/window.js", "/api/requests/00"] {
+        let r = s
+            .client
+            .get(format!("{}{path}", s.page))
+            .send()
+            .await
+            .unwrap();
+        assert_ne!(r.status().as_u16(), 200, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn only_the_windows_own_origin_changes_a_request_or_enrolls() {
+    let s = served(Duration::from_secs(60)).await;
+    let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
+    let id = opened["id"].as_str().unwrap();
+    let paths = [
+        format!("/api/requests/{id}/challenge"),
+        format!("/api/requests/{id}/approve"),
+        format!("/api/requests/{id}/deny"),
+        "/api/enroll".to_owned(),
+        "/api/enroll/finish".to_owned(),
+    ];
+    // A page script's request carries the page's origin; a tool's, none.
+    for origin in [
+        Some(s.page.as_str()),
+        Some("http://approve.localhost"),
+        None,
+    ] {
+        for path in &paths {
+            let (status, answer) = s.window_post(path, &json!({}), origin).await;
+            assert_eq!(
+                (status, answer["error"]["code"].clone()),
+                (403, json!("origin_not_allowed")),
+                "{path} from {origin:?}"
+            );
+        }
+    }
+    assert_eq!(s.outcome(id, 0).await["state"], "waiting");
+    // No approver is enrolled: the window's own request for a challenge says so.
+    let (status, answer) = s.window_post(&paths[0], &json!({}), Some(&s.window)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (409, json!("no_passkey"))
+    );
+}
+
+#[tokio::test]
+async fn a_request_is_decided_once_denied_withdrawn_or_expired() {
+    let s = served(Duration::from_secs(60)).await;
+    let own = Some(s.window.as_str());
+    // Denied in the window: the page, waiting, hears it; nothing more can decide it.
+    let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
+    let id = opened["id"].as_str().unwrap().to_owned();
+    let waiting = {
+        let page = s.page.clone();
+        let client = s.client.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            client
+                .get(format!("{page}/v1/window/requests/{id}?wait=20"))
+                .header("origin", "http://127.0.0.1:8787")
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, _) = s
+        .window_post(&format!("/api/requests/{id}/deny"), &json!({}), own)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the waiting page heard the denial at once")
+            .unwrap(),
+        json!({ "state": "denied" })
+    );
+    for path in ["deny", "challenge"] {
+        let (status, answer) = s
+            .window_post(&format!("/api/requests/{id}/{path}"), &json!({}), own)
+            .await;
+        assert_eq!(
+            (status, answer["error"]["code"].clone()),
+            (409, json!("window_decided"))
+        );
+    }
+    // Withdrawn by the page (its call settled there): the window says so.
+    let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
+    let id = opened["id"].as_str().unwrap();
+    let r = s
+        .client
+        .delete(format!("{}/v1/window/requests/{id}", s.page))
+        .header("origin", "http://127.0.0.1:8787")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let view: Value = s
+        .window_get(&format!("/api/requests/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["state"], "denied");
+    // An id nobody opened.
+    assert_eq!(
+        s.outcome(&"0".repeat(32), 0).await["error"]["code"],
+        "window_gone"
+    );
+    assert!(s.trail().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_request_nobody_decides_expires_at_its_deadline() {
+    let s = served(Duration::from_millis(600)).await;
+    let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
+    let id = opened["id"].as_str().unwrap();
+    assert_eq!(s.outcome(id, 5).await, json!({ "state": "expired" }));
+    let (status, answer) = s
+        .window_post(
+            &format!("/api/requests/{id}/challenge"),
+            &json!({}),
+            Some(&s.window),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (409, json!("window_decided"))
+    );
+}
+
+#[tokio::test]
+async fn enrolling_takes_the_code_issued_outside_the_page_for_that_person() {
+    let s = served(Duration::from_secs(60)).await;
+    let window = s.state.window.clone().unwrap();
+    let own = Some(s.window.as_str());
+    let enroll = |code: &str| json!({ "role": "admin", "person": "alice", "code": code });
+    let (status, answer) = s
+        .window_post("/api/enroll", &enroll("WRONG-CODE1"), own)
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (403, json!("passkey_rejected"))
+    );
+    // A code for another person does not enroll alice.
+    let bobs = window.issue_enrollment_code("admin", "bob").unwrap();
+    assert_eq!(
+        s.window_post("/api/enroll", &enroll(&bobs), own).await.0,
+        403
+    );
+    let code = window.issue_enrollment_code("admin", "alice").unwrap();
+    let (status, answer) = s.window_post("/api/enroll", &enroll(&code), own).await;
+    assert_eq!(status, 200, "{answer}");
+    // The passkey is for the window's relying party, which the page's origin cannot claim.
+    assert_eq!(
+        answer["options"]["publicKey"]["rp"]["id"],
+        "approve.localhost"
+    );
+    assert_eq!(
+        answer["options"]["publicKey"]["user"]["name"],
+        "admin/alice"
+    );
+    // Spent.
+    assert_eq!(
+        s.window_post("/api/enroll", &enroll(&code), own).await.0,
+        403
+    );
+    assert!(window.issue_enrollment_code("admin", "al/ice").is_err());
+}
+
+#[tokio::test]
+async fn a_pages_audit_record_cannot_name_an_approver() {
+    let s = served(Duration::from_secs(60)).await;
+    let mut record = serde_json::to_value(&common::records(1, "page-77", 0)[0]).unwrap();
+    record["approver"] = json!("alice");
+    let r = page_post(
+        &s.client,
+        format!("{}/v1/audit", s.page),
+        json!([record]).to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert!(s.trail().await.is_empty());
+}
