@@ -29,6 +29,7 @@ pub struct Gateway {
     passkeys: std::sync::Arc<countersign_gateway::passkeys::Passkeys>,
     stop: Option<oneshot::Sender<()>>,
     relay: Option<std::sync::Arc<countersign_gateway::relay::Relay>>,
+    window: Option<std::sync::Arc<countersign_gateway::window::ApprovalWindow>>,
 }
 
 /// The seed the test gateway signs with (kept across its restarts).
@@ -78,9 +79,50 @@ impl Gateway {
             passkeys: std::sync::Arc::new(passkeys),
             stop: None,
             relay: None,
+            window: None,
         };
         gateway.run(listener)?;
         Ok(gateway)
+    }
+
+    /// Starts a gateway like [`Gateway::start`], also serving the approval window at
+    /// `approve.localhost` on its port, with the tutorial's server-side declarations.
+    pub async fn start_with_window(
+        dist: PathBuf,
+        model: String,
+        audit_file: PathBuf,
+    ) -> Result<Self, String> {
+        let mut gateway = Self::start(dist, model, audit_file).await?;
+        let config = countersign_gateway::window::WindowConfig::new(gateway.window_origin());
+        let window = countersign_gateway::window::ApprovalWindow::new(
+            &config,
+            workspace_settings_actions::for_window,
+        )
+        .map_err(|e| e.to_string())?;
+        gateway.window = Some(std::sync::Arc::new(window));
+        gateway.stop().await;
+        gateway.restart().await?;
+        Ok(gateway)
+    }
+
+    /// The approval window's origin (served only with [`Gateway::start_with_window`]).
+    pub fn window_origin(&self) -> String {
+        format!("http://approve.localhost:{}", self.addr.port())
+    }
+
+    /// The approval window, when served.
+    pub fn window(&self) -> Option<&countersign_gateway::window::ApprovalWindow> {
+        self.window.as_deref()
+    }
+
+    /// A one-time code for `person` to enroll in the approval window for `role`, as
+    /// `serve --enroll-approver ROLE/PERSON` prints.
+    pub fn window_code(&self, role: &str, person: &str) -> Result<String, String> {
+        self.window
+            .as_ref()
+            .ok_or("no approval window")?
+            .issue_enrollment_code(role, person)
+            .map_err(|e| e.to_string())
     }
 
     fn run(&mut self, listener: tokio::net::TcpListener) -> Result<(), String> {
@@ -90,6 +132,10 @@ impl Gateway {
             .map_err(|e| e.to_string())?
             .with_signing_seed(&SIGNING_SEED)
             .with_passkeys(std::sync::Arc::clone(&self.passkeys));
+        let state = match &self.window {
+            Some(window) => state.with_window(std::sync::Arc::clone(window)),
+            None => state,
+        };
         self.relay = Some(std::sync::Arc::clone(&state.relay));
         let (tx, rx) = oneshot::channel::<()>();
         let service = app(state).into_make_service_with_connect_info::<SocketAddr>();

@@ -59,6 +59,8 @@ mod untrusted;
 use untrusted::an_injected_request_is_asked_though_always_allow_was_given;
 #[path = "tutorial/webmcp.rs"]
 mod webmcp;
+#[path = "tutorial/window.rs"]
+mod window;
 use webmcp::{
     a_browser_agent_sees_the_pages_actions_as_webmcp_tools,
     a_browser_agents_hostile_input_raises_no_card,
@@ -161,11 +163,18 @@ async fn main() -> ExitCode {
             changed.push((name, serve_dir(dir).await?, scenario));
         }
         let model = scripted_model().await?;
+        // A second gateway whose server raises reset to its approval window.
+        let windowed = Gateway::start_with_window(
+            dist.clone(),
+            model.clone(),
+            audit_dir.join("window-audit.jsonl"),
+        )
+        .await?;
         let gateway = Gateway::start(dist, model, audit_dir.join("audit.jsonl")).await?;
         let browser = Browser::start().await?;
-        Ok::<_, String>((plain, changed, gateway, browser))
+        Ok::<_, String>((plain, changed, gateway, windowed, browser))
     };
-    let (plain, changed, mut gateway, browser) = match setup.await {
+    let (plain, changed, mut gateway, windowed, browser) = match setup.await {
         Ok(ok) => ok,
         Err(e) => {
             eprintln!("e2e: setup failed: {e}");
@@ -290,6 +299,19 @@ async fn main() -> ExitCode {
             };
             passkey_reset(&local, &gateway).await
         }),
+        (
+            "gateway/a_reset_is_approved_in_the_window_by_a_named_person",
+            {
+                let local = Ui {
+                    client: ui.client,
+                    base: windowed.localhost(),
+                    shots: ui.shots.clone(),
+                    offline: false,
+                    prefix: "gateway-",
+                };
+                window::a_reset_is_approved_in_the_window_by_a_named_person(&local, &windowed).await
+            },
+        ),
         (
             "gateway/the_trail_answers_an_auditor_and_gates_a_policy_change",
             the_trail_answers_an_auditor_and_gates_a_policy_change(&gateway).await,

@@ -501,6 +501,7 @@ fn test() -> Result {
         "countersign-leptos",
         "countersign-testing",
         "workspace-settings",
+        "workspace-settings-actions",
         "counter",
         "notes",
         "minimal",

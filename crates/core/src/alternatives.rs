@@ -128,14 +128,13 @@ fn shuts_out(closed: &Value, other: &Value) -> bool {
 }
 
 fn required(schema: &Value) -> BTreeSet<String> {
-    schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect()
+    // Inserted one by one: `collect` into a set brings a sort routine into the page.
+    let mut required = BTreeSet::new();
+    let names = schema.get("required").and_then(Value::as_array);
+    for name in names.into_iter().flatten().filter_map(Value::as_str) {
+        required.insert(name.to_owned());
+    }
+    required
 }
 
 /// The values a schema allows, when it names them (`const`, `enum`).

@@ -112,6 +112,10 @@ pub struct MintRequest {
     /// Who asked for the call: omitted for the page's own assistant.
     #[serde(skip_serializing_if = "crate::call::Caller::is_assistant")]
     pub caller: crate::call::Caller,
+    /// The arguments that will run (not sent to be signed: the digest is). The approval
+    /// window draws its card from them.
+    #[serde(skip)]
+    pub arguments: serde_json::Value,
 }
 
 /// Mints countersignatures for the executor (the page asks its gateway). An `Err` says

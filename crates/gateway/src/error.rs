@@ -73,11 +73,13 @@ pub enum ErrorCode {
     WindowGone,
     /// The approval request was decided already, or has expired (409).
     WindowDecided,
+    /// Too many approvals wait in the window, overall or for this page session (503).
+    WindowBusy,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::NotConfigured,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidRequest,
@@ -108,6 +110,7 @@ impl ErrorCode {
         ErrorCode::WindowRequired,
         ErrorCode::WindowGone,
         ErrorCode::WindowDecided,
+        ErrorCode::WindowBusy,
     ];
 
     /// The code as clients see it.
@@ -143,6 +146,7 @@ impl ErrorCode {
             ErrorCode::WindowRequired => "window_required",
             ErrorCode::WindowGone => "window_gone",
             ErrorCode::WindowDecided => "window_decided",
+            ErrorCode::WindowBusy => "window_busy",
         }
     }
 
@@ -176,6 +180,7 @@ impl ErrorCode {
             ErrorCode::RelayGone | ErrorCode::WindowGone => StatusCode::NOT_FOUND,
             ErrorCode::WindowRequired => StatusCode::FORBIDDEN,
             ErrorCode::WindowDecided => StatusCode::CONFLICT,
+            ErrorCode::WindowBusy => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }

@@ -36,6 +36,7 @@
 //! → rate limit (model route only).
 
 pub mod audit_store;
+pub mod cli;
 pub mod config;
 mod error;
 pub mod evidence;

@@ -289,6 +289,17 @@ impl Passkeys {
             if users.get(&started.user).is_some_and(|k| !k.is_empty()) {
                 return Err(PasskeyError::Exists);
             }
+            // A credential id is public (it is in every challenge): one already stored,
+            // for anyone, would make whose approval it was ambiguous.
+            let taken = users
+                .values()
+                .flatten()
+                .any(|k| k.cred_id() == passkey.cred_id());
+            if taken {
+                return Err(PasskeyError::Rejected(
+                    "this credential is already registered".into(),
+                ));
+            }
             if users.len() >= MAX_USERS {
                 return Err(PasskeyError::Busy);
             }
@@ -324,6 +335,11 @@ impl Passkeys {
             .flat_map(|(_, keys)| keys.iter().cloned())
             .collect();
         self.start_with(prefix, keys, binding)
+    }
+
+    /// Drops an approval ceremony in flight (one started again for the same request).
+    pub fn forget_approval(&self, ceremony: &str) {
+        lock(&self.approvals).remove(ceremony);
     }
 
     /// The users whose names begin with `prefix`, each with their passkeys' ids

@@ -33,6 +33,8 @@ use crate::routes::countersign::MintBody;
 
 /// The most approval requests kept at once (waiting, or decided and not yet collected).
 const MAX_REQUESTS: usize = 1000;
+/// The most requests one page session may have waiting at once.
+const MAX_PER_SESSION: usize = 16;
 /// How long a decided request's answer is kept for the page to collect.
 const KEEP_DECIDED: Duration = Duration::from_secs(120);
 
@@ -40,6 +42,10 @@ const KEEP_DECIDED: Duration = Duration::from_secs(120);
 /// declarations the window draws its cards from (the same Rust declarations the page
 /// compiles to wasm, with consequences computed from the server's own data). An `Err`
 /// says why in words.
+///
+/// Register the same actions for every role (a role changes the session's scopes, not
+/// which actions exist): the gateway asks with the role the page names, and refuses every
+/// page-minted token for that role when this fails.
 pub type Declare = dyn Fn(&str) -> Result<Executor, String> + Send + Sync;
 
 /// Where the window is and how long a request waits.
@@ -112,19 +118,21 @@ impl Decision {
     /// The state's name, as the page reads it.
     pub fn name(&self) -> &'static str {
         match self {
-            Decision::Waiting | Decision::Deciding => "waiting",
+            Decision::Waiting => "waiting",
+            Decision::Deciding => "being approved",
             Decision::Approved { .. } => "approved",
             Decision::Denied => "denied",
             Decision::Expired => "expired",
         }
     }
 
-    fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         matches!(self, Decision::Waiting | Decision::Deciding)
     }
 }
 
-/// What the page asks the window to show.
+/// What the page asks the window to show: the call, as the page's mint request writes
+/// it, with its arguments. Nothing about the card: the window draws that itself.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Opening {
@@ -143,6 +151,42 @@ pub struct Opening {
     /// Who asked (default the page's assistant).
     #[serde(default)]
     pub caller: Caller,
+    /// The digest the page took of the arguments: when given, it must be theirs.
+    #[serde(default)]
+    pub args_sha256: Option<String>,
+    /// The rest of the page's mint request (its card digest, its decision, its risk and
+    /// presence): the window takes its own, and these are not read.
+    #[serde(default, rename = "kind")]
+    pub page_kind: Option<Value>,
+    /// See `page_kind`.
+    #[serde(default, rename = "card_sha256")]
+    pub page_card_sha256: Option<Value>,
+    /// See `page_kind`.
+    #[serde(default, rename = "approved_by")]
+    pub page_approved_by: Option<Value>,
+    /// See `page_kind`.
+    #[serde(default, rename = "grant")]
+    pub page_grant: Option<Value>,
+    /// See `page_kind`.
+    #[serde(default, rename = "presence")]
+    pub page_presence: Option<Value>,
+}
+
+/// A request as the window shows it.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// The card the server drew.
+    pub card: Card,
+    /// Its digest (what the person's passkey signs, in the token's entry).
+    pub card_sha256: String,
+    /// The page session that asked (the page's word).
+    pub session: String,
+    /// When the page asked, and until when it waits (ms since the epoch).
+    pub opened_ms: u64,
+    /// Until when it waits.
+    pub deadline_ms: u64,
+    /// Where it stands.
+    pub decision: Decision,
 }
 
 struct Entry {
@@ -151,9 +195,12 @@ struct Entry {
     /// What the token will state (presence `window`, decided once, the window's card).
     body: MintBody,
     deadline: Instant,
+    opened_ms: u64,
     deadline_ms: u64,
     decision: Decision,
     decided_at: Option<Instant>,
+    /// The passkey ceremony in flight for it: one at a time.
+    ceremony: Option<String>,
 }
 
 /// The approval window's state: its passkeys, the app's declarations and the requests.
@@ -237,8 +284,15 @@ impl ApprovalWindow {
     }
 
     /// The presence the server's declaration of `action` asks for `role`, if declared.
+    /// Fails closed: a role the declarations refuse (or an invalid name) asks the window
+    /// for everything.
     pub fn presence(&self, role: &str, action: &str) -> Option<Presence> {
-        let executor = (self.declare)(role).ok()?;
+        let Some(executor) = valid_name(role)
+            .then(|| (self.declare)(role).ok())
+            .flatten()
+        else {
+            return Some(Presence::Window);
+        };
         executor.presence_of(action).map(|p| match p {
             countersign::countersignature::Presence::Click => Presence::Click,
             countersign::countersignature::Presence::Passkey => Presence::Passkey,
@@ -320,15 +374,25 @@ impl ApprovalWindow {
             }
             Err(blocked) => return Err(refused(ErrorCode::InvalidRequest, blocked.to_string())),
         };
+        // Shown as the dock shows them: bidi, invisible and look-alike characters escaped.
         let card = Card {
             action: request.action.clone(),
-            title: request.title.clone(),
+            title: revealed(&request.title),
             kind: request.kind,
-            consequence: request.consequence.clone(),
-            arguments: request.arguments.clone(),
+            consequence: request.consequence.as_deref().map(revealed),
+            arguments: revealed_json(&request.arguments),
             caller: opening.caller,
             role: opening.role.clone(),
         };
+        if opening
+            .args_sha256
+            .as_deref()
+            .is_some_and(|given| given != request.args_sha256.to_hex())
+        {
+            return Err(bad(
+                "`args_sha256` is not the digest of `arguments`: the page's call disagrees with itself",
+            ));
+        }
         let card_sha256 = serde_json::to_value(&card)
             .map(|v| countersign::audit::ArgsDigest::of_value(&v).to_hex())
             .map_err(|_| bad("the card could not be written"))?;
@@ -356,10 +420,15 @@ impl ApprovalWindow {
             e.decided_at.is_none_or(|at| at.elapsed() < KEEP_DECIDED)
                 && e.deadline + KEEP_DECIDED > Instant::now()
         });
-        if requests.len() >= MAX_REQUESTS {
+        let session = &body.session;
+        let mine = requests
+            .values()
+            .filter(|e| e.body.session == *session && e.decision.is_open())
+            .count();
+        if requests.len() >= MAX_REQUESTS || mine >= MAX_PER_SESSION {
             return Err(refused(
-                ErrorCode::PasskeyUnavailable,
-                "too many approvals wait in the window; try again shortly",
+                ErrorCode::WindowBusy,
+                "too many approvals wait in the window; decide some, or try again shortly",
             ));
         }
         requests.insert(
@@ -369,25 +438,29 @@ impl ApprovalWindow {
                 card_sha256: card_sha256.clone(),
                 body,
                 deadline: Instant::now() + self.timeout,
+                opened_ms: now,
                 deadline_ms,
                 decision: Decision::Waiting,
                 decided_at: None,
+                ceremony: None,
             },
         );
         Ok((id, card, card_sha256, deadline_ms))
     }
 
-    /// A request's card, its digest, deadline and decision (expiring it if its time is up).
-    pub fn view(&self, id: &str) -> Result<(Card, String, u64, Decision), ApiError> {
+    /// A request as the window shows it (expiring it if its time is up).
+    pub fn view(&self, id: &str) -> Result<View, ApiError> {
         let mut requests = lock(&self.requests);
         let entry = requests.get_mut(id).ok_or_else(gone)?;
         expire(entry);
-        Ok((
-            entry.card.clone(),
-            entry.card_sha256.clone(),
-            entry.deadline_ms,
-            entry.decision.clone(),
-        ))
+        Ok(View {
+            card: entry.card.clone(),
+            card_sha256: entry.card_sha256.clone(),
+            session: entry.body.session.clone(),
+            opened_ms: entry.opened_ms,
+            deadline_ms: entry.deadline_ms,
+            decision: entry.decision.clone(),
+        })
     }
 
     /// Waits up to `max` for request `id` to be decided; its decision then.
@@ -397,7 +470,7 @@ impl ApprovalWindow {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (_, _, _, decision) = self.view(id)?;
+            let decision = self.view(id)?.decision;
             let left = until.saturating_duration_since(Instant::now());
             if !decision.is_open() || left.is_zero() {
                 return Ok(decision);
@@ -423,6 +496,14 @@ impl ApprovalWindow {
             .passkeys
             .start_approval_among(&format!("{role}/"), binding)
             .map_err(|e| crate::routes::passkeys::refusal(&e))?;
+        // A new ceremony for the request ends the one before (a prompt cancelled and
+        // tried again), so retries do not use up the role's ceremonies.
+        let earlier = lock(&self.requests)
+            .get_mut(id)
+            .and_then(|entry| entry.ceremony.replace(ceremony.clone()));
+        if let Some(earlier) = earlier {
+            self.passkeys.forget_approval(&earlier);
+        }
         Ok(serde_json::json!({ "ceremony": ceremony, "options": options }))
     }
 
@@ -492,6 +573,24 @@ impl ApprovalWindow {
     /// timed out): the window then says so, and nothing can approve it.
     pub fn withdraw(&self, id: &str) -> Result<(), ApiError> {
         self.deny(id)
+    }
+}
+
+fn revealed(text: &str) -> String {
+    countersign::text::reveal(text).text
+}
+
+/// `value` with every key and string revealed.
+fn revealed_json(value: &Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(revealed(s)),
+        Value::Array(items) => Value::Array(items.iter().map(revealed_json).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (revealed(k), revealed_json(v)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

@@ -280,6 +280,7 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
             role,
             presence,
             caller,
+            arguments,
         } = request;
         let Claims {
             iss,
@@ -316,6 +317,11 @@ async fn every_field_of_a_mint_request_comes_back_in_the_verified_claims() {
         assert_eq!(signed_tool_call_id, tool_call_id);
         assert_eq!(signed_action, action);
         assert_eq!(signed_args_sha256, args_sha256.to_hex());
+        // The arguments ride along for the approval window; the token binds their digest.
+        assert_eq!(
+            countersign::audit::ArgsDigest::of_value(&arguments).to_hex(),
+            signed_args_sha256
+        );
         assert_eq!(wire(signed_card_sha256), wire(card_sha256));
         assert_eq!(wire(signed_approved_by), wire(approved_by));
         assert_eq!(signed_grant, grant.map(GrantId::get));

@@ -33,6 +33,9 @@ struct Rename {
 /// The server's own declarations: rename and reset approved in the window, archive by a
 /// click in the page, and a read that needs nobody.
 fn declare(role: &str) -> Result<Executor, String> {
+    if role == "guest" {
+        return Err("no declarations for guests".into());
+    }
     let exec = Executor::new(
         Config::new("window", Session::new(role, ["workspace.admin"]), [9; 32]),
         MemoryAudit::new(),
@@ -251,6 +254,17 @@ async fn an_unknown_action_or_arguments_the_declaration_refuses_open_nothing() {
         let message = answer["error"]["message"].as_str().unwrap();
         assert!(message.contains(words), "{message}");
     }
+    // The page's own digest of the arguments, when it sends one, must be theirs.
+    let mut disagrees = opening("rename_workspace", json!({ "name": "Apollo" }));
+    disagrees["args_sha256"] = json!("ab".repeat(32));
+    let (status, answer) = s.open(&disagrees).await;
+    assert_eq!(status, 400, "{answer}");
+    let mut agrees = opening("rename_workspace", json!({ "name": "Apollo" }));
+    agrees["args_sha256"] =
+        json!(countersign::audit::ArgsDigest::of_value(&json!({ "name": "Apollo" })).to_hex());
+    agrees["card_sha256"] = json!("cd".repeat(32));
+    agrees["presence"] = json!("passkey");
+    assert_eq!(s.open(&agrees).await.0, 200);
     let mut bad_role = opening("reset_workspace", json!({}));
     bad_role["role"] = json!("admin/evil");
     assert_eq!(s.open(&bad_role).await.0, 400);
@@ -533,4 +547,72 @@ async fn a_pages_audit_record_cannot_name_an_approver() {
     .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     assert!(s.trail().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_role_the_declarations_refuse_gets_no_token_from_the_page_either() {
+    let s = served(Duration::from_secs(60)).await;
+    let args_sha256 = countersign::audit::ArgsDigest::of_value(&json!({})).to_hex();
+    // The page names the role: one the declarations refuse, or no valid name, cannot
+    // slip a window action (or any other) past the window.
+    for role in ["guest", "admin/evil"] {
+        let body = json!({
+            "call": 3, "tool_call_id": "call_abc", "action": "archive_workspace",
+            "kind": "danger", "args_sha256": args_sha256, "card_sha256": "cd".repeat(32),
+            "approved_by": "once", "grant": null, "session": "page-77", "role": role,
+        });
+        let r = page_post(
+            &s.client,
+            format!("{}/v1/countersign", s.page),
+            body.to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(r.status().as_u16(), 403, "{role}");
+    }
+    assert!(s.trail().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_windows_card_shows_hidden_characters_as_the_dock_does() {
+    let s = served(Duration::from_secs(60)).await;
+    let name = "Acme\u{202e}lave";
+    let (status, opened) = s
+        .open(&opening("rename_workspace", json!({ "name": name })))
+        .await;
+    assert_eq!(status, 200, "{opened}");
+    let shown = opened["card"]["arguments"]["name"].as_str().unwrap();
+    assert!(!shown.contains('\u{202e}'), "{shown:?}");
+    assert!(shown.contains("\\u{202e}"), "{shown:?}");
+    let consequence = opened["card"]["consequence"].as_str().unwrap();
+    assert!(!consequence.contains('\u{202e}'), "{consequence:?}");
+}
+
+#[tokio::test]
+async fn one_page_session_cannot_fill_the_window() {
+    let s = served(Duration::from_secs(60)).await;
+    for _ in 0..16 {
+        assert_eq!(s.open(&opening("reset_workspace", json!({}))).await.0, 200);
+    }
+    let (status, answer) = s.open(&opening("reset_workspace", json!({}))).await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (503, json!("window_busy"))
+    );
+    let mut other = opening("reset_workspace", json!({}));
+    other["session"] = json!("page-88");
+    assert_eq!(s.open(&other).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_pages_wait_ends_before_the_request_timeout_would_cut_it() {
+    // The test gateway's upstream timeout is 2 s (its request timeout 7 s): a wait of
+    // 20 s is answered, still waiting, within it.
+    let s = served(Duration::from_secs(60)).await;
+    let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
+    let started = std::time::Instant::now();
+    let answer = s.outcome(opened["id"].as_str().unwrap(), 20).await;
+    assert_eq!(answer, json!({ "state": "waiting" }));
+    assert!(started.elapsed() < Duration::from_secs(7));
 }

@@ -4,7 +4,7 @@
 
 use countersign::{
     action::LocalBoxFuture, countersignature::Countersignature, countersignature::Countersigner,
-    countersignature::MintRequest,
+    countersignature::MintRequest, countersignature::Presence,
 };
 use serde_json::Value;
 
@@ -23,7 +23,7 @@ impl GatewayCountersigner {
 
 /// The gateway's refusal, in words a person reads: its own sentence, or that no gateway
 /// answered (no error ids).
-fn refused(endpoint: &str, status: u16, answer: &Value) -> String {
+pub(crate) fn refused(endpoint: &str, status: u16, answer: &Value) -> String {
     let said = |key: &str| answer.pointer(key).and_then(Value::as_str);
     match (said("/error/code"), said("/error/message")) {
         (Some("no_passkey"), _) => "no passkey is set up for approvals: open the assistant panel's settings (\u{2699}), set one up, then ask again".into(),
@@ -35,7 +35,7 @@ fn refused(endpoint: &str, status: u16, answer: &Value) -> String {
 
 /// For a call that needs passkey presence: the gateway's challenge (derived from the
 /// call's binding), the person's assertion, and the request to mint with it.
-async fn with_assertion(endpoint: &str, request: &MintRequest) -> Result<String, String> {
+async fn with_assertion(endpoint: &str, request: &MintRequest) -> Result<String, Refusal> {
     let body = serde_json::to_string(request).map_err(|e| e.to_string())?;
     let url = format!("{endpoint}/challenge");
     let (status, text) = fetch("POST", &url, Some(&body), 15_000)
@@ -45,7 +45,7 @@ async fn with_assertion(endpoint: &str, request: &MintRequest) -> Result<String,
     let (Some(ceremony), Some(options), 200) =
         (answer.get("ceremony"), answer.get("options"), status)
     else {
-        return Err(refused(&url, status, &answer));
+        return Err(Refusal::of(&url, status, &answer));
     };
     let credential = crate::webauthn::ceremony(options, false)
         .await
@@ -55,33 +55,70 @@ async fn with_assertion(endpoint: &str, request: &MintRequest) -> Result<String,
     let body = serde_json::to_string(request).map_err(|e| e.to_string())?;
     let fields = body
         .strip_suffix('}')
-        .ok_or("the request is not an object")?;
+        .ok_or_else(|| "the request is not an object".to_owned())?;
     let assertion = serde_json::json!({ "ceremony": ceremony, "credential": credential });
     Ok(format!(r#"{fields},"assertion":{assertion}}}"#))
+}
+
+/// Why the gateway minted nothing here: its words, and whether it said the call is
+/// approved in its approval window instead.
+pub(crate) struct Refusal {
+    words: String,
+    window: bool,
+}
+
+impl From<String> for Refusal {
+    fn from(words: String) -> Self {
+        Self {
+            words,
+            window: false,
+        }
+    }
+}
+
+impl Refusal {
+    fn of(url: &str, status: u16, answer: &Value) -> Self {
+        Self {
+            words: refused(url, status, answer),
+            window: answer.pointer("/error/code").and_then(Value::as_str)
+                == Some("window_required"),
+        }
+    }
+}
+
+/// Asks the gateway at `endpoint` to mint for `request` (with the person's passkey when
+/// it needs one).
+async fn mint_here(endpoint: &str, request: &MintRequest) -> Result<Countersignature, Refusal> {
+    let body = match request.presence {
+        Presence::Passkey => with_assertion(endpoint, request).await?,
+        Presence::Click | Presence::Window => {
+            serde_json::to_string(request).map_err(|e| e.to_string())?
+        }
+    };
+    let (status, text) = fetch("POST", endpoint, Some(&body), 15_000)
+        .await
+        .map_err(|e| format!("no gateway answered at {endpoint} ({e})"))?;
+    let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    match answer.get("countersignature").and_then(Value::as_str) {
+        Some(token) if status == 200 => Ok(Countersignature::new(token)),
+        _ => Err(Refusal::of(endpoint, status, &answer)),
+    }
 }
 
 impl Countersigner for GatewayCountersigner {
     fn mint(&self, request: MintRequest) -> LocalBoxFuture<Result<Countersignature, String>> {
         let endpoint = self.endpoint.clone();
         Box::pin(async move {
-            let body = match request.presence {
-                // The gateway answers a window action with why it mints none here.
-                countersign::countersignature::Presence::Click
-                | countersign::countersignature::Presence::Window => {
-                    serde_json::to_string(&request).map_err(|e| e.to_string())?
+            if request.presence != Presence::Window {
+                match mint_here(&endpoint, &request).await {
+                    Ok(token) => return Ok(token),
+                    // The server's declarations put the action in its approval window:
+                    // what the page declares is a floor, never the last word.
+                    Err(Refusal { window: true, .. }) => {}
+                    Err(refusal) => return Err(refusal.words),
                 }
-                countersign::countersignature::Presence::Passkey => {
-                    with_assertion(&endpoint, &request).await?
-                }
-            };
-            let (status, text) = fetch("POST", &endpoint, Some(&body), 15_000)
-                .await
-                .map_err(|e| format!("no gateway answered at {endpoint} ({e})"))?;
-            let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            match answer.get("countersignature").and_then(Value::as_str) {
-                Some(token) if status == 200 => Ok(Countersignature::new(token)),
-                _ => Err(refused(&endpoint, status, &answer)),
             }
+            crate::approval_window::approve(&endpoint, &request).await
         })
     }
 }

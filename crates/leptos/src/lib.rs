@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod approval_window;
 pub mod assistant;
 mod attention;
 mod audit_ship;

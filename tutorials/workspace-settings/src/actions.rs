@@ -88,11 +88,7 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
 
     // Archive: Danger declared with confirm Ask as well; still asked every time (AskAlways).
     use_action_with_options(
-        Action::<NoParams>::new("archive_workspace", copy.archive_desc)
-            .title(copy.archive_title)
-            .kind(Kind::Danger)
-            .confirm(Confirm::Ask)
-            .scope("workspace.admin")
+        workspace_settings_actions::archive(copy.archive_desc, copy.archive_title)
             .available(move || !ws.archived.get_untracked())
             .consequence(move |_| copy.archive_consequence(&ws.name.get_untracked()))
             // The backend archives only with a countersignature for exactly this call.
@@ -113,10 +109,7 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
 
     // Reset: Danger → asked every time; the consequence states what is lost.
     use_action_with_options(
-        Action::<NoParams>::new("reset_workspace", copy.reset_desc)
-            .title(copy.reset_title)
-            .kind(Kind::Danger)
-            .scope("workspace.admin")
+        workspace_settings_actions::reset(copy.reset_desc, copy.reset_title)
             .available(move || !ws.archived.get_untracked())
             .consequence(move |_| {
                 copy.reset_consequence(
@@ -124,8 +117,8 @@ pub(crate) fn declare(ws: Workspace, copy: &'static PageText) {
                     ws.description.with_untracked(|d| d.chars().count()),
                 )
             })
-            // Reset loses data: the backend also wants the person's passkey.
-            .needs_passkey()
+            // Reset loses data: the backend also wants the person's passkey (and a server
+            // with an approval window raises it there).
             .run_countersigned(move |_, token| async move {
                 let done = backend("reset_workspace", &token).await?;
                 ws.reset();

@@ -140,6 +140,7 @@ impl ExecutorState {
             role: self.config.session.role.clone(),
             presence,
             caller: decided.caller,
+            arguments: decided.arguments.clone(),
         };
         let arguments = decided.arguments.clone();
         let mint = Box::pin(async move {

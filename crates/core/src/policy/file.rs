@@ -165,17 +165,14 @@ impl PolicyFile {
                 });
             }
         }
-        file.lines = key_lines(text)
-            .into_iter()
-            .filter_map(|(path, line)| match path.as_slice() {
-                [roles, role, overrides, action]
-                    if roles == "roles" && overrides == "overrides" =>
-                {
-                    Some(((role.clone(), action.clone()), line))
+        // Inserted one by one: `collect` into a map brings a sort routine into the page.
+        for (path, line) in key_lines(text) {
+            if let [roles, role, overrides, action] = path.as_slice() {
+                if roles == "roles" && overrides == "overrides" {
+                    file.lines.insert((role.clone(), action.clone()), line);
                 }
-                _ => None,
-            })
-            .collect();
+            }
+        }
         Ok(file)
     }
 

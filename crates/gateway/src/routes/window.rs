@@ -73,7 +73,9 @@ pub(crate) async fn outcome(
     Query(wait): Query<Wait>,
 ) -> Result<Json<Value>, ApiError> {
     let window = window(&state)?;
-    let wait = Duration::from_secs(wait.wait.min(MAX_WAIT_SECS));
+    // Answered before the request timeout (the upstream's, plus 5 s) cuts the wait off.
+    let most = MAX_WAIT_SECS.min(state.config.upstream_timeout.as_secs());
+    let wait = Duration::from_secs(wait.wait.min(most));
     let decision = window.wait(&id, wait).await?;
     Ok(Json(decision_json(&decision)))
 }
@@ -198,16 +200,18 @@ async fn view(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let (card, card_sha256, deadline_ms, decision) = window(&state)?.view(&id)?;
-    let approver = match &decision {
+    let view = window(&state)?.view(&id)?;
+    let approver = match &view.decision {
         Decision::Approved { approver, .. } => Some(approver.clone()),
         _ => None,
     };
     Ok(Json(json!({
-        "card": card,
-        "card_sha256": card_sha256,
-        "deadline_ms": deadline_ms,
-        "state": decision.name(),
+        "card": view.card,
+        "card_sha256": view.card_sha256,
+        "session": view.session,
+        "opened_ms": view.opened_ms,
+        "deadline_ms": view.deadline_ms,
+        "state": view.decision.name(),
         "approver": approver,
     })))
 }
@@ -239,26 +243,41 @@ async fn approve(
     );
     let finish: Finish = parse(&body)?;
     let (body, approver, credential) = window.verify(&id, &finish.ceremony, &finish.credential)?;
-    match super::countersign::issue(&state, &body, Some(credential), Some(approver.clone())).await {
-        Ok(minted) => {
-            tracing::info!(action = %body.action, %approver, "approved in the approval window");
-            window.settle(
-                &id,
-                Decision::Approved {
-                    token: minted.token,
-                    jti: minted.jti,
-                    expires_at: minted.expires_at,
-                    approver: approver.clone(),
-                },
-            );
-            Ok(Json(json!({ "approved": true, "approver": approver })))
+    // INVARIANT: a request taken to `Deciding` is always settled. Minting runs on a task
+    // of its own, so a person who closes the window mid-way (the connection, and this
+    // handler, dropped) leaves no request stuck.
+    let task = tokio::spawn(async move {
+        let minted =
+            super::countersign::issue(&state, &body, Some(credential), Some(approver.clone()))
+                .await;
+        match minted {
+            Ok(minted) => {
+                tracing::info!(action = %body.action, %approver, "approved in the approval window");
+                window.settle(
+                    &id,
+                    Decision::Approved {
+                        token: minted.token,
+                        jti: minted.jti,
+                        expires_at: minted.expires_at,
+                        approver: approver.clone(),
+                    },
+                );
+                Ok(approver)
+            }
+            Err(e) => {
+                // Nothing was minted: the request waits again.
+                window.settle(&id, Decision::Waiting);
+                Err(e)
+            }
         }
-        Err(e) => {
-            // Nothing was minted: the request waits again.
-            window.settle(&id, Decision::Waiting);
-            Err(e)
-        }
-    }
+    });
+    let approver = task.await.map_err(|_| {
+        ApiError::new(
+            ErrorCode::AuditUnavailable,
+            "the approval could not be recorded",
+        )
+    })??;
+    Ok(Json(json!({ "approved": true, "approver": approver })))
 }
 
 async fn deny(

@@ -34,11 +34,13 @@ async function ceremony(options, create) {
   return credential.toJSON();
 }
 
-const CALLERS = { assistant: "The page's assistant", webmcp: "A browser agent", mcp: "An MCP client" };
+const CALLERS = { assistant: "its assistant", webmcp: "a browser agent", mcp: "an MCP client" };
 
 function show(view) {
   const card = view.card;
   $("caller").textContent = CALLERS[card.caller] || card.caller;
+  $("session").textContent = view.session;
+  $("opened").textContent = `at ${new Date(view.opened_ms).toLocaleTimeString()}`;
   $("title").textContent = card.title;
   $("kind").textContent = `Risk: ${card.kind}`;
   $("kind").className = `kind-${card.kind}`;
