@@ -678,14 +678,18 @@ fn serve() -> Result {
         "index.html",
     )?;
     let mut c = cargo();
-    c.args(["build", "-p", "countersign-gateway"]);
-    run("building the gateway", c)?;
+    c.args(["build", "-p", "workspace-settings-server"]);
+    run(
+        "building the tutorial's server (the gateway with its actions)",
+        c,
+    )?;
     let model = env::var("COUNTERSIGN_UPSTREAM_URL").map_or_else(
         |_| "none: the offline assistant answers (set COUNTERSIGN_UPSTREAM_URL, COUNTERSIGN_UPSTREAM_MODEL and COUNTERSIGN_UPSTREAM_KEY for a model)".to_owned(),
         |url| format!("{url} (key from COUNTERSIGN_UPSTREAM_KEY, never sent to the page)"),
     );
     println!("\n==> the workspace-settings tutorial");
     println!("    open http://localhost:8080/  (Chinese: http://localhost:8080/?lang=zh; passkeys need the name localhost, not 127.0.0.1)");
+    println!("    approval window: http://approve.localhost:8080/ (reset is approved there: enroll at /enroll with the code printed below)");
     println!("    model: {model}");
     println!("    audit trail: {} (check it: cargo run -p countersign-gateway -- verify --audit-file <that file>)", audit.display());
     println!("    MCP clients: http://localhost:8080/mcp with the token in {} and the pairing code in the dock's settings (README: \"MCP through the gateway\")", mcp_token.display());
@@ -695,16 +699,19 @@ fn serve() -> Result {
         "run",
         "--quiet",
         "-p",
-        "countersign-gateway",
+        "workspace-settings-server",
         "--",
         "serve",
         "--listen",
         "127.0.0.1:8080",
-        // The tutorial's archive and reset go through its countersigned backend, and
-        // reset needs a passkey: print the code that lets the person register one.
+        // The tutorial's archive and reset go through its countersigned backend; reset is
+        // approved in the approval window, at a host of its own on the same port: print
+        // the code that lets the person enroll there.
         "--demo-backend",
-        "--enroll-user",
-        "admin",
+        "--window-origin",
+        "http://approve.localhost:8080",
+        "--enroll-approver",
+        "admin/you",
         "--dist",
     ])
     .arg(&dist)
@@ -714,7 +721,7 @@ fn serve() -> Result {
     // token in this file (made on first start) and the page's pairing code.
     .arg("--mcp-token-file")
     .arg(&mcp_token);
-    run("countersign-gateway", c)
+    run("the tutorial's server", c)
 }
 
 /// Builds the tutorial and the bare counter the same way (release, wasm-opt -Oz) and

@@ -69,6 +69,22 @@ pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
         reached == serde_json::json!("TypeError"),
         format!("a page script reached the window: {reached}"),
     )?;
+    // Nor run a passkey ceremony for the window: its relying party is the window's host,
+    // which the page's origin cannot claim (the browser refuses before any prompt).
+    let ceremony = ui
+        .client
+        .execute_async(
+            "const finish = arguments[arguments.length - 1];
+             navigator.credentials.get({ publicKey: { challenge: new Uint8Array(32), rpId: 'approve.localhost',
+               userVerification: 'required', timeout: 5000 } }).then(() => finish('asserted'), e => finish(e.name));",
+            vec![],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    ensure(
+        ceremony == serde_json::json!("SecurityError"),
+        format!("a page script's ceremony for the window: {ceremony}"),
+    )?;
     let page = ui.client.window().await.map_err(|e| e.to_string())?;
     ui.say("reset the workspace").await?;
     ui.wait_for(".cs-card--danger").await?;
