@@ -313,6 +313,20 @@ async fn main() -> ExitCode {
             },
         ),
         (
+            "gateway/a_reset_is_approved_on_a_phone_and_another_denied_there",
+            {
+                let local = Ui {
+                    client: ui.client,
+                    base: windowed.localhost(),
+                    shots: ui.shots.clone(),
+                    offline: false,
+                    prefix: "gateway-",
+                };
+                window::a_reset_is_approved_on_a_phone_and_another_denied_there(&local, &windowed)
+                    .await
+            },
+        ),
+        (
             "gateway/the_trail_answers_an_auditor_and_gates_a_policy_change",
             the_trail_answers_an_auditor_and_gates_a_policy_change(&gateway).await,
         ),

@@ -3,7 +3,66 @@
 //! the window, on the card the server drew, with a passkey enrolled for the window; the
 //! page runs exactly that call, and the trail and the backend name who approved.
 
-use countersign_e2e::{ensure, Authenticator, Gateway, Outcome, Ui};
+use countersign_e2e::{ensure, Authenticator, Browser, Gateway, Outcome, Ui};
+use fantoccini::wd::WindowHandle;
+
+/// Asks for a reset in the page (whose tab is `page`), allows it, and follows the
+/// approval window that opens: its handle and address, the window in front.
+async fn reset_in_a_window(
+    ui: &Ui<'_>,
+    page: &WindowHandle,
+) -> Result<(WindowHandle, String), String> {
+    ui.say("reset the workspace").await?;
+    ui.wait_for(".cs-card--danger").await?;
+    ui.click(".cs-allow-once").await?;
+    let mut popup = None;
+    for _ in 0..50 {
+        let handles = ui.client.windows().await.map_err(|e| e.to_string())?;
+        popup = handles.into_iter().find(|h| h != page);
+        if popup.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let popup = popup.ok_or("no approval window opened")?;
+    ui.client
+        .switch_to_window(popup.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    ui.wait_text("#title", "Reset workspace").await?;
+    let address = ui.client.current_url().await.map_err(|e| e.to_string())?;
+    Ok((popup, address.to_string()))
+}
+
+/// Enrolls `person` for `admin` in the window of `ui`'s tab (whose virtual authenticator
+/// answers the passkey prompt), then goes back to `address`.
+async fn enroll(ui: &Ui<'_>, gateway: &Gateway, person: &str, address: &str) -> Outcome {
+    let window = gateway.window_origin();
+    ui.client
+        .goto(&format!("{window}/enroll"))
+        .await
+        .map_err(|e| e.to_string())?;
+    ui.type_into("#enroll-role", "admin").await?;
+    ui.type_into("#enroll-person", person).await?;
+    ui.type_into("#enroll-code", &gateway.window_code("admin", person)?)
+        .await?;
+    ui.click("#enroll-form button").await?;
+    ui.wait_text("#status", &format!("Enrolled: {person}"))
+        .await?;
+    ui.client.goto(address).await.map_err(|e| e.to_string())?;
+    ui.wait_text("#title", "Reset workspace").await.map(|_| ())
+}
+
+/// The trail's `countersigned` records of reset.
+async fn countersigned_resets(gateway: &Gateway) -> Result<Vec<String>, String> {
+    let text = String::from_utf8(gateway.audit.export().await.map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    Ok(text
+        .lines()
+        .filter(|l| l.contains("\"countersigned\"") && l.contains("\"reset_workspace\""))
+        .map(str::to_owned)
+        .collect())
+}
 
 /// Reset through the approval window, by `alice` enrolled for `admin`.
 pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
@@ -11,16 +70,6 @@ pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
     gateway: &Gateway,
 ) -> Outcome {
     let window = gateway.window_origin();
-    let countersigned = || async {
-        let text = String::from_utf8(gateway.audit.export().await.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>(
-            text.lines()
-                .filter(|l| l.contains("\"countersigned\"") && l.contains("\"reset_workspace\""))
-                .map(str::to_owned)
-                .collect::<Vec<_>>(),
-        )
-    };
     ui.open("en").await?;
     // A page script mints a token for reset itself: refused, whatever presence it claims.
     let minted = ui
@@ -86,30 +135,11 @@ pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
         format!("a page script's ceremony for the window: {ceremony}"),
     )?;
     let page = ui.client.window().await.map_err(|e| e.to_string())?;
-    ui.say("reset the workspace").await?;
-    ui.wait_for(".cs-card--danger").await?;
-    ui.click(".cs-allow-once").await?;
-    // The window opens beside the page, on its own origin.
-    let mut popup = None;
-    for _ in 0..50 {
-        let handles = ui.client.windows().await.map_err(|e| e.to_string())?;
-        popup = handles.into_iter().find(|h| *h != page);
-        if popup.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let popup = popup.ok_or("no approval window opened")?;
-    ui.client
-        .switch_to_window(popup)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (_, address) = reset_in_a_window(ui, &page).await?;
     let outcome = async {
-        ui.wait_text("#title", "Reset workspace").await?;
-        let approval = ui.client.current_url().await.map_err(|e| e.to_string())?;
         ensure(
-            approval.as_str().starts_with(&format!("{window}/approve#")),
-            format!("the window is at {approval}"),
+            address.starts_with(&format!("{window}/approve#")),
+            format!("the window is at {address}"),
         )?;
         // The card is the server's: its words, not the page's.
         let consequence = ui.text("#consequence").await?;
@@ -121,24 +151,10 @@ pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
         // Alice enrolls in the window with the code printed outside the page; the
         // browser's passkey prompt is answered by the tab's virtual authenticator.
         let authenticator = Authenticator::add(ui.client).await?;
-        let enrolled = async {
-            ui.client
-                .goto(&format!("{window}/enroll"))
-                .await
-                .map_err(|e| e.to_string())?;
-            ui.type_into("#enroll-role", "admin").await?;
-            ui.type_into("#enroll-person", "alice").await?;
-            ui.type_into("#enroll-code", &gateway.window_code("admin", "alice")?)
-                .await?;
-            ui.click("#enroll-form button").await?;
-            ui.wait_text("#status", "Enrolled: alice").await?;
-            ui.client
-                .goto(approval.as_str())
-                .await
-                .map_err(|e| e.to_string())?;
-            ui.wait_text("#title", "Reset workspace").await?;
+        let approved = async {
+            enroll(ui, gateway, "alice", &address).await?;
             ensure(
-                countersigned().await?.is_empty(),
+                countersigned_resets(gateway).await?.is_empty(),
                 "minted before the window's approval",
             )?;
             ui.click("#approve").await?;
@@ -146,7 +162,7 @@ pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
         }
         .await;
         let removed = authenticator.remove().await;
-        enrolled.and(removed).map(|_| ())
+        approved.and(removed).map(|_| ())
     }
     .await;
     let _ = ui.client.close_window().await;
@@ -161,7 +177,7 @@ pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
         ui.text("#description").await?.is_empty(),
         "the reset did not happen",
     )?;
-    let records = countersigned().await?;
+    let records = countersigned_resets(gateway).await?;
     ensure(
         records.len() == 1 && records[0].contains("\"approver\":\"alice\""),
         format!("the trail's countersigned resets: {records:?}"),
@@ -176,4 +192,84 @@ pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
         "not revoked",
     )?;
     ensure(window.approvers().is_empty(), "alice is still listed")
+}
+
+/// Another device: the window on the laptop shows its address as a QR code; a second
+/// browser at a phone's size opens it, Bob enrolls and approves there, and the laptop's
+/// window follows; the page runs the reset. A second reset denied on the phone runs
+/// nothing.
+pub(crate) async fn a_reset_is_approved_on_a_phone_and_another_denied_there(
+    ui: &Ui<'_>,
+    gateway: &Gateway,
+) -> Outcome {
+    let browser = Browser::start().await?;
+    let phone = Ui {
+        client: &browser.client,
+        base: gateway.window_origin(),
+        shots: ui.shots.clone(),
+        offline: false,
+        prefix: "phone-",
+    };
+    let outcome = async {
+        phone.size(390, 844).await?;
+        ui.open("en").await?;
+        let page = ui.client.window().await.map_err(|e| e.to_string())?;
+        let before = countersigned_resets(gateway).await?.len();
+        // Approved on the phone.
+        let (_, address) = reset_in_a_window(ui, &page).await?;
+        ui.click("#elsewhere summary").await?;
+        let qr = ui
+            .eval("const qr = document.getElementById('qr'); return qr.complete && qr.naturalWidth > 0;")
+            .await?;
+        ensure(qr == serde_json::json!(true), "no QR code in the window")?;
+        ui.shot("42-window-qr").await?;
+        phone.client.goto(&address).await.map_err(|e| e.to_string())?;
+        phone.wait_text("#title", "Reset workspace").await?;
+        let authenticator = Authenticator::add(phone.client).await?;
+        let on_phone = async {
+            enroll(&phone, gateway, "bob", &address).await?;
+            phone.click("#approve").await?;
+            phone.wait_text("#status", "Approved by bob").await?;
+            phone.shot("43-approved-on-the-phone").await
+        }
+        .await;
+        let removed = authenticator.remove().await;
+        on_phone.and(removed)?;
+        // The laptop's window follows, and the page runs the call.
+        ui.wait_text("#status", "Approved by bob").await?;
+        let _ = ui.client.close_window().await;
+        ui.client
+            .switch_to_window(page.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        ui.answer_contains("Done").await?;
+        let records = countersigned_resets(gateway).await?;
+        ensure(
+            records.len() == before + 1
+                && records.last().is_some_and(|r| r.contains("\"approver\":\"bob\"")),
+            format!("the trail's countersigned resets: {records:?}"),
+        )?;
+        // Denied on the phone: nothing minted, nothing run.
+        let (_, address) = reset_in_a_window(ui, &page).await?;
+        phone.client.goto(&address).await.map_err(|e| e.to_string())?;
+        phone.wait_text("#title", "Reset workspace").await?;
+        phone.click("#deny").await?;
+        phone.wait_text("#status", "Denied").await?;
+        ui.wait_text("#status", "Denied").await?;
+        let _ = ui.client.close_window().await;
+        ui.client
+            .switch_to_window(page)
+            .await
+            .map_err(|e| e.to_string())?;
+        ui.wait_text(".cs-log", "denied in the Countersign approval window")
+            .await?;
+        ensure(
+            countersigned_resets(gateway).await?.len() == before + 1,
+            "minted after a denial",
+        )?;
+        ui.shot("44-denied-on-the-phone").await
+    }
+    .await;
+    let _ = browser.client.close().await;
+    outcome
 }

@@ -119,6 +119,7 @@ pub(crate) fn routes(state: AppState) -> Router {
         .route("/window.js", get(script))
         .route("/window.css", get(style))
         .route("/api/requests/{id}", get(view))
+        .route("/api/requests/{id}/qr.svg", get(qr))
         .route("/api/requests/{id}/challenge", post(challenge))
         .route("/api/requests/{id}/approve", post(approve))
         .route("/api/requests/{id}/deny", post(deny))
@@ -161,7 +162,7 @@ async fn window_guard(State(state): State<AppState>, request: Request, next: Nex
     for (name, value) in [
         (
             "content-security-policy",
-            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
         ),
         ("x-frame-options", "DENY"),
         ("cross-origin-opener-policy", "same-origin"),
@@ -214,6 +215,25 @@ async fn view(
         "state": view.decision.name(),
         "approver": approver,
     })))
+}
+
+/// The request's address as a QR code (SVG), to open it on another device (a phone).
+async fn qr(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let window = window(&state)?;
+    // Only for a request that exists: the code carries its id.
+    window.view(&id)?;
+    let url = format!("{}/approve#{id}", window.origin());
+    let code = qrcode::QrCode::new(url.as_bytes()).map_err(|_| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            "the address does not fit a QR code",
+        )
+    })?;
+    let svg = code
+        .render::<qrcode::render::svg::Color<'_>>()
+        .min_dimensions(200, 200)
+        .build();
+    Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
 }
 
 async fn challenge(

@@ -34,13 +34,13 @@ async function ceremony(options, create) {
   return credential.toJSON();
 }
 
-const CALLERS = { assistant: "its assistant", webmcp: "a browser agent", mcp: "an MCP client" };
+const CALLERS = { assistant: "the page's assistant", webmcp: "a browser agent", mcp: "an MCP client" };
 
 function show(view) {
   const card = view.card;
   $("caller").textContent = CALLERS[card.caller] || card.caller;
   $("session").textContent = view.session;
-  $("opened").textContent = `at ${new Date(view.opened_ms).toLocaleTimeString()}`;
+  $("opened").textContent = new Date(view.opened_ms).toLocaleTimeString();
   $("title").textContent = card.title;
   $("kind").textContent = `Risk: ${card.kind}`;
   $("kind").className = `kind-${card.kind}`;
@@ -73,6 +73,22 @@ async function approval(id) {
     ended(view.state, view.approver);
     return;
   }
+  $("qr").src = `/api/requests/${encodeURIComponent(id)}/qr.svg`;
+  $("address").textContent = location.href;
+  // Decided on another device (or withdrawn by the page): this window follows.
+  const follow = setInterval(async () => {
+    try {
+      const now = await api(`/api/requests/${encodeURIComponent(id)}`);
+      if (now.state !== "waiting" && now.state !== "being approved") {
+        clearInterval(follow);
+        ended(now.state, now.approver);
+        if (now.state === "approved") setTimeout(() => window.close(), 1500);
+      }
+    } catch (e) {
+      clearInterval(follow);
+      say(e.message);
+    }
+  }, 1500);
   $("approve").addEventListener("click", async () => {
     $("approve").disabled = true;
     try {
@@ -118,6 +134,9 @@ function enrollment() {
     }
   });
 }
+
+// Another approval's address opened in this tab: show that one.
+window.addEventListener("hashchange", () => location.reload());
 
 const request = location.hash.slice(1);
 if (location.pathname === "/enroll" || !request) {
