@@ -481,7 +481,10 @@ impl Passkeys {
         let (owner, changed) = {
             let mut users = lock(&self.users);
             let owner = users.iter_mut().find(|(name, keys)| {
-                let ours = name.as_str() == user || (user.ends_with('/') && name.starts_with(user));
+                // `who` is a user, a prefix ending in `/`, or "" (anyone enrolled).
+                let ours = user.is_empty()
+                    || name.as_str() == user
+                    || (user.ends_with('/') && name.starts_with(user));
                 ours && keys.iter().any(|k| k.cred_id() == result.cred_id())
             });
             match owner {

@@ -31,6 +31,8 @@ use crate::error::{ApiError, ErrorCode};
 use crate::passkeys::{PasskeyConfig, PasskeyError, Passkeys};
 use crate::routes::countersign::MintBody;
 
+pub mod inbox;
+
 /// The most approval requests kept at once (waiting, or decided and not yet collected).
 const MAX_REQUESTS: usize = 1000;
 /// The most requests one page session may have waiting at once.
@@ -212,6 +214,10 @@ pub struct ApprovalWindow {
     timeout: Duration,
     requests: Mutex<HashMap<String, Entry>>,
     changed: tokio::sync::Notify,
+    /// Counts changes (a request opened or decided), for the inbox's live view.
+    version: tokio::sync::watch::Sender<u64>,
+    /// Signed-in inbox sessions: cookie → who (`role/person`) and until when.
+    sessions: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 impl std::fmt::Debug for ApprovalWindow {
@@ -270,6 +276,8 @@ impl ApprovalWindow {
             timeout: config.timeout,
             requests: Mutex::default(),
             changed: tokio::sync::Notify::new(),
+            version: tokio::sync::watch::Sender::new(0),
+            sessions: Mutex::default(),
         })
     }
 
@@ -445,6 +453,8 @@ impl ApprovalWindow {
                 ceremony: None,
             },
         );
+        drop(requests);
+        self.version.send_modify(|v| *v += 1);
         Ok((id, card, card_sha256, deadline_ms))
     }
 
@@ -551,6 +561,7 @@ impl ApprovalWindow {
             entry.decision = decision;
         }
         self.changed.notify_waiters();
+        self.version.send_modify(|v| *v += 1);
     }
 
     /// Denies request `id` (if it still waits).
@@ -566,6 +577,7 @@ impl ApprovalWindow {
             entry.decided_at = Some(Instant::now());
         }
         self.changed.notify_waiters();
+        self.version.send_modify(|v| *v += 1);
         Ok(())
     }
 
@@ -616,7 +628,7 @@ fn decided(decision: &Decision) -> ApiError {
 }
 
 /// 128 random bits, as hex: a request's id, which only the page and the window know.
-fn random_id() -> Result<String, ApiError> {
+pub(crate) fn random_id() -> Result<String, ApiError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
         .map_err(|_| refused(ErrorCode::PasskeyUnavailable, "no randomness for an id"))?;

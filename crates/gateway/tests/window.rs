@@ -616,3 +616,45 @@ async fn a_pages_wait_ends_before_the_request_timeout_would_cut_it() {
     assert_eq!(answer, json!({ "state": "waiting" }));
     assert!(started.elapsed() < Duration::from_secs(7));
 }
+
+#[tokio::test]
+async fn the_inbox_shows_a_role_its_own_approvals_and_only_to_a_signed_in_person() {
+    let s = served(Duration::from_secs(60)).await;
+    let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
+    let window = s.state.window.clone().unwrap();
+    let waiting = window.waiting_for("admin");
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].0, opened["id"].as_str().unwrap());
+    assert!(
+        window.waiting_for("viewer").is_empty(),
+        "another role sees nothing"
+    );
+    // Without a session (or with a made-up one), nothing is listed or streamed.
+    for path in ["/api/inbox", "/api/inbox/events"] {
+        for cookie in [None, Some("cs-window=00112233")] {
+            let mut r = s.client.get(format!("{}{path}", s.window));
+            if let Some(cookie) = cookie {
+                r = r.header("cookie", cookie);
+            }
+            let r = r.send().await.unwrap();
+            assert_eq!(r.status().as_u16(), 401, "{path} {cookie:?}");
+        }
+    }
+    // Nobody is enrolled yet: signing in says so; and only the window's origin may ask.
+    let (status, answer) = s
+        .window_post("/api/signin", &json!({}), Some(&s.window))
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (409, json!("no_passkey"))
+    );
+    assert_eq!(
+        s.window_post("/api/signin", &json!({}), Some(&s.page))
+            .await
+            .0,
+        403
+    );
+    // A decided request leaves the inbox.
+    window.deny(opened["id"].as_str().unwrap()).unwrap();
+    assert!(window.waiting_for("admin").is_empty());
+}

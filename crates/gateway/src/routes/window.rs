@@ -116,6 +116,11 @@ pub(crate) fn routes(state: AppState) -> Router {
         .route("/", get(page))
         .route("/approve", get(page))
         .route("/enroll", get(page))
+        .route("/inbox", get(page))
+        .route("/api/signin", post(signin))
+        .route("/api/signin/finish", post(signed_in))
+        .route("/api/inbox", get(inbox))
+        .route("/api/inbox/events", get(events))
         .route("/window.js", get(script))
         .route("/window.css", get(style))
         .route("/api/requests/{id}", get(view))
@@ -348,4 +353,97 @@ async fn enrolled(
     Ok(Json(
         json!({ "registered": true, "role": role, "person": person }),
     ))
+}
+
+/// `POST /api/signin`: a sign-in ceremony for the inbox, over every approver's passkey.
+async fn signin(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    window(&state)?.start_signin().map(Json)
+}
+
+/// `POST /api/signin/finish`: the assertion; a session cookie for the window's origin.
+async fn signed_in(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let window = window(&state)?;
+    let finish: Finish = parse(&body)?;
+    let (session, who) = window.finish_signin(&finish.ceremony, &finish.credential)?;
+    let secure = if window.origin().starts_with("https:") {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!(
+        "{}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
+        crate::window::inbox::COOKIE,
+        crate::window::inbox::SESSION.as_secs()
+    );
+    let cookie = HeaderValue::from_str(&cookie)
+        .map_err(|_| ApiError::new(ErrorCode::InvalidRequest, "no session"))?;
+    let (role, person) = who.split_once('/').unwrap_or(("", &who));
+    tracing::info!(role, person, "signed in to the approval window's inbox");
+    let mut response = Json(json!({ "role": role, "person": person })).into_response();
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    Ok(response)
+}
+
+/// Who the request's inbox cookie signs in (`role/person`).
+fn who(window: &ApprovalWindow, headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
+    let prefix = format!("{}=", crate::window::inbox::COOKIE);
+    let session = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| c.trim().strip_prefix(prefix.as_str()))
+        .unwrap_or("");
+    window.signed_in(session)
+}
+
+/// `GET /api/inbox`: who is signed in, and what waits for their role.
+async fn inbox(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let window = window(&state)?;
+    let who = who(window, &headers)?;
+    let (role, person) = who.split_once('/').unwrap_or(("", &who));
+    let waiting: Vec<Value> = window
+        .waiting_for(role)
+        .into_iter()
+        .map(|(id, view)| {
+            json!({
+                "id": id,
+                "card": view.card,
+                "session": view.session,
+                "opened_ms": view.opened_ms,
+                "deadline_ms": view.deadline_ms,
+            })
+        })
+        .collect();
+    Ok(Json(
+        json!({ "role": role, "person": person, "waiting": waiting }),
+    ))
+}
+
+/// `GET /api/inbox/events`: an event stream that says `changed` whenever an approval is
+/// opened or decided (the inbox then asks again).
+async fn events(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let window = window(&state)?;
+    who(window, &headers)?;
+    let changes = window.changes();
+    let stream = futures_util::stream::unfold((changes, true), |(mut changes, first)| async move {
+        if !first && changes.changed().await.is_err() {
+            return None;
+        }
+        let event = Event::default().data("changed");
+        Some((Ok::<_, std::convert::Infallible>(event), (changes, false)))
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
 }

@@ -135,11 +135,77 @@ function enrollment() {
   });
 }
 
+// The inbox: what waits for the signed-in person's role, kept live by an event stream;
+// a system notification for each new one, once the person allowed them (on a click).
+async function inbox() {
+  $("inbox").hidden = false;
+  let me;
+  try {
+    me = await api("/api/inbox");
+  } catch (e) {
+    $("signin").hidden = false;
+    $("signin").addEventListener("click", async () => {
+      try {
+        const started = await api("/api/signin", {});
+        const credential = await ceremony(started.options, false);
+        await api("/api/signin/finish", { ceremony: started.ceremony, credential });
+        location.reload();
+      } catch (e) {
+        say(`Not signed in: ${e.message}`);
+      }
+    });
+    return;
+  }
+  $("who").textContent = `Signed in as ${me.person}, approving for ${me.role}.`;
+  if ("Notification" in window && Notification.permission !== "granted") {
+    $("notify").hidden = false;
+    $("notify").addEventListener("click", async () => {
+      await Notification.requestPermission();
+      $("notify").hidden = Notification.permission === "granted";
+    });
+  }
+  const seen = new Set();
+  let first = true;
+  const render = (now) => {
+    const list = $("waiting");
+    list.replaceChildren();
+    for (const item of now.waiting) {
+      const li = document.createElement("li");
+      const link = document.createElement("a");
+      link.href = `/approve#${item.id}`;
+      link.textContent = item.card.title;
+      const what = document.createElement("p");
+      what.textContent = item.card.consequence || "";
+      li.append(link, what);
+      list.append(li);
+      const fresh = !first && !seen.has(item.id);
+      if (fresh && "Notification" in window && Notification.permission === "granted" && document.hidden) {
+        new Notification("Countersign: an approval waits", { body: item.card.title });
+      }
+      seen.add(item.id);
+    }
+    first = false;
+    say(now.waiting.length ? "" : "Nothing waits for you.");
+  };
+  render(me);
+  const events = new EventSource("/api/inbox/events");
+  events.onmessage = async () => {
+    try {
+      render(await api("/api/inbox"));
+    } catch (e) {
+      events.close();
+      say(e.message);
+    }
+  };
+}
+
 // Another approval's address opened in this tab: show that one.
 window.addEventListener("hashchange", () => location.reload());
 
 const request = location.hash.slice(1);
-if (location.pathname === "/enroll" || !request) {
+if (location.pathname === "/inbox") {
+  inbox();
+} else if (location.pathname === "/enroll" || !request) {
   enrollment();
 } else {
   approval(request);
