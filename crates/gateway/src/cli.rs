@@ -103,8 +103,9 @@ enum Command {
         token: Option<String>,
     },
     /// The approval window's approvers (`ROLE/PERSON`, each with their passkeys' ids);
-    /// with `--revoke ROLE/PERSON`, removes that person's passkeys. Run it with the
-    /// gateway stopped: a running one keeps its own copy of the file.
+    /// with `--revoke ROLE/PERSON`, removes that person's passkeys. Refused while a
+    /// gateway serves the window with the same file (stop it first): the file is one
+    /// process's at a time.
     Approvers {
         /// The window's origin (its host is the passkeys' relying party).
         #[arg(long, env = "COUNTERSIGN_WINDOW_ORIGIN")]

@@ -60,6 +60,10 @@ pub struct WindowConfig {
     pub passkeys_file: Option<PathBuf>,
     /// How long a request waits for the person. Default five minutes.
     pub timeout: Duration,
+    /// How long a request stays open with no page waiting for it: then the page is
+    /// gone (reloaded, closed), and so is the request. Default 40 s (the page waits 25 s
+    /// at a time, and asks again at once).
+    pub abandoned_after: Duration,
 }
 
 impl WindowConfig {
@@ -69,6 +73,7 @@ impl WindowConfig {
             origin: origin.into(),
             passkeys_file: None,
             timeout: Duration::from_secs(300),
+            abandoned_after: Duration::from_secs(40),
         }
     }
 }
@@ -114,6 +119,8 @@ pub enum Decision {
     Denied,
     /// Nobody decided before the deadline.
     Expired,
+    /// The page that asked stopped waiting (it reloaded, closed, or went away).
+    Abandoned,
 }
 
 impl Decision {
@@ -125,6 +132,7 @@ impl Decision {
             Decision::Approved { .. } => "approved",
             Decision::Denied => "denied",
             Decision::Expired => "expired",
+            Decision::Abandoned => "abandoned",
         }
     }
 
@@ -203,6 +211,13 @@ struct Entry {
     decided_at: Option<Instant>,
     /// The passkey ceremony in flight for it: one at a time.
     ceremony: Option<String>,
+    /// The page's own key to it (to collect the token, or withdraw): never in the
+    /// window's address, so whoever sees that (a QR code, a screen) cannot collect it.
+    key: String,
+    /// The page's waits in progress, and when the last one ended.
+    waiters: usize,
+    last_waited: Instant,
+    abandoned_after: Duration,
 }
 
 /// The approval window's state: its passkeys, the app's declarations and the requests.
@@ -212,12 +227,15 @@ pub struct ApprovalWindow {
     passkeys: Passkeys,
     declare: Box<Declare>,
     timeout: Duration,
+    abandoned_after: Duration,
     requests: Mutex<HashMap<String, Entry>>,
     changed: tokio::sync::Notify,
     /// Counts changes (a request opened or decided), for the inbox's live view.
     version: tokio::sync::watch::Sender<u64>,
     /// Signed-in inbox sessions: cookie → who (`role/person`) and until when.
     sessions: Mutex<HashMap<String, (String, Instant)>>,
+    /// Held for the window's life: one process at a time changes its passkey file.
+    _lock: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for ApprovalWindow {
@@ -263,6 +281,23 @@ impl ApprovalWindow {
             None => name.to_owned(),
         };
         let origin = url.origin().ascii_serialization();
+        // One process at a time: a second (the `approvers` command while a gateway
+        // serves) would revoke in its copy only, and the two saves would undo each other.
+        let lock = match &config.passkeys_file {
+            Some(file) => {
+                let path = file.with_extension("lock");
+                let lock = std::fs::File::create(&path)
+                    .map_err(|e| PasskeyError::Store(format!("{}: {e}", path.display())))?;
+                lock.try_lock().map_err(|_| {
+                    PasskeyError::Store(format!(
+                        "{} is in use by another process (a gateway serving the window?): stop it first",
+                        file.display()
+                    ))
+                })?;
+                Some(lock)
+            }
+            None => None,
+        };
         let passkeys = Passkeys::open(&PasskeyConfig {
             rp_id: name.to_owned(),
             rp_origin: origin.clone(),
@@ -274,10 +309,12 @@ impl ApprovalWindow {
             passkeys,
             declare: Box::new(declare),
             timeout: config.timeout,
+            abandoned_after: config.abandoned_after,
             requests: Mutex::default(),
             changed: tokio::sync::Notify::new(),
             version: tokio::sync::watch::Sender::new(0),
             sessions: Mutex::default(),
+            _lock: lock,
         })
     }
 
@@ -335,9 +372,9 @@ impl ApprovalWindow {
     }
 
     /// Draws the card for `opening` from the declarations and keeps the request: its id
-    /// (the secret the page and the window share), the card, its digest and the
-    /// deadline (ms since the epoch).
-    pub fn open(&self, opening: Opening) -> Result<(String, Card, String, u64), ApiError> {
+    /// (in the window's address), the page's own key to it (see [`ApprovalWindow::wait`]),
+    /// the card, its digest and the deadline (ms since the epoch).
+    pub fn open(&self, opening: Opening) -> Result<Opened, ApiError> {
         let bad = |why: &str| refused(ErrorCode::InvalidRequest, why);
         if !valid_name(&opening.role) {
             return Err(bad("`role` is invalid"));
@@ -421,6 +458,7 @@ impl ApprovalWindow {
         };
         crate::routes::countersign::check(&body)?;
         let id = random_id()?;
+        let key = random_id()?;
         let deadline_ms =
             now.saturating_add(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX));
         let mut requests = lock(&self.requests);
@@ -451,11 +489,30 @@ impl ApprovalWindow {
                 decision: Decision::Waiting,
                 decided_at: None,
                 ceremony: None,
+                key: key.clone(),
+                waiters: 0,
+                last_waited: Instant::now(),
+                abandoned_after: self.abandoned_after,
             },
         );
         drop(requests);
         self.version.send_modify(|v| *v += 1);
-        Ok((id, card, card_sha256, deadline_ms))
+        Ok(Opened {
+            id,
+            key,
+            card,
+            card_sha256,
+            deadline_ms,
+        })
+    }
+
+    /// The id of the request the page's `key` opens.
+    fn by_key(&self, key: &str) -> Result<String, ApiError> {
+        lock(&self.requests)
+            .iter()
+            .find(|(_, entry)| !key.is_empty() && entry.key == key)
+            .map(|(id, _)| id.clone())
+            .ok_or_else(gone)
     }
 
     /// A request as the window shows it (expiring it if its time is up).
@@ -466,21 +523,25 @@ impl ApprovalWindow {
         Ok(View {
             card: entry.card.clone(),
             card_sha256: entry.card_sha256.clone(),
-            session: entry.body.session.clone(),
+            session: revealed(&entry.body.session),
             opened_ms: entry.opened_ms,
             deadline_ms: entry.deadline_ms,
             decision: entry.decision.clone(),
         })
     }
 
-    /// Waits up to `max` for request `id` to be decided; its decision then.
-    pub async fn wait(&self, id: &str, max: Duration) -> Result<Decision, ApiError> {
+    /// Waits up to `max` for the request the page's `key` opens to be decided; its
+    /// decision then. While no page waits for it (for [`WindowConfig::abandoned_after`]),
+    /// the request ends.
+    pub async fn wait(&self, key: &str, max: Duration) -> Result<Decision, ApiError> {
+        let id = self.by_key(key)?;
+        let _waiting = Waiting::new(self, &id);
         let until = Instant::now() + max;
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let decision = self.view(id)?.decision;
+            let decision = self.view(&id)?.decision;
             let left = until.saturating_duration_since(Instant::now());
             if !decision.is_open() || left.is_zero() {
                 return Ok(decision);
@@ -533,6 +594,14 @@ impl ApprovalWindow {
             if entry.decision != Decision::Waiting {
                 return Err(decided(&entry.decision));
             }
+            // Only this request's own ceremony: two requests with the same call share a
+            // binding, so a ceremony started for one must not finish the other.
+            if entry.ceremony.as_deref() != Some(ceremony) {
+                return Err(refused(
+                    ErrorCode::PasskeyRejected,
+                    "the passkey request was for another approval; approve again",
+                ));
+            }
             (entry.body.role.clone(), entry.body.binding())
         };
         let prefix = format!("{role}/");
@@ -581,11 +650,53 @@ impl ApprovalWindow {
         Ok(())
     }
 
-    /// Withdraws request `id` for the page (the call settled there: edited, reloaded,
-    /// timed out): the window then says so, and nothing can approve it.
-    pub fn withdraw(&self, id: &str) -> Result<(), ApiError> {
-        self.deny(id)
+    /// Withdraws the request the page's `key` opens (the call settled there): the window
+    /// then says so, and nothing can approve it.
+    pub fn withdraw(&self, key: &str) -> Result<(), ApiError> {
+        self.deny(&self.by_key(key)?)
     }
+}
+
+/// A page's wait on a request, counted while it lasts (a dropped connection ends it).
+struct Waiting<'a> {
+    window: &'a ApprovalWindow,
+    id: String,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(window: &'a ApprovalWindow, id: &str) -> Self {
+        if let Some(entry) = lock(&window.requests).get_mut(id) {
+            entry.waiters += 1;
+        }
+        Self {
+            window,
+            id: id.to_owned(),
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(entry) = lock(&self.window.requests).get_mut(&self.id) {
+            entry.waiters = entry.waiters.saturating_sub(1);
+            entry.last_waited = Instant::now();
+        }
+    }
+}
+
+/// A request just opened.
+#[derive(Clone, Debug)]
+pub struct Opened {
+    /// Its id, in the window's address.
+    pub id: String,
+    /// The page's own key to it: collect the decision, or withdraw.
+    pub key: String,
+    /// The card the server drew.
+    pub card: Card,
+    /// Its digest.
+    pub card_sha256: String,
+    /// Until when it waits (ms since the epoch).
+    pub deadline_ms: u64,
 }
 
 fn revealed(text: &str) -> String {
@@ -607,10 +718,18 @@ fn revealed_json(value: &Value) -> Value {
 }
 
 fn expire(entry: &mut Entry) {
-    if entry.decision == Decision::Waiting && Instant::now() >= entry.deadline {
-        entry.decision = Decision::Expired;
-        entry.decided_at = Some(Instant::now());
+    if entry.decision != Decision::Waiting {
+        return;
     }
+    let ended = if Instant::now() >= entry.deadline {
+        Decision::Expired
+    } else if entry.waiters == 0 && entry.last_waited.elapsed() >= entry.abandoned_after {
+        Decision::Abandoned
+    } else {
+        return;
+    };
+    entry.decision = ended;
+    entry.decided_at = Some(Instant::now());
 }
 
 fn gone() -> ApiError {

@@ -92,12 +92,19 @@ struct Served {
 }
 
 async fn served(timeout: Duration) -> Served {
+    served_with(timeout, Duration::from_secs(40), None).await
+}
+
+async fn served_with(timeout: Duration, abandoned: Duration, policy: Option<&str>) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let window_origin = format!("http://approve.localhost:{}", addr.port());
-    let (s, dir) = state(config(None));
+    let mut cfg = config(None);
+    cfg.policy = policy.map(str::to_owned);
+    let (s, dir) = state(cfg);
     let mut wc = WindowConfig::new(&window_origin);
     wc.timeout = timeout;
+    wc.abandoned_after = abandoned;
     wc.passkeys_file = Some(dir.path().join("window-passkeys.json"));
     let s = s.with_window(ApprovalWindow::new(&wc, declare).unwrap());
     let service =
@@ -114,6 +121,12 @@ async fn served(timeout: Duration) -> Served {
         client,
         _dir: dir,
     }
+}
+
+/// The window's id of an opened request: in its address, apart from the page's key.
+fn window_id(opened: &Value) -> String {
+    let url = opened["url"].as_str().unwrap();
+    url.split_once('#').unwrap().1.to_owned()
 }
 
 fn opening(action: &str, arguments: Value) -> Value {
@@ -200,9 +213,22 @@ async fn the_window_draws_its_card_from_the_servers_declarations_not_the_page() 
         "role": "admin",
     });
     assert_eq!(opened["card"], card);
-    let id = opened["id"].as_str().unwrap();
+    let id = window_id(&opened);
     assert_eq!(id.len(), 32);
     assert_eq!(opened["url"], json!(format!("{}/approve#{id}", s.window)));
+    // The page's key is its own: the window's address does not hold it, and the
+    // window's id does not collect the token.
+    let key = opened["id"].as_str().unwrap();
+    assert_ne!(key, id);
+    assert_eq!(s.outcome(&id, 0).await["error"]["code"], "window_gone");
+    assert_eq!(s.outcome(key, 0).await["state"], "waiting");
+    assert_eq!(
+        s.window_get(&format!("/api/requests/{key}"))
+            .await
+            .status()
+            .as_u16(),
+        404
+    );
     // The window shows the same card, and its digest is the window's own.
     let view: Value = s
         .window_get(&format!("/api/requests/{id}"))
@@ -372,7 +398,7 @@ async fn the_window_is_served_only_at_its_own_host_and_cannot_be_framed() {
 async fn only_the_windows_own_origin_changes_a_request_or_enrolls() {
     let s = served(Duration::from_secs(60)).await;
     let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
-    let id = opened["id"].as_str().unwrap();
+    let id = window_id(&opened);
     let paths = [
         format!("/api/requests/{id}/challenge"),
         format!("/api/requests/{id}/approve"),
@@ -395,7 +421,10 @@ async fn only_the_windows_own_origin_changes_a_request_or_enrolls() {
             );
         }
     }
-    assert_eq!(s.outcome(id, 0).await["state"], "waiting");
+    assert_eq!(
+        s.outcome(opened["id"].as_str().unwrap(), 0).await["state"],
+        "waiting"
+    );
     // No approver is enrolled: the window's own request for a challenge says so.
     let (status, answer) = s.window_post(&paths[0], &json!({}), Some(&s.window)).await;
     assert_eq!(
@@ -410,14 +439,14 @@ async fn a_request_is_decided_once_denied_withdrawn_or_expired() {
     let own = Some(s.window.as_str());
     // Denied in the window: the page, waiting, hears it; nothing more can decide it.
     let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
-    let id = opened["id"].as_str().unwrap().to_owned();
+    let id = window_id(&opened);
     let waiting = {
         let page = s.page.clone();
         let client = s.client.clone();
-        let id = id.clone();
+        let key = opened["id"].as_str().unwrap().to_owned();
         tokio::spawn(async move {
             client
-                .get(format!("{page}/v1/window/requests/{id}?wait=20"))
+                .get(format!("{page}/v1/window/requests/{key}?wait=20"))
                 .header("origin", "http://127.0.0.1:8787")
                 .send()
                 .await
@@ -450,10 +479,11 @@ async fn a_request_is_decided_once_denied_withdrawn_or_expired() {
     }
     // Withdrawn by the page (its call settled there): the window says so.
     let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
-    let id = opened["id"].as_str().unwrap();
+    let id = window_id(&opened);
+    let key = opened["id"].as_str().unwrap();
     let r = s
         .client
-        .delete(format!("{}/v1/window/requests/{id}", s.page))
+        .delete(format!("{}/v1/window/requests/{key}", s.page))
         .header("origin", "http://127.0.0.1:8787")
         .send()
         .await
@@ -478,8 +508,11 @@ async fn a_request_is_decided_once_denied_withdrawn_or_expired() {
 async fn a_request_nobody_decides_expires_at_its_deadline() {
     let s = served(Duration::from_millis(600)).await;
     let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
-    let id = opened["id"].as_str().unwrap();
-    assert_eq!(s.outcome(id, 5).await, json!({ "state": "expired" }));
+    let id = window_id(&opened);
+    assert_eq!(
+        s.outcome(opened["id"].as_str().unwrap(), 5).await,
+        json!({ "state": "expired" })
+    );
     let (status, answer) = s
         .window_post(
             &format!("/api/requests/{id}/challenge"),
@@ -624,7 +657,7 @@ async fn the_inbox_shows_a_role_its_own_approvals_and_only_to_a_signed_in_person
     let window = s.state.window.clone().unwrap();
     let waiting = window.waiting_for("admin");
     assert_eq!(waiting.len(), 1);
-    assert_eq!(waiting[0].0, opened["id"].as_str().unwrap());
+    assert_eq!(waiting[0].0, window_id(&opened));
     assert!(
         window.waiting_for("viewer").is_empty(),
         "another role sees nothing"
@@ -655,6 +688,81 @@ async fn the_inbox_shows_a_role_its_own_approvals_and_only_to_a_signed_in_person
         403
     );
     // A decided request leaves the inbox.
-    window.deny(opened["id"].as_str().unwrap()).unwrap();
+    window.deny(&window_id(&opened)).unwrap();
     assert!(window.waiting_for("admin").is_empty());
+}
+
+#[tokio::test]
+async fn a_request_no_page_waits_for_ends_and_one_waited_on_does_not() {
+    let s = served_with(Duration::from_secs(60), Duration::from_millis(500), None).await;
+    // The page that opened it went away (reloaded, closed): it ends, and nothing can
+    // approve it any more.
+    let (_, gone) = s.open(&opening("reset_workspace", json!({}))).await;
+    // One the page keeps waiting on stays open.
+    let (_, kept) = s.open(&opening("reset_workspace", json!({}))).await;
+    let outcome = s.outcome(kept["id"].as_str().unwrap(), 2).await;
+    assert_eq!(outcome, json!({ "state": "waiting" }));
+    let view: Value = s
+        .window_get(&format!("/api/requests/{}", window_id(&gone)))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["state"], "abandoned");
+    let (status, answer) = s
+        .window_post(
+            &format!("/api/requests/{}/challenge", window_id(&gone)),
+            &json!({}),
+            Some(&s.window),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (409, json!("window_decided"))
+    );
+}
+
+#[tokio::test]
+async fn a_policy_file_can_raise_an_action_to_the_window_and_the_page_then_mints_nothing() {
+    let policy = r#"{"roles": {"admin": {"scopes": ["workspace.admin"], "overrides": {
+        "archive_workspace": {"presence": "window"}}}}}"#;
+    let s = served_with(
+        Duration::from_secs(60),
+        Duration::from_secs(40),
+        Some(policy),
+    )
+    .await;
+    let args_sha256 = countersign::audit::ArgsDigest::of_value(&json!({})).to_hex();
+    let body = json!({
+        "call": 3, "tool_call_id": "call_abc", "action": "archive_workspace", "kind": "danger",
+        "args_sha256": args_sha256, "card_sha256": "cd".repeat(32), "approved_by": "once",
+        "grant": null, "session": "page-77", "role": "admin",
+    });
+    let r = page_post(
+        &s.client,
+        format!("{}/v1/countersign", s.page),
+        body.to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    assert!(s.trail().await.is_empty());
+}
+
+#[tokio::test]
+async fn one_process_at_a_time_keeps_the_windows_passkeys() {
+    // A running window holds its passkey file: a second (the `approvers` command while
+    // the gateway serves) is refused, so a revocation never lands in a copy only.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = WindowConfig::new("http://approve.localhost:8787");
+    config.passkeys_file = Some(dir.path().join("window-passkeys.json"));
+    let serving = ApprovalWindow::new(&config, declare).unwrap();
+    let second = ApprovalWindow::new(&config, declare);
+    assert!(second
+        .unwrap_err()
+        .to_string()
+        .contains("in use by another process"));
+    drop(serving);
+    assert!(ApprovalWindow::new(&config, declare).is_ok());
 }

@@ -17,12 +17,27 @@ pub(crate) async fn approve(
     request: &MintRequest,
 ) -> Result<Countersignature, String> {
     // Opened at once, while the person's click still lets a page open a window; sent to
-    // the window's address when the gateway gives it.
-    let popup = web_sys::window().and_then(|w| {
+    // the window's address when the gateway gives it. Blocked: nothing is asked for.
+    let Some(popup) = web_sys::window().and_then(|w| {
         w.open_with_url_and_target_and_features("", "countersign-window", "popup")
             .ok()
             .flatten()
-    });
+    }) else {
+        return Err("the browser did not open the Countersign approval window: allow pop-ups for this page, then approve again".into());
+    };
+    let decided = decide(endpoint, request, &popup).await;
+    if decided.is_err() {
+        let _ = popup.close();
+    }
+    decided
+}
+
+/// Opens the request, sends `popup` to the window, and waits for the decision.
+async fn decide(
+    endpoint: &str,
+    request: &MintRequest,
+    popup: &web_sys::Window,
+) -> Result<Countersignature, String> {
     let requests = format!(
         "{}/window/requests",
         endpoint.strip_suffix("/countersign").unwrap_or(endpoint)
@@ -41,16 +56,15 @@ pub(crate) async fn approve(
             .map_err(|e| format!("no gateway answered at {url} ({e})"))?;
         let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let said = |key: &str| answer.get(key).and_then(Value::as_str);
-        let why = match (status, said("state"), said("id"), said("url")) {
-            // Opened: the person is sent there, and the page waits for the decision.
-            (200, None, Some(id), Some(window)) => {
-                let shown = popup
-                    .as_ref()
-                    .is_some_and(|p| p.location().set_href(window).is_ok());
-                if !shown {
-                    return Err(format!("the browser did not open the Countersign approval window: allow pop-ups for this page, then approve again ({window})"));
-                }
-                (method, url, body) = ("GET", format!("{requests}/{id}?wait={WAIT_S}"), None);
+        return Err(match (status, said("state"), said("id"), said("url")) {
+            // Opened: the person is sent there, and the page waits for the decision (a
+            // page that stops waiting, reloaded or closed, leaves the request to end).
+            (200, None, Some(key), Some(window)) => {
+                popup
+                    .location()
+                    .set_href(window)
+                    .map_err(|_| format!("the approval window could not be opened at {window}"))?;
+                (method, url, body) = ("GET", format!("{requests}/{key}?wait={WAIT_S}"), None);
                 continue;
             }
             (200, Some("approved"), ..) => match said("countersignature") {
@@ -63,10 +77,6 @@ pub(crate) async fn approve(
                 "nobody approved it in the Countersign approval window in time".into()
             }
             _ => crate::countersigner::refused(&url, status, &answer),
-        };
-        if let Some(popup) = &popup {
-            let _ = popup.close();
-        }
-        return Err(why);
+        });
     }
 }

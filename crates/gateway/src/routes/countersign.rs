@@ -97,12 +97,7 @@ fn parse_body(state: &AppState, body: &[u8]) -> Result<MintBody, ApiError> {
     check(&body)?;
     // INVARIANT: a `window` token is minted only by the approval window, and an action
     // the server's declarations approve there gets no other token, whatever the page says.
-    let window_only = state
-        .window
-        .as_deref()
-        .and_then(|w| w.presence(&body.role, &body.action))
-        == Some(Presence::Window);
-    if body.presence == Presence::Window || window_only {
+    if body.presence == Presence::Window || window_only(state, &body.role, &body.action) {
         let at = state
             .window
             .as_deref()
@@ -140,6 +135,26 @@ pub(crate) async fn challenge(
         .start_approval(&body.role, body.binding())
         .map_err(|e| super::passkeys::refusal(&e))?;
     Ok(Json(json!({ "ceremony": ceremony, "options": options })))
+}
+
+/// Whether `role`'s calls of `action` are approved only in the approval window: the
+/// server's declarations say so, or the deployment's policy file raises them there
+/// (without a window, nothing then mints for them).
+pub(crate) fn window_only(state: &AppState, role: &str, action: &str) -> bool {
+    let declared = state
+        .window
+        .as_deref()
+        .and_then(|w| w.presence(role, action))
+        == Some(Presence::Window);
+    let raised = state
+        .config
+        .policy
+        .as_deref()
+        .and_then(|text| countersign::policy::PolicyFile::from_json(text).ok())
+        .is_some_and(|file| {
+            file.presence(role, action) == countersign::countersignature::Presence::Window
+        });
+    declared || raised
 }
 
 /// The public key set. No auth: public keys are public; the seed is never served.

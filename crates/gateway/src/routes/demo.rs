@@ -49,13 +49,9 @@ pub(crate) async fn perform(
     if action == "reset_workspace" {
         expected = expected.with_passkey().with_role(TUTORIAL_ROLE);
     }
-    // Where the server's declarations put the action in the approval window, only the
-    // window's token does.
-    let window = state
-        .window
-        .as_deref()
-        .and_then(|w| w.presence(TUTORIAL_ROLE, &action));
-    if window == Some(countersign_verify::Presence::Window) {
+    // Where the server's declarations (or the policy file) put the action in the approval
+    // window, only the window's token does.
+    if super::countersign::window_only(&state, TUTORIAL_ROLE, &action) {
         expected = expected.with_window();
     }
     let claims = match state.verifier.verify_now(&token, &expected).await {

@@ -47,14 +47,16 @@ pub(crate) async fn open(
 ) -> Result<Json<Value>, ApiError> {
     let window = window(&state)?;
     let opening: Opening = parse(&body)?;
-    let (id, card, card_sha256, deadline_ms) = window.open(opening)?;
-    let url = format!("{}/approve#{id}", window.origin());
+    let opened = window.open(opening)?;
+    // The page gets its own key to the request (`id` here); the window's address holds
+    // the window's id only.
+    let url = format!("{}/approve#{}", window.origin(), opened.id);
     Ok(Json(json!({
-        "id": id,
+        "id": opened.key,
         "url": url,
-        "card": card,
-        "card_sha256": card_sha256,
-        "deadline_ms": deadline_ms,
+        "card": opened.card,
+        "card_sha256": opened.card_sha256,
+        "deadline_ms": opened.deadline_ms,
     })))
 }
 
@@ -212,6 +214,7 @@ async fn view(
         _ => None,
     };
     Ok(Json(json!({
+        "arguments_text": serde_json::to_string_pretty(&view.card.arguments).unwrap_or_default(),
         "card": view.card,
         "card_sha256": view.card_sha256,
         "session": view.session,

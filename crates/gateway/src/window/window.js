@@ -45,7 +45,8 @@ function show(view) {
   $("kind").textContent = `Risk: ${card.kind}`;
   $("kind").className = `kind-${card.kind}`;
   $("consequence").textContent = card.consequence || "";
-  $("arguments").textContent = JSON.stringify(card.arguments, null, 2);
+  // The server's own text of the arguments: every digit as the token binds it.
+  $("arguments").textContent = view.arguments_text;
   $("role").textContent = card.role;
   $("card").hidden = false;
 }
@@ -56,6 +57,7 @@ function ended(state, approver) {
     approved: `Approved${approver ? ` by ${approver}` : ""}. You can close this window.`,
     denied: "Denied. Nothing was done.",
     expired: "This approval has expired. Nothing was done.",
+    abandoned: "The page that asked is gone (reloaded or closed). Nothing was done.",
   };
   say(words[state] || state);
 }
@@ -69,7 +71,8 @@ async function approval(id) {
     return;
   }
   show(view);
-  if (view.state !== "waiting") {
+  const open = (state) => state === "waiting" || state === "being approved";
+  if (!open(view.state)) {
     ended(view.state, view.approver);
     return;
   }
@@ -79,7 +82,7 @@ async function approval(id) {
   const follow = setInterval(async () => {
     try {
       const now = await api(`/api/requests/${encodeURIComponent(id)}`);
-      if (now.state !== "waiting" && now.state !== "being approved") {
+      if (!open(now.state)) {
         clearInterval(follow);
         ended(now.state, now.approver);
         if (now.state === "approved") setTimeout(() => window.close(), 1500);
