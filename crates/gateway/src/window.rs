@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use countersign::{Call, Caller, Executor, Kind, Step, Timestamp};
+use countersign::{Caller, Executor, Kind};
 use countersign_verify::{ApprovedBy, Presence};
 use serde::Serialize;
 use serde_json::Value;
@@ -31,7 +31,10 @@ use crate::error::{ApiError, ErrorCode};
 use crate::passkeys::{PasskeyConfig, PasskeyError, Passkeys};
 use crate::routes::countersign::MintBody;
 
+mod card;
 pub mod inbox;
+
+pub use card::Drawn;
 
 /// The most approval requests kept at once (waiting, or decided and not yet collected).
 const MAX_REQUESTS: usize = 1000;
@@ -91,8 +94,6 @@ pub struct Card {
     pub consequence: Option<String>,
     /// The exact arguments that will run.
     pub arguments: Value,
-    /// Who asked for the call.
-    pub caller: Caller,
     /// The role the call runs for (approvers enrolled for it may approve).
     pub role: String,
 }
@@ -191,6 +192,8 @@ pub struct View {
     pub card_sha256: String,
     /// The page session that asked (the page's word).
     pub session: String,
+    /// Who asked for the call (the page's word; the token's `act` binds it).
+    pub caller: Caller,
     /// When the page asked, and until when it waits (ms since the epoch).
     pub opened_ms: u64,
     /// Until when it waits.
@@ -379,74 +382,30 @@ impl ApprovalWindow {
         if !valid_name(&opening.role) {
             return Err(bad("`role` is invalid"));
         }
-        let executor = (self.declare)(&opening.role).map_err(|e| {
-            refused(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "the server has no declarations for role `{}` ({e})",
-                    opening.role
-                ),
-            )
-        })?;
-        if executor.presence_of(&opening.action).is_none() {
-            return Err(bad("the server declares no such action; the window shows only calls it can draw itself"));
-        }
-        let arguments = serde_json::to_string(&opening.arguments)
-            .map_err(|_| bad("`arguments` is not JSON"))?;
-        let call = Call::new(
-            opening.tool_call_id.as_str(),
-            opening.action.as_str(),
-            arguments,
-        )
-        .by(opening.caller);
         let now = now_ms();
-        let request = match executor.submit(call, Timestamp::from_millis(now)) {
-            Ok(Step::Approval(request)) => request,
-            Ok(Step::Settled(settled)) => {
-                let why = match &settled.outcome {
-                    countersign::Outcome::Refused(refusal) => refusal.message.clone(),
-                    countersign::Outcome::Done(_) => "it ran without asking".into(),
-                };
-                return Err(refused(
-                    ErrorCode::InvalidRequest,
-                    format!("the server's declarations do not ask a person for this call: {why}"),
-                ));
-            }
-            Ok(_) => {
-                return Err(bad(
-                    "the server's declarations do not ask a person to approve this call",
-                ))
-            }
-            Err(blocked) => return Err(refused(ErrorCode::InvalidRequest, blocked.to_string())),
-        };
-        // Shown as the dock shows them: bidi, invisible and look-alike characters escaped.
-        let card = Card {
-            action: request.action.clone(),
-            title: revealed(&request.title),
-            kind: request.kind,
-            consequence: request.consequence.as_deref().map(revealed),
-            arguments: revealed_json(&request.arguments),
-            caller: opening.caller,
-            role: opening.role.clone(),
-        };
+        let drawn = self.draw(
+            &opening.role,
+            &opening.action,
+            &opening.arguments,
+            opening.caller,
+            &opening.tool_call_id,
+        )?;
         if opening
             .args_sha256
             .as_deref()
-            .is_some_and(|given| given != request.args_sha256.to_hex())
+            .is_some_and(|given| given != drawn.args_sha256)
         {
             return Err(bad(
                 "`args_sha256` is not the digest of `arguments`: the page's call disagrees with itself",
             ));
         }
-        let card_sha256 = serde_json::to_value(&card)
-            .map(|v| countersign::audit::ArgsDigest::of_value(&v).to_hex())
-            .map_err(|_| bad("the card could not be written"))?;
+        let (card, card_sha256) = (drawn.card, drawn.card_sha256);
         let body = MintBody {
             call: opening.call,
             tool_call_id: opening.tool_call_id,
-            action: request.action.clone(),
-            kind: request.kind,
-            args_sha256: request.args_sha256.to_hex(),
+            action: card.action.clone(),
+            kind: card.kind,
+            args_sha256: drawn.args_sha256,
             card_sha256: Some(card_sha256.clone()),
             approved_by: ApprovedBy::Once,
             grant: None,
@@ -524,6 +483,7 @@ impl ApprovalWindow {
             card: entry.card.clone(),
             card_sha256: entry.card_sha256.clone(),
             session: revealed(&entry.body.session),
+            caller: entry.body.caller,
             opened_ms: entry.opened_ms,
             deadline_ms: entry.deadline_ms,
             decision: entry.decision.clone(),

@@ -209,7 +209,6 @@ async fn the_window_draws_its_card_from_the_servers_declarations_not_the_page() 
         "kind": "write",
         "consequence": "the workspace will be called “Apollo”",
         "arguments": { "name": "Apollo" },
-        "caller": "assistant",
         "role": "admin",
     });
     assert_eq!(opened["card"], card);
@@ -765,4 +764,48 @@ async fn one_process_at_a_time_keeps_the_windows_passkeys() {
         .contains("in use by another process"));
     drop(serving);
     assert!(ApprovalWindow::new(&config, declare).is_ok());
+}
+
+#[tokio::test]
+async fn a_backend_draws_the_card_again_and_sees_when_it_no_longer_holds() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    // The server's data: how many rows the call would delete, read when the card is drawn.
+    let rows = Arc::new(AtomicU64::new(1));
+    let data = Arc::clone(&rows);
+    let declare = move |role: &str| {
+        let exec = Executor::new(
+            Config::new("window", Session::new(role, Vec::<String>::new()), [9; 32]),
+            MemoryAudit::new(),
+        );
+        let data = Arc::clone(&data);
+        exec.register(
+            Action::<NoParams>::new("purge", "Deletes the old rows.")
+                .kind(Kind::Danger)
+                .consequence(move |_| format!("{} rows are deleted", data.load(Ordering::SeqCst)))
+                .needs_window()
+                .run_countersigned(|_: NoParams, _: Countersignature| async {
+                    Ok::<_, String>(json!({}))
+                }),
+        )
+        .map_err(|e| e.to_string())?
+        .forget();
+        Ok(exec)
+    };
+    let window =
+        ApprovalWindow::new(&WindowConfig::new("http://approve.localhost:8787"), declare).unwrap();
+    let opened = window
+        .open(serde_json::from_value(opening("purge", json!({}))).unwrap())
+        .unwrap();
+    assert_eq!(
+        opened.card.consequence.as_deref(),
+        Some("1 rows are deleted")
+    );
+    // Drawn again now, the same: a backend acting on the token finds the card it approved.
+    let now = window.card_digest("admin", "purge", &json!({})).unwrap();
+    assert_eq!(now, opened.card_sha256);
+    // The data moved on: the card the person approved no longer holds.
+    rows.store(101, Ordering::SeqCst);
+    let now = window.card_digest("admin", "purge", &json!({})).unwrap();
+    assert_ne!(now, opened.card_sha256);
 }

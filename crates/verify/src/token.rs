@@ -40,6 +40,7 @@ pub struct Expected<'a> {
     passkey: bool,
     window: bool,
     role: Option<&'a str>,
+    card: Option<String>,
 }
 
 impl<'a> Expected<'a> {
@@ -52,6 +53,7 @@ impl<'a> Expected<'a> {
             passkey: false,
             window: false,
             role: None,
+            card: None,
         }
     }
 
@@ -73,6 +75,15 @@ impl<'a> Expected<'a> {
     /// window, on a card drawn from the server's declarations, with their passkey.
     pub fn with_window(mut self) -> Self {
         self.window = true;
+        self
+    }
+
+    /// Also require the card the person approved to be `card_sha256`: the digest the
+    /// server's declarations give this call's card now (the gateway's
+    /// `ApprovalWindow::card_digest`). What the person saw must still hold when the
+    /// backend acts: "1 row" approved is refused once 101 would go.
+    pub fn with_card(mut self, card_sha256: impl Into<String>) -> Self {
+        self.card = Some(card_sha256.into());
         self
     }
 }
@@ -125,6 +136,9 @@ pub enum VerifyError {
     /// For other arguments.
     #[error("the token is for other arguments")]
     WrongArguments,
+    /// The card the person approved is not the one the call's card is now.
+    #[error("the card the person approved no longer holds for this call")]
+    WrongCard,
     /// Without the passkey presence this call needs.
     #[error(
         "the token does not carry the presence this call needs (a passkey, or the approval window)"
@@ -164,6 +178,7 @@ impl VerifyError {
             VerifyError::Lifetime => "bad_lifetime",
             VerifyError::WrongAction => "wrong_action",
             VerifyError::WrongArguments => "wrong_arguments",
+            VerifyError::WrongCard => "wrong_card",
             VerifyError::Presence => "no_presence",
             VerifyError::WrongRole => "wrong_role",
             VerifyError::Replayed => "replayed",
@@ -480,6 +495,11 @@ impl<S: SpentTokens> Verifier<S> {
         }
         if expected.window && detail.presence != Presence::Window {
             return Err(VerifyError::Presence);
+        }
+        if let Some(card) = &expected.card {
+            if detail.card_sha256.as_deref() != Some(card.as_str()) {
+                return Err(VerifyError::WrongCard);
+            }
         }
         if expected.role.is_some_and(|role| role != detail.role) {
             return Err(VerifyError::WrongRole);

@@ -47,6 +47,7 @@ impl IntoResponse for VerifyError {
         let status = match self {
             VerifyError::WrongAction
             | VerifyError::WrongArguments
+            | VerifyError::WrongCard
             | VerifyError::Presence
             | VerifyError::WrongRole => StatusCode::FORBIDDEN,
             VerifyError::Replayed => StatusCode::CONFLICT,

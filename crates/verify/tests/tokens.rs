@@ -799,3 +799,23 @@ async fn a_window_token_is_the_only_one_a_window_action_takes() {
         .await
         .is_ok());
 }
+
+#[tokio::test]
+async fn a_card_that_no_longer_holds_is_refused_before_the_token_is_spent() {
+    let v = verifier();
+    let mut c = claims();
+    c.jti = "31".repeat(16);
+    let token = signer().sign(&c).unwrap();
+    // The card drawn now differs from the one approved ("ab…"): refused, and not spent.
+    assert_eq!(
+        v.verify(&token, &archive().with_card("cd".repeat(32)), NOW)
+            .await,
+        Err(VerifyError::WrongCard)
+    );
+    assert_eq!(VerifyError::WrongCard.code(), "wrong_card");
+    // The same card: taken.
+    assert!(v
+        .verify(&token, &archive().with_card("ab".repeat(32)), NOW)
+        .await
+        .is_ok());
+}

@@ -53,6 +53,16 @@ pub(crate) async fn perform(
     // window, only the window's token does.
     if super::countersign::window_only(&state, TUTORIAL_ROLE, &action) {
         expected = expected.with_window();
+        // What the person approved in the window must still be the card now: drawn again
+        // from the same declarations and this server's data.
+        let now = state
+            .window
+            .as_deref()
+            .map(|w| w.card_digest(TUTORIAL_ROLE, &action, &arguments));
+        match now {
+            Some(Ok(card)) => expected = expected.with_card(card),
+            _ => return countersign_verify::VerifyError::WrongCard.into_response(),
+        }
     }
     let claims = match state.verifier.verify_now(&token, &expected).await {
         Ok(claims) => claims,

@@ -218,6 +218,7 @@ async fn view(
         "card": view.card,
         "card_sha256": view.card_sha256,
         "session": view.session,
+        "caller": view.caller,
         "opened_ms": view.opened_ms,
         "deadline_ms": view.deadline_ms,
         "state": view.decision.name(),

@@ -95,6 +95,7 @@ impl ApprovalWindow {
                         card: entry.card.clone(),
                         card_sha256: entry.card_sha256.clone(),
                         session: entry.body.session.clone(),
+                        caller: entry.body.caller,
                         opened_ms: entry.opened_ms,
                         deadline_ms: entry.deadline_ms,
                         decision: entry.decision.clone(),

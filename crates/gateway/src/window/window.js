@@ -38,7 +38,7 @@ const CALLERS = { assistant: "the page's assistant", webmcp: "a browser agent", 
 
 function show(view) {
   const card = view.card;
-  $("caller").textContent = CALLERS[card.caller] || card.caller;
+  $("caller").textContent = CALLERS[view.caller] || view.caller;
   $("session").textContent = view.session;
   $("opened").textContent = new Date(view.opened_ms).toLocaleTimeString();
   $("title").textContent = card.title;
