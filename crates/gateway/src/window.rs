@@ -235,8 +235,9 @@ pub struct ApprovalWindow {
     changed: tokio::sync::Notify,
     /// Counts changes (a request opened or decided), for the inbox's live view.
     version: tokio::sync::watch::Sender<u64>,
-    /// Signed-in inbox sessions: cookie → who (`role/person`) and until when.
-    sessions: Mutex<HashMap<String, (String, Instant)>>,
+    /// Signed-in inbox sessions: cookie → who (`role/person`), with which credential, and
+    /// until when.
+    sessions: Mutex<HashMap<String, inbox::Session>>,
     /// Held for the window's life: one process at a time changes its passkey file.
     _lock: Option<std::fs::File>,
 }

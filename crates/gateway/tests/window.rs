@@ -802,10 +802,47 @@ async fn a_backend_draws_the_card_again_and_sees_when_it_no_longer_holds() {
         Some("1 rows are deleted")
     );
     // Drawn again now, the same: a backend acting on the token finds the card it approved.
-    let now = window.card_digest("admin", "purge", &json!({})).unwrap();
+    let now = window
+        .card_digest("admin", "purge", &json!({}), countersign::Caller::Assistant)
+        .unwrap();
     assert_eq!(now, opened.card_sha256);
     // The data moved on: the card the person approved no longer holds.
     rows.store(101, Ordering::SeqCst);
-    let now = window.card_digest("admin", "purge", &json!({})).unwrap();
+    let now = window
+        .card_digest("admin", "purge", &json!({}), countersign::Caller::Assistant)
+        .unwrap();
     assert_ne!(now, opened.card_sha256);
+}
+
+#[tokio::test]
+async fn signing_in_to_the_inbox_is_nobodys_to_block_and_signing_out_ends_nothing_else() {
+    let s = served(Duration::from_secs(60)).await;
+    // Nobody is enrolled: each try says so, and many tries (a stranger's) never lock the
+    // sign-in as one user's ceremonies would.
+    for _ in 0..12 {
+        let (status, answer) = s
+            .window_post("/api/signin", &json!({}), Some(&s.window))
+            .await;
+        assert_eq!(
+            (status, answer["error"]["code"].clone()),
+            (409, json!("no_passkey"))
+        );
+    }
+    // Signing out without a session is harmless, and clears the cookie.
+    let r = s
+        .client
+        .post(format!("{}/api/signout", s.window))
+        .header("origin", &s.window)
+        .header("content-type", "application/json")
+        .header("cookie", "cs-window=planted; cs-window=other")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let cleared = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cleared.starts_with("cs-window=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
 }

@@ -58,7 +58,15 @@ pub(crate) async fn perform(
         let now = state
             .window
             .as_deref()
-            .map(|w| w.card_digest(TUTORIAL_ROLE, &action, &arguments));
+            // The tutorial's actions take every caller: drawn as its assistant asks.
+            .map(|w| {
+                w.card_digest(
+                    TUTORIAL_ROLE,
+                    &action,
+                    &arguments,
+                    countersign::Caller::Assistant,
+                )
+            });
         match now {
             Some(Ok(card)) => expected = expected.with_card(card),
             _ => return countersign_verify::VerifyError::WrongCard.into_response(),

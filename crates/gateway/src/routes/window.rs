@@ -121,6 +121,7 @@ pub(crate) fn routes(state: AppState) -> Router {
         .route("/inbox", get(page))
         .route("/api/signin", post(signin))
         .route("/api/signin/finish", post(signed_in))
+        .route("/api/signout", post(sign_out))
         .route("/api/inbox", get(inbox))
         .route("/api/inbox/events", get(events))
         .route("/window.js", get(script))
@@ -379,7 +380,7 @@ async fn signed_in(
     };
     let cookie = format!(
         "{}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
-        crate::window::inbox::COOKIE,
+        cookie_name(window),
         crate::window::inbox::SESSION.as_secs()
     );
     let cookie = HeaderValue::from_str(&cookie)
@@ -391,17 +392,67 @@ async fn signed_in(
     Ok(response)
 }
 
-/// Who the request's inbox cookie signs in (`role/person`).
-fn who(window: &ApprovalWindow, headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
-    let prefix = format!("{}=", crate::window::inbox::COOKIE);
-    let session = headers
+/// The inbox cookie's name: over https `__Host-` prefixed, so no sibling host of the same
+/// site (the app's own, say) can plant one.
+fn cookie_name(window: &ApprovalWindow) -> String {
+    if window.origin().starts_with("https:") {
+        format!("__Host-{}", crate::window::inbox::COOKIE)
+    } else {
+        crate::window::inbox::COOKIE.to_owned()
+    }
+}
+
+/// The inbox cookies the request carries (a planted one may come first).
+fn sessions(window: &ApprovalWindow, headers: &axum::http::HeaderMap) -> Vec<String> {
+    let prefix = format!("{}=", cookie_name(window));
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|c| c.trim().strip_prefix(prefix.as_str()))
-        .unwrap_or("");
-    window.signed_in(session)
+        .filter_map(|c| c.trim().strip_prefix(prefix.as_str()))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Who the request's inbox cookie signs in (`role/person`), and its session.
+fn who(
+    window: &ApprovalWindow,
+    headers: &axum::http::HeaderMap,
+) -> Result<(String, String), ApiError> {
+    let mut refusal = None;
+    for session in sessions(window, headers) {
+        match window.signed_in(&session) {
+            Ok(who) => return Ok((who, session)),
+            Err(e) => refusal = Some(e),
+        }
+    }
+    Err(refusal.unwrap_or_else(|| {
+        ApiError::new(
+            ErrorCode::Unauthorized,
+            "sign in to the approval window with your passkey",
+        )
+    }))
+}
+
+/// `POST /api/signout`: ends this device's inbox session.
+async fn sign_out(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let window = window(&state)?;
+    for session in sessions(window, &headers) {
+        window.sign_out(&session);
+    }
+    let expired = format!(
+        "{}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0",
+        cookie_name(window)
+    );
+    let mut response = Json(json!({ "signed_out": true })).into_response();
+    if let Ok(value) = HeaderValue::from_str(&expired) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    Ok(response)
 }
 
 /// `GET /api/inbox`: who is signed in, and what waits for their role.
@@ -410,7 +461,7 @@ async fn inbox(
     headers: axum::http::HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     let window = window(&state)?;
-    let who = who(window, &headers)?;
+    let (who, _) = who(window, &headers)?;
     let (role, person) = who.split_once('/').unwrap_or(("", &who));
     let waiting: Vec<Value> = window
         .waiting_for(role)
@@ -420,6 +471,7 @@ async fn inbox(
                 "id": id,
                 "card": view.card,
                 "session": view.session,
+                "caller": view.caller,
                 "opened_ms": view.opened_ms,
                 "deadline_ms": view.deadline_ms,
             })
@@ -437,16 +489,40 @@ async fn events(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    let window = window(&state)?;
-    who(window, &headers)?;
+    let window = Arc::clone(
+        state
+            .window
+            .as_ref()
+            .ok_or_else(|| ApiError::new(ErrorCode::UnknownRoute, "no approval window"))?,
+    );
+    let (_, session) = who(&window, &headers)?;
     let changes = window.changes();
-    let stream = futures_util::stream::unfold((changes, true), |(mut changes, first)| async move {
-        if !first && changes.changed().await.is_err() {
-            return None;
-        }
-        let event = Event::default().data("changed");
-        Some((Ok::<_, std::convert::Infallible>(event), (changes, false)))
-    });
+    // The stream lasts while the session does: checked at each change and each minute,
+    // so a revoked person's or an expired session's stream ends.
+    let stream = futures_util::stream::unfold(
+        (window, session, changes, true),
+        |(window, session, mut changes, first)| async move {
+            if !first {
+                loop {
+                    let changed =
+                        tokio::time::timeout(Duration::from_secs(60), changes.changed()).await;
+                    if window.signed_in(&session).is_err() {
+                        return None;
+                    }
+                    match changed {
+                        Ok(Ok(())) => break,
+                        Ok(Err(_)) => return None,
+                        Err(_) => continue,
+                    }
+                }
+            }
+            let event = Event::default().data("changed");
+            Some((
+                Ok::<_, std::convert::Infallible>(event),
+                (window, session, changes, false),
+            ))
+        },
+    );
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())

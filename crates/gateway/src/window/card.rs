@@ -91,8 +91,9 @@ impl ApprovalWindow {
         role: &str,
         action: &str,
         arguments: &Value,
+        caller: Caller,
     ) -> Result<String, ApiError> {
-        self.draw(role, action, arguments, Caller::Assistant, "backend")
+        self.draw(role, action, arguments, caller, "backend")
             .map(|drawn| drawn.card_sha256)
     }
 }

@@ -18,6 +18,16 @@ pub const SESSION: Duration = Duration::from_secs(12 * 60 * 60);
 /// The most inbox sessions kept at once; the oldest go first.
 const MAX_SESSIONS: usize = 1000;
 
+/// A signed-in inbox session.
+pub(crate) struct Session {
+    /// Who: `role/person`.
+    who: String,
+    /// The credential they signed in with: revoked (or the name enrolled again by
+    /// someone else), the session ends.
+    credential: String,
+    until: Instant,
+}
+
 /// What a sign-in ceremony binds: nothing but that it is a sign-in (its challenge is
 /// fresh each time, and the ceremony is used once), so no approval's assertion signs in
 /// and no sign-in approves.
@@ -43,38 +53,53 @@ impl ApprovalWindow {
         ceremony: &str,
         credential: &Value,
     ) -> Result<(String, String), ApiError> {
-        let (who, _) = self
+        let (who, verified) = self
             .passkeys
             .finish_approval_among("", signin_binding(), ceremony, credential)
             .map_err(|e| crate::routes::passkeys::refusal(&e))?;
         let session = format!("{}{}", random_id()?, random_id()?);
         let mut sessions = lock(&self.sessions);
-        sessions.retain(|_, (_, until)| *until > Instant::now());
+        sessions.retain(|_, s| s.until > Instant::now());
         if sessions.len() >= MAX_SESSIONS {
             let oldest = sessions
                 .iter()
-                .min_by_key(|(_, (_, until))| *until)
+                .min_by_key(|(_, s)| s.until)
                 .map(|(key, _)| key.clone());
             if let Some(oldest) = oldest {
                 sessions.remove(&oldest);
             }
         }
-        sessions.insert(session.clone(), (who.clone(), Instant::now() + SESSION));
+        sessions.insert(
+            session.clone(),
+            Session {
+                who: who.clone(),
+                credential: verified.credential,
+                until: Instant::now() + SESSION,
+            },
+        );
         Ok((session, who))
     }
 
-    /// Who holds inbox session `session` (`role/person`), while it lasts and while they
-    /// are still enrolled.
+    /// Ends inbox session `session` (signing out).
+    pub fn sign_out(&self, session: &str) {
+        lock(&self.sessions).remove(session);
+    }
+
+    /// Who holds inbox session `session` (`role/person`), while it lasts and while the
+    /// passkey they signed in with is still enrolled for them.
     pub fn signed_in(&self, session: &str) -> Result<String, ApiError> {
-        let who = lock(&self.sessions)
+        let held = lock(&self.sessions)
             .get(session)
-            .filter(|(_, until)| *until > Instant::now())
-            .map(|(who, _)| who.clone());
-        let enrolled = who
-            .as_deref()
-            .is_some_and(|who| self.passkeys.list(who).iter().any(|(name, _)| name == who));
-        match who {
-            Some(who) if enrolled => Ok(who),
+            .filter(|s| s.until > Instant::now())
+            .map(|s| (s.who.clone(), s.credential.clone()));
+        let enrolled = held.as_ref().is_some_and(|(who, credential)| {
+            self.passkeys
+                .list(who)
+                .iter()
+                .any(|(name, keys)| name == who && keys.contains(credential))
+        });
+        match held {
+            Some((who, _)) if enrolled => Ok(who),
             _ => Err(refused(
                 ErrorCode::Unauthorized,
                 "sign in to the approval window with your passkey",
@@ -94,7 +119,7 @@ impl ApprovalWindow {
                     let view = View {
                         card: entry.card.clone(),
                         card_sha256: entry.card_sha256.clone(),
-                        session: entry.body.session.clone(),
+                        session: super::revealed(&entry.body.session),
                         caller: entry.body.caller,
                         opened_ms: entry.opened_ms,
                         deadline_ms: entry.deadline_ms,

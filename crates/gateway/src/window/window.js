@@ -160,6 +160,11 @@ async function inbox() {
     return;
   }
   $("who").textContent = `Signed in as ${me.person}, approving for ${me.role}.`;
+  $("signout").hidden = false;
+  $("signout").addEventListener("click", async () => {
+    await api("/api/signout", {}).catch(() => {});
+    location.reload();
+  });
   if ("Notification" in window && Notification.permission !== "granted") {
     $("notify").hidden = false;
     $("notify").addEventListener("click", async () => {
@@ -179,11 +184,15 @@ async function inbox() {
       link.textContent = item.card.title;
       const what = document.createElement("p");
       what.textContent = item.card.consequence || "";
-      li.append(link, what);
+      const who = document.createElement("p");
+      who.textContent = `Risk: ${item.card.kind}. Asked at ${new Date(item.opened_ms).toLocaleTimeString()} by ${CALLERS[item.caller] || item.caller} (as the page says), session ${item.session}.`;
+      li.append(link, what, who);
       list.append(li);
       const fresh = !first && !seen.has(item.id);
       if (fresh && "Notification" in window && Notification.permission === "granted" && document.hidden) {
-        new Notification("Countersign: an approval waits", { body: item.card.title });
+        new Notification("Countersign: an approval waits", {
+          body: `${item.card.title} (${item.card.kind}), asked by ${CALLERS[item.caller] || item.caller}`,
+        });
       }
       seen.add(item.id);
     }
@@ -191,8 +200,7 @@ async function inbox() {
     say(now.waiting.length ? "" : "Nothing waits for you.");
   };
   render(me);
-  const events = new EventSource("/api/inbox/events");
-  events.onmessage = async () => {
+  const refresh = async () => {
     try {
       render(await api("/api/inbox"));
     } catch (e) {
@@ -200,6 +208,11 @@ async function inbox() {
       say(e.message);
     }
   };
+  const events = new EventSource("/api/inbox/events");
+  events.onmessage = refresh;
+  events.onerror = () => say("The inbox lost its connection; it tries again, or reload.");
+  // Expired approvals leave the list even when nothing else changes.
+  setInterval(refresh, 15000);
 }
 
 // Another approval's address opened in this tab: show that one.
