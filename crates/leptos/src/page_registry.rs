@@ -101,12 +101,13 @@ impl PageRegistry {
 
     /// Every page-state entry, read now.
     pub(crate) fn state(&self) -> Map<String, Value> {
-        // Read outside the borrow: a state function may touch the registry.
-        self.state
-            .all()
-            .into_iter()
-            .map(|(k, f)| (k, f()))
-            .collect()
+        // Read outside the borrow: a state function may touch the registry. Inserted one
+        // by one: `collect` into a map brings a sort routine into the page.
+        let mut state = Map::new();
+        for (key, read) in self.state.all() {
+            state.insert(key, read());
+        }
+        state
     }
 
     pub(crate) fn bind_action_target(&self, action: &str, target: &str) {

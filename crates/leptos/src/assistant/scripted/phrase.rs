@@ -158,11 +158,14 @@ pub(super) fn fill(template: &Value, filled: &[(String, String)]) -> Value {
             }
             Value::String(text)
         }
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), fill(v, filled)))
-                .collect(),
-        ),
+        // Inserted one by one: `collect` into a map brings a sort routine into the page.
+        Value::Object(map) => {
+            let mut out = serde_json::Map::new();
+            for (key, value) in map {
+                out.insert(key.clone(), fill(value, filled));
+            }
+            Value::Object(out)
+        }
         Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, filled)).collect()),
         other => other.clone(),
     }
