@@ -517,11 +517,7 @@ impl ApprovalWindow {
     pub fn challenge(&self, id: &str) -> Result<Value, ApiError> {
         let (role, binding) = {
             let mut requests = lock(&self.requests);
-            let entry = requests.get_mut(id).ok_or_else(gone)?;
-            expire(entry);
-            if entry.decision != Decision::Waiting {
-                return Err(decided(&entry.decision));
-            }
+            let entry = waiting(&mut requests, id)?;
             (entry.body.role.clone(), entry.body.binding())
         };
         let (ceremony, options) = self
@@ -550,11 +546,7 @@ impl ApprovalWindow {
     ) -> Result<(MintBody, String, String), ApiError> {
         let (role, binding) = {
             let mut requests = lock(&self.requests);
-            let entry = requests.get_mut(id).ok_or_else(gone)?;
-            expire(entry);
-            if entry.decision != Decision::Waiting {
-                return Err(decided(&entry.decision));
-            }
+            let entry = waiting(&mut requests, id)?;
             // Only this request's own ceremony: two requests with the same call share a
             // binding, so a ceremony started for one must not finish the other.
             if entry.ceremony.as_deref() != Some(ceremony) {
@@ -572,13 +564,9 @@ impl ApprovalWindow {
             .map_err(|e| crate::routes::passkeys::refusal(&e))?;
         let person = user.strip_prefix(&prefix).unwrap_or(&user).to_owned();
         let mut requests = lock(&self.requests);
-        let entry = requests.get_mut(id).ok_or_else(gone)?;
-        expire(entry);
         // INVARIANT: one decision per request; a second approval (or one racing a denial)
         // finds it taken and mints nothing.
-        if entry.decision != Decision::Waiting {
-            return Err(decided(&entry.decision));
-        }
+        let entry = waiting(&mut requests, id)?;
         entry.decision = Decision::Deciding;
         Ok((entry.body.clone(), person, verified.credential))
     }
@@ -598,11 +586,7 @@ impl ApprovalWindow {
     pub fn deny(&self, id: &str) -> Result<(), ApiError> {
         {
             let mut requests = lock(&self.requests);
-            let entry = requests.get_mut(id).ok_or_else(gone)?;
-            expire(entry);
-            if entry.decision != Decision::Waiting {
-                return Err(decided(&entry.decision));
-            }
+            let entry = waiting(&mut requests, id)?;
             entry.decision = Decision::Denied;
             entry.decided_at = Some(Instant::now());
         }
@@ -676,6 +660,19 @@ fn revealed_json(value: &Value) -> Value {
         ),
         other => other.clone(),
     }
+}
+
+/// Request `id`, if it still waits for a decision.
+fn waiting<'a>(
+    requests: &'a mut HashMap<String, Entry>,
+    id: &str,
+) -> Result<&'a mut Entry, ApiError> {
+    let entry = requests.get_mut(id).ok_or_else(gone)?;
+    expire(entry);
+    if entry.decision != Decision::Waiting {
+        return Err(decided(&entry.decision));
+    }
+    Ok(entry)
 }
 
 fn expire(entry: &mut Entry) {
