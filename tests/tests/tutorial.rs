@@ -260,6 +260,14 @@ async fn main() -> ExitCode {
         }
     }
     let ui = &passes[1].0;
+    // The page of the gateway with an approval window, at `localhost` (for passkeys).
+    let on_window = Ui {
+        client: ui.client,
+        base: windowed.localhost(),
+        shots: ui.shots.clone(),
+        offline: false,
+        prefix: "gateway-",
+    };
     for (name, outcome) in [
         (
             "gateway/the_audit_trail_reaches_the_gateway_once",
@@ -301,30 +309,13 @@ async fn main() -> ExitCode {
         }),
         (
             "gateway/a_reset_is_approved_in_the_window_by_a_named_person",
-            {
-                let local = Ui {
-                    client: ui.client,
-                    base: windowed.localhost(),
-                    shots: ui.shots.clone(),
-                    offline: false,
-                    prefix: "gateway-",
-                };
-                window::a_reset_is_approved_in_the_window_by_a_named_person(&local, &windowed).await
-            },
+            window::a_reset_is_approved_in_the_window_by_a_named_person(&on_window, &windowed)
+                .await,
         ),
         (
             "gateway/a_reset_is_approved_on_a_phone_and_another_denied_there",
-            {
-                let local = Ui {
-                    client: ui.client,
-                    base: windowed.localhost(),
-                    shots: ui.shots.clone(),
-                    offline: false,
-                    prefix: "gateway-",
-                };
-                window::a_reset_is_approved_on_a_phone_and_another_denied_there(&local, &windowed)
-                    .await
-            },
+            window::a_reset_is_approved_on_a_phone_and_another_denied_there(&on_window, &windowed)
+                .await,
         ),
         (
             "gateway/the_trail_answers_an_auditor_and_gates_a_policy_change",

@@ -78,14 +78,16 @@ struct Start {
     code: String,
 }
 
+/// A ceremony's id and the browser's credential (`toJSON()` form).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Finish {
-    ceremony: String,
-    credential: Value,
+pub(crate) struct Finish {
+    pub(crate) ceremony: String,
+    pub(crate) credential: Value,
 }
 
-fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+/// A JSON body this route takes, or `invalid_request` saying why not.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
         ApiError::new(
             ErrorCode::InvalidRequest,

@@ -13,6 +13,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::passkeys::{parse, Finish};
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::JsonBody;
 use crate::window::{ApprovalWindow, Decision, Opening};
@@ -21,20 +22,11 @@ use crate::AppState;
 /// The longest a page's `?wait=` holds a request open, in seconds.
 const MAX_WAIT_SECS: u64 = 25;
 
-fn window(state: &AppState) -> Result<&ApprovalWindow, ApiError> {
-    state.window.as_deref().ok_or_else(|| {
+fn window(state: &AppState) -> Result<&Arc<ApprovalWindow>, ApiError> {
+    state.window.as_ref().ok_or_else(|| {
         ApiError::new(
             ErrorCode::UnknownRoute,
             "this gateway has no approval window (its server declares none)",
-        )
-    })
-}
-
-fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            ErrorCode::InvalidRequest,
-            format!("the body is not what this route takes ({e})"),
         )
     })
 }
@@ -253,24 +245,12 @@ async fn challenge(
     window(&state)?.challenge(&id).map(Json)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Finish {
-    ceremony: String,
-    credential: Value,
-}
-
 async fn approve(
     State(state): State<AppState>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
-    let window = Arc::clone(
-        state
-            .window
-            .as_ref()
-            .ok_or_else(|| ApiError::new(ErrorCode::UnknownRoute, "no approval window"))?,
-    );
+    let window = Arc::clone(window(&state)?);
     let finish: Finish = parse(&body)?;
     let (body, approver, credential) = window.verify(&id, &finish.ceremony, &finish.credential)?;
     // INVARIANT: a request taken to `Deciding` is always settled. Minting runs on a task
@@ -489,12 +469,7 @@ async fn events(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    let window = Arc::clone(
-        state
-            .window
-            .as_ref()
-            .ok_or_else(|| ApiError::new(ErrorCode::UnknownRoute, "no approval window"))?,
-    );
+    let window = Arc::clone(window(&state)?);
     let (_, session) = who(&window, &headers)?;
     let changes = window.changes();
     // The stream lasts while the session does: checked at each change and each minute,
