@@ -19,6 +19,13 @@ use crate::time::Timestamp;
 #[serde(transparent)]
 pub struct CardDigest(pub(crate) ArgsDigest);
 
+impl CardDigest {
+    /// The digest as 64 lowercase hex digits, as tokens carry it.
+    pub fn to_hex(&self) -> String {
+        self.0.to_hex()
+    }
+}
+
 /// What the person pressed on an approval card.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -111,6 +118,21 @@ impl ApprovalRequest {
             && !self.asks_twice
             && self.round == 1
             && self.untrusted.is_none()
+    }
+
+    /// The digest of the card's words: SHA-256 over the canonical JSON (RFC 8785) of
+    /// `{"action", "title", "kind", "consequence", "preview", "arguments"}`. It is the
+    /// token's `card_sha256`, so a backend that draws the same card from its own data
+    /// can check that what the person read still holds when it acts.
+    pub fn words_sha256(&self) -> CardDigest {
+        CardDigest(ArgsDigest::of_value(&serde_json::json!({
+            "action": self.action,
+            "title": self.title,
+            "kind": self.kind,
+            "consequence": self.consequence,
+            "preview": self.preview,
+            "arguments": self.arguments,
+        })))
     }
 
     /// Mints a ticket for this card: the one way to make a [`Ticket`]. Call it only from

@@ -92,6 +92,9 @@ pub struct Card {
     pub kind: Kind,
     /// What will happen, in the declaration's words.
     pub consequence: Option<String>,
+    /// The declaration's preview of the effect (a diff, counts), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<countersign::text::Preview>,
     /// The exact arguments that will run.
     pub arguments: Value,
     /// The role the call runs for (approvers enrolled for it may approve).

@@ -25,11 +25,23 @@ async fn gateway() -> (String, countersign_gateway::AppState, tempfile::TempDir)
     (common::serve(s.clone()).await, s, dir)
 }
 
-/// Mints, as the page does, a countersignature for `save_workspace_name` with `args`.
+/// The card's words, as a backend draws them from its own data (the token binds their
+/// digest with the action and the arguments).
+fn card_words() -> Value {
+    json!({"title": "Rename workspace", "kind": "write",
+           "consequence": "the workspace is renamed “Zoë” — 東京 sees it at once",
+           "preview": {"diff": "-Acme\n+Zoë", "counts": [["pages renamed", 3]]}})
+}
+
+/// Mints, as the page does, a countersignature for `save_workspace_name` with `args`,
+/// approved on a card with [`card_words`].
 async fn mint(client: &reqwest::Client, base: &str, args: &Value) -> Value {
+    let mut card = card_words();
+    card["action"] = json!("save_workspace_name");
+    card["arguments"] = args.clone();
     let body = json!({
         "call": 3, "tool_call_id": "call_abc", "action": "save_workspace_name",
-        "kind": "write", "args_sha256": digest(args), "card_sha256": "cd".repeat(32),
+        "kind": "write", "args_sha256": digest(args), "card_sha256": digest(&card),
         "approved_by": "once", "grant": null, "session": "page-0a1b2c", "role": "admin",
     });
     page_post(client, format!("{base}/v1/countersign"), body.to_string())
@@ -48,7 +60,7 @@ fn hard_arguments() -> Value {
            "ratio": 0.00001, "far": 1e21, "whole": 2.0, "\u{fb01}": 2, "\u{1f600}": 1})
 }
 
-/// Runs a stock backend's check (`program script JWKS TOKEN ACTION ARGS RECEIPT`) on a
+/// Runs a stock backend's check (`program script JWKS TOKEN ACTION ARGS CARD RECEIPT`) on a
 /// token the gateway minted for `args` and a receipt naming it, and asserts it verified
 /// both, then refused other arguments, a tampered signature and the receipt as an
 /// approval.
@@ -90,6 +102,7 @@ async fn a_stock_backend_checks(program: &str, script: &std::path::Path, library
         .arg(token)
         .arg("save_workspace_name")
         .arg(args.to_string())
+        .arg(card_words().to_string())
         .arg(&receipt)
         .output()
         .await
@@ -106,6 +119,11 @@ async fn a_stock_backend_checks(program: &str, script: &std::path::Path, library
         ),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("card: the words the person approved hold"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("refused: other card"), "{stdout}");
     assert!(stdout.contains("refused: other arguments"), "{stdout}");
     assert!(stdout.contains("refused: tampered"), "{stdout}");
     assert!(

@@ -1,12 +1,12 @@
 // A backend in Node checking a Countersign countersignature with jose and canonicalize.
 //
-// usage: node verify_token.mjs JWKS_URL TOKEN ACTION ARGUMENTS_JSON [RECEIPT]
+// usage: node verify_token.mjs JWKS_URL TOKEN ACTION ARGUMENTS_JSON CARD_JSON [RECEIPT]
 
 import { createHash } from "node:crypto";
 import canonicalize from "canonicalize";
 import { createRemoteJWKSet, errors, jwtVerify } from "jose";
 
-const [jwksUrl, token, action, argumentsJson, receipt] = process.argv.slice(2);
+const [jwksUrl, token, action, argumentsJson, cardJson, receipt] = process.argv.slice(2);
 const jwks = createRemoteJWKSet(new URL(jwksUrl));
 
 async function verify(token, action, args) {
@@ -27,12 +27,29 @@ async function verify(token, action, args) {
   return { payload, detail };
 }
 
+// The card's words as this backend draws them now, from its own data.
+function checkCard(detail, action, args, card) {
+  const words = { ...card, action, arguments: args };
+  const digest = createHash("sha256").update(canonicalize(words), "utf8").digest("hex");
+  if (detail.card_sha256 !== digest) throw new Error("other card");
+}
+
 const args = JSON.parse(argumentsJson);
 const { payload, detail } = await verify(token, action, args);
 console.log(
   `verified: ${detail.action} call ${detail.call} decision ${detail.decision} ` +
     `presence ${detail.presence} asked by ${payload.act.sub}`,
 );
+const card = JSON.parse(cardJson);
+checkCard(detail, action, args, card);
+console.log("card: the words the person approved hold");
+try {
+  checkCard(detail, action, args, { ...card, consequence: "101 pages are renamed" });
+  throw new Error("accepted a stale card");
+} catch (e) {
+  if (e.message !== "other card") throw e;
+  console.log(`refused: ${e.message}`);
+}
 try {
   await verify(token, action, { ...args, count: 4 });
   throw new Error("accepted other arguments");

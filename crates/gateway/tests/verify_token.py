@@ -1,6 +1,6 @@
 """A backend in Python checking a Countersign countersignature with joserfc and rfc8785.
 
-usage: verify_token.py JWKS_URL TOKEN ACTION ARGUMENTS_JSON [RECEIPT]
+usage: verify_token.py JWKS_URL TOKEN ACTION ARGUMENTS_JSON CARD_JSON [RECEIPT]
 """
 
 import hashlib
@@ -48,6 +48,13 @@ def verify(token, keys, action, arguments):
     return decoded.claims, detail
 
 
+def check_card(detail, action, arguments, card):
+    # The card's words as this backend draws them now, from its own data.
+    words = {**card, "action": action, "arguments": arguments}
+    if detail["card_sha256"] != hashlib.sha256(rfc8785.dumps(words)).hexdigest():
+        raise ValueError("other card")
+
+
 def check_receipt(receipt, keys, approval):
     # A receipt is a statement, not a permission: no expiry, never spent.
     decoded = jwt.decode(receipt, keys, algorithms=["Ed25519"])
@@ -66,6 +73,14 @@ def main():
     claims, detail = verify(token, keys, action, arguments)
     print(f"verified: {detail['action']} call {detail['call']} decision {detail['decision']} "
           f"presence {detail['presence']} asked by {claims['act']['sub']}")
+    card = json.loads(sys.argv[5])
+    check_card(detail, action, arguments, card)
+    print("card: the words the person approved hold")
+    try:
+        check_card(detail, action, arguments, {**card, "consequence": "101 pages are renamed"})
+        sys.exit("accepted a stale card")
+    except ValueError as e:
+        print(f"refused: {e}")
     try:
         verify(token, keys, action, {**arguments, "count": 4})
         sys.exit("accepted other arguments")
@@ -78,11 +93,11 @@ def main():
         sys.exit("accepted a tampered token")
     except BadSignatureError:
         print("refused: tampered")
-    if len(sys.argv) > 5:
-        outcome = check_receipt(sys.argv[5], keys, token)
+    if len(sys.argv) > 6:
+        outcome = check_receipt(sys.argv[6], keys, token)
         print(f"receipt: {outcome['action']} {outcome['code']} for this approval")
         try:
-            verify(sys.argv[5], keys, action, arguments)
+            verify(sys.argv[6], keys, action, arguments)
             sys.exit("accepted a receipt as an approval")
         except ValueError as e:
             print(f"refused: a receipt is not an approval ({e})")

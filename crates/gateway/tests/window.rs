@@ -18,6 +18,7 @@ use std::time::Duration;
 use common::{config, page_post, state};
 use countersign::action::NoParams;
 use countersign::countersignature::Countersignature;
+use countersign::text::Preview;
 use countersign::{Action, Config, Confirm, Executor, Kind, MemoryAudit, Session};
 use countersign_gateway::window::{ApprovalWindow, WindowConfig};
 use serde_json::{json, Value};
@@ -228,7 +229,8 @@ async fn the_window_draws_its_card_from_the_servers_declarations_not_the_page() 
             .as_u16(),
         404
     );
-    // The window shows the same card, and its digest is the window's own.
+    // The window shows the same card; its digest is of the card's words, as a page's
+    // card is digested too, so a backend checks both the same way.
     let view: Value = s
         .window_get(&format!("/api/requests/{id}"))
         .await
@@ -239,9 +241,12 @@ async fn the_window_draws_its_card_from_the_servers_declarations_not_the_page() 
         (view["card"].clone(), view["state"].clone()),
         (card.clone(), json!("waiting"))
     );
+    let mut words = card.clone();
+    words.as_object_mut().unwrap().remove("role");
+    words["preview"] = Value::Null;
     assert_eq!(
         view["card_sha256"],
-        json!(countersign::audit::ArgsDigest::of_value(&card).to_hex())
+        json!(countersign::audit::ArgsDigest::of_value(&words).to_hex())
     );
     // A page cannot put words on the card: anything beyond the call is refused.
     let mut forged = opening("rename_workspace", json!({ "name": "Apollo" }));
@@ -782,7 +787,10 @@ async fn a_backend_draws_the_card_again_and_sees_when_it_no_longer_holds() {
         exec.register(
             Action::<NoParams>::new("purge", "Deletes the old rows.")
                 .kind(Kind::Danger)
-                .consequence(move |_| format!("{} rows are deleted", data.load(Ordering::SeqCst)))
+                .consequence(|_| "the old rows are deleted".into())
+                .preview(move |_| {
+                    Preview::default().count("rows deleted\u{202e}", data.load(Ordering::SeqCst))
+                })
                 .needs_window()
                 .run_countersigned(|_: NoParams, _: Countersignature| async {
                     Ok::<_, String>(json!({}))
@@ -797,16 +805,17 @@ async fn a_backend_draws_the_card_again_and_sees_when_it_no_longer_holds() {
     let opened = window
         .open(serde_json::from_value(opening("purge", json!({}))).unwrap())
         .unwrap();
-    assert_eq!(
-        opened.card.consequence.as_deref(),
-        Some("1 rows are deleted")
-    );
+    // The preview is shown as the dock shows it: the hidden control character named.
+    let preview = opened.card.preview.as_ref().unwrap();
+    assert_eq!(preview.counts.len(), 1);
+    assert_eq!(preview.counts[0].1, 1);
+    assert!(!preview.counts[0].0.contains('\u{202e}'), "{preview:?}");
     // Drawn again now, the same: a backend acting on the token finds the card it approved.
     let now = window
         .card_digest("admin", "purge", &json!({}), countersign::Caller::Assistant)
         .unwrap();
     assert_eq!(now, opened.card_sha256);
-    // The data moved on: the card the person approved no longer holds.
+    // The data moved on: the card the person approved (its preview) no longer holds.
     rows.store(101, Ordering::SeqCst);
     let now = window
         .card_digest("admin", "purge", &json!({}), countersign::Caller::Assistant)

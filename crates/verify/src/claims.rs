@@ -64,7 +64,8 @@ pub struct ActionDetail {
     pub tool_call_id: String,
     /// SHA-256 (lowercase hex) of the RFC 8785 canonical JSON of the arguments that run.
     pub args_sha256: String,
-    /// SHA-256 (hex) of the card the person approved; `null` when a grant covered it.
+    /// SHA-256 (hex) of the card's words the person approved (`ApprovalRequest::words_sha256`);
+    /// `null` when a grant covered it.
     pub card_sha256: Option<String>,
     /// How the person decided: `once`, `batch` or `grant`.
     pub decision: ApprovedBy,

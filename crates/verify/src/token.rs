@@ -78,10 +78,10 @@ impl<'a> Expected<'a> {
         self
     }
 
-    /// Also require the card the person approved to be `card_sha256`: the digest the
-    /// server's declarations give this call's card now (the gateway's
-    /// `ApprovalWindow::card_digest`). What the person saw must still hold when the
-    /// backend acts: "1 row" approved is refused once 101 would go.
+    /// Also require the card the person approved to be `card_sha256`: the digest of the
+    /// words your declarations draw for this call now (`ApprovalRequest::words_sha256`,
+    /// or the gateway's `ApprovalWindow::card_digest`). What the person read must still
+    /// hold when the backend acts: "1 row" approved is refused once 101 would go.
     pub fn with_card(mut self, card_sha256: impl Into<String>) -> Self {
         self.card = Some(card_sha256.into());
         self

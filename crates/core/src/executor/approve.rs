@@ -191,7 +191,7 @@ impl ExecutorState {
         };
         let approval = Approval {
             by,
-            card: Some(card.card_sha256),
+            card: Some(card.words_sha256()),
             grant: reason.grant(),
         };
         self.record_live(call, event, Decider::Person, &reason, now);

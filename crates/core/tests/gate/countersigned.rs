@@ -77,7 +77,7 @@ fn an_approved_call_runs_with_a_token_bound_to_exactly_that_approval() {
         request.args_sha256,
         ArgsDigest::of_value(&serde_json::json!({"name": "Acme"}))
     );
-    assert_eq!(request.card_sha256, Some(card.card_sha256));
+    assert_eq!(request.card_sha256, Some(card.words_sha256()));
     assert_eq!(request.approved_by, ApprovedBy::Once);
     assert_eq!(request.grant, None);
     assert_eq!(request.session, "test");
@@ -169,7 +169,10 @@ fn a_grant_mints_tokens_that_name_it_and_nothing_else_does() {
     w.allow(&card, Gesture::AllowForSession, 5).unwrap();
     let grant = signer.asked.borrow()[0].grant.unwrap();
     assert_eq!(signer.asked.borrow()[0].approved_by, ApprovedBy::Grant);
-    assert_eq!(signer.asked.borrow()[0].card_sha256, Some(card.card_sha256));
+    assert_eq!(
+        signer.asked.borrow()[0].card_sha256,
+        Some(card.words_sha256())
+    );
     // The next call runs under the grant, with a token that says so.
     let step = w.call("rename", r#"{"name":"b"}"#, 10);
     let settled = drive(&w.exec, step, 10).unwrap();
@@ -493,4 +496,46 @@ fn a_countersigned_run_takes_the_params_it_was_approved_with() {
     let settled = w.allow(&card, Gesture::AllowOnce, 10).unwrap();
     assert_eq!(code(&settled), "OK");
     assert_eq!(w.runs(), ["publish:v2:tok-7"], "ran once, with its token");
+}
+
+/// A purge whose card says how many rows would go, read from `rows` when it is drawn.
+fn purge(rows: Rc<std::cell::Cell<u64>>) -> Action<Named> {
+    Action::<Named>::new("purge", "delete rows")
+        .title("Purge rows")
+        .kind(Kind::Danger)
+        .consequence(move |p: &Named| format!("{} rows of {} are deleted", rows.get(), p.name))
+        .run_countersigned(|_: Named, _: Countersignature| async {
+            Ok::<_, String>(serde_json::json!({}))
+        })
+}
+
+#[test]
+fn a_backend_with_the_same_declarations_draws_the_card_the_token_binds() {
+    // The page, whose data says 1 row, and a backend whose data says 1 row as well.
+    let page_rows = Rc::new(std::cell::Cell::new(1));
+    let (mut page, signer) = world(Ok("tok"));
+    page.add(purge(Rc::clone(&page_rows)));
+    let mut backend = World::new();
+    let backend_rows = Rc::new(std::cell::Cell::new(1));
+    backend.add(purge(Rc::clone(&backend_rows)));
+    let card = page.card("purge", r#"{"name":"Acme"}"#, 0);
+    page.allow(&card, Gesture::AllowOnce, 5).unwrap();
+    let bound = signer.asked.borrow()[0].card_sha256.unwrap();
+    // The words a backend draws: the same action, title, kind, consequence, preview and
+    // arguments, in the documented shape (what a backend in another language hashes).
+    assert_eq!(
+        bound.to_hex(),
+        ArgsDigest::of_value(&serde_json::json!({
+            "action": "purge", "title": "Purge rows", "kind": "danger",
+            "consequence": "1 rows of Acme are deleted", "preview": null,
+            "arguments": {"name": "Acme"},
+        }))
+        .to_hex()
+    );
+    let drawn = backend.card("purge", r#"{"name":"Acme"}"#, 100);
+    assert_eq!(drawn.words_sha256(), bound);
+    // The backend's data moved on: 101 rows would go, and the card no longer holds.
+    backend_rows.set(101);
+    let now = backend.card("purge", r#"{"name":"Acme"}"#, 200);
+    assert_ne!(now.words_sha256(), bound);
 }

@@ -68,15 +68,20 @@ impl ApprovalWindow {
             title: revealed(&request.title),
             kind: request.kind,
             consequence: request.consequence.as_deref().map(revealed),
+            preview: request
+                .preview
+                .as_ref()
+                .map(|p| countersign::text::Preview {
+                    diff: p.diff.as_deref().map(revealed),
+                    counts: p.counts.iter().map(|(l, n)| (revealed(l), *n)).collect(),
+                }),
             arguments: revealed_json(&request.arguments),
             role: role.to_owned(),
         };
-        let card_sha256 = serde_json::to_value(&card)
-            .map(|v| countersign::audit::ArgsDigest::of_value(&v).to_hex())
-            .map_err(|_| bad("the card could not be written"))?;
         Ok(Drawn {
             card,
-            card_sha256,
+            // The card's words, as the page's tokens bind them too.
+            card_sha256: request.words_sha256().to_hex(),
             args_sha256: request.args_sha256.to_hex(),
         })
     }

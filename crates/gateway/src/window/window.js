@@ -45,6 +45,11 @@ function show(view) {
   $("kind").textContent = `Risk: ${card.kind}`;
   $("kind").className = `kind-${card.kind}`;
   $("consequence").textContent = card.consequence || "";
+  // The declaration's preview, when it has one: the token binds it with the words.
+  const preview = card.preview || {};
+  const counts = (preview.counts || []).map(([label, n]) => `${label}: ${n}`);
+  $("preview").textContent = [preview.diff || "", ...counts].filter(Boolean).join("\n");
+  $("preview").hidden = !card.preview;
   // The server's own text of the arguments: every digit as the token binds it.
   $("arguments").textContent = view.arguments_text;
   $("role").textContent = card.role;
