@@ -1,5 +1,6 @@
 //! The tutorial's server as `cargo xtask serve` runs it: the approval window answers at
-//! its own host with the card its declarations draw, and the page cannot mint for reset.
+//! its own host with the card its declarations draw, the page cannot mint for reset, and
+//! its backend refuses a reset whose approved card it draws differently now.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -102,4 +103,61 @@ async fn the_tutorial_server_serves_its_approval_window() {
         .await
         .unwrap();
     assert_eq!(shown.status().as_u16(), 200);
+
+    // The backend draws reset's card again from its declarations. A window token for a
+    // card with other words (the page's forged or stale card) is refused before it is
+    // spent; a token for the card the server draws is taken.
+    let seed = std::fs::read_to_string(dir.path().join("audit.jsonl.signing.key")).unwrap();
+    let seed: [u8; 32] = (0..32)
+        .map(|i| u8::from_str_radix(&seed.trim()[2 * i..2 * i + 2], 16).unwrap())
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    let signer = countersign_verify::Signer::from_seed(&seed);
+    let words = |consequence: &str| {
+        countersign::audit::ArgsDigest::of_value(&json!({
+            "action": "reset_workspace", "title": "Reset workspace", "kind": "danger",
+            "consequence": consequence, "preview": null, "arguments": {},
+        }))
+        .to_hex()
+    };
+    let reset = |card_sha256: String, jti: &str| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let claims: countersign_verify::Claims = serde_json::from_value(json!({
+            "iss": "countersign-gateway", "sub": "you", "aud": "countersign-backend",
+            "iat": now, "nbf": now, "exp": now + 60, "jti": jti,
+            "act": { "sub": "assistant" }, "amr": ["pop", "mfa"],
+            "authorization_details": [{ "type": "countersign_action",
+                "action": "reset_workspace", "kind": "danger", "call": 1, "tool_call_id": "t",
+                "args_sha256": digest, "card_sha256": card_sha256, "decision": "once",
+                "grant": null, "session": "s", "role": "admin", "presence": "window",
+                "passkey": "cred" }],
+        }))
+        .unwrap();
+        post(format!("{page}/v1/demo/reset_workspace"), json!({}))
+            .header("countersignature", signer.sign(&claims).unwrap())
+            .send()
+    };
+    let stale = reset(words("nothing is lost"), &"a1".repeat(16))
+        .await
+        .unwrap();
+    assert_eq!(stale.status().as_u16(), 403);
+    let stale: Value = stale.json().await.unwrap();
+    assert_eq!(stale["error"]["code"], "wrong_card", "{stale}");
+    // As a backend that shares the declarations draws it: their executor's card.
+    let declared = workspace_settings_actions::for_window("admin").unwrap();
+    let call = countersign::Call::new("t", "reset_workspace", "{}");
+    let Ok(countersign::Step::Approval(card)) =
+        declared.submit(call, countersign::Timestamp::from_millis(0))
+    else {
+        panic!("the declarations ask a person for reset");
+    };
+    let held = card.words_sha256().to_hex();
+    let done = reset(held, &"b2".repeat(16)).await.unwrap();
+    assert_eq!(done.status().as_u16(), 200);
+    let done: Value = done.json().await.unwrap();
+    assert_eq!(done["done"], "reset", "{done}");
 }
