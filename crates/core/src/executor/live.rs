@@ -53,23 +53,7 @@ pub(crate) struct Live {
 impl Live {
     /// The call's audit context, borrowing its ids.
     pub(crate) fn context(&self, call: CallId) -> AuditContext<'_> {
-        let meta = self.decided.action.meta();
-        AuditContext {
-            call,
-            tool_call_id: &self.tool_call_id,
-            caller: self.decided.caller,
-            trace: self.trace.as_deref(),
-            action_id: &meta.id,
-            started: self.started,
-            declared: Some((meta.kind, meta.confirm)),
-            policy: Some(self.level),
-            audit_digest: self.audit_digest,
-            validated: true,
-            edited: None,
-            restored: None,
-            forced: None,
-            untrusted: None,
-        }
+        AuditContext::live(call, self)
     }
 }
 

@@ -585,7 +585,7 @@ impl Executor {
             let call = Call::new("", action.meta().id.to_string(), arguments);
             state
                 .validate(action.as_ref(), &call)
-                .map(|validated| validated.arguments)
+                .map(|(_, value)| value)
                 .map_err(|stop| stop.detail.unwrap_or_default())
         })
         .unwrap_or_else(|blocked| Err(blocked.to_string()))

@@ -9,8 +9,6 @@ use serde_json::Value;
 use crate::action::{ActionMeta, ErasedAction, PreparedCall, Verdict};
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
-use crate::digest::ArgsDigest;
-use crate::edit::EditDiff;
 use crate::outcome::Settled;
 use crate::policy::{ApprovalPolicy, Decision};
 use crate::reason::{Hook, Reason};
@@ -18,36 +16,13 @@ use crate::time::Timestamp;
 
 use super::card::Next;
 use super::state::{ExecutorState, Stop};
-use super::trail::AuditContext;
-
-/// Where a call entering the pipeline comes from, besides the model.
-#[derive(Default)]
-pub(crate) struct Origin {
-    /// A person's edit of a waiting call.
-    pub(crate) edited: Option<EditDiff>,
-    /// A call restored after a reload: it keeps this deadline.
-    pub(crate) restored: Option<Timestamp>,
-    /// Why it is asked whatever decide says: a person's edit or a restore.
-    pub(crate) forced: Option<Reason>,
-    /// The untrusted content that raised the call it continues (an edit, a restore).
-    pub(crate) untrusted: Option<std::sync::Arc<str>>,
-}
+use super::trail::{AuditContext, Origin};
 
 /// How many times one call may be rewritten before it is refused.
 const MAX_REWRITES: u8 = 3;
 
 /// The longest tool call id accepted from the model.
 const MAX_TOOL_CALL_ID_LEN: usize = 256;
-
-/// What the validate stage hands on: the params, the arguments, and their keyed digest.
-pub(crate) struct Validated {
-    /// The call's params bound to the action's hooks.
-    pub(crate) prepared: Rc<dyn PreparedCall>,
-    /// The arguments as parsed.
-    pub(crate) arguments: Value,
-    /// The keyed digest of the canonical arguments, as the audit records it.
-    pub(crate) audit_digest: ArgsDigest,
-}
 
 impl ExecutorState {
     pub(crate) fn submit(&mut self, call: Call, now: Timestamp) -> Next {
@@ -79,10 +54,7 @@ impl ExecutorState {
         origin: Origin,
     ) -> Next {
         let mut trace = AuditContext::arriving(id, &call, started);
-        trace.edited = origin.edited;
-        trace.restored = origin.restored;
-        trace.forced = origin.forced;
-        trace.untrusted = origin.untrusted;
+        trace.origin = origin;
         match self.gate(&mut trace, &call, now, depth) {
             Ok(next) => next,
             Err(stop) => {
@@ -96,6 +68,7 @@ impl ExecutorState {
     /// what its caller has read.
     pub(crate) fn untrusted_in(&self, trace: &AuditContext) -> Option<std::sync::Arc<str>> {
         trace
+            .origin
             .untrusted
             .clone()
             .or_else(|| self.untrusted_for(trace.caller).cloned())
@@ -110,7 +83,7 @@ impl ExecutorState {
     ) -> Result<Next, Stop> {
         // An outside agent's new call waits its turn while it already has its share
         // live (an edit or a restore continues a call: not new).
-        let fresh = depth == 0 && trace.edited.is_none() && trace.restored.is_none();
+        let fresh = depth == 0 && trace.origin.edited.is_none() && trace.origin.restored.is_none();
         if fresh && !call.caller.is_assistant() {
             let live = self
                 .live
@@ -129,16 +102,12 @@ impl ExecutorState {
         }
         let (action, generation) = self.resolve(call)?;
         trace.resolved(&action, self.level(action.meta()).policy);
-        let Validated {
-            prepared,
-            arguments,
-            audit_digest,
-        } = self.validate(action.as_ref(), call)?;
-        trace.validated_as(audit_digest);
+        let (prepared, arguments) = self.validate(action.as_ref(), call)?;
+        trace.validated(&arguments, &self.config.audit_key);
         // The card's original → edited and the model's `edited_by_person` describe what
         // will run (a rewrite may have normalised the person's values), against what
         // the model sent.
-        trace.edited = trace.edited.take().and_then(|d| d.rebased(&arguments));
+        trace.origin.edited = trace.origin.edited.take().and_then(|d| d.rebased(&arguments));
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
         let facts = self.facts(
@@ -155,7 +124,7 @@ impl ExecutorState {
         // INVARIANT: an edit approves nothing, and nothing runs by itself after a reload.
         // An edited or restored call is always asked, even where a grant, the mode or
         // the level would let it run, and at the level it really has (never lower).
-        if let (Decision::Run { .. }, Some(reason)) = (&decision, &trace.forced) {
+        if let (Decision::Run { .. }, Some(reason)) = (&decision, &trace.origin.forced) {
             // At the level in force, never below `Ask`, and "every time" where the
             // classifier asks for these arguments.
             let policy = match (&facts.verdict, self.level(action.meta()).policy) {
@@ -205,12 +174,7 @@ impl ExecutorState {
                 caller: call.caller,
                 trace: call.trace.clone(),
             };
-            let origin = Origin {
-                edited: trace.edited.take(),
-                restored: trace.restored,
-                forced: trace.forced.take(),
-                untrusted: trace.untrusted.take(),
-            };
+            let origin = std::mem::take(&mut trace.origin);
             return Ok(self.pipeline(trace.call, next, trace.started, now, depth + 1, origin));
         }
         let decided = super::live::Decided {
@@ -219,8 +183,8 @@ impl ExecutorState {
             prepared,
             arguments,
             caller: trace.caller,
-            edited: trace.edited.clone(),
-            deadline: trace.restored,
+            edited: trace.origin.edited.clone(),
+            deadline: trace.origin.restored,
             untrusted: match &decision {
                 Decision::Ask {
                     reason: Reason::AfterUntrusted { .. },
@@ -270,7 +234,7 @@ impl ExecutorState {
         &self,
         action: &dyn ErasedAction,
         call: &Call,
-    ) -> Result<Validated, Stop> {
+    ) -> Result<(Rc<dyn PreparedCall>, Value), Stop> {
         let invalid =
             |detail: String| Stop::new(Reason::InvalidArguments, Decider::Pipeline).with(detail);
         let value = crate::arguments::parse_object(&call.arguments, self.config.max_argument_bytes)
@@ -278,11 +242,7 @@ impl ExecutorState {
         let prepared = self
             .hook(Hook::Validate, || action.prepare(&value))?
             .map_err(invalid)?;
-        Ok(Validated {
-            prepared,
-            audit_digest: self.config.audit_key.digest(&value),
-            arguments: value,
-        })
+        Ok((prepared, value))
     }
 
     /// A refusal before the arguments validated records the keyed digest of the raw

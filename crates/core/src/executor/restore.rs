@@ -16,9 +16,8 @@ use crate::time::Timestamp;
 
 use super::card::Next;
 use super::live::{Decided, LiveState};
-use super::pipeline::Origin;
 use super::state::{ExecutorState, Stop};
-use super::trail::AuditContext;
+use super::trail::{AuditContext, Origin};
 
 /// A call that was waiting when the page went away, as the page stored it.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,7 +69,7 @@ impl ExecutorState {
         // original card waiting, and the form says why.
         let value = self
             .validate(live.decided.action.as_ref(), &edited)
-            .map(|validated| validated.arguments)
+            .map(|(_, value)| value)
             .map_err(|stop| EditError::Invalid(stop.detail.unwrap_or_default()))?;
         if value == live.decided.arguments {
             return Err(EditError::Unchanged);

@@ -144,7 +144,7 @@ impl ExecutorState {
             caller: trace.caller,
             action: shown_id(trace.action_id).into(),
             outcome,
-            edited: trace.edited.clone(),
+            edited: trace.origin.edited.clone(),
             untrusted: None,
         };
         self.queue(trace, settled.clone(), stop.by, now);

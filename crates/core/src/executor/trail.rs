@@ -105,56 +105,78 @@ pub(crate) struct AuditContext<'a> {
     pub(crate) audit_digest: ArgsDigest,
     /// Whether the digests are of validated arguments.
     pub(crate) validated: bool,
-    /// The person's edit the call carries.
+    /// What the call continues, besides the model's call.
+    pub(crate) origin: Origin,
+}
+
+/// Where a call entering the pipeline comes from, besides the model.
+#[derive(Default)]
+pub(crate) struct Origin {
+    /// A person's edit of a waiting call.
     pub(crate) edited: Option<crate::edit::EditDiff>,
-    /// The deadline of a call restored after a reload.
+    /// A call restored after a reload: it keeps this deadline.
     pub(crate) restored: Option<Timestamp>,
-    /// Why the call must be asked whatever decide says (a person's edit, a restore).
+    /// Why it is asked whatever decide says: a person's edit or a restore.
     pub(crate) forced: Option<Reason>,
-    /// The untrusted content that raised the call this one continues.
-    pub(crate) untrusted: Option<std::sync::Arc<str>>,
+    /// The untrusted content that raised the call it continues (an edit, a restore).
+    pub(crate) untrusted: Option<Arc<str>>,
 }
 
 impl<'a> AuditContext<'a> {
-    /// A call as it arrives; its digests are set once its arguments validate (or, for a
-    /// refusal before that, from the raw text: see `ExecutorState::unvalidated`).
-    pub(crate) fn arriving(call: CallId, raw: &'a Call, started: Timestamp) -> Self {
+    /// A context with these ids; nothing resolved or validated yet.
+    fn new(
+        call: CallId,
+        tool_call_id: &'a Arc<str>,
+        caller: crate::call::Caller,
+        trace: Option<&'a str>,
+        action_id: &'a str,
+        started: Timestamp,
+    ) -> Self {
         Self {
             call,
-            tool_call_id: &raw.tool_call_id,
-            caller: raw.caller,
-            trace: raw.trace.as_deref(),
-            action_id: &raw.action,
+            tool_call_id,
+            caller,
+            trace,
+            action_id,
             started,
             declared: None,
             policy: None,
             audit_digest: ArgsDigest::default_empty(),
             validated: false,
-            edited: None,
-            restored: None,
-            forced: None,
-            untrusted: None,
+            origin: Origin::default(),
         }
+    }
+
+    /// A call as it arrives; its digests are set once its arguments validate (or, for a
+    /// refusal before that, from the raw text: see `ExecutorState::unvalidated`).
+    pub(crate) fn arriving(call: CallId, raw: &'a Call, started: Timestamp) -> Self {
+        let (id, caller, trace) = (&raw.tool_call_id, raw.caller, raw.trace.as_deref());
+        Self::new(call, id, caller, trace, &raw.action, started)
     }
 
     /// A record no call of the model's made (call 0, no tool call id): `no_call` is the
     /// empty id it shows.
     pub(crate) fn without_call(no_call: &'a Arc<str>, action_id: &'a str, now: Timestamp) -> Self {
+        let caller = crate::call::Caller::default();
         Self {
-            call: CallId::default(),
-            tool_call_id: no_call,
-            caller: crate::call::Caller::default(),
-            trace: None,
-            action_id,
-            started: now,
-            declared: None,
-            policy: None,
             audit_digest: ArgsDigest::of_bytes(&[]),
-            validated: false,
-            edited: None,
-            restored: None,
-            forced: None,
-            untrusted: None,
+            ..Self::new(CallId::default(), no_call, caller, None, action_id, now)
+        }
+    }
+
+    /// A live call's context: resolved and validated.
+    pub(crate) fn live(
+        call: CallId,
+        live: &'a super::live::Live,
+    ) -> Self {
+        let meta = live.decided.action.meta();
+        let (id, caller, trace) = (&live.tool_call_id, live.decided.caller, live.trace.as_deref());
+        Self {
+            declared: Some((meta.kind, meta.confirm)),
+            policy: Some(live.level),
+            audit_digest: live.audit_digest,
+            validated: true,
+            ..Self::new(call, id, caller, trace, &meta.id, live.started)
         }
     }
 
@@ -168,13 +190,9 @@ impl<'a> AuditContext<'a> {
         self.policy = Some(policy);
     }
 
+    /// The arguments validated: their keyed digest is recorded from now on.
     pub(crate) fn validated(&mut self, arguments: &serde_json::Value, key: &AuditKey) {
-        self.validated_as(key.digest(arguments));
-    }
-
-    /// The arguments validated, with this keyed digest.
-    pub(crate) fn validated_as(&mut self, audit_digest: ArgsDigest) {
-        self.audit_digest = audit_digest;
+        self.audit_digest = key.digest(arguments);
         self.validated = true;
     }
 }
