@@ -40,30 +40,6 @@ pub struct Facts {
     pub untrusted_always: bool,
 }
 
-impl Facts {
-    /// A plain call from the page's assistant under `level`: allowed, default mode, no grant.
-    pub fn new(kind: Kind, level: ApprovalPolicy) -> Self {
-        Self {
-            kind,
-            level: Level {
-                policy: level,
-                source: crate::reason::LevelSource::Declared,
-            },
-            verdict: crate::action::Verdict::Allow,
-            mode: Mode::Default,
-            caller: Caller::Assistant,
-            grant: None,
-            handoff: false,
-            question: false,
-            countersigned: false,
-            confirm_twice: false,
-            reversal: false,
-            untrusted: None,
-            untrusted_always: false,
-        }
-    }
-}
-
 /// What the decision is, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {

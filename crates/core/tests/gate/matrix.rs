@@ -323,7 +323,25 @@ fn the_decision_follows_its_table_row_by_row() {
     use countersign::{ticket::GrantId, Caller, Mode, Verdict};
     use ApprovalPolicy::{Ask, AskAlways, None};
     let grant: Option<GrantId> = serde_json::from_value(serde_json::json!(7)).ok();
-    let f = Facts::new;
+    // A plain call from the page's assistant under `level`: allowed, default mode, no grant.
+    let f = |kind: Kind, level: ApprovalPolicy| Facts {
+        kind,
+        level: countersign::reason::Level {
+            policy: level,
+            source: countersign::reason::LevelSource::Declared,
+        },
+        verdict: Verdict::Allow,
+        mode: Mode::Default,
+        caller: Caller::Assistant,
+        grant: Option::None,
+        handoff: false,
+        question: false,
+        countersigned: false,
+        confirm_twice: false,
+        reversal: false,
+        untrusted: Option::None,
+        untrusted_always: false,
+    };
     let after = |facts: Facts| Facts {
         untrusted: Some("comments".into()),
         ..facts
