@@ -84,14 +84,10 @@ impl Handoff {
 }
 
 /// Where a handoff stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HandoffState {
-    /// Waiting for the person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HandoffState {
     Waiting,
-    /// The person said done and the expectation held.
     Completed,
-    /// The person cancelled.
     Cancelled,
     /// The deadline passed first.
     TimedOut,
@@ -100,26 +96,25 @@ pub enum HandoffState {
 }
 
 impl HandoffState {
-    /// Whether the handoff has ended.
-    pub const fn is_terminal(self) -> bool {
+    pub(crate) const fn is_terminal(self) -> bool {
         !matches!(self, Self::Waiting)
     }
 }
 
-/// The handoff state machine. It never reads a clock: the host passes `now` in and asks
-/// [`HandoffMachine::poll_timeout`] when to call back. Once terminal, it stays so.
+/// The handoff state machine. It never reads a clock: `now` is passed in. Once
+/// terminal, it stays so.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HandoffMachine {
-    state: HandoffState,
-    deadline: Timestamp,
+pub(crate) struct HandoffMachine {
+    pub(crate) state: HandoffState,
+    pub(crate) deadline: Timestamp,
     steps: usize,
     current: usize,
-    tries: u32,
+    /// How many times the person said done while the expectation did not hold yet.
+    pub(crate) tries: u32,
 }
 
 impl HandoffMachine {
-    /// A machine for `steps` steps, started at `now`, timing out after `timeout`.
-    pub fn new(steps: usize, now: Timestamp, timeout: Duration) -> Self {
+    pub(crate) fn new(steps: usize, now: Timestamp, timeout: Duration) -> Self {
         Self {
             state: HandoffState::Waiting,
             deadline: now.saturating_add(timeout),
@@ -129,29 +124,14 @@ impl HandoffMachine {
         }
     }
 
-    /// How many times the person said done while the expectation did not hold yet.
-    pub fn tries(&self) -> u32 {
-        self.tries
-    }
-
-    /// The current state.
-    pub fn state(&self) -> HandoffState {
-        self.state
-    }
-
-    /// When it times out.
-    pub fn deadline(&self) -> Timestamp {
-        self.deadline
-    }
-
-    /// The next time the host must call [`HandoffMachine::handle_timeout`], while waiting.
-    pub fn poll_timeout(&self) -> Option<Timestamp> {
+    /// When the host must call [`HandoffMachine::handle_timeout`], while waiting.
+    pub(crate) fn poll_timeout(&self) -> Option<Timestamp> {
         (self.state == HandoffState::Waiting).then_some(self.deadline)
     }
 
     /// Times out if `now` is at or past the deadline: `Failed` if the person said done
-    /// and the expectation did not hold, `TimedOut` otherwise. Returns the state.
-    pub fn handle_timeout(&mut self, now: Timestamp) -> HandoffState {
+    /// and the expectation did not hold, `TimedOut` otherwise.
+    pub(crate) fn handle_timeout(&mut self, now: Timestamp) -> HandoffState {
         if self.state == HandoffState::Waiting && now >= self.deadline {
             self.state = if self.tries > 0 {
                 HandoffState::Failed
@@ -162,11 +142,9 @@ impl HandoffMachine {
         self.state
     }
 
-    /// The person says the step is done; `expect_holds` is the expectation read now.
-    /// If it does not hold yet, the handoff keeps waiting (the person may try again
-    /// until the deadline). A claim after the deadline is a timeout, whatever the page
-    /// shows.
-    pub fn done(&mut self, now: Timestamp, expect_holds: bool) -> HandoffState {
+    /// The person says done; `expect_holds` is the expectation read now. If it does not
+    /// hold yet, the handoff keeps waiting. A claim after the deadline is a timeout.
+    pub(crate) fn done(&mut self, now: Timestamp, expect_holds: bool) -> HandoffState {
         if self.handle_timeout(now) == HandoffState::Waiting {
             if expect_holds {
                 self.state = HandoffState::Completed;
@@ -177,21 +155,21 @@ impl HandoffMachine {
         self.state
     }
 
-    /// The person cancels (or the host gives up). Ignored once terminal.
-    pub fn cancel(&mut self, now: Timestamp) -> HandoffState {
+    /// The person cancels. Ignored once terminal.
+    pub(crate) fn cancel(&mut self, now: Timestamp) -> HandoffState {
         if self.handle_timeout(now) == HandoffState::Waiting {
             self.state = HandoffState::Cancelled;
         }
         self.state
     }
 
-    /// The index of the step whose target is highlighted, while waiting.
-    pub fn current_step(&self) -> Option<usize> {
+    /// The step whose target is highlighted, while waiting.
+    pub(crate) fn current_step(&self) -> Option<usize> {
         (self.state == HandoffState::Waiting && self.current < self.steps).then_some(self.current)
     }
 
     /// Moves the highlight to step `index` (clamped to the last step).
-    pub fn show_step(&mut self, index: usize) {
+    pub(crate) fn show_step(&mut self, index: usize) {
         if self.steps > 0 {
             self.current = index.min(self.steps - 1);
         }

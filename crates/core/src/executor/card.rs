@@ -145,8 +145,8 @@ pub(crate) fn handoff_view(state: &ExecutorState, call: CallId) -> Option<Handof
         steps: handoff.steps.clone(),
         current_step: machine.current_step(),
         expect: handoff.expect.description.clone(),
-        tries: machine.tries(),
-        deadline: machine.deadline(),
+        tries: machine.tries,
+        deadline: machine.deadline,
     })
 }
 

@@ -380,7 +380,7 @@ impl Executor {
                 .filter_map(|(call, live)| {
                     let (handoff, deadline) = match &live.state {
                         LiveState::Approval(card) => (false, card.deadline),
-                        LiveState::Handoff(machine) => (true, machine.deadline()),
+                        LiveState::Handoff(machine) => (true, machine.deadline),
                         LiveState::Performing | LiveState::Question(_) => return None,
                     };
                     let meta = live.decided.action.meta();

@@ -157,7 +157,7 @@ impl ExecutorState {
         let LiveState::Handoff(machine) = &live.state else {
             return Err(TicketError::NotPending);
         };
-        if machine.state().is_terminal() {
+        if machine.state.is_terminal() {
             return Err(TicketError::NotPending);
         }
         let expect = live
@@ -195,7 +195,7 @@ impl ExecutorState {
 
     pub(crate) fn show_step(&mut self, call: CallId, index: usize) -> Result<(), TicketError> {
         match self.live.get_mut(&call).map(|l| &mut l.state) {
-            Some(LiveState::Handoff(machine)) if !machine.state().is_terminal() => {
+            Some(LiveState::Handoff(machine)) if !machine.state.is_terminal() => {
                 machine.show_step(index);
                 Ok(())
             }

@@ -2,60 +2,96 @@
 
 use std::time::Duration;
 
-use countersign::handoff::{HandoffMachine, HandoffState};
-use countersign::{Action, Expect, Handoff, Kind, Step, Timestamp};
+use std::cell::Cell;
+use std::rc::Rc;
 
-use crate::common::{at, Named, World};
+use countersign::executor::HandoffView;
+use countersign::{Action, CallId, Expect, Handoff, Kind, Step, Timestamp};
+
+use crate::common::{at, code, Named, World};
 
 const MIN: Duration = Duration::from_secs(60);
 
+/// A world with `by_hand`: a handoff of `steps` steps, one minute long, whose
+/// expectation is `holds`; and the call waiting for the person.
+fn handoff(steps: usize) -> (World, Rc<Cell<bool>>, CallId) {
+    let holds = Rc::new(Cell::new(false));
+    let read = Rc::clone(&holds);
+    let mut h = Handoff::new("r", Expect::new("e", move || read.get())).timeout(MIN);
+    for i in 0..steps {
+        h = h.step(format!("step {i}"), None);
+    }
+    let mut w = World::new();
+    w.add(
+        Action::<Named>::new("by_hand", "the person does it")
+            .kind(Kind::Write)
+            .handoff(h),
+    );
+    let Step::Handoff(view) = w.call("by_hand", r#"{"name":"a"}"#, 0) else {
+        panic!("a handoff waits for the person")
+    };
+    (w, holds, view.call)
+}
+
+fn view(w: &World) -> Option<HandoffView> {
+    w.exec.handoffs().into_iter().next()
+}
+
 #[test]
 fn done_with_the_expectation_holding_completes() {
-    let mut m = HandoffMachine::new(2, at(0), MIN);
-    assert_eq!(m.done(at(10), true), HandoffState::Completed);
-    assert_eq!(m.poll_timeout(), None);
+    let (w, holds, call) = handoff(2);
+    holds.set(true);
+    let settled = w.exec.handoff_done(call, at(10)).unwrap().unwrap();
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(w.exec.poll_timeout(), None);
+    assert_eq!(w.terminal(call).len(), 1);
 }
 
 #[test]
 fn done_too_early_keeps_waiting_and_fails_only_at_the_deadline() {
-    let mut m = HandoffMachine::new(1, at(0), MIN);
-    assert_eq!(m.done(at(10), false), HandoffState::Waiting);
-    assert_eq!(m.tries(), 1);
-    assert_eq!(m.poll_timeout(), Some(at(60_000)));
-    assert_eq!(m.done(at(20), true), HandoffState::Completed);
-    let mut late = HandoffMachine::new(1, at(0), MIN);
-    assert_eq!(late.done(at(10), false), HandoffState::Waiting);
-    assert_eq!(late.handle_timeout(at(60_000)), HandoffState::Failed);
-    let mut never = HandoffMachine::new(1, at(0), MIN);
-    assert_eq!(never.handle_timeout(at(60_000)), HandoffState::TimedOut);
+    let (w, holds, call) = handoff(1);
+    assert!(w.exec.handoff_done(call, at(10)).unwrap().is_none());
+    assert_eq!(view(&w).unwrap().tries, 1);
+    assert_eq!(w.exec.poll_timeout(), Some(at(60_000)));
+    holds.set(true);
+    assert_eq!(code(&w.exec.handoff_done(call, at(20)).unwrap().unwrap()), "OK");
+    let (late, _, call) = handoff(1);
+    assert!(late.exec.handoff_done(call, at(10)).unwrap().is_none());
+    let settled = late.exec.handle_timeout(at(60_000));
+    assert_eq!(settled.iter().map(code).collect::<Vec<_>>(), ["HANDOFF_FAILED"]);
+    let (never, _, _) = handoff(1);
+    let settled = never.exec.handle_timeout(at(60_000));
+    assert_eq!(settled.iter().map(code).collect::<Vec<_>>(), ["HANDOFF_TIMEOUT"]);
 }
 
 #[test]
 fn the_deadline_wins_over_a_late_done() {
-    let mut m = HandoffMachine::new(1, at(0), MIN);
-    assert_eq!(m.poll_timeout(), Some(at(60_000)));
-    assert_eq!(m.handle_timeout(at(59_999)), HandoffState::Waiting);
-    assert_eq!(m.done(at(60_000), true), HandoffState::TimedOut);
+    let (w, holds, call) = handoff(1);
+    assert_eq!(w.exec.poll_timeout(), Some(at(60_000)));
+    assert!(w.exec.handle_timeout(at(59_999)).is_empty());
+    holds.set(true);
+    let settled = w.exec.handoff_done(call, at(60_000)).unwrap().unwrap();
+    assert_eq!(code(&settled), "HANDOFF_TIMEOUT");
+    assert_eq!(w.terminal(call).len(), 1);
 }
 
 #[test]
-fn a_terminal_machine_ignores_later_events() {
-    let mut m = HandoffMachine::new(1, at(0), MIN);
-    m.cancel(at(1));
-    assert_eq!(m.done(at(2), true), HandoffState::Cancelled);
-    assert_eq!(m.handle_timeout(at(1_000_000)), HandoffState::Cancelled);
-    assert_eq!(m.current_step(), None);
+fn an_ended_handoff_takes_no_later_event() {
+    let (w, holds, call) = handoff(1);
+    assert_eq!(code(&w.exec.handoff_cancel(call, at(1)).unwrap()), "HANDOFF_CANCELLED");
+    holds.set(true);
+    assert!(w.exec.handoff_done(call, at(2)).is_err());
+    assert!(w.exec.handle_timeout(at(1_000_000)).is_empty());
+    assert!(view(&w).is_none());
+    assert_eq!(w.terminal(call).len(), 1);
 }
 
 #[test]
 fn the_current_step_moves_and_is_clamped() {
-    let mut m = HandoffMachine::new(2, at(0), MIN);
-    assert_eq!(m.current_step(), Some(0));
-    m.show_step(7);
-    assert_eq!(m.current_step(), Some(1));
-    let mut none = HandoffMachine::new(0, at(0), MIN);
-    none.show_step(3);
-    assert_eq!(none.current_step(), None);
+    let (w, _, call) = handoff(2);
+    assert_eq!(view(&w).unwrap().current_step, Some(0));
+    w.exec.show_step(call, 7).unwrap();
+    assert_eq!(view(&w).unwrap().current_step, Some(1));
 }
 
 #[test]
