@@ -624,6 +624,17 @@ async fn the_windows_card_shows_hidden_characters_as_the_dock_does() {
     assert!(shown.contains("\\u{202e}"), "{shown:?}");
     let consequence = opened["card"]["consequence"].as_str().unwrap();
     assert!(!consequence.contains('\u{202e}'), "{consequence:?}");
+    // Its digest is of the words as they are, which a backend can draw: not of the
+    // escaped text the window shows.
+    let words = json!({
+        "action": "rename_workspace", "title": "Rename the workspace", "kind": "write",
+        "consequence": format!("the workspace will be called “{name}”"), "preview": null,
+        "arguments": { "name": name },
+    });
+    assert_eq!(
+        opened["card_sha256"],
+        json!(countersign::audit::ArgsDigest::of_value(&words).to_hex())
+    );
 }
 
 #[tokio::test]

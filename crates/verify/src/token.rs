@@ -82,6 +82,10 @@ impl<'a> Expected<'a> {
     /// words your declarations draw for this call now (`ApprovalRequest::words_sha256`,
     /// or the gateway's `ApprovalWindow::card_digest`). What the person read must still
     /// hold when the backend acts: "1 row" approved is refused once 101 would go.
+    ///
+    /// It binds the words only: pair it with [`Expected::with_role`] for the role you drew
+    /// the card for. Only the window's card is drawn by the server; a page's card digest
+    /// is the page's word, so this catches an honest page's stale card, not a forged one.
     pub fn with_card(mut self, card_sha256: impl Into<String>) -> Self {
         self.card = Some(card_sha256.into());
         self

@@ -107,7 +107,11 @@ impl ExecutorState {
         // The card's original → edited and the model's `edited_by_person` describe what
         // will run (a rewrite may have normalised the person's values), against what
         // the model sent.
-        trace.origin.edited = trace.origin.edited.take().and_then(|d| d.rebased(&arguments));
+        trace.origin.edited = trace
+            .origin
+            .edited
+            .take()
+            .and_then(|d| d.rebased(&arguments));
         self.scope(action.meta())?;
         self.availability(action.as_ref())?;
         let facts = self.facts(

@@ -165,12 +165,13 @@ impl<'a> AuditContext<'a> {
     }
 
     /// A live call's context: resolved and validated.
-    pub(crate) fn live(
-        call: CallId,
-        live: &'a super::live::Live,
-    ) -> Self {
+    pub(crate) fn live(call: CallId, live: &'a super::live::Live) -> Self {
         let meta = live.decided.action.meta();
-        let (id, caller, trace) = (&live.tool_call_id, live.decided.caller, live.trace.as_deref());
+        let (id, caller, trace) = (
+            &live.tool_call_id,
+            live.decided.caller,
+            live.trace.as_deref(),
+        );
         Self {
             declared: Some((meta.kind, meta.confirm)),
             policy: Some(live.level),

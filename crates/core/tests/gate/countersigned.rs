@@ -503,7 +503,10 @@ fn purge(rows: Rc<std::cell::Cell<u64>>) -> Action<Named> {
     Action::<Named>::new("purge", "delete rows")
         .title("Purge rows")
         .kind(Kind::Danger)
-        .consequence(move |p: &Named| format!("{} rows of {} are deleted", rows.get(), p.name))
+        .consequence(|p: &Named| format!("the old rows of {} are deleted", p.name))
+        .preview(move |_| {
+            countersign::text::Preview::diff("-kept\u{202e}").count("rows deleted", rows.get())
+        })
         .run_countersigned(|_: Named, _: Countersignature| async {
             Ok::<_, String>(serde_json::json!({}))
         })
@@ -522,12 +525,14 @@ fn a_backend_with_the_same_declarations_draws_the_card_the_token_binds() {
     page.allow(&card, Gesture::AllowOnce, 5).unwrap();
     let bound = signer.asked.borrow()[0].card_sha256.unwrap();
     // The words a backend draws: the same action, title, kind, consequence, preview and
-    // arguments, in the documented shape (what a backend in another language hashes).
+    // arguments, as they are (not as a card escapes them for display), in the documented
+    // shape (what a backend in another language hashes).
     assert_eq!(
         bound.to_hex(),
         ArgsDigest::of_value(&serde_json::json!({
             "action": "purge", "title": "Purge rows", "kind": "danger",
-            "consequence": "1 rows of Acme are deleted", "preview": null,
+            "consequence": "the old rows of Acme are deleted",
+            "preview": {"diff": "-kept\u{202e}", "counts": [["rows deleted", 1]]},
             "arguments": {"name": "Acme"},
         }))
         .to_hex()

@@ -54,14 +54,23 @@ fn done_too_early_keeps_waiting_and_fails_only_at_the_deadline() {
     assert_eq!(view(&w).unwrap().tries, 1);
     assert_eq!(w.exec.poll_timeout(), Some(at(60_000)));
     holds.set(true);
-    assert_eq!(code(&w.exec.handoff_done(call, at(20)).unwrap().unwrap()), "OK");
+    assert_eq!(
+        code(&w.exec.handoff_done(call, at(20)).unwrap().unwrap()),
+        "OK"
+    );
     let (late, _, call) = handoff(1);
     assert!(late.exec.handoff_done(call, at(10)).unwrap().is_none());
     let settled = late.exec.handle_timeout(at(60_000));
-    assert_eq!(settled.iter().map(code).collect::<Vec<_>>(), ["HANDOFF_FAILED"]);
+    assert_eq!(
+        settled.iter().map(code).collect::<Vec<_>>(),
+        ["HANDOFF_FAILED"]
+    );
     let (never, _, _) = handoff(1);
     let settled = never.exec.handle_timeout(at(60_000));
-    assert_eq!(settled.iter().map(code).collect::<Vec<_>>(), ["HANDOFF_TIMEOUT"]);
+    assert_eq!(
+        settled.iter().map(code).collect::<Vec<_>>(),
+        ["HANDOFF_TIMEOUT"]
+    );
 }
 
 #[test]
@@ -78,7 +87,10 @@ fn the_deadline_wins_over_a_late_done() {
 #[test]
 fn an_ended_handoff_takes_no_later_event() {
     let (w, holds, call) = handoff(1);
-    assert_eq!(code(&w.exec.handoff_cancel(call, at(1)).unwrap()), "HANDOFF_CANCELLED");
+    assert_eq!(
+        code(&w.exec.handoff_cancel(call, at(1)).unwrap()),
+        "HANDOFF_CANCELLED"
+    );
     holds.set(true);
     assert!(w.exec.handoff_done(call, at(2)).is_err());
     assert!(w.exec.handle_timeout(at(1_000_000)).is_empty());

@@ -52,7 +52,9 @@ pub(crate) async fn perform(
     // Where the server's declarations (or the policy file) put the action in the approval
     // window, only the window's token does.
     if super::countersign::window_only(&state, TUTORIAL_ROLE, &action) {
-        expected = expected.with_window();
+        // The card is drawn for this role: the token must be for it too (the card's
+        // digest is of its words, which two roles may share).
+        expected = expected.with_window().with_role(TUTORIAL_ROLE);
         // What the person approved in the window must still be the card now: drawn again
         // from the same declarations and this server's data.
         let now = state

@@ -353,7 +353,10 @@ fn edited_view(strings: &'static Strings, diff: countersign::edit::EditDiff) -> 
 }
 
 /// The dry run's preview: a diff with removed and added lines marked, and counts.
-fn preview_view(strings: &'static Strings, preview: countersign::text::Preview) -> impl IntoView {
+pub(crate) fn preview_view(
+    strings: &'static Strings,
+    preview: countersign::text::Preview,
+) -> impl IntoView {
     let lines = preview
         .diff
         .unwrap_or_default()
@@ -372,7 +375,10 @@ fn preview_view(strings: &'static Strings, preview: countersign::text::Preview) 
     let counts = preview
         .counts
         .into_iter()
-        .map(|(label, n)| view! { <li>{label}": "<strong>{n}</strong></li> })
+        // A label may carry argument text: revealed like every other string on the card.
+        .map(|(label, n)| {
+            view! { <li>{revealed(strings, &label, Shape::Text)}": "<strong>{n}</strong></li> }
+        })
         .collect_view();
     view! {
         <div class="cs-card__preview">

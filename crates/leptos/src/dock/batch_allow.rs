@@ -46,8 +46,9 @@ pub(crate) fn view(
     strings: &'static Strings,
     cards: Vec<ApprovalRequest>,
 ) -> impl IntoView {
-    // Each item as its card shows it: title, consequence and the exact arguments, every
-    // string isolated and revealed, so one gesture never covers text the person did not see.
+    // Each item as its card shows it: title, consequence, the exact arguments and the
+    // preview, every string isolated and revealed, so one gesture never covers text the
+    // person did not see.
     let items = cards
         .iter()
         .map(|card| {
@@ -60,6 +61,7 @@ pub(crate) fn view(
                 <li>
                     <strong>{card.title.clone()}</strong>": "{what}
                     <pre class="cs-card__args">{arguments_view(strings, &card.arguments)}</pre>
+                    {card.preview.clone().map(|p| super::approval_queue::preview_view(strings, p))}
                 </li>
             }
         })

@@ -44,6 +44,11 @@ async fn a_batch_counts_its_items_and_offers_allow_all_only_when_every_remaining
     tick().await;
     let offer = page.text(".cs-batch");
     assert!(offer.contains("`x`") && offer.contains("`y`"), "{offer}");
+    // The one gesture covers what each card previews, so the list shows it too.
+    assert_eq!(page.text(".cs-batch .cs-diff__add"), "+ title: y\n");
+    assert!(page
+        .text(".cs-batch .cs-counts")
+        .contains("files touched: 1"));
     page.click(".cs-allow-batch");
     let codes: Vec<_> = results.await.iter().map(code).collect();
     assert_eq!(codes, ["OK", "OK"]);

@@ -121,7 +121,7 @@ async fn the_tutorial_server_serves_its_approval_window() {
         }))
         .to_hex()
     };
-    let reset = |card_sha256: String, jti: &str| {
+    let reset = |card_sha256: String, jti: &str, role: &str| {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -133,7 +133,7 @@ async fn the_tutorial_server_serves_its_approval_window() {
             "authorization_details": [{ "type": "countersign_action",
                 "action": "reset_workspace", "kind": "danger", "call": 1, "tool_call_id": "t",
                 "args_sha256": digest, "card_sha256": card_sha256, "decision": "once",
-                "grant": null, "session": "s", "role": "admin", "presence": "window",
+                "grant": null, "session": "s", "role": role, "presence": "window",
                 "passkey": "cred" }],
         }))
         .unwrap();
@@ -141,7 +141,7 @@ async fn the_tutorial_server_serves_its_approval_window() {
             .header("countersignature", signer.sign(&claims).unwrap())
             .send()
     };
-    let stale = reset(words("nothing is lost"), &"a1".repeat(16))
+    let stale = reset(words("nothing is lost"), &"a1".repeat(16), "admin")
         .await
         .unwrap();
     assert_eq!(stale.status().as_u16(), 403);
@@ -156,7 +156,15 @@ async fn the_tutorial_server_serves_its_approval_window() {
         panic!("the declarations ask a person for reset");
     };
     let held = card.words_sha256().to_hex();
-    let done = reset(held, &"b2".repeat(16)).await.unwrap();
+    // The same words approved for another role (one that reads the same card) are not
+    // this backend's: the role is checked beside the card.
+    let other = reset(held.clone(), &"c3".repeat(16), "owner")
+        .await
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 403);
+    let other: Value = other.json().await.unwrap();
+    assert_eq!(other["error"]["code"], "wrong_role", "{other}");
+    let done = reset(held, &"b2".repeat(16), "admin").await.unwrap();
     assert_eq!(done.status().as_u16(), 200);
     let done: Value = done.json().await.unwrap();
     assert_eq!(done["done"], "reset", "{done}");
