@@ -57,16 +57,12 @@ pub enum Rewrite {
 
 /// A declared action with typed params `P`.
 ///
-/// The model's JSON Schema is derived from `P`, and arguments are read into `P` with
-/// unknown fields refused, so the two cannot drift. An action either `run`s or has a
-/// [`Handoff`]; registering one with neither or both is an error.
-///
-/// Hooks (the closures below, `run` until it returns its future, a handoff's `expect`)
-/// run while the executor decides. They must not call back into it, except to read
-/// [`Executor::mode`](crate::executor::Executor::mode): such a call gets
-/// [`Blocked::Reentered`](crate::ticket::Blocked::Reentered), and the hook's call is
-/// refused (`hook_reentered`). `run`'s future may use the executor freely. A hook that
-/// panics poisons the executor.
+/// The model's schema is derived from `P` and arguments are read into `P` with unknown
+/// fields refused, so the two cannot drift. It `run`s or has a [`Handoff`]: one, not both.
+/// Hooks (the closures below, `run` until it returns its future, a handoff's `expect`) must
+/// not call back into the executor except [`Executor::mode`](crate::executor::Executor::mode):
+/// the hook's call is then refused ([`Blocked::Reentered`](crate::ticket::Blocked::Reentered)).
+/// `run`'s future may use the executor freely. A hook that panics poisons the executor.
 pub struct Action<P> {
     /// What the gate knows of it; `into_erased` fills in the derived fields.
     pub(crate) meta: ActionMeta,
@@ -135,8 +131,7 @@ where
         }
     }
 
-    /// Makes the action a question for the person: nothing runs, and the person's
-    /// validated answer is the result. Declining is `QUESTION_DECLINED`.
+    /// A question instead of a run: the validated answer is the result, or `QUESTION_DECLINED`.
     pub fn question(mut self, question: crate::question::Question) -> Self {
         self.meta.question = Some(question);
         self
@@ -171,8 +166,8 @@ where
         self
     }
 
-    /// A check of live page state, run again on approval. `false` refuses the call with
-    /// `UNAVAILABLE` and hides the action from the model. Default: always available.
+    /// A check of live page state, run again on approval: `false` refuses the call
+    /// (`UNAVAILABLE`) and hides the action from the model.
     pub fn available(mut self, check: impl Fn() -> bool + 'static) -> Self {
         self.available = Some(Rc::new(check));
         self
@@ -210,11 +205,10 @@ where
         self
     }
 
-    /// Replaces [`Action::run`] for a backend that checks a person approved this call. `run`
+    /// Replaces [`Action::run`] for a backend that checks a person approved this call: `run`
     /// also gets the call's [`Countersignature`](crate::countersignature::Countersignature),
-    /// minted after approval, to send with its request (`countersign-verify` checks it).
-    /// Such an action is always asked, never run by a mode, and covered by a grant only
-    /// with a token naming the grant. No token: `NOT_COUNTERSIGNED`, and `run` is not reached.
+    /// minted after approval, to send along. Always asked, never run by a mode, covered by a
+    /// grant only with a token naming it. No token: `NOT_COUNTERSIGNED`, and `run` is not reached.
     pub fn run_countersigned<F, Fut, T, E>(mut self, run: F) -> Self
     where
         F: Fn(P, crate::countersignature::Countersignature) -> Fut + 'static,
@@ -229,27 +223,23 @@ where
         self
     }
 
-    /// Mints the token only after the person also verifies the call with their passkey
-    /// (WebAuthn, user verification, a challenge bound to this call); it then says
-    /// `presence: "passkey"`. Otherwise `NOT_COUNTERSIGNED`. Registering it without
-    /// [`Action::run_countersigned`] is an error.
+    /// Mints the token only once the person also verifies the call with their passkey
+    /// (WebAuthn, user verification, a challenge bound to the call): `presence: "passkey"`.
+    /// Otherwise `NOT_COUNTERSIGNED`. Registration needs [`Action::run_countersigned`].
     pub fn needs_passkey(mut self) -> Self {
         self.meta.presence = crate::countersignature::Presence::Passkey;
         self
     }
 
-    /// Approved only in the gateway's approval window (on its own origin, with the
-    /// approver's passkey, the card drawn from the server's declarations); the token
-    /// then says `presence: "window"` and names the approver. The gateway refuses to
-    /// mint any other token for it. Registering it without
-    /// [`Action::run_countersigned`] is an error.
+    /// Approved only in the gateway's approval window (own origin, the approver's passkey, the
+    /// card drawn from the server's declarations), which mints no other token for it: one that
+    /// says `presence: "window"` and names the approver. Needs [`Action::run_countersigned`].
     pub fn needs_window(mut self) -> Self {
         self.meta.presence = crate::countersignature::Presence::Window;
         self
     }
 
-    /// Only these callers may call the action; for others it is unlisted and
-    /// `UNKNOWN_ACTION`. `.only_for([Caller::Assistant])` keeps it from WebMCP and MCP agents.
+    /// Only these callers may call it; to others it is unlisted and `UNKNOWN_ACTION`.
     pub fn only_for(mut self, callers: impl IntoIterator<Item = crate::call::Caller>) -> Self {
         let mut callers: Vec<crate::call::Caller> = callers.into_iter().collect();
         callers.sort_unstable();
@@ -264,8 +254,7 @@ where
         self
     }
 
-    /// What "always allow this session" covers: a pattern over the approved call's
-    /// arguments. Default: every call of the action. Restored grants are derived again here.
+    /// What "always allow this session" covers, from the approved call's arguments (default: all).
     pub fn remember(mut self, rule: impl Fn(&P) -> crate::grant_rule::GrantRule + 'static) -> Self {
         self.remember = Some(Rc::new(rule));
         self
@@ -277,15 +266,13 @@ where
         self
     }
 
-    /// A second question the person must also answer yes to. Such an action never offers
-    /// "always allow", and no grant skips it.
+    /// A second question the person must also say yes to; no "always allow", no grant skips it.
     pub fn confirm_twice(mut self, question: impl Fn(&P) -> String + 'static) -> Self {
         self.second_question = Some(Rc::new(question));
         self
     }
 
-    /// Rewrites a call before approval: normalised arguments, or a safer action instead.
-    /// A changed call goes through the whole pipeline again.
+    /// Rewrites a call before approval (normalised arguments, a safer action), deciding it anew.
     pub fn rewrite(mut self, hook: impl Fn(&P) -> Rewrite + 'static) -> Self {
         self.rewrite = Some(Rc::new(hook));
         self
@@ -299,18 +286,16 @@ where
         self
     }
 
-    /// Marks what this action returns as untrusted: words other people wrote (comments,
-    /// documents, search results). After it runs, and until the person's next message,
-    /// every `Write` or `Danger` call is asked one level higher, and no grant covers it:
-    /// the content may hold instructions that are not the person's.
+    /// Marks what this action returns as untrusted: words others wrote (comments, documents,
+    /// search results) may hold instructions. After it runs, until the person's next message,
+    /// every `Write` or `Danger` call is asked one level higher, and no grant covers it.
     pub fn returns_untrusted(mut self) -> Self {
         self.meta.returns_untrusted = true;
         self
     }
 
-    /// How long this action's cards wait before `APPROVAL_TIMEOUT`. Default: the executor's
-    /// [`approval_timeout`](crate::executor::Config::approval_timeout). A redrawn card
-    /// gets a fresh deadline.
+    /// How long its cards wait before `APPROVAL_TIMEOUT` (a redrawn card gets a fresh deadline).
+    /// Default: the executor's [`approval_timeout`](crate::executor::Config::approval_timeout).
     pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.meta.approval_timeout = Some(timeout);
         self
@@ -399,7 +384,6 @@ pub(crate) struct ActionMeta {
     pub(crate) callers: Vec<crate::call::Caller>,
 }
 
-/// A registered action with its param type erased.
 pub(crate) trait ErasedAction {
     fn meta(&self) -> &ActionMeta;
     fn is_available(&self) -> bool;

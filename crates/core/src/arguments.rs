@@ -9,9 +9,8 @@ use crate::codes::quote;
 /// The default cap on a call's raw arguments, in bytes.
 pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 16 * 1024;
 
-/// Parses raw arguments into a JSON object. Blank text is `{}`; anything over
-/// `max_bytes`, not JSON, not an object, or with a number that is not exactly what
-/// its canonical text says ([`crate::canonical::read`]) is refused.
+/// Parses raw arguments into a JSON object (blank text is `{}`). Refused: over `max_bytes`,
+/// not JSON, not an object, or with an inexact number ([`crate::canonical::read`]).
 pub(crate) fn parse_object(raw: &str, max_bytes: usize) -> Result<Value, String> {
     if raw.len() > max_bytes {
         return Err(format!(
@@ -41,8 +40,7 @@ pub(crate) fn means_no_arguments(raw: &str) -> bool {
     !raw.starts_with('{') && raw.trim().is_empty()
 }
 
-/// Deserialises an object into `P`, refusing unknown fields at any depth, whether or
-/// not `P` says `#[serde(deny_unknown_fields)]`.
+/// Deserialises into `P`, refusing unknown fields at any depth, `deny_unknown_fields` or not.
 pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, String> {
     let mut unknown = Vec::new();
     let params = {

@@ -27,8 +27,7 @@ pub enum AuditEvent {
     Granted,
     /// The last step was handed to the person.
     HandedOff,
-    /// The person said a handoff's step was done, but its expectation does not hold
-    /// yet; it still waits.
+    /// The person said a handoff's step was done, but its expectation does not hold yet.
     NotYet,
     /// The action rewrote the call, which went through the pipeline again.
     Rewritten,
@@ -43,12 +42,10 @@ pub enum AuditEvent {
     /// A call waiting when the page reloaded was brought back under a new call id. With
     /// reason `granted` and call 0: a stored session grant was derived again.
     Restored,
-    /// The gateway (not the page) minted a countersignature for the approved call:
-    /// `countersignature` names it; `args_digest` is keyed by the gateway (the token
-    /// alone carries the plain SHA-256 it binds).
+    /// The gateway (not the page) minted a countersignature, named in `countersignature`, and
+    /// keyed `args_digest` itself (only the token carries the plain SHA-256 it binds).
     Countersigned,
-    /// Not a call's: records were pushed out of the page's bounded trail before the
-    /// gateway acknowledged them. `reason` names their `seq`s.
+    /// Not a call's: records left the page's trail unacknowledged; `reason` names their `seq`s.
     TrailGap,
 }
 
@@ -123,9 +120,8 @@ pub struct AuditRecord {
     /// The grant that allowed the call or that the person made, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<GrantId>,
-    /// The reason in words, for people reading the trail: [`Reason::summary`] of
-    /// `reason`. The gateway writes it into the trail it keeps; records fresh from an
-    /// executor leave it empty (the page does not carry the sentences).
+    /// [`Reason::summary`] of `reason`, written by the gateway into the trail it keeps;
+    /// records fresh from an executor leave it empty (the page does not carry the sentences).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub summary: String,
     /// The keyed SHA-256 of the canonical arguments ([`AuditKey`]), as 64 lowercase hex digits.
@@ -166,9 +162,8 @@ impl<F: FnMut(AuditRecord)> AuditSink for F {
 /// The most records a [`MemoryAudit`] holds unless made [`MemoryAudit::with_capacity`].
 pub const DEFAULT_MEMORY_AUDIT_CAPACITY: usize = 4_096;
 
-/// An in-memory sink; clones share one trail. Positions are absolute (the first record
-/// ever taken is 0); when full, a new record pushes out the oldest, a loss counted in
-/// [`MemoryAudit::dropped`].
+/// An in-memory sink; clones share one trail. Positions are absolute (the first record ever
+/// is 0); when full, a new record pushes out the oldest ([`MemoryAudit::dropped`] counts it).
 #[derive(Clone, Debug)]
 pub struct MemoryAudit(Rc<RefCell<Trail>>);
 
@@ -181,8 +176,7 @@ struct Trail {
     dropped: Dropped,
 }
 
-/// What a full [`MemoryAudit`] pushed out. The range spans every record ever pushed
-/// out, so it may include some kept elsewhere.
+/// What a full [`MemoryAudit`] pushed out; the range may span records kept elsewhere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dropped {
     /// How many records.

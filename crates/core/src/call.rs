@@ -19,8 +19,7 @@ pub struct Call {
     /// Who asked. The card and the records name it; a grant covers only its own caller.
     #[serde(default, skip_serializing_if = "Caller::is_assistant")]
     pub caller: Caller,
-    /// The W3C `traceparent` of the model request, if traced; every record of the call
-    /// carries it. Set with [`Call::traced`].
+    /// The model request's W3C `traceparent`, on every record of the call; see [`Call::traced`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
 }
@@ -78,8 +77,7 @@ impl Call {
     }
 }
 
-/// Who sent a call. It approves nothing: it names the asker on the card and picks the
-/// grants that may cover the call.
+/// Who sent a call: named on the card, it picks which grants may cover it; it approves nothing.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
@@ -156,8 +154,7 @@ impl Session {
         role: impl Into<String>,
         scopes: impl IntoIterator<Item = S>,
     ) -> Self {
-        // Inserted one by one: `collect` into a set would bring a sort routine of its
-        // own into the page.
+        // One by one: `collect` into a set would bring a sort routine of its own into the page.
         let mut held = BTreeSet::new();
         for scope in scopes {
             held.insert(scope.into());

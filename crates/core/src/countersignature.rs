@@ -1,6 +1,5 @@
-//! Countersignatures: a signed token, minted by the host's [`Countersigner`] for one
-//! approved call, that the action sends to its backend as proof a person approved it.
-//! No token, no run: `NOT_COUNTERSIGNED`.
+//! Countersignatures: a token the host's [`Countersigner`] mints for one approved call, sent
+//! to the backend as proof a person approved it. No token, no run: `NOT_COUNTERSIGNED`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,8 +35,7 @@ impl Countersignature {
         &self.token
     }
 
-    /// The approved arguments exactly as the token digests them. Send these, not the
-    /// params re-encoded, so the backend's digest matches.
+    /// The approved arguments exactly as digested: send these, not re-encoded params.
     pub fn arguments(&self) -> &serde_json::Value {
         &self.arguments
     }
@@ -77,14 +75,12 @@ pub enum Presence {
     Click,
     /// Also a user-verified WebAuthn assertion with the person's passkey, checked by the gateway.
     Passkey,
-    /// Approved in the gateway's approval window, on an origin the page cannot script:
-    /// the window draws the card from the server's own declarations, and the person
-    /// confirms with a passkey registered for the window. The page cannot mint it.
+    /// Approved in the gateway's window, on an origin the page cannot script, from a card of
+    /// the server's own declarations, with a passkey registered there. The page cannot mint it.
     Window,
 }
 
-/// What the host asks to be signed for one approved call. The signer adds the issuer,
-/// times, token id and presence method.
+/// What to sign for one approved call; the signer adds the issuer, times, token id and presence.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MintRequest {
     /// The call, as the executor numbers it.
@@ -112,8 +108,7 @@ pub struct MintRequest {
     /// Who asked for the call: omitted for the page's own assistant.
     #[serde(skip_serializing_if = "crate::call::Caller::is_assistant")]
     pub caller: crate::call::Caller,
-    /// The arguments that will run (not sent to be signed: the digest is). The approval
-    /// window draws its card from them.
+    /// The arguments that will run, for the approval window's card; only their digest is signed.
     #[serde(skip)]
     pub arguments: serde_json::Value,
 }

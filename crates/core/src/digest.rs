@@ -32,28 +32,7 @@ impl ArgsDigest {
 
     /// The digest as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        let hex = self.hex_digits();
-        // Hex digits are ASCII: this never falls back.
-        std::str::from_utf8(&hex).unwrap_or_default().to_owned()
-    }
-
-    /// The 64 lowercase hex digits, on the stack.
-    pub(crate) fn hex_digits(&self) -> [u8; 64] {
-        fn digit(nibble: u8) -> u8 {
-            if nibble < 10 {
-                b'0' + nibble
-            } else {
-                b'a' + nibble - 10
-            }
-        }
-        let mut hex = [0u8; 64];
-        for (pair, byte) in hex.chunks_exact_mut(2).zip(self.0) {
-            if let [high, low] = pair {
-                *high = digit(byte >> 4);
-                *low = digit(byte & 0x0f);
-            }
-        }
-        hex
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
@@ -133,14 +112,6 @@ impl TryFrom<String> for ArgsDigest {
     type Error = BadDigest;
 
     fn try_from(text: String) -> Result<Self, Self::Error> {
-        Self::try_from(text.as_str())
-    }
-}
-
-impl TryFrom<&str> for ArgsDigest {
-    type Error = BadDigest;
-
-    fn try_from(text: &str) -> Result<Self, Self::Error> {
         let bytes = text.as_bytes();
         if bytes.len() != 64 {
             return Err(BadDigest);

@@ -1,6 +1,5 @@
-//! Approve with edits: a person's edit of a waiting call becomes a new, linked call,
-//! decided again. An edit approves nothing: the new call needs its own ticket, and the
-//! model is told which fields the person changed.
+//! Approve with edits: a person's edit of a waiting call becomes a new, linked call that needs
+//! its own ticket (an edit approves nothing); the model is told which fields changed.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -30,7 +29,6 @@ pub struct EditDiff {
 }
 
 impl EditDiff {
-    /// The changes between two argument objects, field by field.
     pub(crate) fn between(from: CallId, before: &Value, after: &Value) -> Self {
         let empty = Map::new();
         let before = before.as_object().unwrap_or(&empty);
@@ -77,7 +75,6 @@ impl EditDiff {
         (!diff.changes.is_empty()).then_some(diff)
     }
 
-    /// Whether every change's `after` is what `arguments` hold.
     pub(crate) fn describes(&self, arguments: &Value) -> bool {
         !self.changes.is_empty()
             && self
@@ -86,8 +83,7 @@ impl EditDiff {
                 .all(|c| arguments.get(&c.field) == c.after.as_ref())
     }
 
-    /// The changed fields' names for the trail: those the schema declares, others as `…`.
-    /// Never a value, never a name the model made up.
+    /// Changed field names for the trail: declared ones as named, any other as `…`; no values.
     pub(crate) fn declared_fields(&self, schema: &Value) -> Vec<String> {
         let declared = schema.get("properties").and_then(Value::as_object);
         let mut names: Vec<String> = Vec::new();

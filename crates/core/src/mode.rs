@@ -9,11 +9,9 @@ pub enum Mode {
     /// A person is at the page: the resolved policy applies as declared.
     #[default]
     Default,
-    /// Nobody is there: what would ask or hand off is refused. What needs no approval,
-    /// or is covered by a session grant, still runs.
+    /// Nobody is there: what would ask or hand off is refused; the rest, grants included, runs.
     Away,
-    /// Evaluation runs: `Ask` is approved automatically and recorded as such;
-    /// `AskAlways` and handoffs are still refused.
+    /// Evaluation runs: `Ask` is auto-approved (and recorded); `AskAlways` and handoffs refused.
     Unattended,
     /// Development only: approvals are skipped (loudly, in the UI and the audit).
     /// Handoffs are never turned into automatic runs, and an action's own denials hold.

@@ -34,8 +34,7 @@ impl Preview {
     }
 }
 
-/// A minimal line diff (longest common subsequence), enough for previews of small texts.
-/// Texts over 2,000 lines each are summarised instead of diffed.
+/// A minimal line diff (longest common subsequence); over 2,000 lines, only the counts.
 pub fn line_diff(before: &str, after: &str) -> String {
     let a: Vec<&str> = before.lines().collect();
     let b: Vec<&str> = after.lines().collect();

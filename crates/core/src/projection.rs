@@ -34,14 +34,12 @@ pub struct ToolAnnotations {
     pub approval: ApprovalPolicy,
     /// `true` when the person does the last step.
     pub handoff: bool,
-    /// `true` when what it returns is untrusted content (WebMCP's
-    /// `untrustedContentHint`; MCP's `openWorldHint`).
+    /// `true` when its result is untrusted (WebMCP `untrustedContentHint`, MCP `openWorldHint`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untrusted_content_hint: bool,
 }
 
-/// The OpenAI `tools` array for a projection: `{"type":"function","function":{..}}` each.
-/// Annotations are left out: the API accepts only its own fields.
+/// The OpenAI `tools` array, without annotations (the API accepts only its own fields).
 pub fn openai_tools(tools: &[ToolSpec]) -> Value {
     let tool = |t: &ToolSpec| {
         json!({ "type": "function", "function": {

@@ -1,6 +1,5 @@
-//! Asking the person a typed question. The dock renders a form from the answer type's
-//! schema; the validated answer is the call's result, and declining is `QUESTION_DECLINED`.
-//! Every label comes from the declaration; no model text reaches the form.
+//! Asking the person a typed question: the dock renders a form from the answer type's schema,
+//! every label from the declaration; no model text reaches the form.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -31,8 +30,7 @@ impl std::fmt::Debug for Question {
 }
 
 impl Question {
-    /// A question whose answer is an `A`. The form comes from `A`'s schema, and an answer
-    /// must read as an `A`, unknown fields refused, before it reaches the model.
+    /// A question whose answer must read as an `A`, unknown fields refused; its schema is the form.
     pub fn new<A>(prompt: impl Into<String>) -> Self
     where
         A: DeserializeOwned + Serialize + JsonSchema + 'static,

@@ -1,6 +1,5 @@
-//! Why a decision came out as it did: a typed reason on every allow, ask and refusal.
-//! The code, the model's sentence, the retry hint and the audit summary all derive from
-//! it, so they cannot disagree; a reason never holds text the model wrote.
+//! A typed reason on every allow, ask and refusal. The code, the model's sentence, the retry
+//! hint and the audit summary all derive from it; it never holds text the model wrote.
 
 use std::borrow::Cow;
 
@@ -25,8 +24,7 @@ pub enum LevelSource {
         /// The override's line in the file.
         line: usize,
     },
-    /// The policy file is broken and the call is a reversal: the level of the last file
-    /// that loaded (`last_good`), or "ask every time" when none ever loaded.
+    /// A reversal under a broken policy file: the last good file's level, else "ask every time".
     BrokenFileFallback {
         /// Whether a file had loaded before this one broke.
         last_good: bool,
@@ -142,8 +140,7 @@ pub enum RestoreMiss {
     Unavailable,
     /// Another tab of the page has it.
     ElsewhereOrDone,
-    /// It was not waiting for a person: still arriving, queued, or running (whether a
-    /// run took effect is unknown).
+    /// Not waiting for a person: arriving, queued or running (whether it took effect is unknown).
     NotWaiting,
     /// An MCP client asked for it; that pairing ended with the page.
     CallerGone,
@@ -176,8 +173,7 @@ pub enum Reason {
     UnknownAction,
     /// validate: the tool call id is longer than the executor accepts.
     ToolCallIdTooLong,
-    /// validate: the model's turn held more calls than the host takes; this one was
-    /// refused unread.
+    /// validate: the turn held more calls than the host takes; this one was refused unread.
     TooManyCalls {
         /// How many calls a turn may hold.
         cap: usize,
@@ -206,8 +202,7 @@ pub enum Reason {
     Unregistered,
     /// availability: the page closed before the call ended.
     PageClosed,
-    /// verify (of the trail, not a call): records were pushed out of the page's bounded
-    /// trail before the gateway acknowledged them.
+    /// verify (of the trail): records were pushed out before the gateway acknowledged them.
     TrailGap {
         /// The `seq` of the first record pushed out.
         first_seq: u64,
@@ -247,8 +242,7 @@ pub enum Reason {
     QuestionDeclined,
     /// decide: the action rewrote the call, which re-entered the pipeline.
     Rewritten {
-        /// The action that runs instead (the same id if only the arguments changed);
-        /// `None` if the hook named no registered action (then it is refused).
+        /// What runs instead (same id if only arguments changed); `None`: unregistered, refused.
         to: Option<String>,
     },
     /// decide: the action kept rewriting the call.
@@ -310,11 +304,9 @@ pub enum Reason {
         /// Who asked.
         caller: crate::call::Caller,
     },
-    /// decide: the call came after the assistant read untrusted content (what `source`
-    /// returned), so a person is asked, one level higher than the declaration.
+    /// decide: the call came after untrusted content (`source`), so it is asked one level higher.
     AfterUntrusted {
-        /// The title of the action whose result was untrusted, or the page's name for
-        /// the untrusted content.
+        /// The title of the action that returned it, or the page's name for the content.
         source: String,
     },
     /// perform: approved, but no countersignature could be minted; it did not run.
@@ -368,7 +360,6 @@ impl Reason {
         self.decided().1
     }
 
-    /// The stage that decided, and the code of a refusal.
     fn decided(&self) -> (Stage, Option<Code>) {
         use Code as C;
         use Reason as R;
@@ -461,12 +452,10 @@ impl Reason {
         }
     }
 
-    /// The rule's name, as audit records and the model's error JSON spell it: the
-    /// reason's own `rule` tag.
+    /// The rule's name (the `rule` tag), as audit records and the model's error JSON spell it.
     pub fn rule(&self) -> String {
-        // Read from the JSON text, where the tag comes first (`{"rule":"…"`): the page
-        // already writes reasons as text, and a second way to write them (into a
-        // `Value`) would cost it kilobytes.
+        // Read from the JSON text, tag first (`{"rule":"…"`): the page already writes reasons
+        // as text, and a second way (into a `Value`) would cost it kilobytes.
         let text = serde_json::to_string(self).unwrap_or_default();
         text.strip_prefix(r#"{"rule":""#)
             .and_then(|rest| rest.split('"').next())

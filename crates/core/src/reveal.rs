@@ -209,8 +209,7 @@ pub fn reveal(text: &str) -> Revealed {
     out
 }
 
-/// Makes a name visible (an action or tool id, which is ASCII when it is real): every
-/// character outside printable ASCII is escaped, and an empty name shows as `""`.
+/// Makes a name visible: all but printable ASCII escaped (real ids are ASCII); empty is `""`.
 pub fn reveal_name(name: &str) -> Revealed {
     if name.is_empty() {
         return Revealed {

@@ -1,6 +1,5 @@
-//! The second guard against unknown fields: the arguments checked against the schema the
-//! model was shown, as if every object said `additionalProperties: false` (serde drops
-//! unknown fields inside enums and beside `flatten`).
+//! The second guard against unknown fields: arguments checked against the model's schema as if
+//! every object said `additionalProperties: false` (serde misses some in enums, beside `flatten`).
 
 use serde_json::{Map, Value};
 
@@ -171,8 +170,7 @@ fn check_object<'a>(
         }
         let len = path.len();
         *path = join(path, key);
-        // serde's `deny_unknown_fields` refuses an undeclared field even while an
-        // alternative is being chosen.
+        // `deny_unknown_fields` refuses an undeclared field even while an alternative is chosen.
         let closed = mode == Mode::Closed
             || all
                 .iter()
@@ -294,10 +292,9 @@ fn fits_scalar(schema: &Value, value: &Value) -> bool {
     typed && within_limits(schema, value)
 }
 
-/// Whether a number or a string is within the limits the schema states, those schemars
-/// writes for serde's own: an integer's `format`, `minimum` and `maximum`, a `char`'s
-/// length. INVARIANT: serde refuses a value outside them, and in an untagged enum goes
-/// on to the next alternative; the check must judge that alternative too.
+/// Whether a number or string is within the limits schemars writes for serde's own (an
+/// integer's `format`, `minimum`, `maximum`; a `char`'s length). INVARIANT: serde refuses a
+/// value outside them, going on to an untagged enum's next alternative; so must this check.
 fn within_limits(schema: &Value, value: &Value) -> bool {
     let limit = |key: &str| schema.get(key).and_then(Value::as_f64);
     if let Some(n) = value.as_f64() {

@@ -13,8 +13,8 @@ use crate::digest::ArgsDigest;
 use crate::policy::{ApprovalPolicy, Kind};
 use crate::time::Timestamp;
 
-/// The SHA-256 of everything an approval card shows. A ticket carries it, so an approval
-/// is bound to the card as the person saw it, not only to the arguments.
+/// The SHA-256 of a card: of everything it shows ([`ApprovalRequest::card_sha256`], which
+/// a ticket binds), or of its words ([`ApprovalRequest::words_sha256`], which a token binds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub struct CardDigest(pub(crate) ArgsDigest);
@@ -34,9 +34,8 @@ pub enum Gesture {
     AllowOnce,
     /// "Always allow this session": this call and later ones of the action; only for `Ask`.
     AllowForSession,
-    /// "Allow all in this batch": this call once, for every remaining item of one model
-    /// turn, each listed with its own arguments. Only on a plain `Ask` card; minted with
-    /// [`ApprovalRequest::countersign_batch`], never one card at a time.
+    /// "Allow all in this batch": this call once, as one of a turn's listed cards (see
+    /// [`ApprovalRequest::batchable`]); minted only by [`ApprovalRequest::countersign_batch`].
     AllowInBatch,
 }
 
@@ -50,9 +49,8 @@ impl std::fmt::Debug for Nonce {
     }
 }
 
-/// A pending approval, as the dock's card shows it. Every word comes from the registry
-/// and the arguments, never from the model's prose. It serialises without its nonce, so
-/// nothing the model can read is enough to mint a ticket.
+/// A pending approval as the dock's card shows it: every word from the registry and arguments,
+/// not the model's prose. Serialised without its nonce: nothing the model reads can mint a ticket.
 #[derive(Clone, Debug, Serialize)]
 pub struct ApprovalRequest {
     /// The call waiting.
@@ -95,8 +93,7 @@ pub struct ApprovalRequest {
     pub edited: Option<crate::edit::EditDiff>,
     /// Whether the call was brought back after a reload (the card says so).
     pub restored: bool,
-    /// The untrusted content the assistant read before asking (the card says so); such
-    /// a card offers no grant and is decided on its own.
+    /// The untrusted content read before asking (shown); the card offers no grant and no batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untrusted: Option<String>,
     /// The digest of everything above that the person reads; the ticket binds it.
@@ -135,8 +132,7 @@ impl ApprovalRequest {
         })))
     }
 
-    /// Mints a ticket for this card: the one way to make a [`Ticket`]. Call it only from
-    /// a person's gesture in the page.
+    /// Mints this card's [`Ticket`] (the only way to make one); call it only on a person's gesture.
     pub fn countersign(&self, gesture: Gesture) -> Ticket {
         Ticket {
             call: self.call,
@@ -150,9 +146,8 @@ impl ApprovalRequest {
         }
     }
 
-    /// Mints "allow all in this batch" for `cards`, as the person saw them listed, each
-    /// with its own arguments: one ticket per card, each binding the call and digest of
-    /// every card listed and only those. A card left off the list is not covered.
+    /// Mints "allow all in this batch" for `cards` as the person saw them listed: one ticket
+    /// per card, each binding the call and digest of every listed card and no other.
     pub fn countersign_batch(cards: &[ApprovalRequest]) -> Vec<Ticket> {
         let listed: Vec<(CallId, CardDigest)> =
             cards.iter().map(|c| (c.call, c.card_sha256)).collect();
@@ -166,9 +161,8 @@ impl ApprovalRequest {
     }
 }
 
-/// A person's approval of one call, bound to the call, the action, the arguments' and
-/// the card's digests and the card's nonce. Consumed by
-/// [`Executor::approve`](crate::executor::Executor::approve); neither `Clone` nor `Deserialize`.
+/// A person's approval of one call, bound to its action, argument and card digests and nonce.
+/// Consumed by [`crate::executor::Executor::approve`]; neither `Clone` nor `Deserialize`.
 #[derive(Debug)]
 pub struct Ticket {
     pub(crate) call: CallId,
@@ -178,8 +172,7 @@ pub struct Ticket {
     pub(crate) nonce: Nonce,
     pub(crate) executor: u64,
     pub(crate) gesture: Gesture,
-    /// The cards one "allow all in this batch" listed, each by its call and digest
-    /// (two calls' cards may read alike); empty for any other gesture.
+    /// The cards a batch listed, by call and digest (two may read alike); else empty.
     pub(crate) batch: Vec<(CallId, CardDigest)>,
 }
 
@@ -205,8 +198,7 @@ pub enum TicketError {
     /// "Always allow" was asked for a call whose policy never offers it.
     #[error("this action cannot be allowed for the session")]
     GrantNotOffered,
-    /// "Allow all in this batch" was used on a card that must be decided on its own, or
-    /// on a card the batch did not list beside at least one other.
+    /// "Allow all in this batch" on a card that must be decided alone, or not listed with another.
     #[error("this call must be decided on its own")]
     BatchNotOffered,
 }
@@ -286,8 +278,7 @@ pub struct Grant {
     pub(crate) generation: u64,
 }
 
-/// Why an edit was not taken. The original card still waits, except after
-/// [`TicketError::Expired`].
+/// Why an edit was not taken; the card still waits, except after [`TicketError::Expired`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EditError {
     /// The call is not waiting on a card, or the card expired.

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// A point in time, in whole milliseconds since an epoch the host chooses. The core
-/// never reads a clock: the host passes `now` into every call that needs it.
+/// Whole milliseconds since an epoch the host chooses; the core never reads a clock.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]

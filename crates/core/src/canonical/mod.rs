@@ -1,6 +1,5 @@
-//! The canonical JSON text of a value: RFC 8785 (JCS), so a backend in any language
-//! computes the same digest. One departure: an integer beyond ±2^53 is written as its
-//! own digits, so `9007199254740993` never matches a token minted for `9007199254740992`.
+//! Canonical JSON (RFC 8785), so a backend in any language computes the same digest. But an
+//! integer beyond ±2^53 keeps its digits: `9007199254740993` never matches `9007199254740992`.
 
 mod number;
 mod read;
@@ -11,8 +10,7 @@ use serde_json::Value;
 
 pub(crate) use read::{read, Unread};
 
-/// The canonical (RFC 8785) text of a value: the text whose SHA-256 is its
-/// [`ArgsDigest`](crate::audit::ArgsDigest).
+/// The canonical text of a value, whose SHA-256 is its [`ArgsDigest`](crate::audit::ArgsDigest).
 pub fn canonical_json(value: &Value) -> String {
     let mut text = Vec::new();
     write(value, &mut text);
@@ -20,13 +18,11 @@ pub fn canonical_json(value: &Value) -> String {
     String::from_utf8(text).unwrap_or_default()
 }
 
-/// Writes the canonical text of `value` to `out`: a hasher or a buffer, which never
-/// refuse a write (so nothing here looks at what a write returns).
+/// Writes the canonical text to `out`: a hasher or a buffer, which never refuse a write.
 pub(crate) fn write<W: io::Write>(value: &Value, out: &mut W) {
     match value {
         Value::Object(map) => {
-            // Sorted here, whatever order serde_json's map keeps (a feature any crate
-            // may enable changes it).
+            // Sorted here, whatever order serde_json's map keeps (any crate's feature changes it).
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
             let _ = out.write_all(b"{");

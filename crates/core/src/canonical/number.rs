@@ -6,8 +6,7 @@ use std::io;
 /// The most significant digits a double's canonical form has.
 const MAX_DIGITS: usize = 17;
 
-/// A decimal number, `0.d₁d₂…dₖ × 10^point`, its digits without leading or trailing
-/// zeros. Zero has no digits and no sign.
+/// A decimal `0.d₁…dₖ × 10^point`, without leading or trailing zeros; zero has no digits or sign.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Decimal {
     negative: bool,
@@ -16,7 +15,6 @@ pub(crate) struct Decimal {
     point: i64,
 }
 
-/// Zero, the one number with no digits.
 const ZERO: Decimal = Decimal {
     negative: false,
     digits: [0; MAX_DIGITS],
@@ -24,7 +22,6 @@ const ZERO: Decimal = Decimal {
     point: 0,
 };
 
-/// Zeros to write from.
 const ZEROS: &[u8] = b"00000000000000000000";
 
 /// Exponents past this are clamped: no double comes near, and the sums stay in range.
@@ -78,8 +75,7 @@ impl Decimal {
         Some(number)
     }
 
-    /// The canonical form of a finite double: its shortest digits that read back to
-    /// it (the nearest such, as ECMAScript picks). Negative zero is zero.
+    /// A finite double's canonical form: the shortest, nearest digits that read back; -0 is 0.
     pub(crate) fn of_f64(value: f64) -> Self {
         if value == 0.0 || !value.is_finite() {
             return ZERO;
@@ -89,14 +85,12 @@ impl Decimal {
         Self::parse(buffer.format_finite(value)).unwrap_or(ZERO)
     }
 
-    /// Whether this is zero.
     pub(crate) fn is_zero(&self) -> bool {
         self.len == 0
     }
 
-    /// Writes the number as ECMAScript's `Number::toString` lays it out: plain digits
-    /// from 1e-6 up to 1e21, else one digit, a fraction and `e+n` / `e-n`. `out`
-    /// never refuses a write (a hasher, a buffer).
+    /// Writes it as ECMAScript's `Number::toString` does: plain digits from 1e-6 up to 1e21,
+    /// else one digit, a fraction and `e+n` / `e-n`. `out` never refuses a write.
     pub(crate) fn write<W: io::Write + ?Sized>(&self, out: &mut W) {
         let mut put = |bytes: &[u8]| {
             let _ = out.write_all(bytes);

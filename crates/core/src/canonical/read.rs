@@ -1,6 +1,5 @@
-//! Reading arguments so that each number is what its canonical text says: what is
-//! digested is what runs. A number is read only as the canonical form writes it: an
-//! integer within ±(2^53 − 1), never `-0`, never `0.10000000000000001` (run as `0.1`).
+//! Reading arguments so each number is what its canonical text says (what is digested runs):
+//! an integer within ±(2^53 − 1), never `-0`, never `0.10000000000000001` (run as `0.1`).
 
 use serde_json::{Number, Value};
 
@@ -10,7 +9,6 @@ use crate::codes::quote;
 /// The largest integer every JSON reader holds exactly: 2^53 − 1.
 const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
 
-/// Why raw text was not read.
 #[derive(Debug)]
 pub(crate) enum Unread {
     /// It is not JSON.
@@ -19,8 +17,7 @@ pub(crate) enum Unread {
     Inexact(String),
 }
 
-/// Reads raw JSON text into a value, each number checked against its own text and
-/// corrected where serde_json's reading is not the exact double ([`exact`]).
+/// Reads raw JSON, each number checked against its own text and corrected if misread ([`exact`]).
 pub(crate) fn read(raw: &str) -> Result<Value, Unread> {
     let mut value: Value = serde_json::from_str(raw).map_err(Unread::NotJson)?;
     // Each double as serde_json read it, and as its text says exactly.
@@ -120,9 +117,8 @@ fn exact(text: &str, read: &Number) -> Result<Number, String> {
             )),
         };
     }
-    // std's reading, exact (the page carries it already); serde_json's own can be a
-    // unit or two in the last place off for long or far-exponent numbers (its exact
-    // one, `float_roundtrip`, would cost the page about 11 KB of gzip).
+    // std's reading is exact (and in the page already); serde_json's can be an ulp or two off
+    // for long or far-exponent numbers (its exact `float_roundtrip` costs ~11 KB of gzip).
     let double = text.parse::<f64>().unwrap_or_default();
     let Some(wanted) = Decimal::parse(text) else {
         return Err(inexact(text, double));
@@ -162,8 +158,7 @@ fn inexact(text: &str, double: f64) -> String {
 mod tests {
     use super::*;
 
-    /// serde_json's default reading of a far-exponent number can be a unit or two off;
-    /// the number is the exact double whichever neighbour serde_json read.
+    /// serde_json may misread a far-exponent number by an ulp or two; the exact double wins.
     #[test]
     fn a_misread_double_is_corrected_from_its_text() {
         let text = "1.0715660391465826e-75";

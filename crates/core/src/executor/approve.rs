@@ -69,7 +69,7 @@ impl ExecutorState {
         match self.redraw(&decided, &card) {
             Err(stop) => self.settle_refused(call, stop, now),
             Ok(face) => {
-                let changed = face.changes_from(&CardFace::of(&card));
+                let changed = face.changes_from(&card);
                 if changed.is_empty() {
                     self.countersigned(call, decided, card, ticket.gesture, now)
                 } else {

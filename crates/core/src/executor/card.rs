@@ -161,8 +161,8 @@ pub(crate) struct CardFace {
 }
 
 impl CardFace {
-    /// What differs between the face the person saw and this one.
-    pub(crate) fn changes_from(&self, seen: &CardFace) -> Vec<CardChange> {
+    /// What differs between the card the person saw and this face.
+    pub(crate) fn changes_from(&self, seen: &ApprovalRequest) -> Vec<CardChange> {
         [
             (
                 self.consequence != seen.consequence,
@@ -176,16 +176,6 @@ impl CardFace {
         .into_iter()
         .filter_map(|(differs, change)| differs.then_some(change))
         .collect()
-    }
-
-    pub(crate) fn of(card: &ApprovalRequest) -> Self {
-        Self {
-            policy: card.policy,
-            consequence: card.consequence.clone(),
-            preview: card.preview.clone(),
-            question: card.question.clone(),
-            grant_rule: card.grant_rule.clone(),
-        }
     }
 }
 

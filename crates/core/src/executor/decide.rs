@@ -1,6 +1,5 @@
-//! decide: the facts of a call (the classifier's verdict, the level in force, the mode,
-//! a covering grant) for the pure [`crate::policy::decide`]. Then the rewrite hook, and
-//! the call's way onward: straight to perform, to an approval card, or to the person.
+//! decide: a call's facts for the pure [`crate::policy::decide`], the rewrite hook, and the
+//! call's way on: straight to perform, to an approval card, or to the person.
 
 use serde_json::Value;
 
@@ -23,8 +22,7 @@ pub(crate) struct Rewritten {
 }
 
 impl ExecutorState {
-    /// The facts the decision reads: the classifier's verdict (the one hook it needs),
-    /// the level, the mode and a covering grant.
+    /// The facts the decision reads; the classifier is the one hook it runs.
     pub(crate) fn facts(
         &self,
         meta: &ActionMeta,
@@ -182,8 +180,7 @@ impl ExecutorState {
         self.go_live(trace, decided, record, next, consequence, state, now)
     }
 
-    /// Records the decision; then, once `next` is ready, the call is live, taking the ids
-    /// the trace's records showed (its own records share them from here on).
+    /// Records the decision, then, once `next` is ready, makes the call live under the trace's ids.
     #[allow(clippy::too_many_arguments)]
     fn go_live(
         &mut self,

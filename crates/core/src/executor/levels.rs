@@ -144,19 +144,11 @@ impl PolicyState {
     }
 }
 
-/// The session grants in force, and the next grant's id.
+/// The session grants in force, and the last grant's id (ids start at 1).
+#[derive(Default)]
 pub(crate) struct Grants {
     list: Vec<Grant>,
-    next: u64,
-}
-
-impl Default for Grants {
-    fn default() -> Self {
-        Self {
-            list: Vec::new(),
-            next: 1,
-        }
-    }
+    last: u64,
 }
 
 impl Grants {
@@ -175,8 +167,8 @@ impl Grants {
         from_call: CallId,
     ) -> Grant {
         let meta = decided.action.meta();
-        let id = GrantId(self.next);
-        self.next += 1;
+        self.last += 1;
+        let id = GrantId(self.last);
         Grant {
             id,
             action: meta.id.to_string(),

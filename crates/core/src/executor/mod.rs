@@ -1,6 +1,5 @@
-//! The executor: every call through resolve, validate, scope, availability, decide,
-//! approve, perform and verify, failing closed. Sans-IO: the host passes `now` in, asks
-//! [`Executor::poll_timeout`] when to time out, and drives each [`Job`] itself.
+//! The executor: each call through resolve, validate, scope, availability, decide, approve,
+//! perform and verify, failing closed. Sans-IO: the host passes `now` and drives each [`Job`].
 
 mod approve;
 mod card;
@@ -49,11 +48,8 @@ use live::LiveState;
 use registration::Mailbox;
 use state::ExecutorState;
 
-/// The gate. Clones share one registry, one queue and one trail; single-threaded.
-///
-/// Hooks must not call back into it: from a hook, commands return
-/// [`Blocked::Reentered`], queries return nothing, and the hook's call is refused
-/// (`hook_reentered`). Only [`Executor::mode`] may be read from a hook.
+/// The gate. Clones share one registry, one queue and one trail; single-threaded. From a hook
+/// (see [`Action`]), commands return [`Blocked::Reentered`] and queries nothing.
 #[derive(Clone)]
 pub struct Executor {
     state: Rc<RefCell<ExecutorState>>,
@@ -135,8 +131,7 @@ impl Executor {
         registry::check_declaration(&action)?;
         let erased = action.into_erased();
         let id = erased.meta().id.to_string();
-        // INVARIANT: serde and the schema check choose the same alternative: params whose
-        // alternatives overlap never register.
+        // INVARIANT: serde and the schema check pick the same alternative: overlaps never register.
         if let Some(why) = crate::alternatives::ambiguity(&erased.meta().schema) {
             return Err(RegisterError::Ambiguous(id, why));
         }
@@ -149,15 +144,13 @@ impl Executor {
         })
     }
 
-    /// The tools the page's assistant sees: available actions within the session's
-    /// scopes, sorted by name (only reversals while the policy file is broken).
+    /// The assistant's tools: available, in scope, by name (only reversals under a broken file).
     pub fn projection(&self) -> Vec<ToolSpec> {
         self.projection_for(crate::call::Caller::Assistant)
             .unwrap_or_default()
     }
 
-    /// The tools `caller` sees ([`crate::action::Action::only_for`] keeps some from it).
-    /// From a hook it is [`Blocked::Reentered`], not an empty list.
+    /// The tools `caller` sees (see [`Action::only_for`]); from a hook, [`Blocked::Reentered`].
     pub fn projection_for(&self, caller: crate::call::Caller) -> Result<Vec<ToolSpec>, Blocked> {
         self.step(|state| {
             // In id order already: the registry is keyed by id.
@@ -176,8 +169,7 @@ impl Executor {
                 .map(|e| {
                     let meta = e.action.meta();
                     let mut policy = state.level(meta).policy;
-                    // As decided: a countersigned action, and an outside agent's write,
-                    // is never below `Ask`.
+                    // As decided: never below `Ask` if countersigned or an outside agent's write.
                     let outside_write =
                         !caller.is_assistant() && meta.kind != crate::policy::Kind::Read;
                     if policy == crate::policy::ApprovalPolicy::None
@@ -208,15 +200,13 @@ impl Executor {
         })
     }
 
-    /// Takes one call from the model through resolve, validate, scope, availability and
-    /// decide. Stops at the first refusal; `run` is never reached then.
+    /// Takes one model call through the stages up to decide; a refusal stops it before `run`.
     pub fn submit(&self, call: Call, now: Timestamp) -> Result<Step, Blocked> {
         self.next(|state| Ok(state.submit(call, now)))
     }
 
-    /// Refuses, unread, a call the host will not take because the model's turn held more
-    /// than `cap` calls (`INVALID_ARGS`, `too_many_calls`). The trail still names it: one
-    /// terminal record, and its settlement is queued like any other's.
+    /// Refuses, unread, a call past the host's `cap` per turn (`INVALID_ARGS`, `too_many_calls`).
+    /// The trail still names it: one terminal record, and a settlement queued like any other.
     pub fn refuse_over_cap(
         &self,
         call: Call,
@@ -232,17 +222,15 @@ impl Executor {
         self.next(|state| state.approve(ticket, now))
     }
 
-    /// The person edited a waiting call's arguments (raw JSON). The edit approves
-    /// nothing: invalid arguments change nothing ([`EditError::Invalid`]); valid ones end
-    /// the original call (`superseded`) and become a new, linked call that passes the
-    /// pipeline again and is always asked, its card showing original → edited.
+    /// The person edited a waiting call's arguments (raw JSON); this approves nothing. Invalid
+    /// ones change nothing ([`EditError::Invalid`]); valid ones supersede the call with a new,
+    /// linked call that passes the pipeline again and is always asked (original → edited).
     pub fn edit(&self, call: CallId, arguments: &str, now: Timestamp) -> Result<Step, EditError> {
         self.next(|state| state.edit(call, arguments, now))
     }
 
-    /// Brings back a call that waited for a person when the page reloaded: only with the
-    /// same declaration, available and in time, and always asked again. Otherwise it
-    /// settles as `APPROVAL_EXPIRED` (`HANDOFF_TIMEOUT` for a handoff).
+    /// Brings back a call waiting for a person before a reload, always asked again: only with the
+    /// same declaration, available, in time; else `APPROVAL_EXPIRED` (handoff: `HANDOFF_TIMEOUT`).
     pub fn restore_pending(&self, pending: Pending, now: Timestamp) -> Result<Step, Blocked> {
         self.next(|state| Ok(state.restore(pending, now)))
     }
@@ -257,8 +245,7 @@ impl Executor {
         self.step(|state| state.drop_pending(pending, why, now))
     }
 
-    /// A script, not a person, pressed a control of this waiting call: nothing changes,
-    /// and the attempt is recorded (`gesture_refused`).
+    /// A script, not a person, pressed a control of this waiting call: recorded, nothing changes.
     pub fn refuse_synthetic(
         &self,
         call: CallId,
@@ -307,9 +294,8 @@ impl Executor {
             .unwrap_or_default()
     }
 
-    /// Hands back a finished job: verifies and settles the call (queued for
-    /// [`Executor::next_settled`]). `false` if it was already settled or the executor is
-    /// busy; the dropped completion then settles it as interrupted.
+    /// Verifies and settles a finished job's call (queued for [`Executor::next_settled`]).
+    /// `false` if already settled or busy; the dropped completion then settles it as interrupted.
     pub fn complete(&self, mut completion: Completion, now: Timestamp) -> bool {
         let (call, executor) = (completion.guard.call, completion.guard.executor);
         let result = std::mem::replace(
@@ -323,9 +309,8 @@ impl Executor {
         settled
     }
 
-    /// The person says the handoff is done: the `expect` check reads the page now. If it
-    /// holds, the receipt; if not, `None`: the handoff still waits ([`HandoffView::tries`]
-    /// counts), and only Cancel or the deadline ends it (`HANDOFF_FAILED` after a try).
+    /// The person says the handoff is done: the receipt if `expect` holds now; else `None`, and it
+    /// waits ([`HandoffView::tries`]) until Cancel or the deadline (`HANDOFF_FAILED` after a try).
     pub fn handoff_done(
         &self,
         call: CallId,
@@ -370,8 +355,7 @@ impl Executor {
         })
     }
 
-    /// Every call waiting on a card or a handoff, oldest first, as a page stores it
-    /// across a reload ([`Executor::restore_pending`]).
+    /// Calls waiting on a card or a handoff, oldest first, to store across a reload.
     pub fn waiting(&self, now: Timestamp) -> Vec<(CallId, Pending)> {
         self.read(|state| {
             state
@@ -419,8 +403,7 @@ impl Executor {
         })
     }
 
-    /// The person answers a question (raw JSON). An answer of another type changes
-    /// nothing ([`crate::question::AnswerError::Invalid`]); a valid one is the result.
+    /// The person answers a question (raw JSON): a valid one is the result; others change nothing.
     pub fn answer(
         &self,
         call: CallId,
@@ -435,8 +418,7 @@ impl Executor {
         self.step(|state| state.decline(call, true, None, now))?
     }
 
-    /// Checks a raw answer to a registered question action, as the form does while the
-    /// person types. Nothing is recorded.
+    /// Checks a raw answer to a question action, as the form does while typing; records nothing.
     pub fn check_answer(&self, action: &str, answer: &str) -> Result<Value, String> {
         self.step(|state| state.check_answer(action, answer))
             .unwrap_or_else(|blocked| Err(blocked.to_string()))
@@ -447,9 +429,8 @@ impl Executor {
         self.read(|state| state.grants.list().to_vec())
     }
 
-    /// Restores a grant from an earlier page session's [`GrantBasis`]: only for the same
-    /// declaration and role, where a person could make it now; the rule is derived
-    /// again with the action's own `remember` hook, never read from storage.
+    /// Restores a grant from an earlier page session's [`GrantBasis`] (its rule derived again):
+    /// only for the same declaration and role, where a person could make it now.
     pub fn restore_grant(
         &self,
         basis: &GrantBasis,
@@ -487,9 +468,8 @@ impl Executor {
         })
     }
 
-    /// Records a [`crate::audit::AuditEvent::TrailGap`]: records `first_seq..=last_seq`
-    /// were pushed out of a bounded sink before anyone kept them (`unconfirmed` had been
-    /// sent unanswered), so the loss is itself on record. Returns the record's `seq`.
+    /// Records a [`crate::audit::AuditEvent::TrailGap`]: `first_seq..=last_seq` left a bounded
+    /// sink unkept (`unconfirmed` sent unanswered), so the loss is on record. Returns its `seq`.
     pub fn record_trail_gap(
         &self,
         first_seq: u64,
@@ -505,38 +485,32 @@ impl Executor {
         self.read(|state| state.settled.pop_front())
     }
 
-    /// Loads the deployment's policy file ([`crate::policy::PolicyFile`]). A bad file,
-    /// or one without the session's role or a `default_role`, is refused with its line,
-    /// and then every call but reversals is refused until a valid file loads.
+    /// Loads the [`crate::policy::PolicyFile`]; one that is bad or lacks the session's role and
+    /// a `default_role` is refused with its line, and only reversals run until a valid one loads.
     pub fn load_policy(&self, text: &str) -> Result<(), crate::policy::PolicyError> {
         self.step(|state| state.policy.load(text, &state.config.session.role))
             .unwrap_or_else(|blocked| Err(crate::policy::PolicyError::whole(blocked.to_string())))
     }
 
-    /// Marks the policy as unusable (the file could not be fetched): every call but
-    /// reversals is refused until a valid file loads.
+    /// Marks the policy unusable (not fetched): only reversals run until a valid file loads.
     pub fn fail_policy(&self, error: crate::policy::PolicyError) -> Result<(), Blocked> {
         self.step(|state| state.policy.break_with(error))
     }
 
-    /// Switches the session's mode for later decisions; waiting calls keep waiting. A
-    /// hook may not switch it ([`Blocked::Reentered`]).
+    /// Switches the mode for later decisions (waiting calls keep waiting); not from a hook.
     pub fn set_mode(&self, mode: Mode) -> Result<(), Blocked> {
         self.step(|_| self.mode.set(mode))
     }
 
-    /// Says that the page put untrusted content into its assistant's context (`source`
-    /// names it on the card, for example "comments on this page"). Actions declared
-    /// [`returns_untrusted`](Action::returns_untrusted) say so by themselves. Until
-    /// [`Executor::person_spoke`], every `Write` or `Danger` call is asked one level
-    /// higher, and no grant covers it.
+    /// The page put untrusted content (`source`, named on the card) into its assistant's
+    /// context. Until [`Executor::person_spoke`], every `Write` or `Danger` call is asked
+    /// one level higher and no grant covers it (as after [`Action::returns_untrusted`]).
     pub fn read_untrusted(&self, source: &str) -> Result<(), Blocked> {
         self.step(|state| state.taint(crate::call::Caller::Assistant, &source.into()))
     }
 
-    /// The person sent the page's assistant a message of their own: from here on, its
-    /// calls are decided as before any untrusted content was read. An outside agent's
-    /// reading is not cleared (the person's words never reach it).
+    /// The person messaged the page's assistant: its later calls are decided as before any
+    /// untrusted content. An outside agent's is not cleared (the person's words never reach it).
     pub fn person_spoke(&self) -> Result<(), Blocked> {
         self.step(|state| state.untrusted.retain(|(caller, _)| !caller.is_assistant()))
     }
@@ -575,8 +549,7 @@ impl Executor {
         self.read(|state| state.registry.get(action).map(|e| f(e.action.meta())))
     }
 
-    /// Checks raw arguments against an action's params (schema, types, validator)
-    /// without making a call, as an edit form does. Nothing is recorded.
+    /// Checks raw arguments against an action's params, as an edit form does; records nothing.
     pub fn check_arguments(&self, action: &str, arguments: &str) -> Result<Value, String> {
         self.step(|state| {
             let (action, _) = state
@@ -601,7 +574,6 @@ impl Executor {
         self.read(|state| state.registry.ids())
     }
 
-    /// Where a drop (of a job, a registration) posts its change.
     fn post(&self) -> registration::Post {
         registration::Post {
             state: Rc::downgrade(&self.state),

@@ -1,6 +1,5 @@
-//! perform and verify: jobs the host drives (one dropped first settles as
-//! `EXECUTION_FAILED`), runs checked by their `verify`, and a handoff's events.
-//! Approval means "allowed to try"; only a check of real state gives a receipt.
+//! perform and verify: host-driven jobs (dropped first: `EXECUTION_FAILED`), `verify`, and
+//! handoff events. Approval means "allowed to try"; only a check of real state gives a receipt.
 
 use serde_json::{json, Value};
 
@@ -17,8 +16,7 @@ use super::live::LiveState;
 use super::registration::{Deferred, Post};
 use super::state::{ExecutorState, Stop};
 
-/// Settles its call as `EXECUTION_FAILED` (interrupted) if dropped while armed: a job or
-/// completion dropped before [`crate::executor::Executor::complete`] never leaves a call hanging.
+/// Settles its call as interrupted (`EXECUTION_FAILED`) if dropped while armed: none hangs.
 pub(crate) struct Guard {
     pub(crate) call: CallId,
     pub(crate) executor: u64,
@@ -48,13 +46,11 @@ impl Job {
         self.guard.call
     }
 
-    /// Runs the action's `run` (for an action that takes a countersignature: mints its
-    /// token first, and runs only with one).
+    /// Runs the action (a countersigned one mints its token first, and runs only with one).
     pub async fn run(self) -> Completion {
         let Job { task, guard } = self;
         let (state, call) = (std::rc::Weak::clone(&guard.to.state), guard.call);
-        // INVARIANT: nothing runs once its call has ended (the page shut down) or the
-        // executor is poisoned.
+        // INVARIANT: nothing runs once its call ended (page shut down) or the executor is poisoned.
         let still_wanted = move || {
             state.upgrade().is_some_and(|state| {
                 state.try_borrow().is_ok_and(|state| {
@@ -145,7 +141,6 @@ impl ExecutorState {
         }
     }
 
-    /// The person says the handoff is done, or cancels it.
     pub(crate) fn handoff_event(
         &mut self,
         call: CallId,
@@ -202,8 +197,7 @@ impl ExecutorState {
             _ => Err(TicketError::NotPending),
         }
     }
-    /// Checks a run's output with the action's `verify`, then settles with a receipt or
-    /// `VERIFY_FAILED`.
+    /// Checks a run's output with `verify`, then settles: a receipt or `VERIFY_FAILED`.
     pub(crate) fn verify_run(&mut self, call: CallId, output: Value, now: Timestamp) {
         let Some(live) = self.live.get(&call) else {
             return;

@@ -1,6 +1,4 @@
-//! Registrations and the mailbox: dropping a [`Registration`] (or a job) may happen inside
-//! an action's hook, while the executor is busy; the drop is posted and applied before the
-//! executor's next operation.
+//! Registrations and the mailbox: a drop inside a hook is posted, applied at the next step.
 
 use std::cell::{Cell, RefCell, RefMut};
 use std::rc::Weak;
@@ -18,14 +16,11 @@ pub(crate) enum Deferred {
 
 pub(crate) type Mailbox = std::rc::Rc<RefCell<Vec<Deferred>>>;
 
-/// The state borrowed for one step, with what was posted meanwhile applied.
-///
-/// A step that does not finish (a hook, a sink or a drop panicked: possible only in a
-/// native host, the page aborts) poisons the executor, as `std::sync::Mutex` is
-/// poisoned: the step may be half made, so every later one is [`Blocked::Poisoned`].
+/// The state borrowed for one step, with what was posted meanwhile applied. A step that
+/// does not finish (a hook, sink or drop panicked in a native host; the page aborts) may be
+/// half made: like a `std::sync::Mutex`, the executor is poisoned ([`Blocked::Poisoned`]).
 pub(crate) struct Stepping<'a> {
     state: RefMut<'a, ExecutorState>,
-    /// Set once the step is done; a step dropped before (a panic left it) poisons.
     done: bool,
 }
 
@@ -84,8 +79,7 @@ impl std::ops::DerefMut for Stepping<'_> {
     }
 }
 
-/// Where a drop posts its change: the executor's state, its mailbox, and the flag that
-/// says a hook reached into the executor.
+/// Where a drop posts its change.
 pub(crate) struct Post {
     pub(crate) state: Weak<RefCell<ExecutorState>>,
     pub(crate) mailbox: Weak<RefCell<Vec<Deferred>>>,
@@ -93,9 +87,8 @@ pub(crate) struct Post {
 }
 
 impl Post {
-    /// Posts `item` and applies it now if the executor is idle. If it is busy, a hook
-    /// dropped a registration or a job while its call was decided: the next step applies
-    /// it first, and the call whose hook did it is refused (the page changed under it).
+    /// Posts `item`, applied now if the executor is idle. If busy, a hook dropped a registration
+    /// or job mid-decision: the next step applies it first and refuses that hook's call.
     pub(crate) fn send(&self, item: Deferred) {
         let (Some(state), Some(mailbox), Some(reentered)) = (
             self.state.upgrade(),
@@ -127,8 +120,7 @@ impl Registration {
         &self.id
     }
 
-    /// Removes the action now; its grants are revoked and its waiting calls settle as
-    /// `UNAVAILABLE`.
+    /// Removes the action now, as dropping it does.
     pub fn unregister(mut self) {
         self.release();
     }

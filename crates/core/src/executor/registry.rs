@@ -101,28 +101,22 @@ pub(crate) struct Entry {
     pub(crate) generation: u64,
 }
 
-/// The registered actions by id.
+/// The registered actions by id, and the last generation given (they start at 1).
+#[derive(Default)]
 pub(crate) struct Registry {
     actions: BTreeMap<String, Entry>,
-    next_generation: u64,
+    last_generation: u64,
 }
 
 impl Registry {
-    pub(crate) fn new() -> Self {
-        Self {
-            actions: BTreeMap::new(),
-            next_generation: 1,
-        }
-    }
-
     /// Adds an action; its generation is new.
     pub(crate) fn insert(&mut self, action: Rc<dyn ErasedAction>) -> Result<u64, RegisterError> {
         let id = action.meta().id.to_string();
         if self.actions.contains_key(&id) {
             return Err(RegisterError::Duplicate(id));
         }
-        let generation = self.next_generation;
-        self.next_generation += 1;
+        self.last_generation += 1;
+        let generation = self.last_generation;
         self.actions.insert(id, Entry { action, generation });
         Ok(generation)
     }

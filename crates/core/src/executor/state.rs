@@ -1,5 +1,4 @@
-//! The executor's config and state, under one borrow per transition: the registry, the
-//! live calls, grants, the policy in force and the clock as the executor has seen it.
+//! The executor's config, and its state: borrowed once per transition.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -39,14 +38,12 @@ pub struct Config {
     pub approval_timeout: Duration,
     /// The cap on a call's raw arguments, in bytes. Default 16 KiB.
     pub max_argument_bytes: usize,
-    /// How many calls one agent outside the page (WebMCP, MCP) may have live at once;
-    /// more are refused as `UNAVAILABLE` until the person has decided some. Default 3:
-    /// an agent cannot bury the dock (or the page's own assistant) under cards.
+    /// How many calls one agent outside the page (WebMCP, MCP) may have live; more are
+    /// `UNAVAILABLE` until the person decides some, so it cannot bury the dock. Default 3.
     pub max_live_per_agent: usize,
-    /// Whether a countersigned action an agent outside the page asked for needs the
-    /// person's passkey, whatever it declares. Off by default. An agent that drives the
-    /// browser (over the DevTools protocol) makes trusted clicks, so a click token for its
-    /// own call proves little; a passkey assertion it cannot make.
+    /// Whether a countersigned action an outside agent asked for needs a passkey, whatever it
+    /// declares. Off by default. An agent driving the browser (DevTools protocol) makes trusted
+    /// clicks, so a click token proves little; a passkey assertion it cannot make.
     pub agents_need_passkey: bool,
     /// Secret randomness for card nonces (the page fills it from `crypto.getRandomValues`).
     pub secret: [u8; 32],
@@ -86,22 +83,18 @@ pub(crate) struct ExecutorState {
     /// Set by the facade when a call into it found the state borrowed (a hook re-entered).
     pub(crate) reentered: Rc<Cell<bool>>,
     pub(crate) next_call: u64,
-    /// Where the records go.
     pub(crate) trail: Trail,
     /// The tool call ids brought back after a reload in this page session.
     pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
-    /// Mints the tokens of actions whose run takes a countersignature.
     pub(crate) countersigner: Option<Rc<dyn crate::countersignature::Countersigner>>,
     /// Set when a panic left a step half made: every later step is refused.
     pub(crate) poisoned: bool,
-    /// What untrusted content each caller's model has read: the page's assistant's
-    /// until the person speaks again; an outside agent's for the session (the person's
-    /// words to the page never reach it).
+    /// Untrusted content each caller's model has read: the assistant's until the person
+    /// speaks again, an outside agent's for the session (the person's words never reach it).
     pub(crate) untrusted: Vec<(crate::call::Caller, std::sync::Arc<str>)>,
 }
 
 impl ExecutorState {
-    /// The untrusted content `caller`'s model has read, if any.
     pub(crate) fn untrusted_for(
         &self,
         caller: crate::call::Caller,
@@ -125,9 +118,8 @@ impl ExecutorState {
         mode: Rc<Cell<Mode>>,
         reentered: Rc<Cell<bool>>,
     ) -> Self {
-        // INVARIANT: two executors never share an id (nor card nonces), even when they
-        // are given the same secret: a ticket or a completion of one is foreign to the
-        // other.
+        // INVARIANT: two executors never share an id (nor card nonces), even given the same
+        // secret: a ticket or a completion of one is foreign to the other.
         static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let executor = u64::from_le_bytes(prefix(&Sha256::digest(
@@ -143,7 +135,7 @@ impl ExecutorState {
                 audit,
             ),
             config,
-            registry: Registry::new(),
+            registry: Registry::default(),
             live: LiveCalls::default(),
             grants: Grants::default(),
             settled: VecDeque::new(),
@@ -158,16 +150,14 @@ impl ExecutorState {
         }
     }
 
-    /// Moves the clock to `now` unless it has already seen a later instant, and returns
-    /// the clock. INVARIANT: the executor's time only moves forward, so a stale or
-    /// backwards `now` from a caller can never approve an expired card.
+    /// Moves the clock to `now` unless it has seen later, and returns it. INVARIANT: time
+    /// only moves forward, so a stale or backwards `now` can never approve an expired card.
     pub(crate) fn tick(&mut self, now: Timestamp) -> Timestamp {
         self.clock = self.clock.max(now);
         self.clock
     }
 
-    /// Runs an action's hook, refusing the call if the hook called back into the
-    /// executor (its answer was made without the executor and cannot be trusted).
+    /// Runs a hook, refusing the call if it re-entered the executor (its answer is untrusted).
     pub(crate) fn hook<T>(&self, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Stop> {
         self.reentered.set(false);
         let out = f();
@@ -183,7 +173,6 @@ impl ExecutorState {
         self.policy.level(meta, &self.config.session.role)
     }
 
-    /// Whether the session holds `scope` under the policy in force.
     pub(crate) fn holds(&self, scope: &str) -> bool {
         self.policy.holds(scope, &self.config.session)
     }

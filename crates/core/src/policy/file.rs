@@ -71,18 +71,15 @@ where
     deserializer.deserialize_map(Unique(std::marker::PhantomData))
 }
 
-/// The deployment's word on untrusted content (what actions declared
-/// [`returns_untrusted`](crate::Action::returns_untrusted) return):
-/// `{"trust": ["read_team_notes"], "ask_always": true}`.
+/// The deployment's word on what [`returns_untrusted`](crate::Action::returns_untrusted)
+/// actions return: `{"trust": ["read_team_notes"], "ask_always": true}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Untrusted {
-    /// Actions whose results this deployment trusts after all (content only its own
-    /// people write): reading them raises nothing.
+    /// Actions whose results it trusts (its own people's words): reading them raises nothing.
     #[serde(default)]
     pub trust: BTreeSet<String>,
-    /// After untrusted content, ask every time for every `Write` or `Danger` call,
-    /// rather than one level higher.
+    /// After untrusted content, ask each `Write` or `Danger` call every time, not one level higher.
     #[serde(default)]
     pub ask_always: bool,
 }
@@ -122,7 +119,6 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
-    /// An error about the whole file, not one place in it.
     pub(crate) fn whole(message: String) -> Self {
         Self {
             line: 0,

@@ -1,5 +1,4 @@
-//! Policy: risk kinds, confirm overrides, the fixed resolution table, the deployment's
-//! policy file, and the pure decision.
+//! Policy: risk kinds, confirm overrides, the fixed table, the policy file, the pure decision.
 
 mod decide;
 mod file;
