@@ -57,11 +57,8 @@ pub(crate) fn write<W: io::Write>(value: &Value, out: &mut W) {
         Value::String(text) => {
             let _ = serde_json::to_writer(out, text);
         }
-        Value::Bool(true) => {
-            let _ = out.write_all(b"true");
-        }
-        Value::Bool(false) => {
-            let _ = out.write_all(b"false");
+        Value::Bool(b) => {
+            let _ = out.write_all(if *b { b"true" } else { b"false" });
         }
         Value::Null => {
             let _ = out.write_all(b"null");

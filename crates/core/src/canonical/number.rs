@@ -126,20 +126,7 @@ impl Decimal {
                 put(b".");
                 put(rest);
             }
-            let exponent = n - 1;
-            put(if exponent < 0 { b"e-" } else { b"e+" });
-            // At most 324: three digits, leading zeros dropped.
-            let magnitude = exponent.unsigned_abs();
-            let text =
-                [magnitude / 100, magnitude / 10 % 10, magnitude % 10].map(|d| b'0' + d as u8);
-            let first = if magnitude >= 100 {
-                0
-            } else if magnitude >= 10 {
-                1
-            } else {
-                2
-            };
-            put(text.get(first..).unwrap_or_default());
+            let _ = write!(out, "e{:+}", n - 1);
         }
     }
 }

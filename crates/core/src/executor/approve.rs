@@ -44,7 +44,6 @@ impl ExecutorState {
         // and nonce.
         if ticket.action != request.action
             || ticket.args_sha256 != request.args_sha256
-            || Some(ticket.args_sha256) != live.digest
             || ticket.card_sha256 != request.card_sha256
             || ticket.nonce != request.nonce
         {

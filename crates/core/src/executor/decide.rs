@@ -194,16 +194,15 @@ impl ExecutorState {
     ) -> Result<Next, Stop> {
         self.trail.record(trace, event, by, reason, None, now);
         let next = next?;
-        let (digest, level) = match &state {
-            LiveState::Approval(card) => (Some(card.args_sha256), card.policy),
-            _ => (None, self.level(decided.action.meta()).policy),
+        let level = match &state {
+            LiveState::Approval(card) => card.policy,
+            _ => self.level(decided.action.meta()).policy,
         };
         let live = Live {
             tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
             trace: trace.trace.map(str::to_owned),
             level,
             decided,
-            digest,
             audit_digest: trace.audit_digest,
             started: trace.started,
             consequence,

@@ -37,9 +37,6 @@ pub(crate) struct Live {
     pub(crate) trace: Option<String>,
     /// The action, the arguments and what else decide settled.
     pub(crate) decided: Decided,
-    /// The plain digest a ticket binds (calls waiting for a card only: the path that
-    /// needs no approval does not pay for it).
-    pub(crate) digest: Option<ArgsDigest>,
     /// The keyed digest the audit records.
     pub(crate) audit_digest: ArgsDigest,
     pub(crate) started: Timestamp,
