@@ -48,7 +48,7 @@ async fn a_batch_counts_its_items_and_offers_allow_all_only_when_every_remaining
     assert_eq!(page.text(".cs-batch .cs-diff__add"), "+ title: y\n");
     assert!(page
         .text(".cs-batch .cs-counts")
-        .contains("files touched: 1"));
+        .contains("files touched in y: 1"));
     page.click(".cs-allow-batch");
     let codes: Vec<_> = results.await.iter().map(code).collect();
     assert_eq!(codes, ["OK", "OK"]);

@@ -218,8 +218,20 @@ async fn the_card_shows_the_dry_run_preview() {
     tick().await;
     assert_eq!(page.text(".cs-diff__del"), "- title: Atlas\n");
     assert_eq!(page.text(".cs-diff__add"), "+ title: Apollo\n");
-    assert!(page.text(".cs-counts").contains("files touched: 1"));
+    assert!(page
+        .text(".cs-counts")
+        .contains("files touched in Apollo: 1"));
     assert!(page.runs().is_empty(), "the preview ran the action");
+    page.click(".cs-deny");
+    assert_eq!(code(&pending.await), "PERMISSION_DENIED");
+    // A count's label may carry argument text: its hidden characters are shown.
+    let pending = page.call("rewrite", r#"{"name":"Ops\u202eATAD"}"#);
+    tick().await;
+    let counts = page.text(".cs-counts");
+    assert!(
+        counts.contains("\\u{202e}") && !counts.contains('\u{202e}'),
+        "{counts}"
+    );
     page.click(".cs-deny");
     assert_eq!(code(&pending.await), "PERMISSION_DENIED");
 }

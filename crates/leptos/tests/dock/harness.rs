@@ -173,7 +173,7 @@ fn Settings(runs: Runs, signals: PageSignals, timeout: Duration) -> impl IntoVie
     use_action(
         logging("rewrite", Kind::Write, Confirm::Ask, &runs).preview(|p| {
             countersign::text::Preview::of_text("title: Atlas", &format!("title: {}", p.name))
-                .count("files touched", 1)
+                .count(format!("files touched in {}", p.name), 1)
         }),
     );
     use_action(
