@@ -61,7 +61,8 @@ pub enum Rewrite {
 /// fields refused, so the two cannot drift. It `run`s or has a [`Handoff`]: one, not both.
 /// Hooks (the closures below, `run` until it returns its future, a handoff's `expect`) must
 /// not call back into the executor except [`Executor::mode`](crate::executor::Executor::mode):
-/// the hook's call is then refused ([`Blocked::Reentered`](crate::ticket::Blocked::Reentered)).
+/// such a call gets [`Blocked::Reentered`](crate::ticket::Blocked::Reentered), and the tool
+/// call the hook was deciding is refused (`hook_reentered`).
 /// `run`'s future may use the executor freely. A hook that panics poisons the executor.
 pub struct Action<P> {
     /// What the gate knows of it; `into_erased` fills in the derived fields.
@@ -272,7 +273,8 @@ where
         self
     }
 
-    /// Rewrites a call before approval (normalised arguments, a safer action), deciding it anew.
+    /// Rewrites a call before approval (normalised arguments, a safer action); the new call
+    /// goes through the whole pipeline again.
     pub fn rewrite(mut self, hook: impl Fn(&P) -> Rewrite + 'static) -> Self {
         self.rewrite = Some(Rc::new(hook));
         self

@@ -55,8 +55,16 @@ pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, Strin
             unknown.push(shown.join("."));
         };
         let ignored = serde_ignored::Deserializer::new(value, &mut note);
-        // Paths are tracked only on failure: a second pass finds where.
-        P::deserialize(ignored).map_err(|_| worded_error::<P>(value))?
+        // One pass that knows where it failed: one copy of `P`'s reader in the page.
+        serde_path_to_error::deserialize::<_, P>(ignored).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." || inner.to_string().starts_with("unknown field") {
+                format!("{inner}")
+            } else {
+                format!("{} is invalid: {inner}", quote(&path, 64))
+            }
+        })?
     };
     if let Some(first) = unknown.first() {
         return Err(format!(
@@ -65,24 +73,6 @@ pub(crate) fn into_params<P: DeserializeOwned>(value: &Value) -> Result<P, Strin
         ));
     }
     Ok(params)
-}
-
-/// Why `value` does not deserialise into `P`, naming the field where it failed.
-fn worded_error<P: DeserializeOwned>(value: &Value) -> String {
-    let mut pass_over = |_: serde_ignored::Path<'_>| {};
-    let ignored = serde_ignored::Deserializer::new(value, &mut pass_over);
-    match serde_path_to_error::deserialize::<_, P>(ignored) {
-        Ok(_) => "the arguments did not deserialise".to_owned(),
-        Err(e) => {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if path == "." || inner.to_string().starts_with("unknown field") {
-                format!("{inner}")
-            } else {
-                format!("{} is invalid: {inner}", quote(&path, 64))
-            }
-        }
-    }
 }
 
 fn kind_of(value: &Value) -> &'static str {

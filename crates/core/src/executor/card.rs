@@ -226,25 +226,7 @@ impl ExecutorState {
         now: Timestamp,
     ) -> ApprovalRequest {
         let meta = decided.action.meta();
-        let args_sha256 = ArgsDigest::of_value(&decided.arguments);
-        let card_sha256 = CardDigest(ArgsDigest::of_value(&json!({
-            "action": meta.id,
-            "caller": decided.caller,
-            "title": meta.title,
-            "kind": meta.kind,
-            "policy": face.policy,
-            "consequence": face.consequence,
-            "preview": face.preview,
-            "arguments": args_sha256,
-            "round": round,
-            "question": face.question,
-            "grant_rule": face.grant_rule,
-            "asks_twice": meta.confirm_twice,
-            "edited": decided.edited,
-            "restored": decided.deadline.is_some(),
-            "untrusted": decided.untrusted,
-        })));
-        ApprovalRequest {
+        let mut card = ApprovalRequest {
             call,
             action: meta.id.to_string(),
             caller: decided.caller,
@@ -253,7 +235,7 @@ impl ExecutorState {
             policy: face.policy,
             consequence: face.consequence,
             arguments: decided.arguments.clone(),
-            args_sha256,
+            args_sha256: ArgsDigest::of_value(&decided.arguments),
             offers_session_grant: face.grant_rule.is_some(),
             grant_rule: face.grant_rule,
             preview: face.preview,
@@ -271,10 +253,24 @@ impl ExecutorState {
             edited: decided.edited.clone(),
             restored: decided.deadline.is_some(),
             untrusted: decided.untrusted.as_deref().map(str::to_owned),
-            card_sha256,
+            card_sha256: CardDigest(ArgsDigest::default_empty()),
             nonce: self.nonce(call, round, refresh),
             refresh,
             executor: self.executor,
-        }
+        };
+        // Everything the person reads: the card's words, and what else it says.
+        card.card_sha256 = CardDigest(ArgsDigest::of_value(&json!({
+            "words": card.words_sha256(),
+            "caller": card.caller,
+            "policy": card.policy,
+            "round": card.round,
+            "question": card.question,
+            "grant_rule": card.grant_rule,
+            "asks_twice": card.asks_twice,
+            "edited": card.edited,
+            "restored": card.restored,
+            "untrusted": card.untrusted,
+        })));
+        card
     }
 }

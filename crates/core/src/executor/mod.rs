@@ -49,7 +49,8 @@ use registration::Mailbox;
 use state::ExecutorState;
 
 /// The gate. Clones share one registry, one queue and one trail; single-threaded. From a hook
-/// (see [`Action`]), commands return [`Blocked::Reentered`] and queries nothing.
+/// (see [`Action`]), commands return [`Blocked::Reentered`], queries nothing, and the hook's
+/// tool call is refused (`hook_reentered`).
 #[derive(Clone)]
 pub struct Executor {
     state: Rc<RefCell<ExecutorState>>,

@@ -232,8 +232,8 @@ impl ExecutorState {
             .ok_or_else(|| Stop::new(Reason::UnknownAction, Decider::Pipeline))
     }
 
-    /// validate: parses the arguments once, reads them into the action's params (checked against
-    /// the schema the model saw) and digests the same value.
+    /// validate: parses the arguments once and reads them into the action's params (checked
+    /// against the schema the model saw); the trace digests the same value.
     pub(crate) fn validate(
         &self,
         action: &dyn ErasedAction,

@@ -376,7 +376,10 @@ pub(crate) fn preview_view(
         .counts
         .into_iter()
         // A label may carry argument text: revealed like every other string on the card.
-        .map(|(label, n)| view! { <li>{revealed(strings, &format!("{label}: {n}"), Shape::Text)}</li> })
+        // The number stays outside the label's isolate: right-to-left text cannot move it.
+        .map(|(label, n)| {
+            view! { <li>{revealed(strings, &label, Shape::Text)}": "<strong>{n}</strong></li> }
+        })
         .collect_view();
     view! {
         <div class="cs-card__preview">

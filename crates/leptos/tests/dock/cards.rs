@@ -232,6 +232,9 @@ async fn the_card_shows_the_dry_run_preview() {
         counts.contains("\\u{202e}") && !counts.contains('\u{202e}'),
         "{counts}"
     );
+    // The action's number is outside the label's isolate: the label cannot move it.
+    assert_eq!(page.text(".cs-counts li > strong"), "1");
+    assert!(!page.text(".cs-counts bdi").contains(": 1"));
     page.click(".cs-deny");
     assert_eq!(code(&pending.await), "PERMISSION_DENIED");
 }
