@@ -13,7 +13,6 @@
 //! reload is a new page with a new code: a pairing never moves to another tab.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 
 use countersign::relay::{ToGateway, ToPage};
@@ -56,13 +55,14 @@ pub(crate) struct McpRelay {
     retired: RefCell<Vec<Handler>>,
     /// The tools last sent, as sent (a change sends them again).
     sent_tools: RefCell<Option<Vec<ToolSpec>>>,
-    /// Relayed calls submitted in this load and not answered yet.
-    live: RefCell<BTreeSet<String>>,
+    /// Relayed calls submitted in this load and not answered yet. These are lists, not
+    /// maps: they hold a handful, and a map's code is copied into the page per type.
+    live: RefCell<Vec<String>>,
     /// Answers the socket was not open to take, by call id.
-    unsent: RefCell<BTreeMap<String, String>>,
+    unsent: RefCell<Vec<(String, String)>>,
     /// Every relayed call id of the last [`SEEN_MS`], with when it came: a replay of a
     /// call already here or answered is never a new call.
-    seen: RefCell<BTreeMap<String, f64>>,
+    seen: RefCell<Vec<(String, f64)>>,
     /// The latest answers, to send again if the gateway still waits for one after a
     /// reconnect (the first sending was lost with the connection).
     answered: RefCell<Vec<(String, String)>>,
@@ -279,7 +279,7 @@ fn reopen(cs: &Countersign) {
 
 /// Withdraws every relayed call still live here (waiting cards and questions).
 fn withdraw_live(cs: &Countersign, relay: &McpRelay) {
-    let live: Vec<String> = relay.live.borrow().iter().cloned().collect();
+    let live = relay.live.borrow().clone();
     for id in live {
         cs.withdraw(Caller::Mcp, &id);
     }
@@ -300,24 +300,29 @@ fn received(cs: &Countersign, event: ToPage) {
             relay.orphan.borrow_mut().take();
             // What the gateway no longer waits for (cancelled, or given up while the
             // connection was down) is withdrawn here too.
-            let mut held = BTreeSet::new();
-            for id in waiting {
-                held.insert(id);
-            }
-            let waiting = held;
-            let forgotten: Vec<String> =
-                relay.live.borrow().difference(&waiting).cloned().collect();
+            let forgotten: Vec<String> = relay
+                .live
+                .borrow()
+                .iter()
+                .filter(|id| !waiting.contains(id))
+                .cloned()
+                .collect();
             for id in forgotten {
                 cs.withdraw(Caller::Mcp, &id);
             }
             // What it still waits for and was answered here: the answer again (its
             // first sending may have been lost with the connection).
             let unsent = std::mem::take(&mut *relay.unsent.borrow_mut());
-            for id in waiting
+            // Each id once, even if the gateway named it twice.
+            let first = |(i, id): &(usize, &String)| !waiting.iter().take(*i).any(|w| w == *id);
+            for (_, id) in waiting
                 .iter()
-                .filter(|id| !relay.live.borrow().contains(*id))
+                .enumerate()
+                .filter(first)
+                .filter(|(_, id)| !relay.live.borrow().contains(*id))
             {
-                let kept = unsent.get(id).cloned().or_else(|| {
+                let kept = unsent.iter().find(|(u, _)| u == id).map(|(_, c)| c.clone());
+                let kept = kept.or_else(|| {
                     let answered = relay.answered.borrow();
                     answered
                         .iter()
@@ -326,7 +331,7 @@ fn received(cs: &Countersign, event: ToPage) {
                 });
                 if let Some(content) = kept {
                     relay.answer(id, content);
-                } else if relay.seen.borrow().contains_key(id) {
+                } else if relay.seen.borrow().iter().any(|(s, _)| s == id) {
                     relay.answer(id, LOST.to_owned());
                 }
             }
@@ -344,10 +349,11 @@ fn received(cs: &Countersign, event: ToPage) {
             // Sent again after a reconnect: it is already here, or already answered.
             let wall = js_sys::Date::now();
             let mut seen = relay.seen.borrow_mut();
-            seen.retain(|_, at| wall - *at < SEEN_MS);
-            if seen.insert(id.clone(), wall).is_some() {
+            seen.retain(|(_, at)| wall - *at < SEEN_MS);
+            if seen.iter().any(|(s, _)| *s == id) {
                 return;
             }
+            seen.push((id.clone(), wall));
             drop(seen);
             if cs.audit_backlogged() {
                 let refusal = countersign::outcome::Refusal::of(
@@ -361,14 +367,18 @@ fn received(cs: &Countersign, event: ToPage) {
                 );
                 return;
             }
-            relay.live.borrow_mut().insert(id.clone());
+            let mut live = relay.live.borrow_mut();
+            if !live.contains(&id) {
+                live.push(id.clone());
+            }
+            drop(live);
             let call = Call::new(id.clone(), name, arguments).by(Caller::Mcp);
             let settled = cs.call(call);
             let weak = Rc::downgrade(&relay);
             wasm_bindgen_futures::spawn_local(async move {
                 let content = settled.await.to_model_content();
                 if let Some(relay) = weak.upgrade() {
-                    relay.live.borrow_mut().remove(&id);
+                    relay.live.borrow_mut().retain(|l| *l != id);
                     relay.settled(&id, content);
                 }
             });
@@ -458,7 +468,9 @@ impl McpRelay {
         }
         .to_json();
         if !self.send(&message) {
-            self.unsent.borrow_mut().insert(id.to_owned(), content);
+            let mut unsent = self.unsent.borrow_mut();
+            unsent.retain(|(u, _)| u != id);
+            unsent.push((id.to_owned(), content));
         }
     }
 

@@ -3,7 +3,7 @@
 //! component that registered it.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
@@ -14,43 +14,54 @@ pub(crate) type StateFn = Rc<dyn Fn() -> Value>;
 /// Entries by name, each with the key of the registration that owns it: removing with
 /// a stale key (an older component under the same name) removes nothing.
 pub(crate) struct Keyed<T> {
-    entries: RefCell<BTreeMap<String, (u64, T)>>,
+    /// Sorted by name, each with the key of the component that registered it. A list, not
+    /// a map: a page names a handful, and a map's code is copied into the page per type.
+    entries: RefCell<Vec<(String, u64, T)>>,
 }
 
 impl<T: Clone> Keyed<T> {
     fn new() -> Self {
         Self {
-            entries: RefCell::new(BTreeMap::new()),
+            entries: RefCell::new(Vec::new()),
         }
     }
 
     fn insert(&self, name: &str, key: u64, value: T) {
-        self.entries
-            .borrow_mut()
-            .insert(name.to_owned(), (key, value));
-    }
-
-    fn remove(&self, name: &str, key: u64) {
         let mut entries = self.entries.borrow_mut();
-        if entries.get(name).is_some_and(|(k, _)| *k == key) {
-            entries.remove(name);
+        let entry = (name.to_owned(), key, value);
+        match entries.binary_search_by(|(n, _, _)| n.as_str().cmp(name)) {
+            Ok(i) => {
+                if let Some(slot) = entries.get_mut(i) {
+                    *slot = entry;
+                }
+            }
+            Err(i) => entries.insert(i, entry),
         }
     }
 
+    fn remove(&self, name: &str, key: u64) {
+        self.entries
+            .borrow_mut()
+            .retain(|(n, k, _)| n != name || *k != key);
+    }
+
     fn get(&self, name: &str) -> Option<T> {
-        self.entries.borrow().get(name).map(|(_, v)| v.clone())
+        let entries = self.entries.borrow();
+        entries
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, _, v)| v.clone())
     }
 
     fn all(&self) -> Vec<(String, T)> {
-        self.entries
-            .borrow()
+        let entries = self.entries.borrow();
+        entries
             .iter()
-            .map(|(k, (_, v))| (k.clone(), v.clone()))
+            .map(|(n, _, v)| (n.clone(), v.clone()))
             .collect()
     }
 }
 
-/// The page's targets, page state and action → target bindings.
 pub(crate) struct PageRegistry {
     targets: Keyed<TargetFn>,
     state: Keyed<StateFn>,

@@ -11,7 +11,6 @@
 //! because availability can depend on anything in the page, twice a second.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 
 use countersign::{wire::ToolSpec, Call, Caller};
@@ -30,8 +29,9 @@ pub(crate) struct WebMcp {
     context: Object,
     /// `context.registerTool`.
     register: Function,
-    /// What is registered now, by tool name.
-    tools: RefCell<BTreeMap<String, Exported>>,
+    /// What is registered now, by tool name (a list: a map's code is copied into the
+    /// page per type).
+    tools: RefCell<Vec<(String, Exported)>>,
     /// Random per page load: call ids never repeat across loads (a call restored after
     /// a reload keeps its id, and a new agent must not be able to withdraw it).
     load: String,
@@ -99,43 +99,41 @@ fn sync(cs: &Countersign) {
     let Ok(tools) = cs.0.executor.projection_for(Caller::WebMcp) else {
         return;
     };
-    // Inserted one by one: `collect` into a map would bring a sort routine of its own.
-    let mut wanted: BTreeMap<String, ToolSpec> = BTreeMap::new();
-    for tool in tools {
-        wanted.insert(tool.name.clone(), tool);
-    }
-    // Decided with the map borrowed, done with it released: aborting a signal and
+    // One per name: action ids are unique.
+    let mut wanted = tools;
+    // Decided with the list borrowed, done with it released: aborting a signal and
     // registering run page script, which may call back into the page's Countersign.
     let gone: Vec<Exported> = {
         let Ok(mut registered) = export.tools.try_borrow_mut() else {
             return;
         };
-        let stale: Vec<String> = registered
-            .iter()
-            .filter(|(name, exported)| wanted.get(*name) != Some(&exported.tool))
-            .map(|(name, _)| name.clone())
-            .collect();
-        wanted.retain(|name, _| stale.contains(name) || !registered.contains_key(name));
-        stale
-            .iter()
-            .filter_map(|name| registered.remove(name))
-            .collect()
+        // A tool registered as it is still wanted stays; any other is unregistered.
+        let (kept, stale): (Vec<_>, Vec<_>) = std::mem::take(&mut *registered)
+            .into_iter()
+            .partition(|(name, exported)| {
+                wanted
+                    .iter()
+                    .any(|t| t.name == *name && *t == exported.tool)
+            });
+        *registered = kept;
+        wanted.retain(|t| !registered.iter().any(|(name, _)| *name == t.name));
+        stale.into_iter().map(|(_, exported)| exported).collect()
     };
     for exported in gone {
         exported.controller.abort();
     }
-    for (name, tool) in wanted {
+    for tool in wanted {
+        let name = tool.name.clone();
         let Some(exported) = export.register(&cs.0, tool) else {
             continue;
         };
         match export.tools.try_borrow_mut() {
             // A sync that ran inside this one (page script calling back) may have
             // registered it too: the one replaced is unregistered, not leaked.
-            Ok(mut registered) => {
-                if let Some(replaced) = registered.insert(name, exported) {
-                    replaced.controller.abort();
-                }
-            }
+            Ok(mut registered) => match registered.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => std::mem::replace(&mut slot.1, exported).controller.abort(),
+                None => registered.push((name, exported)),
+            },
             Err(_) => exported.controller.abort(),
         }
     }
@@ -236,9 +234,7 @@ impl WebMcp {
                         return;
                     };
                     let mut tools = export.tools.borrow_mut();
-                    if tools.get(&name).is_some_and(|e| e.serial == serial) {
-                        tools.remove(&name);
-                    }
+                    tools.retain(|(n, e)| *n != name || e.serial != serial);
                 }
             });
         }
