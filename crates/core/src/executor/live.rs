@@ -26,8 +26,62 @@ pub(crate) enum LiveState {
     Question(Timestamp),
 }
 
-/// The calls not yet settled, by call id (oldest first).
-pub(crate) type LiveCalls = std::collections::BTreeMap<CallId, Live>;
+/// The calls not yet settled, sorted by call id (oldest first). A list, not a map: a page
+/// has a handful live, and a map's code would be copied into the page once more.
+#[derive(Default)]
+pub(crate) struct LiveCalls(Vec<(CallId, Live)>);
+
+impl LiveCalls {
+    fn find(&self, call: &CallId) -> Result<usize, usize> {
+        self.0.binary_search_by(|(c, _)| c.cmp(call))
+    }
+
+    pub(crate) fn get(&self, call: &CallId) -> Option<&Live> {
+        self.0.get(self.find(call).ok()?).map(|(_, live)| live)
+    }
+
+    pub(crate) fn get_mut(&mut self, call: &CallId) -> Option<&mut Live> {
+        let at = self.find(call).ok()?;
+        self.0.get_mut(at).map(|(_, live)| live)
+    }
+
+    pub(crate) fn contains_key(&self, call: &CallId) -> bool {
+        self.find(call).is_ok()
+    }
+
+    /// Puts `call` live (a call is live once: it replaces nothing).
+    pub(crate) fn insert(&mut self, call: CallId, live: Live) {
+        match self.find(&call) {
+            Ok(at) => {
+                if let Some(slot) = self.0.get_mut(at) {
+                    slot.1 = live;
+                }
+            }
+            Err(at) => self.0.insert(at, (call, live)),
+        }
+    }
+
+    pub(crate) fn remove(&mut self, call: &CallId) -> Option<Live> {
+        let at = self.find(call).ok()?;
+        Some(self.0.remove(at).1)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&CallId, &Live)> {
+        self.0.iter().map(|(call, live)| (call, live))
+    }
+
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &CallId> {
+        self.0.iter().map(|(call, _)| call)
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Live> {
+        self.0.iter().map(|(_, live)| live)
+    }
+}
 
 /// A call past the decide stage that has not settled.
 pub(crate) struct Live {

@@ -1,7 +1,6 @@
 //! The registry: which actions are registered now, each with its generation, and the
 //! rules a declaration must meet to get in.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use crate::action::{Action, ErasedAction};
@@ -101,48 +100,51 @@ pub(crate) struct Entry {
     pub(crate) generation: u64,
 }
 
-/// The registered actions by id, and the last generation given (they start at 1).
+/// The registered actions, sorted by id (a list, not a map: a map's code would be copied
+/// into the page once more), and the last generation given (they start at 1).
 #[derive(Default)]
 pub(crate) struct Registry {
-    actions: BTreeMap<String, Entry>,
+    actions: Vec<Entry>,
     last_generation: u64,
 }
 
 impl Registry {
+    /// Where `id` is, or would go.
+    fn find(&self, id: &str) -> Result<usize, usize> {
+        self.actions
+            .binary_search_by(|e| (*e.action.meta().id).cmp(id))
+    }
+
     /// Adds an action; its generation is new.
     pub(crate) fn insert(&mut self, action: Rc<dyn ErasedAction>) -> Result<u64, RegisterError> {
-        let id = action.meta().id.to_string();
-        if self.actions.contains_key(&id) {
-            return Err(RegisterError::Duplicate(id));
-        }
+        let at = match self.find(&action.meta().id) {
+            Ok(_) => return Err(RegisterError::Duplicate(action.meta().id.to_string())),
+            Err(at) => at,
+        };
         self.last_generation += 1;
         let generation = self.last_generation;
-        self.actions.insert(id, Entry { action, generation });
+        self.actions.insert(at, Entry { action, generation });
         Ok(generation)
     }
 
     /// Removes the registration `generation` of `id`; a later one under the same id stays.
     pub(crate) fn remove(&mut self, id: &str, generation: u64) -> Option<Entry> {
-        if self.is_current(id, generation) {
-            self.actions.remove(id)
-        } else {
-            None
-        }
+        let at = self.find(id).ok()?;
+        let current = self.actions.get(at)?.generation == generation;
+        current.then(|| self.actions.remove(at))
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<&Entry> {
-        self.actions.get(id)
+        self.actions.get(self.find(id).ok()?)
     }
 
     /// Whether `generation` is still the registration of `id`.
     pub(crate) fn is_current(&self, id: &str, generation: u64) -> bool {
-        self.actions
-            .get(id)
-            .is_some_and(|e| e.generation == generation)
+        self.get(id).is_some_and(|e| e.generation == generation)
     }
 
     pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
-        self.actions.values()
+        self.actions.iter()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -151,6 +153,9 @@ impl Registry {
 
     /// The registered ids, sorted.
     pub(crate) fn ids(&self) -> Vec<String> {
-        self.actions.keys().cloned().collect()
+        self.actions
+            .iter()
+            .map(|e| e.action.meta().id.to_string())
+            .collect()
     }
 }
