@@ -1,8 +1,6 @@
 //! Alternatives the JSON alone cannot tell apart: the card could show one variant of an
 //! untagged enum while `run` receives another, so such params are refused at registration.
 
-use std::collections::BTreeSet;
-
 use serde_json::Value;
 
 use crate::schema_check::{alternatives, resolve};
@@ -12,16 +10,17 @@ const ALL: u8 = 0x7f;
 
 /// Why `root` (an action's params schema) offers alternatives that overlap, if it does.
 pub(crate) fn ambiguity(root: &Value) -> Option<String> {
-    let mut seen = BTreeSet::new();
-    walk(root, root, &mut seen)
+    walk(root, root, &mut Vec::new())
 }
 
-fn walk<'a>(root: &'a Value, schema: &'a Value, seen: &mut BTreeSet<usize>) -> Option<String> {
+fn walk<'a>(root: &'a Value, schema: &'a Value, seen: &mut Vec<usize>) -> Option<String> {
     let schema = resolve(root, schema);
     // Each schema once: recursive types refer back to their own definitions.
-    if !seen.insert(std::ptr::from_ref(schema) as usize) {
+    let at = std::ptr::from_ref(schema) as usize;
+    if seen.contains(&at) {
         return None;
     }
+    seen.push(at);
     if let Some(alts) = alternatives(schema) {
         for (i, a) in alts.iter().enumerate() {
             for b in alts.iter().skip(i + 1) {
@@ -91,8 +90,9 @@ fn apart(root: &Value, a: &Value, b: &Value) -> bool {
     if shared != OBJECT {
         return false;
     }
-    let tagged = required(a).intersection(&required(b)).any(|key| {
-        let tag = |s: &Value| s.get("properties")?.get(key.as_str()).and_then(constants);
+    let mut both = required(a).filter(|key| required(b).any(|k| k == *key));
+    let tagged = both.any(|key| {
+        let tag = |s: &Value| s.get("properties")?.get(key).and_then(constants);
         matches!((tag(a), tag(b)), (Some(x), Some(y)) if x.iter().all(|v| !y.contains(v)))
     });
     tagged || shuts_out(a, b) || shuts_out(b, a)
@@ -124,17 +124,12 @@ fn shuts_out(closed: &Value, other: &Value) -> bool {
     let elsewhere = ["patternProperties", "allOf", "$ref"];
     closed.get("additionalProperties") == Some(&Value::Bool(false))
         && elsewhere.iter().all(|k| closed.get(*k).is_none())
-        && required(other).iter().any(|key| !declared(key))
+        && required(other).any(|key| !declared(key))
 }
 
-fn required(schema: &Value) -> BTreeSet<String> {
-    // Inserted one by one: `collect` into a set brings a sort routine into the page.
-    let mut required = BTreeSet::new();
+fn required(schema: &Value) -> impl Iterator<Item = &str> {
     let names = schema.get("required").and_then(Value::as_array);
-    for name in names.into_iter().flatten().filter_map(Value::as_str) {
-        required.insert(name.to_owned());
-    }
-    required
+    names.into_iter().flatten().filter_map(Value::as_str)
 }
 
 /// The values a schema allows, when it names them (`const`, `enum`).
