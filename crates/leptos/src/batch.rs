@@ -71,7 +71,7 @@ impl Batch {
         touches: impl Fn(&Call) -> Vec<String>,
         done: oneshot::Sender<Vec<Settled>>,
     ) -> Self {
-        let mut last: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut last = crate::list_map::ListMap::<String, usize>::default();
         let items = calls
             .into_iter()
             .enumerate()

@@ -17,6 +17,7 @@ mod grant_store;
 mod highlight;
 mod http;
 mod i18n;
+mod list_map;
 mod mcp_relay;
 mod page_registry;
 mod passkey;

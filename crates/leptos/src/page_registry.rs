@@ -2,8 +2,8 @@
 //! handoff or a card points at) and read-only page state, each entry owned by the
 //! component that registered it.
 
+use crate::list_map::ListMap;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
@@ -65,7 +65,7 @@ impl<T: Clone> Keyed<T> {
 pub(crate) struct PageRegistry {
     targets: Keyed<TargetFn>,
     state: Keyed<StateFn>,
-    action_targets: RefCell<HashMap<String, String>>,
+    action_targets: RefCell<ListMap<String, String>>,
     next_key: Cell<u64>,
 }
 
@@ -128,10 +128,13 @@ impl PageRegistry {
     }
 
     pub(crate) fn unbind_action_target(&self, action: &str) {
-        self.action_targets.borrow_mut().remove(action);
+        self.action_targets.borrow_mut().remove(&action.to_owned());
     }
 
     pub(crate) fn action_target(&self, action: &str) -> Option<String> {
-        self.action_targets.borrow().get(action).cloned()
+        self.action_targets
+            .borrow()
+            .get(&action.to_owned())
+            .cloned()
     }
 }

@@ -12,7 +12,7 @@
 //! duplicated tab (which copies `sessionStorage`) finds them claimed and drops its copies.
 //! A claim that is never released (a crash) lapses at the item's deadline: the safe way.
 
-use std::collections::HashMap;
+use crate::list_map::ListMap;
 use std::time::Duration;
 
 use countersign::{executor::Pending, Call, CallId};
@@ -88,14 +88,14 @@ struct Claim {
 pub(crate) struct PendingStore {
     key: String,
     /// A stored key per live batch (model turn), so a reload keeps turns apart.
-    batch_keys: HashMap<u64, String>,
+    batch_keys: ListMap<u64, String>,
     /// The results of calls that settled, newest last: a reload mid-turn tells the model
     /// what really happened to the calls that had already ended.
     results: Vec<(String, String)>,
     /// This page load's id.
     load: String,
     /// The stored id of each waiting call.
-    ids: HashMap<CallId, String>,
+    ids: ListMap<CallId, String>,
     saved: Vec<StoredPending>,
     /// Set when the page goes away: the last write stands for the next load.
     frozen: bool,
@@ -144,11 +144,11 @@ impl PendingStore {
             .take(MAX_RESULTS)
             .collect();
         let store = Self {
-            batch_keys: HashMap::new(),
+            batch_keys: ListMap::default(),
             results,
             key,
             load: random_id(),
-            ids: HashMap::new(),
+            ids: ListMap::default(),
             saved: Vec::new(),
             frozen: false,
         };
@@ -214,7 +214,7 @@ impl PendingStore {
         let current: Vec<StoredPending> = waiting
             .into_iter()
             .map(|(call, p)| StoredPending {
-                id: self.ids.entry(call).or_insert_with(random_id).clone(),
+                id: self.ids.get_or_insert_with(call, random_id),
                 tool_call_id: p.call.tool_call_id.to_string(),
                 caller: p.call.caller,
                 action: p.call.action,
@@ -224,8 +224,7 @@ impl PendingStore {
                 deadline_at_ms: wall_ms + p.remaining.as_millis() as f64,
                 edited: p.edited,
                 untrusted: p.untrusted,
-                batch: batch_of(call)
-                    .map(|b| self.batch_keys.entry(b).or_insert_with(random_id).clone()),
+                batch: batch_of(call).map(|b| self.batch_keys.get_or_insert_with(b, random_id)),
             })
             .collect();
         if current

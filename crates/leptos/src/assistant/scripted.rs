@@ -3,8 +3,8 @@
 //! model should: a refusal is reported as "not done" and never retried. The matching
 //! rules are in `scripted/phrase.rs` and on [`Scripted`].
 
+use crate::list_map::ListMap;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 
 use countersign::{action::LocalBoxFuture, Code};
 use serde_json::Value;
@@ -96,7 +96,7 @@ pub struct Scripted {
     next_id: Cell<u64>,
     // Titles of every tool seen, so a result still reads well after its action left
     // the projection (e.g. publish, once published).
-    titles: RefCell<HashMap<String, String>>,
+    titles: RefCell<ListMap<String, String>>,
 }
 
 impl Scripted {
@@ -136,12 +136,11 @@ impl Scripted {
 
     /// Plans the next turn for a conversation (the synchronous core of [`ModelClient::complete`]).
     pub fn plan(&self, request: &ModelRequest) -> ModelTurn {
-        self.titles.borrow_mut().extend(
-            request
-                .tools
-                .iter()
-                .map(|t| (t.name.clone(), t.annotations.title.clone())),
-        );
+        let mut titles = self.titles.borrow_mut();
+        for tool in &request.tools {
+            titles.insert(tool.name.clone(), tool.annotations.title.clone());
+        }
+        drop(titles);
         let locale = self.language(&request.messages);
         match request.messages.last() {
             Some(last) if last.role == Role::Tool => match self.follow_untrusted(request) {
@@ -278,7 +277,7 @@ impl Scripted {
                 let title = self
                     .titles
                     .borrow()
-                    .get(action)
+                    .get(&action.to_owned())
                     .cloned()
                     .unwrap_or_else(|| action.to_owned());
                 let rule = self.rules.iter().find(|r| r.action == action);

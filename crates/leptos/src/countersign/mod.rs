@@ -1,8 +1,8 @@
 //! [`Countersign`]: the page's handle on the gate. What a person's gestures and the
 //! assistant's calls go through; the driver keeps the dock in step after each of them.
 
+use crate::list_map::ListMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::future::Future;
 use std::rc::Rc;
 
@@ -31,8 +31,8 @@ pub(crate) struct Shared {
     pub(crate) locale: Locale,
     pub(crate) dock: DockSignals,
     pub(crate) page: PageRegistry,
-    pub(crate) waiters: RefCell<HashMap<CallId, oneshot::Sender<Settled>>>,
-    pub(crate) unclaimed: RefCell<HashMap<CallId, Settled>>,
+    pub(crate) waiters: RefCell<ListMap<CallId, oneshot::Sender<Settled>>>,
+    pub(crate) unclaimed: RefCell<ListMap<CallId, Settled>>,
     pub(crate) timer: RefCell<Option<gloo_timers::callback::Timeout>>,
     pub(crate) ticker: RefCell<Option<gloo_timers::callback::Interval>>,
     pub(crate) builtins: RefCell<Vec<countersign::executor::Registration>>,
@@ -52,7 +52,7 @@ pub(crate) struct Shared {
     /// on screen, so the one now under the person's pointer is not the one they read.
     pub(crate) hold_until_ms: std::cell::Cell<u64>,
     /// When each outside agent's waiting call came on screen (host ms).
-    pub(crate) shown: RefCell<HashMap<CallId, u64>>,
+    pub(crate) shown: RefCell<ListMap<CallId, u64>>,
 }
 
 /// A part of the page that follows the gate (audit shipping, the tab's attention, the
@@ -332,7 +332,7 @@ impl Countersign {
             return;
         }
         let mut shown = self.0.shown.borrow_mut();
-        shown.entry(call).or_insert_with(|| now().as_millis());
+        shown.get_or_insert_with(call, || now().as_millis());
     }
 
     /// The person pressed Allow (once or for the session) on `card`. If the page changed
