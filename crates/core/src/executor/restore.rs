@@ -129,7 +129,7 @@ impl ExecutorState {
         match self.restorable(&pending) {
             Err(why) => Next::Settled(Box::new(self.not_restored(id, &pending, why, now))),
             Ok(remaining) => {
-                self.restored_ids.insert(pending.call.tool_call_id.clone());
+                self.restored_ids.push(pending.call.tool_call_id.clone());
                 let mut trace = AuditContext::arriving(id, &pending.call, now);
                 // The record names what is brought back: the arguments' keyed digest,
                 // as every later record of the call will (not the placeholder).

@@ -85,7 +85,7 @@ pub(crate) struct ExecutorState {
     pub(crate) next_call: u64,
     pub(crate) trail: Trail,
     /// The tool call ids brought back after a reload in this page session.
-    pub(crate) restored_ids: std::collections::HashSet<std::sync::Arc<str>>,
+    pub(crate) restored_ids: Vec<std::sync::Arc<str>>,
     pub(crate) countersigner: Option<Rc<dyn crate::countersignature::Countersigner>>,
     /// Set when a panic left a step half made: every later step is refused.
     pub(crate) poisoned: bool,
@@ -143,7 +143,7 @@ impl ExecutorState {
             mode,
             reentered,
             next_call: 1,
-            restored_ids: std::collections::HashSet::new(),
+            restored_ids: Vec::new(),
             countersigner: None,
             poisoned: false,
             untrusted: Vec::new(),
