@@ -2,8 +2,6 @@
 //! Always allow / Deny / Edit, and "allow all in this batch" where every remaining item
 //! may be allowed together.
 
-use std::collections::BTreeSet;
-
 use countersign::{policy::ApprovalPolicy, ApprovalRequest, CallId, Gesture, Kind};
 use leptos::ev::KeyboardEvent;
 use leptos::html;
@@ -25,7 +23,7 @@ pub(crate) fn ApprovalQueue(
     let reason = RwSignal::new(String::new());
     let card_ref = NodeRef::<html::Div>::new();
     // Calls seen since the queue was last empty: "n of m" for calls outside a batch.
-    let batch = RwSignal::new(BTreeSet::<CallId>::new());
+    let batch = RwSignal::new(Vec::<CallId>::new());
     // The card to show first (the one a person's edit just made), when it waits.
     let prefer = RwSignal::new(None::<CallId>);
     let editing = RwSignal::new(None::<CallId>);
@@ -51,7 +49,11 @@ pub(crate) fn ApprovalQueue(
             if ids.is_empty() {
                 seen.clear();
             } else {
-                seen.extend(ids);
+                for id in ids {
+                    if !seen.contains(&id) {
+                        seen.push(id);
+                    }
+                }
             }
         });
     });
@@ -74,7 +76,7 @@ pub(crate) fn ApprovalQueue(
         });
         Some(in_batch.unwrap_or_else(|| {
             let waiting = dock.approvals.with(Vec::len);
-            let total = batch.with(BTreeSet::len).max(waiting);
+            let total = batch.with(Vec::len).max(waiting);
             (total.saturating_sub(waiting) + 1, total)
         }))
     });
