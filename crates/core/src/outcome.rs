@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 pub use crate::codes::{Code, RetryHint, Stage};
 
 use crate::call::CallId;
-use crate::reason::{Reason, Said};
+use crate::reason::{MessageContext, Reason};
 
 /// A refusal: the reason, and the code, stage, sentence and retry hint derived from it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,20 +31,20 @@ impl Refusal {
     pub fn of(reason: Reason, action: &str, detail: Option<&str>) -> Self {
         Self::new(
             reason,
-            Said {
+            MessageContext {
                 action,
                 detail,
-                ..Said::default()
+                ..MessageContext::default()
             },
         )
     }
 
     /// The refusal for `reason`. A reason that does not refuse is `UNAVAILABLE` (fail closed).
-    pub(crate) fn new(reason: Reason, said: Said<'_>) -> Self {
+    pub(crate) fn new(reason: Reason, context: MessageContext<'_>) -> Self {
         Self {
             code: reason.code().unwrap_or(Code::Unavailable),
             stage: reason.stage(),
-            message: reason.message(said),
+            message: reason.message(context),
             reason,
             untrusted: false,
         }

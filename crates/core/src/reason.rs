@@ -343,7 +343,7 @@ pub enum Reason {
 
 /// What a reason's sentence needs besides the reason: the action, and the moment's detail.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Said<'a> {
+pub(crate) struct MessageContext<'a> {
     pub(crate) action: &'a str,
     pub(crate) consequence: Option<&'a str>,
     pub(crate) detail: Option<&'a str>,
@@ -613,15 +613,15 @@ impl Reason {
     }
 
     /// The sentence the model is told when this reason refuses a call.
-    pub(crate) fn message(&self, said: Said<'_>) -> String {
+    pub(crate) fn message(&self, context: MessageContext<'_>) -> String {
         use Reason as R;
-        let name = quote(said.action, 64);
-        let what = match said.consequence {
+        let name = quote(context.action, 64);
+        let what = match context.consequence {
             Some(text) => format!("{name} ({text})"),
             None => name.clone(),
         };
-        let detail = |max| said.detail.map(|d| quote(d, max)).unwrap_or_default();
-        let raw = || said.detail.unwrap_or_default();
+        let detail = |max| context.detail.map(|d| quote(d, max)).unwrap_or_default();
+        let raw = || context.detail.unwrap_or_default();
         match self {
             R::UnknownAction => {
                 format!("there is no action {name}; nothing was done. call only the tools listed")
@@ -640,7 +640,7 @@ impl Reason {
                 "{name} was not done: the deployment's policy file is invalid ({}), so nothing but reversals runs until it is fixed. tell the user",
                 detail(200)
             ),
-            R::Unavailable if said.detail.is_some() => {
+            R::Unavailable if context.detail.is_some() => {
                 format!("{name} is not available right now: {}", raw())
             }
             R::Unavailable => format!("{name} is not available in the page right now; nothing was done"),
@@ -671,7 +671,7 @@ impl Reason {
             R::Withdrawn { .. } => format!("{what} was withdrawn before it ran; it was not done"),
             R::Declined => {
                 let mut message = format!("the person declined {what}; it was not done");
-                if let Some(reason) = said.detail.filter(|r| !r.trim().is_empty()) {
+                if let Some(reason) = context.detail.filter(|r| !r.trim().is_empty()) {
                     message.push_str(&format!(". their reason: {}", quote(reason, 500)));
                 }
                 message.push_str(". do not retry without asking the user");

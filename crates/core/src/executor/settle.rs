@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::audit::{AuditEvent, Decider};
 use crate::call::CallId;
 use crate::outcome::{DoneBy, Outcome, Receipt, Refusal, Settled};
-use crate::reason::{Reason, Said};
+use crate::reason::{MessageContext, Reason};
 use crate::ticket::TicketError;
 use crate::time::Timestamp;
 
@@ -25,7 +25,7 @@ impl ExecutorState {
         };
         let refusal = Refusal::new(
             stop.reason,
-            Said {
+            MessageContext {
                 action: &live.decided.action.meta().id,
                 consequence: live.consequence.as_deref(),
                 detail: stop.detail.as_deref(),
@@ -132,7 +132,7 @@ impl ExecutorState {
     ) -> Settled {
         let outcome = Outcome::Refused(Refusal::new(
             stop.reason,
-            Said {
+            MessageContext {
                 action: trace.action_id,
                 consequence: None,
                 detail: stop.detail.as_deref(),
