@@ -350,7 +350,9 @@ fn received(cs: &Countersign, event: ToPage) {
             let wall = js_sys::Date::now();
             let mut seen = relay.seen.borrow_mut();
             seen.retain(|(_, at)| wall - *at < SEEN_MS);
-            if seen.iter().any(|(s, _)| *s == id) {
+            // A replay counts as seen again now, as it always has.
+            if let Some((_, at)) = seen.iter_mut().find(|(s, _)| *s == id) {
+                *at = wall;
                 return;
             }
             seen.push((id.clone(), wall));

@@ -49,9 +49,11 @@ pub(crate) fn ApprovalQueue(
             if ids.is_empty() {
                 seen.clear();
             } else {
+                // Kept sorted: each new id is found by a binary search, however many
+                // calls an agent cycles through while one card waits.
                 for id in ids {
-                    if !seen.contains(&id) {
-                        seen.push(id);
+                    if let Err(at) = seen.binary_search(&id) {
+                        seen.insert(at, id);
                     }
                 }
             }
