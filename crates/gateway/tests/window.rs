@@ -168,6 +168,19 @@ impl Served {
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Asserts that `path` of the decided request `id` (`deny`, `challenge`…) is refused
+    /// from the window's own origin as `window_decided`.
+    async fn refuses_decided(&self, id: &str, path: &str) {
+        let path = format!("/api/requests/{id}/{path}");
+        let (status, answer) = self
+            .window_post(&path, &json!({}), Some(&self.window))
+            .await;
+        assert_eq!(
+            (status, answer["error"]["code"].clone()),
+            (409, json!("window_decided"))
+        );
+    }
+
     async fn window_get(&self, path: &str) -> reqwest::Response {
         self.client
             .get(format!("{}{path}", self.window))
@@ -473,13 +486,7 @@ async fn a_request_is_decided_once_denied_withdrawn_or_expired() {
         json!({ "state": "denied" })
     );
     for path in ["deny", "challenge"] {
-        let (status, answer) = s
-            .window_post(&format!("/api/requests/{id}/{path}"), &json!({}), own)
-            .await;
-        assert_eq!(
-            (status, answer["error"]["code"].clone()),
-            (409, json!("window_decided"))
-        );
+        s.refuses_decided(&id, path).await;
     }
     // Withdrawn by the page (its call settled there): the window says so.
     let (_, opened) = s.open(&opening("reset_workspace", json!({}))).await;
@@ -517,17 +524,7 @@ async fn a_request_nobody_decides_expires_at_its_deadline() {
         s.outcome(opened["id"].as_str().unwrap(), 5).await,
         json!({ "state": "expired" })
     );
-    let (status, answer) = s
-        .window_post(
-            &format!("/api/requests/{id}/challenge"),
-            &json!({}),
-            Some(&s.window),
-        )
-        .await;
-    assert_eq!(
-        (status, answer["error"]["code"].clone()),
-        (409, json!("window_decided"))
-    );
+    s.refuses_decided(&id, "challenge").await;
 }
 
 #[tokio::test]
@@ -724,17 +721,7 @@ async fn a_request_no_page_waits_for_ends_and_one_waited_on_does_not() {
         .await
         .unwrap();
     assert_eq!(view["state"], "abandoned");
-    let (status, answer) = s
-        .window_post(
-            &format!("/api/requests/{}/challenge", window_id(&gone)),
-            &json!({}),
-            Some(&s.window),
-        )
-        .await;
-    assert_eq!(
-        (status, answer["error"]["code"].clone()),
-        (409, json!("window_decided"))
-    );
+    s.refuses_decided(&window_id(&gone), "challenge").await;
 }
 
 #[tokio::test]
