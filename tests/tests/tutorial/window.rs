@@ -34,6 +34,15 @@ async fn reset_in_a_window(
     Ok((popup, address.to_string()))
 }
 
+/// Closes the window in front and goes back to the page's tab, `page`.
+async fn back_to(ui: &Ui<'_>, page: &WindowHandle) -> Outcome {
+    let _ = ui.client.close_window().await;
+    ui.client
+        .switch_to_window(page.clone())
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// Enrolls `person` for `admin` in the window of `ui`'s tab (whose virtual authenticator
 /// answers the passkey prompt), then goes back to `address`.
 async fn enroll(ui: &Ui<'_>, gateway: &Gateway, person: &str, address: &str) -> Outcome {
@@ -165,11 +174,7 @@ pub(crate) async fn a_reset_is_approved_in_the_window_by_a_named_person(
         approved.and(removed).map(|_| ())
     }
     .await;
-    let _ = ui.client.close_window().await;
-    ui.client
-        .switch_to_window(page)
-        .await
-        .map_err(|e| e.to_string())?;
+    back_to(ui, &page).await?;
     outcome?;
     // The page ran exactly that call; the backend took the window's token only.
     ui.answer_contains("Done").await?;
@@ -238,11 +243,7 @@ pub(crate) async fn a_reset_is_approved_on_a_phone_and_another_denied_there(
             on_phone?;
             // The laptop's window follows, and the page runs the call.
             ui.wait_text("#status", "Approved by bob").await?;
-            let _ = ui.client.close_window().await;
-            ui.client
-                .switch_to_window(page.clone())
-                .await
-                .map_err(|e| e.to_string())?;
+            back_to(ui, &page).await?;
             ui.answer_contains("Done").await?;
             // The inbox: Bob signs in on the phone; the next reset shows up there live.
             phone
@@ -262,11 +263,7 @@ pub(crate) async fn a_reset_is_approved_on_a_phone_and_another_denied_there(
             phone.click("#approve").await?;
             phone.wait_text("#status", "Approved by bob").await?;
             ui.wait_text("#status", "Approved by bob").await?;
-            let _ = ui.client.close_window().await;
-            ui.client
-                .switch_to_window(page.clone())
-                .await
-                .map_err(|e| e.to_string())?;
+            back_to(ui, &page).await?;
             for _ in 0..50 {
                 if ui.text(".cs-log").await?.matches("Done:").count() > answers {
                     return Ok(());
@@ -291,11 +288,7 @@ pub(crate) async fn a_reset_is_approved_on_a_phone_and_another_denied_there(
         phone.click("#deny").await?;
         phone.wait_text("#status", "Denied").await?;
         ui.wait_text("#status", "Denied").await?;
-        let _ = ui.client.close_window().await;
-        ui.client
-            .switch_to_window(page)
-            .await
-            .map_err(|e| e.to_string())?;
+        back_to(ui, &page).await?;
         ui.wait_text(".cs-log", "denied in the Countersign approval window")
             .await?;
         ensure(

@@ -12,15 +12,8 @@ use crate::common::{at, code, Named, World};
 
 const MIN: Duration = Duration::from_secs(60);
 
-/// A world with `by_hand`: a handoff of `steps` steps, one minute long, whose
-/// expectation is `holds`; and the call waiting for the person.
-fn handoff(steps: usize) -> (World, Rc<Cell<bool>>, CallId) {
-    let holds = Rc::new(Cell::new(false));
-    let read = Rc::clone(&holds);
-    let mut h = Handoff::new("r", Expect::new("e", move || read.get())).timeout(MIN);
-    for i in 0..steps {
-        h = h.step(format!("step {i}"), None);
-    }
+/// A world with `by_hand`, whose handoff is `h`, and the handoff waiting for the person.
+fn waiting(h: Handoff) -> (World, HandoffView) {
     let mut w = World::new();
     w.add(
         Action::<Named>::new("by_hand", "the person does it")
@@ -30,6 +23,19 @@ fn handoff(steps: usize) -> (World, Rc<Cell<bool>>, CallId) {
     let Step::Handoff(view) = w.call("by_hand", r#"{"name":"a"}"#, 0) else {
         panic!("a handoff waits for the person")
     };
+    (w, *view)
+}
+
+/// A world with `by_hand`: a handoff of `steps` steps, one minute long, whose
+/// expectation is `holds`; and the call waiting for the person.
+fn handoff(steps: usize) -> (World, Rc<Cell<bool>>, CallId) {
+    let holds = Rc::new(Cell::new(false));
+    let read = Rc::clone(&holds);
+    let mut h = Handoff::new("r", Expect::new("e", move || read.get())).timeout(MIN);
+    for i in 0..steps {
+        h = h.step(format!("step {i}"), None);
+    }
+    let (w, view) = waiting(h);
     (w, holds, view.call)
 }
 
@@ -108,16 +114,7 @@ fn the_current_step_moves_and_is_clamped() {
 
 #[test]
 fn the_default_timeout_is_five_minutes() {
-    let mut w = World::new();
-    let h = Handoff::new("r", Expect::new("e", || true)).step("s", None);
-    w.add(
-        Action::<Named>::new("by_hand", "the person does it")
-            .kind(Kind::Write)
-            .handoff(h),
-    );
-    let Step::Handoff(view) = w.call("by_hand", r#"{"name":"a"}"#, 0) else {
-        panic!("a handoff waits for the person")
-    };
+    let (_, view) = waiting(Handoff::new("r", Expect::new("e", || true)).step("s", None));
     assert_eq!(view.deadline, at(300_000));
 }
 
