@@ -1,7 +1,9 @@
 //! A map kept as a list of pairs, for the page's few entries: a hash or B-tree map's code
 //! is copied into the page for each key and value type, a list's is a few lines.
 
-/// Pairs with unique keys.
+use std::borrow::Borrow;
+
+/// Pairs with unique keys, in no particular order.
 #[derive(Debug)]
 pub(crate) struct ListMap<K, V>(Vec<(K, V)>);
 
@@ -12,12 +14,25 @@ impl<K, V> Default for ListMap<K, V> {
 }
 
 impl<K: PartialEq, V> ListMap<K, V> {
-    pub(crate) fn get(&self, key: &K) -> Option<&V> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    fn at<Q: PartialEq + ?Sized>(&self, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+    {
+        self.0.iter().position(|(k, _)| k.borrow() == key)
     }
 
-    pub(crate) fn contains_key(&self, key: &K) -> bool {
-        self.get(key).is_some()
+    pub(crate) fn get<Q: PartialEq + ?Sized>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+    {
+        self.0.get(self.at(key)?).map(|(_, v)| v)
+    }
+
+    pub(crate) fn contains_key<Q: PartialEq + ?Sized>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
+        self.at(key).is_some()
     }
 
     /// Sets `key` to `value`; the value it had, if any.
@@ -31,8 +46,11 @@ impl<K: PartialEq, V> ListMap<K, V> {
         }
     }
 
-    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
-        let at = self.0.iter().position(|(k, _)| k == key)?;
+    pub(crate) fn remove<Q: PartialEq + ?Sized>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
+        let at = self.at(key)?;
         Some(self.0.swap_remove(at).1)
     }
 
@@ -55,5 +73,9 @@ impl<K: PartialEq, V> ListMap<K, V> {
 
     pub(crate) fn len(&self) -> usize {
         self.0.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(K, V)> {
+        self.0.iter()
     }
 }

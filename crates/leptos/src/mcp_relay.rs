@@ -22,6 +22,7 @@ use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsCast;
 
 use crate::countersign::{Countersign, PageService, Shared};
+use crate::list_map::ListMap;
 
 /// How often availability is read again while paired (ms).
 const POLL_MS: u32 = 500;
@@ -59,10 +60,10 @@ pub(crate) struct McpRelay {
     /// maps: they hold a handful, and a map's code is copied into the page per type.
     live: RefCell<Vec<String>>,
     /// Answers the socket was not open to take, by call id.
-    unsent: RefCell<Vec<(String, String)>>,
+    unsent: RefCell<ListMap<String, String>>,
     /// Every relayed call id of the last [`SEEN_MS`], with when it came: a replay of a
     /// call already here or answered is never a new call.
-    seen: RefCell<Vec<(String, f64)>>,
+    seen: RefCell<ListMap<String, f64>>,
     /// The latest answers, to send again if the gateway still waits for one after a
     /// reconnect (the first sending was lost with the connection).
     answered: RefCell<Vec<(String, String)>>,
@@ -321,7 +322,7 @@ fn received(cs: &Countersign, event: ToPage) {
                 .filter(first)
                 .filter(|(_, id)| !relay.live.borrow().contains(*id))
             {
-                let kept = unsent.iter().find(|(u, _)| u == id).map(|(_, c)| c.clone());
+                let kept = unsent.get(id.as_str()).cloned();
                 let kept = kept.or_else(|| {
                     let answered = relay.answered.borrow();
                     answered
@@ -331,7 +332,7 @@ fn received(cs: &Countersign, event: ToPage) {
                 });
                 if let Some(content) = kept {
                     relay.answer(id, content);
-                } else if relay.seen.borrow().iter().any(|(s, _)| s == id) {
+                } else if relay.seen.borrow().contains_key(id.as_str()) {
                     relay.answer(id, LOST.to_owned());
                 }
             }
@@ -349,13 +350,11 @@ fn received(cs: &Countersign, event: ToPage) {
             // Sent again after a reconnect: it is already here, or already answered.
             let wall = js_sys::Date::now();
             let mut seen = relay.seen.borrow_mut();
-            seen.retain(|(_, at)| wall - *at < SEEN_MS);
-            // A replay counts as seen again now, as it always has.
-            if let Some((_, at)) = seen.iter_mut().find(|(s, _)| *s == id) {
-                *at = wall;
+            seen.retain(|_, at| wall - *at < SEEN_MS);
+            // A replay counts as seen again now.
+            if seen.insert(id.clone(), wall).is_some() {
                 return;
             }
-            seen.push((id.clone(), wall));
             drop(seen);
             if cs.audit_backlogged() {
                 let refusal = countersign::outcome::Refusal::of(
@@ -470,9 +469,7 @@ impl McpRelay {
         }
         .to_json();
         if !self.send(&message) {
-            let mut unsent = self.unsent.borrow_mut();
-            unsent.retain(|(u, _)| u != id);
-            unsent.push((id.to_owned(), content));
+            self.unsent.borrow_mut().insert(id.to_owned(), content);
         }
     }
 

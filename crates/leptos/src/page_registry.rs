@@ -2,11 +2,12 @@
 //! handoff or a card points at) and read-only page state, each entry owned by the
 //! component that registered it.
 
-use crate::list_map::ListMap;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
+
+use crate::list_map::ListMap;
 
 pub(crate) type TargetFn = Rc<dyn Fn() -> Option<web_sys::Element>>;
 pub(crate) type StateFn = Rc<dyn Fn() -> Value>;
@@ -14,50 +15,38 @@ pub(crate) type StateFn = Rc<dyn Fn() -> Value>;
 /// Entries by name, each with the key of the registration that owns it: removing with
 /// a stale key (an older component under the same name) removes nothing.
 pub(crate) struct Keyed<T> {
-    /// Sorted by name, each with the key of the component that registered it. A list, not
-    /// a map: a page names a handful, and a map's code is copied into the page per type.
-    entries: RefCell<Vec<(String, u64, T)>>,
+    entries: RefCell<ListMap<String, (u64, T)>>,
 }
 
 impl<T: Clone> Keyed<T> {
     fn new() -> Self {
         Self {
-            entries: RefCell::new(Vec::new()),
+            entries: RefCell::default(),
         }
     }
 
     fn insert(&self, name: &str, key: u64, value: T) {
-        let mut entries = self.entries.borrow_mut();
-        let entry = (name.to_owned(), key, value);
-        match entries.binary_search_by(|(n, _, _)| n.as_str().cmp(name)) {
-            Ok(i) => {
-                if let Some(slot) = entries.get_mut(i) {
-                    *slot = entry;
-                }
-            }
-            Err(i) => entries.insert(i, entry),
-        }
+        self.entries
+            .borrow_mut()
+            .insert(name.to_owned(), (key, value));
     }
 
     fn remove(&self, name: &str, key: u64) {
-        self.entries
-            .borrow_mut()
-            .retain(|(n, k, _)| n != name || *k != key);
+        let mut entries = self.entries.borrow_mut();
+        if entries.get(name).is_some_and(|(k, _)| *k == key) {
+            entries.remove(name);
+        }
     }
 
     fn get(&self, name: &str) -> Option<T> {
-        let entries = self.entries.borrow();
-        entries
-            .iter()
-            .find(|(n, _, _)| n == name)
-            .map(|(_, _, v)| v.clone())
+        self.entries.borrow().get(name).map(|(_, v)| v.clone())
     }
 
     fn all(&self) -> Vec<(String, T)> {
         let entries = self.entries.borrow();
         entries
             .iter()
-            .map(|(n, _, v)| (n.clone(), v.clone()))
+            .map(|(n, (_, v))| (n.clone(), v.clone()))
             .collect()
     }
 }
@@ -128,13 +117,10 @@ impl PageRegistry {
     }
 
     pub(crate) fn unbind_action_target(&self, action: &str) {
-        self.action_targets.borrow_mut().remove(&action.to_owned());
+        self.action_targets.borrow_mut().remove(action);
     }
 
     pub(crate) fn action_target(&self, action: &str) -> Option<String> {
-        self.action_targets
-            .borrow()
-            .get(&action.to_owned())
-            .cloned()
+        self.action_targets.borrow().get(action).cloned()
     }
 }

@@ -12,11 +12,12 @@
 //! duplicated tab (which copies `sessionStorage`) finds them claimed and drops its copies.
 //! A claim that is never released (a crash) lapses at the item's deadline: the safe way.
 
-use crate::list_map::ListMap;
 use std::time::Duration;
 
 use countersign::{executor::Pending, Call, CallId};
 use serde::{Deserialize, Serialize};
+
+use crate::list_map::ListMap;
 
 /// At most this many stored items are read back (hostile storage cannot flood the dock).
 const MAX_ITEMS: usize = 64;

@@ -3,7 +3,6 @@
 //! model should: a refusal is reported as "not done" and never retried. The matching
 //! rules are in `scripted/phrase.rs` and on [`Scripted`].
 
-use crate::list_map::ListMap;
 use std::cell::{Cell, RefCell};
 
 use countersign::{action::LocalBoxFuture, Code};
@@ -16,6 +15,7 @@ use phrase::{fill, match_phrase, named, parse};
 use super::client::ModelClient;
 use crate::conversation::{ChatMessage, ModelError, ModelRequest, ModelTurn, Role, ToolCall};
 use crate::i18n::Locale;
+use crate::list_map::ListMap;
 
 /// Text in both languages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -277,7 +277,7 @@ impl Scripted {
                 let title = self
                     .titles
                     .borrow()
-                    .get(&action.to_owned())
+                    .get(action)
                     .cloned()
                     .unwrap_or_else(|| action.to_owned());
                 let rule = self.rules.iter().find(|r| r.action == action);

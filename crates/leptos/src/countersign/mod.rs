@@ -1,7 +1,6 @@
 //! [`Countersign`]: the page's handle on the gate. What a person's gestures and the
 //! assistant's calls go through; the driver keeps the dock in step after each of them.
 
-use crate::list_map::ListMap;
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
@@ -20,6 +19,7 @@ mod services;
 use crate::clock::now;
 use crate::dock_state::{DockSignals, DockState, LogEntry};
 use crate::i18n::Locale;
+use crate::list_map::ListMap;
 use crate::page_registry::PageRegistry;
 
 /// Everything one page's Countersign holds.
