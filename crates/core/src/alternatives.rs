@@ -90,8 +90,11 @@ fn apart(root: &Value, a: &Value, b: &Value) -> bool {
     if shared != OBJECT {
         return false;
     }
-    let mut both = required(a).filter(|key| required(b).any(|k| k == *key));
-    let tagged = both.any(|key| {
+    // A field both require, whose values tell them apart.
+    let tagged = required(a).any(|key| {
+        if !required(b).any(|k| k == key) {
+            return false;
+        }
         let tag = |s: &Value| s.get("properties")?.get(key).and_then(constants);
         matches!((tag(a), tag(b)), (Some(x), Some(y)) if x.iter().all(|v| !y.contains(v)))
     });
