@@ -120,7 +120,7 @@ pub struct AuditRecord {
     /// The grant that allowed the call or that the person made, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<GrantId>,
-    /// [`Reason::summary`] of `reason`, written by the gateway into the trail it keeps;
+    /// A sentence for `reason`, written by the gateway into the trail it keeps;
     /// records fresh from an executor leave it empty (the page does not carry the sentences).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub summary: String,

@@ -77,44 +77,28 @@ impl Call {
     }
 }
 
-/// Who sent a call: named on the card, it picks which grants may cover it; it approves nothing.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Caller {
-    /// The page's own assistant.
-    #[default]
-    Assistant,
-    /// A browser agent calling a tool the page registered with WebMCP (`document.modelContext`).
-    #[serde(rename = "webmcp")]
-    WebMcp,
-    /// An MCP client, through the gateway, paired with this page.
-    Mcp,
+named! {
+    /// Who sent a call: named on the card, it picks which grants may cover it; it approves nothing.
+    #[derive(
+        Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    )]
+    #[serde(rename_all = "snake_case")]
+    pub enum Caller as "The caller's name in records: `assistant`, `webmcp` or `mcp`." {
+        /// The page's own assistant.
+        #[default]
+        Assistant = "assistant",
+        /// A browser agent calling a tool the page registered with WebMCP (`document.modelContext`).
+        #[serde(rename = "webmcp")]
+        WebMcp = "webmcp",
+        /// An MCP client, through the gateway, paired with this page.
+        Mcp = "mcp",
+    }
 }
 
 impl Caller {
-    /// Every caller, in order.
-    pub const ALL: [Caller; 3] = [Caller::Assistant, Caller::WebMcp, Caller::Mcp];
-
     /// Whether this is the page's own assistant.
     pub fn is_assistant(&self) -> bool {
         *self == Caller::Assistant
-    }
-
-    /// The caller's name in records: `assistant`, `webmcp` or `mcp`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Caller::Assistant => "assistant",
-            Caller::WebMcp => "webmcp",
-            Caller::Mcp => "mcp",
-        }
-    }
-}
-
-impl std::fmt::Display for Caller {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

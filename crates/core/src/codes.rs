@@ -25,94 +25,46 @@ pub enum Stage {
     Verify,
 }
 
-/// A stable code for every way a call can be refused. Exhaustive on purpose: adding
-/// one breaks every `match`, so no caller silently mishandles it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Code {
-    /// The action id is not registered (including ids the model invented).
-    UnknownAction,
-    /// The arguments are not valid for the action's params.
-    InvalidArgs,
-    /// The session's role lacks the action's scope.
-    ScopeMissing,
-    /// The action is not available now (disabled in the page, or removed).
-    Unavailable,
-    /// The deployment or session refused: the classifier denied these arguments, the mode
-    /// needs an absent person, or the policy file is broken. `reason` says which.
-    PolicyDenied,
-    /// The person declined.
-    PermissionDenied,
-    /// Nobody approved before the approval deadline.
-    ApprovalTimeout,
-    /// The request was waiting when the page reloaded and could not be brought back
-    /// (expired meanwhile, its action changed or is unavailable, or another tab has it).
-    ApprovalExpired,
-    /// The person approved, but no countersignature could be minted; nothing ran.
-    NotCountersigned,
-    /// The action ran and reported failure, or its run was abandoned.
-    ExecutionFailed,
-    /// The action ran but its verification found the effect missing.
-    VerifyFailed,
-    /// The person cancelled the handoff.
-    HandoffCancelled,
-    /// The handoff was not completed before its timeout.
-    HandoffTimeout,
-    /// The person said the handoff was done but the expected state is not there.
-    HandoffFailed,
-    /// The person declined to answer the assistant's question.
-    QuestionDeclined,
-    /// The caller withdrew the call while it waited for a person; nothing was done.
-    Cancelled,
-}
-
-impl Code {
-    /// Every code, in pipeline order.
-    pub const ALL: [Code; 16] = [
-        Code::UnknownAction,
-        Code::InvalidArgs,
-        Code::ScopeMissing,
-        Code::Unavailable,
-        Code::PolicyDenied,
-        Code::PermissionDenied,
-        Code::ApprovalTimeout,
-        Code::ApprovalExpired,
-        Code::NotCountersigned,
-        Code::ExecutionFailed,
-        Code::VerifyFailed,
-        Code::HandoffCancelled,
-        Code::HandoffTimeout,
-        Code::HandoffFailed,
-        Code::QuestionDeclined,
-        Code::Cancelled,
-    ];
-
-    /// The code as the model sees it, e.g. `PERMISSION_DENIED`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Code::UnknownAction => "UNKNOWN_ACTION",
-            Code::InvalidArgs => "INVALID_ARGS",
-            Code::ScopeMissing => "SCOPE_MISSING",
-            Code::Unavailable => "UNAVAILABLE",
-            Code::PolicyDenied => "POLICY_DENIED",
-            Code::PermissionDenied => "PERMISSION_DENIED",
-            Code::ApprovalTimeout => "APPROVAL_TIMEOUT",
-            Code::ApprovalExpired => "APPROVAL_EXPIRED",
-            Code::NotCountersigned => "NOT_COUNTERSIGNED",
-            Code::ExecutionFailed => "EXECUTION_FAILED",
-            Code::VerifyFailed => "VERIFY_FAILED",
-            Code::HandoffCancelled => "HANDOFF_CANCELLED",
-            Code::HandoffTimeout => "HANDOFF_TIMEOUT",
-            Code::HandoffFailed => "HANDOFF_FAILED",
-            Code::QuestionDeclined => "QUESTION_DECLINED",
-            Code::Cancelled => "CANCELLED",
-        }
-    }
-}
-
-impl std::fmt::Display for Code {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+named! {
+    /// A stable code for every way a call can be refused. Exhaustive on purpose: adding
+    /// one breaks every `match`, so no caller silently mishandles it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum Code as "The code as the model sees it, e.g. `PERMISSION_DENIED`." {
+        /// The action id is not registered (including ids the model invented).
+        UnknownAction = "UNKNOWN_ACTION",
+        /// The arguments are not valid for the action's params.
+        InvalidArgs = "INVALID_ARGS",
+        /// The session's role lacks the action's scope.
+        ScopeMissing = "SCOPE_MISSING",
+        /// The action is not available now (disabled in the page, or removed).
+        Unavailable = "UNAVAILABLE",
+        /// The deployment or session refused: the classifier denied these arguments, the mode
+        /// needs an absent person, or the policy file is broken. `reason` says which.
+        PolicyDenied = "POLICY_DENIED",
+        /// The person declined.
+        PermissionDenied = "PERMISSION_DENIED",
+        /// Nobody approved before the approval deadline.
+        ApprovalTimeout = "APPROVAL_TIMEOUT",
+        /// The request was waiting when the page reloaded and could not be brought back
+        /// (expired meanwhile, its action changed or is unavailable, or another tab has it).
+        ApprovalExpired = "APPROVAL_EXPIRED",
+        /// The person approved, but no countersignature could be minted; nothing ran.
+        NotCountersigned = "NOT_COUNTERSIGNED",
+        /// The action ran and reported failure, or its run was abandoned.
+        ExecutionFailed = "EXECUTION_FAILED",
+        /// The action ran but its verification found the effect missing.
+        VerifyFailed = "VERIFY_FAILED",
+        /// The person cancelled the handoff.
+        HandoffCancelled = "HANDOFF_CANCELLED",
+        /// The handoff was not completed before its timeout.
+        HandoffTimeout = "HANDOFF_TIMEOUT",
+        /// The person said the handoff was done but the expected state is not there.
+        HandoffFailed = "HANDOFF_FAILED",
+        /// The person declined to answer the assistant's question.
+        QuestionDeclined = "QUESTION_DECLINED",
+        /// The caller withdrew the call while it waited for a person; nothing was done.
+        Cancelled = "CANCELLED",
     }
 }
 
@@ -130,32 +82,21 @@ pub enum RetryHint {
     WhenPersonReturns,
 }
 
-/// A part of an approval card that changed between the person seeing it and approving.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CardChange {
-    /// The consequence text.
-    Consequence,
-    /// The dry run's preview.
-    Preview,
-    /// The approval level (the policy file, a classifier, a grant offer).
-    Level,
-    /// The second question's words.
-    Question,
-    /// What "always allow" would remember.
-    GrantRule,
-}
-
-impl CardChange {
-    /// The change in a few words, for the card's "this changed since you looked" line.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CardChange::Consequence => "what it will do",
-            CardChange::Preview => "the preview",
-            CardChange::Level => "how often it is asked",
-            CardChange::Question => "the second question",
-            CardChange::GrantRule => "what \"always allow\" covers",
-        }
+named! {
+    /// A part of an approval card that changed between the person seeing it and approving.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum CardChange as "The change in a few words, for the card's \"this changed since you looked\" line." {
+        /// The consequence text.
+        Consequence = "what it will do",
+        /// The dry run's preview.
+        Preview = "the preview",
+        /// The approval level (the policy file, a classifier, a grant offer).
+        Level = "how often it is asked",
+        /// The second question's words.
+        Question = "the second question",
+        /// What "always allow" would remember.
+        GrantRule = "what \"always allow\" covers",
     }
 }
 
@@ -175,7 +116,7 @@ impl GrantId {
 
 /// Quotes text from outside (the model, the page) for a message: at most `max` chars,
 /// control characters escaped, so a message stays one readable line.
-pub(crate) fn quote(text: &str, max: usize) -> String {
+pub fn quote(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max) + 2);
     out.push('`');
     for (i, c) in text.chars().enumerate() {

@@ -1,6 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(not(test), warn(clippy::print_stdout))]
 
+#[macro_use]
+mod named;
+
 pub mod action;
 mod alternatives;
 mod arguments;
@@ -29,6 +32,7 @@ mod time;
 
 /// Text as a person reads it: characters that hide or mislead shown, and diffs.
 pub mod text {
+    pub use crate::codes::quote;
     pub use crate::grant_rule::has_dot_segment;
     pub use crate::preview::{line_diff, Preview};
     pub use crate::reveal::{is_bidi_control, is_format_char, reveal, reveal_name, Revealed};

@@ -1,7 +1,6 @@
-//! A typed reason on every allow, ask and refusal. The code, the model's sentence, the retry
-//! hint and the audit summary all derive from it; it never holds text the model wrote.
-
-use std::borrow::Cow;
+//! A typed reason on every allow, ask and refusal. The code, the model's sentence and the
+//! retry hint derive from it (the gateway words it for the trail); it never holds text the
+//! model wrote.
 
 use serde::{Deserialize, Serialize};
 
@@ -40,127 +39,79 @@ pub struct Level {
     pub source: LevelSource,
 }
 
-/// A hook an action declares, named when it misbehaves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Hook {
-    /// `available`.
-    Available,
-    /// `validate`.
-    Validate,
-    /// `classify`.
-    Classify,
-    /// `consequence`.
-    Consequence,
-    /// `preview`.
-    Preview,
-    /// `rewrite`.
-    Rewrite,
-    /// `remember`.
-    Remember,
-    /// `confirm_twice`'s question.
-    SecondQuestion,
-    /// `run` (its synchronous part).
-    Run,
-    /// `verify`.
-    Verify,
-    /// A handoff's `expect`.
-    Expect,
-}
-
-impl Hook {
-    /// The hook's name as declarations spell it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Hook::Available => "available",
-            Hook::Validate => "validate",
-            Hook::Classify => "classify",
-            Hook::Consequence => "consequence",
-            Hook::Preview => "preview",
-            Hook::Rewrite => "rewrite",
-            Hook::Remember => "remember",
-            Hook::SecondQuestion => "confirm_twice",
-            Hook::Run => "run",
-            Hook::Verify => "verify",
-            Hook::Expect => "expect",
-        }
+named! {
+    /// A hook an action declares, named when it misbehaves.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Hook as "The hook's name as declarations spell it." {
+        /// `available`.
+        Available = "available",
+        /// `validate`.
+        Validate = "validate",
+        /// `classify`.
+        Classify = "classify",
+        /// `consequence`.
+        Consequence = "consequence",
+        /// `preview`.
+        Preview = "preview",
+        /// `rewrite`.
+        Rewrite = "rewrite",
+        /// `remember`.
+        Remember = "remember",
+        /// `confirm_twice`'s question.
+        SecondQuestion = "confirm_twice",
+        /// `run` (its synchronous part).
+        Run = "run",
+        /// `verify`.
+        Verify = "verify",
+        /// A handoff's `expect`.
+        Expect = "expect",
     }
 }
 
-/// A control in the dock that only a person's gesture may press.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Control {
-    /// "Allow once".
-    AllowOnce,
-    /// "Always allow this session".
-    AlwaysAllow,
-    /// "Allow all in this batch".
-    AllowBatch,
-    /// "Deny".
-    Deny,
-    /// "Edit" and the edit's submit.
-    Edit,
-    /// A handoff's "I've done it".
-    Done,
-    /// A handoff's "Cancel".
-    Cancel,
-    /// A question's "Answer".
-    Answer,
-    /// A question's "Decline".
-    Decline,
-}
-
-impl Control {
-    /// The control's name as the trail writes it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Control::AllowOnce => "allow_once",
-            Control::AlwaysAllow => "always_allow",
-            Control::AllowBatch => "allow_batch",
-            Control::Deny => "deny",
-            Control::Edit => "edit",
-            Control::Done => "done",
-            Control::Cancel => "cancel",
-            Control::Answer => "answer",
-            Control::Decline => "decline",
-        }
+named! {
+    /// A control in the dock that only a person's gesture may press.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Control as "The control's name as the trail writes it." {
+        /// "Allow once".
+        AllowOnce = "allow_once",
+        /// "Always allow this session".
+        AlwaysAllow = "always_allow",
+        /// "Allow all in this batch".
+        AllowBatch = "allow_batch",
+        /// "Deny".
+        Deny = "deny",
+        /// "Edit" and the edit's submit.
+        Edit = "edit",
+        /// A handoff's "I've done it".
+        Done = "done",
+        /// A handoff's "Cancel".
+        Cancel = "cancel",
+        /// A question's "Answer".
+        Answer = "answer",
+        /// A question's "Decline".
+        Decline = "decline",
     }
 }
 
-/// Why a call waiting when the page reloaded was not brought back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RestoreMiss {
-    /// Its deadline passed.
-    Expired,
-    /// Its action is not registered again, or is declared differently now.
-    Changed,
-    /// Its action says it is not available.
-    Unavailable,
-    /// Another tab of the page has it.
-    ElsewhereOrDone,
-    /// Not waiting for a person: arriving, queued or running (whether it took effect is unknown).
-    NotWaiting,
-    /// An MCP client asked for it; that pairing ended with the page.
-    CallerGone,
-}
-
-impl RestoreMiss {
-    /// The cause in a few words.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RestoreMiss::Expired => "its deadline passed",
-            RestoreMiss::Changed => "the action is gone or declared differently",
-            RestoreMiss::Unavailable => "the action is not available",
-            RestoreMiss::ElsewhereOrDone => "another tab of the page has it",
-            RestoreMiss::NotWaiting => {
-                "it was not waiting for a person (still arriving, queued or running: whether it took effect is unknown)"
-            }
-            RestoreMiss::CallerGone => {
-                "the MCP client that asked was paired with the page before it reloaded"
-            }
-        }
+named! {
+    /// Why a call waiting when the page reloaded was not brought back.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RestoreMiss as "The cause in a few words." {
+        /// Its deadline passed.
+        Expired = "its deadline passed",
+        /// Its action is not registered again, or is declared differently now.
+        Changed = "the action is gone or declared differently",
+        /// Its action says it is not available.
+        Unavailable = "the action is not available",
+        /// Another tab of the page has it.
+        ElsewhereOrDone = "another tab of the page has it",
+        /// Not waiting for a person: arriving, queued or running (whether it took effect is unknown).
+        NotWaiting = "it was not waiting for a person (still arriving, queued or running: whether it took effect is unknown)",
+        /// An MCP client asked for it; that pairing ended with the page.
+        CallerGone = "the MCP client that asked was paired with the page before it reloaded",
     }
 }
 
@@ -461,155 +412,6 @@ impl Reason {
             .and_then(|rest| rest.split('"').next())
             .unwrap_or_default()
             .to_owned()
-    }
-
-    /// A sentence for people reading the trail. It never holds argument text.
-    pub fn summary(&self) -> Cow<'static, str> {
-        use Reason as R;
-        // Most summaries are fixed text, borrowed; the rest are written out.
-        macro_rules! written {
-            ($($arg:tt)*) => {
-                Cow::Owned(format!($($arg)*))
-            };
-        }
-        match self {
-            R::UnknownAction => "no action has this id".into(),
-            R::ToolCallIdTooLong => "the tool call id was too long".into(),
-            R::TooManyCalls { cap } => {
-                written!("the turn held more than {cap} calls; refused unread")
-            }
-            R::InvalidArguments => "the arguments did not validate".into(),
-            R::ScopeMissing { scope } => written!("the role lacks the scope `{scope}`"),
-            R::PolicyFileBroken { line } => {
-                written!("the policy file is broken (line {line}); only reversals run")
-            }
-            R::Unavailable => "the action's availability check said no".into(),
-            R::Unregistered => "the action was removed from the page".into(),
-            R::PageClosed => "the page closed".into(),
-            R::TrailGap {
-                first_seq,
-                last_seq,
-                unconfirmed,
-            } => written!(
-                "records {first_seq}–{last_seq} were pushed out of the page's trail before the gateway acknowledged them ({unconfirmed} of them had been sent without an answer)"
-            ),
-            R::TooManyLive { caller } => {
-                written!("the agent ({caller}) already has its share of calls waiting")
-            }
-            R::Level(Level {
-                policy: ApprovalPolicy::None,
-                source: LevelSource::Declared,
-            }) => "no approval needed, by the declaration".into(),
-            R::Level(level) => {
-                let from = match &level.source {
-                    LevelSource::Declared => Cow::Borrowed("the declaration"),
-                    LevelSource::RoleOverride { role, line } => {
-                        written!("the policy file's override for role `{role}` (line {line})")
-                    }
-                    LevelSource::BrokenFileFallback { last_good: true } => {
-                        Cow::Borrowed(
-                            "the last policy file that loaded (a reversal under a broken file)",
-                        )
-                    }
-                    LevelSource::BrokenFileFallback { last_good: false } => {
-                        Cow::Borrowed("the broken-file rule: a reversal is asked every time")
-                    }
-                };
-                match level.policy {
-                    ApprovalPolicy::None => written!("no approval needed, by {from}"),
-                    policy => written!("level `{}` asks a person, by {from}", policy.as_str()),
-                }
-            }
-            R::ClassifierAsked => "the action's classifier asked for a person".into(),
-            R::ClassifierDenied => "the action's classifier denied these arguments".into(),
-            R::Grant { grant } => written!("covered by grant {}", grant.0),
-            R::ModeAllowed { mode } => {
-                written!("allowed without asking: `{}` mode", mode.as_str())
-            }
-            R::ModeRefused { mode } => written!(
-                "it needs a person and the session is in `{}` mode",
-                mode.as_str()
-            ),
-            R::Handoff => "the last step is the person's".into(),
-            R::Question => "the action asks the person a question".into(),
-            R::Answered => "the person answered the question".into(),
-            R::QuestionDeclined => "the person declined to answer".into(),
-            R::Rewritten { to: Some(to) } => {
-                written!("the action rewrote the call; `{to}` runs instead")
-            }
-            R::Rewritten { to: None } => {
-                "the action rewrote the call to an action that is not registered".into()
-            }
-            R::RewriteLoop => "the action kept rewriting the call".into(),
-            R::AllowedOnce => "the person allowed it once".into(),
-            R::AllowedInBatch => {
-                "the person allowed it once, with \"allow all in this batch\"".into()
-            }
-            R::Granted { grant } => {
-                written!("the person allowed it for the session (grant {})", grant.0)
-            }
-            R::SecondQuestion => "the action asks a second, differently worded question".into(),
-            R::StaleCard { changed } => {
-                let what: Vec<&str> = changed.iter().map(|c| c.as_str()).collect();
-                written!(
-                    "the card changed before it was approved ({}); asked again",
-                    what.join(", ")
-                )
-            }
-            R::CardKeptChanging => "the card kept changing before it was approved".into(),
-            R::Declined => "the person declined".into(),
-            R::Withdrawn { caller } => written!("the caller ({caller}) withdrew the call"),
-            R::Restored => "waiting when the page reloaded; brought back and asked again".into(),
-            R::SyntheticGesture { control } => written!(
-                "`{}` was pressed by a script, not a person; refused",
-                control.as_str()
-            ),
-            R::NotRestored { why, .. } => written!(
-                "waiting when the page reloaded; not brought back: {}",
-                why.as_str()
-            ),
-            R::EditedInto { call } => {
-                written!(
-                    "the person edited the arguments; continued as call {}",
-                    call.get()
-                )
-            }
-            R::EditedFrom { call, changed } => written!(
-                "the person's edit of call {} ({}); asked again",
-                call.get(),
-                changed.join(", ")
-            ),
-            R::ApprovalTimeout => "nobody approved before the deadline".into(),
-            R::NothingToRun => "the action has nothing to run".into(),
-            R::NeedsCountersignature => {
-                "its backend checks a person's countersignature, so it is always asked".into()
-            }
-            R::AfterUntrusted { source } => written!(
-                "came after the assistant read untrusted content ({}), so a person is asked",
-                quote(source, 64)
-            ),
-            R::OutsideCaller { caller } => {
-                written!("asked for by an agent outside the page ({caller}), so a person is asked")
-            }
-            R::NotCountersigned => {
-                "approved, but no countersignature could be minted; it did not run".into()
-            }
-            R::RunFailed => "the run failed".into(),
-            R::Interrupted => "the run was interrupted".into(),
-            R::VerifyFailed => "verification found no effect".into(),
-            R::Verified => "done and verified".into(),
-            R::HandoffCancelled => "the person cancelled the handoff".into(),
-            R::HandoffTimeout => "the handoff timed out".into(),
-            R::HandoffCompleted => "the person did the step and its expectation holds".into(),
-            R::HandoffFailed => {
-                "the person said it was done, but the handoff's expectation never held".into()
-            }
-            R::HandoffNotYet => "the person said it was done; the expectation does not hold yet".into(),
-            R::HookReentered { hook } => written!(
-                "the action's `{}` hook called back into the executor",
-                hook.as_str()
-            ),
-        }
     }
 
     /// The sentence the model is told when this reason refuses a call.

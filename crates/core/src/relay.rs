@@ -2,10 +2,12 @@
 //! one JSON object per WebSocket text message, named by its `type`. Read through
 //! `serde_json::Value`: a derived tagged enum would add to the page's download.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-/// A message from the gateway to the page.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A message from the gateway to the page (written by the gateway only, so the derive
+/// costs the page nothing).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToPage {
     /// The first message: the code the dock shows, and the relayed calls that still wait
     /// (sent again right after; the page withdraws any other MCP call it has live).
@@ -64,21 +66,7 @@ pub enum ToGateway {
 impl ToPage {
     /// The message as sent.
     pub fn to_json(&self) -> String {
-        match self {
-            ToPage::Paired {
-                code,
-                waiting,
-                max_bytes,
-            } => json!({ "type": "paired", "code": code, "waiting": waiting, "max_bytes": max_bytes }),
-            ToPage::Call {
-                id,
-                name,
-                arguments,
-            } => json!({ "type": "call", "id": id, "name": name, "arguments": arguments }),
-            ToPage::Cancel { id } => json!({ "type": "cancel", "id": id }),
-            ToPage::Error { message } => json!({ "type": "error", "message": message }),
-        }
-        .to_string()
+        serde_json::to_string(self).unwrap_or_default()
     }
 
     /// The message in `text`, if it is one.

@@ -49,6 +49,7 @@ pub mod redact;
 pub mod relay;
 pub mod replay;
 mod routes;
+pub mod summary;
 pub mod telemetry;
 pub mod window;
 

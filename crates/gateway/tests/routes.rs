@@ -331,7 +331,10 @@ async fn an_audit_batch_is_appended_durably_and_idempotently() {
             serde_json::from_value(serde_json::from_str::<Value>(line).unwrap()["record"].take())
                 .unwrap();
         assert!(!stored.summary.is_empty(), "{line}");
-        assert_eq!(stored.summary, stored.reason.summary());
+        assert_eq!(
+            stored.summary,
+            countersign_gateway::summary::summary(&stored.reason)
+        );
     }
     let verified = verify_file(&dir.path().join("audit.jsonl"), Some(&test_key())).unwrap();
     assert_eq!(verified.lines, 5);
@@ -359,7 +362,11 @@ async fn the_trail_s_words_are_always_the_reason_s() {
         let stored: AuditRecord =
             serde_json::from_value(serde_json::from_str::<Value>(line).unwrap()["record"].take())
                 .unwrap();
-        assert_eq!(stored.summary, stored.reason.summary(), "{line}");
+        assert_eq!(
+            stored.summary,
+            countersign_gateway::summary::summary(&stored.reason),
+            "{line}"
+        );
     }
 }
 

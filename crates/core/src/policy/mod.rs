@@ -36,16 +36,18 @@ pub enum Confirm {
     Off,
 }
 
-/// What the executor requires before an action may run, resolved from kind and confirm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalPolicy {
-    /// Runs without asking.
-    None,
-    /// Asks the person; "always allow this session" may be granted.
-    Ask,
-    /// Asks the person every time; no grant ever covers it.
-    AskAlways,
+named! {
+    /// What the executor requires before an action may run, resolved from kind and confirm.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ApprovalPolicy as "The policy's name as audit records write it." {
+        /// Runs without asking.
+        None = "none",
+        /// Asks the person; "always allow this session" may be granted.
+        Ask = "ask",
+        /// Asks the person every time; no grant ever covers it.
+        AskAlways = "ask_always",
+    }
 }
 
 impl ApprovalPolicy {
@@ -57,15 +59,6 @@ impl ApprovalPolicy {
             (Kind::Danger, Confirm::Unset | Confirm::Ask) => Self::AskAlways,
             (Kind::Read | Kind::Write, Confirm::Ask) => Self::Ask,
             (Kind::Read | Kind::Write, Confirm::Unset) => Self::None,
-        }
-    }
-
-    /// The policy's name as audit records write it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Ask => "ask",
-            Self::AskAlways => "ask_always",
         }
     }
 

@@ -158,8 +158,7 @@ fn refusals_are_worded_and_audited_for_their_own_reason() {
     let denied_record = &w.terminal(denied.call)[0];
     assert_eq!(away_record.reason, Reason::ModeRefused { mode: Mode::Away });
     assert_eq!(denied_record.reason, Reason::ClassifierDenied);
-    let away_words = away_record.reason.summary();
-    assert_ne!(away_words, denied_record.reason.summary());
+    let away_words = json["error"]["message"].as_str().unwrap();
     assert!(!away_words.contains("classif"), "{away_words}");
     // A hostile id comes back escaped, not merely truncated.
     let s = match w
@@ -249,39 +248,9 @@ fn refusals_carry_their_own_typed_reason() {
     }
 }
 
-/// The trail and the model read modes, levels, controls and hooks by these names.
+/// The model reads hooks and modes by their declared names.
 #[test]
-fn summaries_name_modes_levels_controls_and_hooks_as_declared() {
-    use countersign::reason::Control as K;
-    let says = |reason: Reason, name: &str| {
-        let summary = reason.summary();
-        assert!(summary.contains(&format!("`{name}`")), "{summary}");
-    };
-    for (mode, name) in [
-        (Mode::Default, "default"),
-        (Mode::Away, "away"),
-        (Mode::Unattended, "unattended"),
-        (Mode::Bypass, "bypass"),
-    ] {
-        says(Reason::ModeAllowed { mode }, name);
-        says(Reason::ModeRefused { mode }, name);
-    }
-    for (policy, name) in [
-        (ApprovalPolicy::Ask, "ask"),
-        (ApprovalPolicy::AskAlways, "ask_always"),
-    ] {
-        says(level(policy, LevelSource::Declared), name);
-    }
-    #[rustfmt::skip]
-    let controls = [
-        (K::AllowOnce, "allow_once"), (K::AlwaysAllow, "always_allow"),
-        (K::AllowBatch, "allow_batch"), (K::Deny, "deny"), (K::Edit, "edit"),
-        (K::Done, "done"), (K::Cancel, "cancel"), (K::Answer, "answer"),
-        (K::Decline, "decline"),
-    ];
-    for (control, name) in controls {
-        says(Reason::SyntheticGesture { control }, name);
-    }
+fn messages_name_hooks_and_modes_as_declared() {
     #[rustfmt::skip]
     let hooks = [
         (Hook::Available, "available"), (Hook::Validate, "validate"),
@@ -291,7 +260,6 @@ fn summaries_name_modes_levels_controls_and_hooks_as_declared() {
         (Hook::Run, "run"), (Hook::Verify, "verify"), (Hook::Expect, "expect"),
     ];
     for (hook, name) in hooks {
-        says(Reason::HookReentered { hook }, name);
         let message =
             countersign::outcome::Refusal::of(Reason::HookReentered { hook }, "a", None).message;
         assert!(message.contains(&format!("`{name}`")), "{message}");
@@ -389,22 +357,11 @@ fn every_reason_names_its_stage_code_and_hint() {
             assert_eq!(reason.retry(), *retry, "{reason:?}");
         }
         assert_eq!(reason.rule(), *rule, "{reason:?}");
-        assert!(!reason.summary().is_empty());
         // Reasons round-trip as audit data.
         let text = serde_json::to_string(reason).unwrap();
         assert!(text.contains(&format!("\"rule\":\"{rule}\"")), "{text}");
         assert_eq!(&serde_json::from_str::<Reason>(&text).unwrap(), reason);
     }
-    // POLICY_DENIED no longer says one thing for three causes.
-    let policy_denied: Vec<String> = table
-        .iter()
-        .filter(|row| row.2 == Some(C::PolicyDenied))
-        .map(|row| row.0.summary().into_owned())
-        .collect();
-    let mut unique = policy_denied.clone();
-    unique.dedup();
-    assert_eq!(unique.len(), policy_denied.len());
-    assert!(table.iter().any(|row| matches!(row.0, Reason::Level(Level { source: LevelSource::RoleOverride { line: 4, .. }, .. }) if row.0.summary().contains("line 4"))));
 }
 
 /// Records from a real executor: each refused call leaves exactly one (`settled`).
@@ -506,7 +463,6 @@ fn a_trail_gap_is_a_record_of_its_own_naming_the_lost_seqs() {
         (0, "", None)
     );
     assert!(!gap.is_terminal());
-    assert!(gap.reason.summary().contains("1–12"), "{:?}", gap.reason);
     assert!(
         gap.summary.is_empty(),
         "the words are the gateway's to write"

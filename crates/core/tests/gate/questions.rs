@@ -468,7 +468,7 @@ fn model_text_reaches_neither_the_labels_nor_the_trail() {
     let answer = r#"{"days":3,"inner":{"label":"SECRET_ANSWER_TEXT"}}"#;
     w.exec.answer(view.call, answer, at(1)).unwrap();
     for record in for_call(&w.audit, view.call) {
-        let text = format!("{:?} {}", record.reason, record.reason.summary());
+        let text = format!("{:?}", record.reason);
         assert!(!text.contains("APPROVE_ME_NOW"), "{text}");
         assert!(!text.contains("SECRET_ANSWER_TEXT"), "{text}");
     }
