@@ -95,6 +95,12 @@ named! {
     }
 }
 
+impl std::fmt::Display for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Caller {
     /// Whether this is the page's own assistant.
     pub fn is_assistant(&self) -> bool {

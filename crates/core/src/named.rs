@@ -1,7 +1,7 @@
 //! Enums whose variants each have a fixed name (a code, a mode, a hook), declared once.
 
-/// Declares a fieldless enum with each variant's name beside it: `as_str` gives the name,
-/// `ALL` lists the variants in order, and `Display` writes the name.
+/// Declares a fieldless enum with each variant's name beside it: `as_str` gives the name
+/// and `ALL` lists the variants in order.
 macro_rules! named {
     (
         $(#[$meta:meta])*
@@ -23,12 +23,6 @@ macro_rules! named {
                 match self {
                     $(Self::$variant => $text,)+
                 }
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
             }
         }
     };

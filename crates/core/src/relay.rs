@@ -1,6 +1,6 @@
 //! The MCP relay's messages between the gateway and the page, declared once for both:
 //! one JSON object per WebSocket text message, named by its `type`. Read through
-//! `serde_json::Value`: a derived tagged enum would add to the page's download.
+//! `serde_json::Value`: a derived tagged enum's reader would add to the page's download.
 
 use serde_json::Value;
 

@@ -162,14 +162,97 @@ pub fn summary(reason: &Reason) -> Cow<'static, str> {
 
 #[cfg(test)]
 mod tests {
-    use countersign::reason::{Control, Hook};
-    use countersign::Mode;
+    use countersign::reason::{CardChange, Control, Hook, RestoreMiss};
+    use countersign::{Caller, Mode};
 
     use super::*;
 
     fn says(reason: Reason, words: &str) {
         let summary = summary(&reason);
         assert!(summary.contains(words), "{summary}");
+    }
+
+    fn level(policy: ApprovalPolicy, source: LevelSource) -> Reason {
+        Reason::Level(Level { policy, source })
+    }
+
+    /// Every reason has a sentence of its own, not merely its rule's name (the match
+    /// above ends in a fallback, since `Reason` may grow).
+    #[test]
+    fn every_reason_has_its_own_sentence() {
+        let grant = serde_json::from_str("7").unwrap();
+        let call_id = serde_json::from_str("3").unwrap();
+        #[rustfmt::skip]
+        let reasons = [
+            Reason::UnknownAction,
+            Reason::ToolCallIdTooLong,
+            Reason::TooManyCalls { cap: 16 },
+            Reason::InvalidArguments,
+            Reason::ScopeMissing { scope: "w".into() },
+            Reason::PolicyFileBroken { line: 3 },
+            Reason::Unavailable,
+            Reason::Unregistered,
+            Reason::PageClosed,
+            level(ApprovalPolicy::None, LevelSource::Declared),
+            level(ApprovalPolicy::AskAlways, LevelSource::RoleOverride { role: "viewer".into(), line: 4 }),
+            level(ApprovalPolicy::AskAlways, LevelSource::BrokenFileFallback { last_good: false }),
+            Reason::ClassifierAsked,
+            Reason::ClassifierDenied,
+            Reason::Grant { grant },
+            Reason::ModeAllowed { mode: Mode::Unattended },
+            Reason::ModeRefused { mode: Mode::Away },
+            Reason::Handoff,
+            Reason::Question,
+            Reason::Answered,
+            Reason::QuestionDeclined,
+            Reason::Rewritten { to: Some("trash".into()) },
+            Reason::Rewritten { to: None },
+            Reason::RewriteLoop,
+            Reason::AllowedOnce,
+            Reason::AllowedInBatch,
+            Reason::Granted { grant },
+            Reason::SecondQuestion,
+            Reason::StaleCard { changed: vec![CardChange::Consequence] },
+            Reason::CardKeptChanging,
+            Reason::Declined,
+            Reason::Restored,
+            Reason::SyntheticGesture { control: Control::Deny },
+            Reason::NotRestored { handoff: false, why: RestoreMiss::Expired },
+            Reason::EditedInto { call: call_id },
+            Reason::EditedFrom { call: call_id, changed: vec!["name".into()] },
+            Reason::ApprovalTimeout,
+            Reason::NothingToRun,
+            Reason::RunFailed,
+            Reason::Interrupted,
+            Reason::VerifyFailed,
+            Reason::Verified,
+            Reason::TrailGap { first_seq: 3, last_seq: 9, unconfirmed: 2 },
+            Reason::HandoffCancelled,
+            Reason::HandoffTimeout,
+            Reason::HandoffCompleted,
+            Reason::HandoffFailed,
+            Reason::HandoffNotYet,
+            Reason::HookReentered { hook: Hook::Classify },
+            Reason::TooManyLive { caller: Caller::Mcp },
+            Reason::Withdrawn { caller: Caller::WebMcp },
+            Reason::NeedsCountersignature,
+            Reason::OutsideCaller { caller: Caller::Mcp },
+            Reason::AfterUntrusted { source: "comments".into() },
+        ];
+        let mut sentences = Vec::new();
+        for reason in &reasons {
+            let sentence = summary(reason);
+            assert!(
+                !sentence.is_empty() && sentence != reason.rule(),
+                "{reason:?}"
+            );
+            sentences.push(sentence);
+        }
+        sentences.sort();
+        sentences.dedup();
+        assert_eq!(sentences.len(), reasons.len());
+        let away = summary(&Reason::ModeRefused { mode: Mode::Away });
+        assert!(!away.contains("classif"), "{away}");
     }
 
     /// The trail names modes, levels, controls and hooks as they are declared.
