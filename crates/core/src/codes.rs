@@ -139,15 +139,3 @@ pub fn quote(text: &str, max: usize) -> String {
     out.push('`');
     out
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quoting_escapes_control_characters_and_truncates() {
-        assert_eq!(quote("a\u{0}b\nc", 10), "`a\\u{0}b\\nc`");
-        assert_eq!(quote("abcdef", 3), "`abc…`");
-        assert_eq!(quote("x`y", 10), "`x'y`");
-    }
-}

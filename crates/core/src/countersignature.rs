@@ -17,8 +17,8 @@ pub type LocalBoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 /// arguments it was minted for. `Debug` prints only its length, to keep it out of logs.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Countersignature {
-    token: String,
-    arguments: serde_json::Value,
+    pub(crate) token: String,
+    pub(crate) arguments: serde_json::Value,
 }
 
 impl Countersignature {
@@ -38,11 +38,6 @@ impl Countersignature {
     /// The approved arguments exactly as digested: send these, not re-encoded params.
     pub fn arguments(&self) -> &serde_json::Value {
         &self.arguments
-    }
-
-    pub(crate) fn for_arguments(mut self, arguments: serde_json::Value) -> Self {
-        self.arguments = arguments;
-        self
     }
 }
 

@@ -261,7 +261,11 @@ impl ExecutorState {
         } else {
             Reason::Declined
         };
-        let stop = Stop::refusing(reason, Decider::Person, why.map(str::to_owned));
+        let stop = Stop {
+            reason,
+            by: Decider::Person,
+            detail: why.map(str::to_owned),
+        };
         self.refuse(call, stop, now)
     }
 

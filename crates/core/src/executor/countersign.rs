@@ -144,10 +144,8 @@ impl ExecutorState {
         };
         let arguments = decided.arguments.clone();
         let mint = Box::pin(async move {
-            signer
-                .mint(request)
-                .await
-                .map(|token| token.for_arguments(arguments))
+            let token = signer.mint(request).await?;
+            Ok(Countersignature { arguments, ..token })
         });
         Ok(Task::Countersigned {
             mint,

@@ -40,16 +40,13 @@ impl PolicyState {
                 policy: meta.policy,
                 source: LevelSource::Declared,
             },
-            PolicyState::Loaded(file) => match from_file(file) {
-                (policy, Some((role, line))) => Level {
-                    policy,
-                    source: LevelSource::RoleOverride { role, line },
-                },
-                (policy, None) => Level {
-                    policy,
-                    source: LevelSource::Declared,
-                },
-            },
+            PolicyState::Loaded(file) => {
+                let (policy, over) = from_file(file);
+                let source = over.map_or(LevelSource::Declared, |(role, line)| {
+                    LevelSource::RoleOverride { role, line }
+                });
+                Level { policy, source }
+            }
             PolicyState::Broken {
                 last_good: Some(file),
                 ..

@@ -15,8 +15,6 @@ use crate::reason::Reason;
 use crate::ticket::ApprovalRequest;
 use crate::time::Timestamp;
 
-use super::trail::AuditContext;
-
 /// Where a live call is.
 pub(crate) enum LiveState {
     Approval(Box<ApprovalRequest>),
@@ -101,13 +99,6 @@ pub(crate) struct Live {
     pub(crate) state: LiveState,
 }
 
-impl Live {
-    /// The call's audit context, borrowing its ids.
-    pub(crate) fn context(&self, call: CallId) -> AuditContext<'_> {
-        AuditContext::live(call, self)
-    }
-}
-
 /// A call that passed decide, with what the next stages need.
 #[derive(Clone)]
 pub(crate) struct Decided {
@@ -141,11 +132,6 @@ impl Stop {
             by,
             detail: None,
         }
-    }
-
-    /// A refusal the decision made.
-    pub(crate) fn refusing(reason: Reason, by: Decider, detail: Option<String>) -> Self {
-        Self { reason, by, detail }
     }
 
     pub(crate) fn with(mut self, detail: impl Into<String>) -> Self {

@@ -123,7 +123,7 @@ impl ExecutorState {
         )?;
         let mut decision = crate::policy::decide(&facts);
         if let Decision::Refuse { reason, by, detail } = decision {
-            return Err(Stop::refusing(reason, by, detail));
+            return Err(Stop { reason, by, detail });
         }
         // INVARIANT: an edit approves nothing, and nothing runs by itself after a reload.
         // An edited or restored call is always asked, even where a grant, the mode or
@@ -204,7 +204,7 @@ impl ExecutorState {
             }
             Decision::Handoff => self.hand_off(trace, decided, now),
             Decision::Question => self.ask_question(trace, decided, now),
-            Decision::Refuse { reason, by, detail } => Err(Stop::refusing(reason, by, detail)),
+            Decision::Refuse { reason, by, detail } => Err(Stop { reason, by, detail }),
         }
     }
 

@@ -92,7 +92,7 @@ impl ExecutorState {
             return Err(TicketError::NotPending.into());
         };
         self.trail.record(
-            &original.context(call),
+            &AuditContext::live(call, &original),
             AuditEvent::Superseded,
             Decider::Person,
             Reason::EditedInto { call: into },

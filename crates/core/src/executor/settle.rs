@@ -111,7 +111,7 @@ impl ExecutorState {
             edited: live.decided.edited.take(),
             untrusted: live.decided.untrusted.as_deref().map(str::to_owned),
         };
-        self.queue(&live.context(call), settled, by, now);
+        self.queue(&AuditContext::live(call, &live), settled, by, now);
     }
 
     /// Queues a settlement, then writes its terminal record (reading the outcome queued).
@@ -188,8 +188,14 @@ impl ExecutorState {
         let Some(live) = self.live.get(&call) else {
             return;
         };
-        self.trail
-            .record(&live.context(call), event, by, reason.clone(), None, now);
+        self.trail.record(
+            &AuditContext::live(call, live),
+            event,
+            by,
+            reason.clone(),
+            None,
+            now,
+        );
     }
 
     pub(crate) fn expire_approval(&mut self, call: CallId, now: Timestamp) {

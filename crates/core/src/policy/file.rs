@@ -156,7 +156,10 @@ impl PolicyFile {
                 let message =
                     format!("`default_role` names `{default}`, which is not a role of the file");
                 return Err(PolicyError {
-                    line: line_of(text, &["default_role"]).unwrap_or(0),
+                    line: key_lines(text)
+                        .into_iter()
+                        .find(|(path, _)| *path == ["default_role"])
+                        .map_or(0, |(_, line)| line),
                     ..PolicyError::whole(message)
                 });
             }
@@ -215,13 +218,6 @@ impl PolicyFile {
             None => (ApprovalPolicy::resolve(kind, confirm), None),
         }
     }
-}
-
-fn line_of(text: &str, path: &[&str]) -> Option<usize> {
-    key_lines(text)
-        .into_iter()
-        .find(|(p, _)| p.iter().map(String::as_str).eq(path.iter().copied()))
-        .map(|(_, line)| line)
 }
 
 /// Every object key of a (valid) JSON text with its path and line, in order.

@@ -226,3 +226,13 @@ fn names_show_everything_outside_ascii() {
     assert!(reveal_name("\u{200b}").invisible);
     assert!(!reveal_name("save_workspace_name").is_suspicious());
 }
+
+/// Text quoted into a message stays one line: control characters escaped, backticks
+/// turned, and long text cut with an ellipsis.
+#[test]
+fn quoting_escapes_control_characters_and_truncates() {
+    use countersign::text::quote;
+    assert_eq!(quote("a\u{0}b\nc", 10), "`a\\u{0}b\\nc`");
+    assert_eq!(quote("abcdef", 3), "`abc…`");
+    assert_eq!(quote("x`y", 10), "`x'y`");
+}
