@@ -171,7 +171,7 @@ pub fn rows(bytes: &[u8], filter: &Filter) -> Result<Vec<Row>, EvidenceError> {
             // The decision that let it run: the person's, a grant's, the policy's.
             AuditEvent::Allowed | AuditEvent::Approved | AuditEvent::Granted => {
                 row.decided_by = text(&r.decided_by);
-                row.reason = crate::summary::summary(&r.reason).into_owned();
+                row.reason = crate::summary::summary(&r.reason);
             }
             // How it ended; for a refusal, who refused and why.
             _ if r.is_terminal() => {
@@ -179,7 +179,7 @@ pub fn rows(bytes: &[u8], filter: &Filter) -> Result<Vec<Row>, EvidenceError> {
                 row.log_index = chained.seq.saturating_sub(1).to_string();
                 if row.outcome != "OK" || row.decided_by.is_empty() {
                     row.decided_by = text(&r.decided_by);
-                    row.reason = crate::summary::summary(&r.reason).into_owned();
+                    row.reason = crate::summary::summary(&r.reason);
                 }
             }
             _ => {}

@@ -1,8 +1,6 @@
 //! The trail's sentences: what each reason means, for the people who read the trail.
 //! The page's records carry the typed reason only; the gateway writes the words.
 
-use std::borrow::Cow;
-
 use countersign::policy::ApprovalPolicy;
 use countersign::reason::{Level, LevelSource};
 use countersign::text::quote;
@@ -10,24 +8,18 @@ use countersign::Reason;
 
 /// A sentence for people reading the trail, written into each record the gateway keeps.
 /// It never holds argument text.
-pub fn summary(reason: &Reason) -> Cow<'static, str> {
+pub fn summary(reason: &Reason) -> String {
     use Reason as R;
-    // Most summaries are fixed text, borrowed; the rest are written out.
-    macro_rules! written {
-        ($($arg:tt)*) => {
-            Cow::Owned(format!($($arg)*))
-        };
-    }
     match reason {
         R::UnknownAction => "no action has this id".into(),
         R::ToolCallIdTooLong => "the tool call id was too long".into(),
         R::TooManyCalls { cap } => {
-            written!("the turn held more than {cap} calls; refused unread")
+            format!("the turn held more than {cap} calls; refused unread")
         }
         R::InvalidArguments => "the arguments did not validate".into(),
-        R::ScopeMissing { scope } => written!("the role lacks the scope `{scope}`"),
+        R::ScopeMissing { scope } => format!("the role lacks the scope `{scope}`"),
         R::PolicyFileBroken { line } => {
-            written!("the policy file is broken (line {line}); only reversals run")
+            format!("the policy file is broken (line {line}); only reversals run")
         }
         R::Unavailable => "the action's availability check said no".into(),
         R::Unregistered => "the action was removed from the page".into(),
@@ -36,11 +28,11 @@ pub fn summary(reason: &Reason) -> Cow<'static, str> {
             first_seq,
             last_seq,
             unconfirmed,
-        } => written!(
+        } => format!(
             "records {first_seq}–{last_seq} were pushed out of the page's trail before the gateway acknowledged them ({unconfirmed} of them had been sent without an answer)"
         ),
         R::TooManyLive { caller } => {
-            written!("the agent ({caller}) already has its share of calls waiting")
+            format!("the agent ({caller}) already has its share of calls waiting")
         }
         R::Level(Level {
             policy: ApprovalPolicy::None,
@@ -48,31 +40,31 @@ pub fn summary(reason: &Reason) -> Cow<'static, str> {
         }) => "no approval needed, by the declaration".into(),
         R::Level(level) => {
             let from = match &level.source {
-                LevelSource::Declared => Cow::Borrowed("the declaration"),
+                LevelSource::Declared => String::from("the declaration"),
                 LevelSource::RoleOverride { role, line } => {
-                    written!("the policy file's override for role `{role}` (line {line})")
+                    format!("the policy file's override for role `{role}` (line {line})")
                 }
                 LevelSource::BrokenFileFallback { last_good: true } => {
-                    Cow::Borrowed(
+                    String::from(
                         "the last policy file that loaded (a reversal under a broken file)",
                     )
                 }
                 LevelSource::BrokenFileFallback { last_good: false } => {
-                    Cow::Borrowed("the broken-file rule: a reversal is asked every time")
+                    String::from("the broken-file rule: a reversal is asked every time")
                 }
             };
             match level.policy {
-                ApprovalPolicy::None => written!("no approval needed, by {from}"),
-                policy => written!("level `{}` asks a person, by {from}", policy.as_str()),
+                ApprovalPolicy::None => format!("no approval needed, by {from}"),
+                policy => format!("level `{}` asks a person, by {from}", policy.as_str()),
             }
         }
         R::ClassifierAsked => "the action's classifier asked for a person".into(),
         R::ClassifierDenied => "the action's classifier denied these arguments".into(),
-        R::Grant { grant } => written!("covered by grant {}", grant.get()),
+        R::Grant { grant } => format!("covered by grant {}", grant.get()),
         R::ModeAllowed { mode } => {
-            written!("allowed without asking: `{}` mode", mode.as_str())
+            format!("allowed without asking: `{}` mode", mode.as_str())
         }
-        R::ModeRefused { mode } => written!(
+        R::ModeRefused { mode } => format!(
             "it needs a person and the session is in `{}` mode",
             mode.as_str()
         ),
@@ -81,7 +73,7 @@ pub fn summary(reason: &Reason) -> Cow<'static, str> {
         R::Answered => "the person answered the question".into(),
         R::QuestionDeclined => "the person declined to answer".into(),
         R::Rewritten { to: Some(to) } => {
-            written!("the action rewrote the call; `{to}` runs instead")
+            format!("the action rewrote the call; `{to}` runs instead")
         }
         R::Rewritten { to: None } => {
             "the action rewrote the call to an action that is not registered".into()
@@ -92,35 +84,35 @@ pub fn summary(reason: &Reason) -> Cow<'static, str> {
             "the person allowed it once, with \"allow all in this batch\"".into()
         }
         R::Granted { grant } => {
-            written!("the person allowed it for the session (grant {})", grant.get())
+            format!("the person allowed it for the session (grant {})", grant.get())
         }
         R::SecondQuestion => "the action asks a second, differently worded question".into(),
         R::StaleCard { changed } => {
             let what: Vec<&str> = changed.iter().map(|c| c.as_str()).collect();
-            written!(
+            format!(
                 "the card changed before it was approved ({}); asked again",
                 what.join(", ")
             )
         }
         R::CardKeptChanging => "the card kept changing before it was approved".into(),
         R::Declined => "the person declined".into(),
-        R::Withdrawn { caller } => written!("the caller ({caller}) withdrew the call"),
+        R::Withdrawn { caller } => format!("the caller ({caller}) withdrew the call"),
         R::Restored => "waiting when the page reloaded; brought back and asked again".into(),
-        R::SyntheticGesture { control } => written!(
+        R::SyntheticGesture { control } => format!(
             "`{}` was pressed by a script, not a person; refused",
             control.as_str()
         ),
-        R::NotRestored { why, .. } => written!(
+        R::NotRestored { why, .. } => format!(
             "waiting when the page reloaded; not brought back: {}",
             why.as_str()
         ),
         R::EditedInto { call } => {
-            written!(
+            format!(
                 "the person edited the arguments; continued as call {}",
                 call.get()
             )
         }
-        R::EditedFrom { call, changed } => written!(
+        R::EditedFrom { call, changed } => format!(
             "the person's edit of call {} ({}); asked again",
             call.get(),
             changed.join(", ")
@@ -130,12 +122,12 @@ pub fn summary(reason: &Reason) -> Cow<'static, str> {
         R::NeedsCountersignature => {
             "its backend checks a person's countersignature, so it is always asked".into()
         }
-        R::AfterUntrusted { source } => written!(
+        R::AfterUntrusted { source } => format!(
             "came after the assistant read untrusted content ({}), so a person is asked",
             quote(source, 64)
         ),
         R::OutsideCaller { caller } => {
-            written!("asked for by an agent outside the page ({caller}), so a person is asked")
+            format!("asked for by an agent outside the page ({caller}), so a person is asked")
         }
         R::NotCountersigned => {
             "approved, but no countersignature could be minted; it did not run".into()
@@ -151,12 +143,12 @@ pub fn summary(reason: &Reason) -> Cow<'static, str> {
             "the person said it was done, but the handoff's expectation never held".into()
         }
         R::HandoffNotYet => "the person said it was done; the expectation does not hold yet".into(),
-        R::HookReentered { hook } => written!(
+        R::HookReentered { hook } => format!(
             "the action's `{}` hook called back into the executor",
             hook.as_str()
         ),
         // `Reason` may grow (it is non-exhaustive): a newer core's reason is named by its rule.
-        other => Cow::Owned(other.rule()),
+        other => other.rule(),
     }
 }
 

@@ -163,6 +163,6 @@ pub(crate) async fn export_audit(State(state): State<AppState>) -> Result<Respon
 /// here, where the trail is read. A page's own words are never kept (they could say
 /// other than the reason).
 fn with_summary(mut record: AuditRecord) -> AuditRecord {
-    record.summary = crate::summary::summary(&record.reason).into_owned();
+    record.summary = crate::summary::summary(&record.reason);
     record
 }

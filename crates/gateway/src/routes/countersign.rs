@@ -409,7 +409,7 @@ fn record_of(
         event: AuditEvent::Countersigned,
         decided_by: Decider::Person,
         outcome: None,
-        summary: crate::summary::summary(&reason).into_owned(),
+        summary: crate::summary::summary(&reason),
         grant,
         reason,
         args_digest,
