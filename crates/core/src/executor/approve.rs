@@ -89,18 +89,22 @@ impl ExecutorState {
         self.scope(meta)?;
         self.availability(decided.action.as_ref())?;
         let verdict = self.hook(Hook::Classify, || decided.prepared.classify())?;
-        let policy = match verdict {
-            Verdict::Deny(why) => {
-                return Err(Stop::new(Reason::ClassifierDenied, Decider::Classifier).with(why))
-            }
-            Verdict::Ask => ApprovalPolicy::AskAlways,
+        if let Verdict::Deny(why) = verdict {
+            return Err(Stop::new(Reason::ClassifierDenied, Decider::Classifier).with(why));
+        }
+        let floor = crate::policy::floor(
+            self.level(meta).policy,
+            &verdict,
+            meta.countersigned,
+            decided.caller,
+            meta.kind,
+        );
+        let policy = match floor {
             // A level lowered to `None` meanwhile still shows the card the person is on.
-            Verdict::Allow => match self.level(meta).policy {
-                ApprovalPolicy::None => card.policy,
-                // A card raised by untrusted content keeps its raised level.
-                ApprovalPolicy::Ask if decided.untrusted.is_some() => card.policy,
-                policy => policy,
-            },
+            ApprovalPolicy::None => card.policy,
+            // A card raised by untrusted content keeps its raised level.
+            ApprovalPolicy::Ask if decided.untrusted.is_some() => card.policy,
+            policy => policy,
         };
         self.draw_card(decided, policy, card.round)
     }

@@ -169,15 +169,14 @@ impl Executor {
                 })
                 .map(|e| {
                     let meta = e.action.meta();
-                    let mut policy = state.level(meta).policy;
-                    // As decided: never below `Ask` if countersigned or an outside agent's write.
-                    let outside_write =
-                        !caller.is_assistant() && meta.kind != crate::policy::Kind::Read;
-                    if policy == crate::policy::ApprovalPolicy::None
-                        && (meta.countersigned || outside_write)
-                    {
-                        policy = crate::policy::ApprovalPolicy::Ask;
-                    }
+                    // As decided, before the classifier has seen any arguments.
+                    let policy = crate::policy::floor(
+                        state.level(meta).policy,
+                        &crate::action::Verdict::Allow,
+                        meta.countersigned,
+                        caller,
+                        meta.kind,
+                    );
                     ToolSpec {
                         name: meta.id.to_string(),
                         description: describe(

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use crate::action::{ActionMeta, ErasedAction, PreparedCall, Verdict};
+use crate::action::{ActionMeta, ErasedAction, PreparedCall};
 use crate::audit::{AuditEvent, Decider};
 use crate::call::{Call, CallId};
 use crate::outcome::Settled;
@@ -131,10 +131,15 @@ impl ExecutorState {
         if let (Decision::Run { .. }, Some(reason)) = (&decision, &trace.origin.forced) {
             // At the level in force, never below `Ask`, and "every time" where the
             // classifier asks for these arguments.
-            let policy = match (&facts.verdict, self.level(action.meta()).policy) {
-                (Verdict::Ask, _) => ApprovalPolicy::AskAlways,
-                (_, ApprovalPolicy::None) => ApprovalPolicy::Ask,
-                (_, policy) => policy,
+            let policy = match crate::policy::floor(
+                facts.level.policy,
+                &facts.verdict,
+                facts.countersigned,
+                facts.caller,
+                facts.kind,
+            ) {
+                ApprovalPolicy::None => ApprovalPolicy::Ask,
+                policy => policy,
             };
             let by = match reason {
                 Reason::Restored => Decider::Host,

@@ -100,9 +100,14 @@ pub fn decide(facts: &Facts) -> Decision {
             Mode::Default | Mode::Bypass => Decision::Question,
         };
     }
-    // An agent outside the page is asked for anything but a read; no mode speaks to it.
     let outside = !facts.caller.is_assistant();
-    let outside_write = outside && facts.kind != Kind::Read;
+    let floor = floor(
+        facts.level.policy,
+        &facts.verdict,
+        facts.countersigned,
+        facts.caller,
+        facts.kind,
+    );
     // INVARIANT: after untrusted content, a change is asked one level higher than it
     // would be (every time, if the policy file says so); no grant covers it and no mode
     // lowers it. Reads are untouched.
@@ -111,11 +116,7 @@ pub fn decide(facts: &Facts) -> Decision {
         .as_ref()
         .filter(|_| facts.kind != Kind::Read)
     {
-        let runs_unasked = facts.level.policy == ApprovalPolicy::None
-            && facts.verdict == Verdict::Allow
-            && !facts.countersigned
-            && !outside_write;
-        let policy = if runs_unasked && !facts.untrusted_always {
+        let policy = if floor == ApprovalPolicy::None && !facts.untrusted_always {
             ApprovalPolicy::Ask
         } else {
             ApprovalPolicy::AskAlways
@@ -131,50 +132,38 @@ pub fn decide(facts: &Facts) -> Decision {
             Mode::Away | Mode::Unattended => refused,
         };
     }
-    // INVARIANT: a grant covers only `Ask` (or a level raised to it), never a double confirmation.
-    let granted = facts
-        .grant
-        .filter(|_| !facts.confirm_twice)
-        .map(|grant| Decision::Run {
-            reason: Reason::Grant { grant },
-            by: Decider::SessionGrant,
-        });
     let level = facts.level.clone();
-    let (policy, reason, by) = match (&facts.verdict, level.policy) {
-        // A classifier's `Ask` is `AskAlways`: no grant may cover arguments it flagged.
-        (Verdict::Ask, _) => (
-            ApprovalPolicy::AskAlways,
-            Reason::ClassifierAsked,
-            Decider::Classifier,
-        ),
-        (_, ApprovalPolicy::None) if !facts.countersigned && !outside_write => {
+    let (reason, by) = match (&facts.verdict, level.policy) {
+        (Verdict::Ask, _) => (Reason::ClassifierAsked, Decider::Classifier),
+        _ if floor == ApprovalPolicy::None => {
             return Decision::Run {
                 reason: Reason::Level(level),
                 by: Decider::Policy,
             }
         }
-        // INVARIANT: a countersigned action, or an outside agent's write, is never below
-        // `Ask`; only the person's own grant runs it unasked.
-        (_, ApprovalPolicy::None) => {
-            if let Some(run) = granted {
-                return run;
-            }
-            let reason = if facts.countersigned {
-                Reason::NeedsCountersignature
-            } else {
-                Reason::OutsideCaller {
-                    caller: facts.caller,
-                }
-            };
-            (ApprovalPolicy::Ask, reason, Decider::Policy)
+        (_, ApprovalPolicy::None) if facts.countersigned => {
+            (Reason::NeedsCountersignature, Decider::Policy)
         }
-        (_, policy) => {
-            if let (ApprovalPolicy::Ask, Some(run)) = (policy, granted) {
-                return run;
-            }
-            (policy, Reason::Level(level), Decider::Policy)
-        }
+        (_, ApprovalPolicy::None) => (
+            Reason::OutsideCaller {
+                caller: facts.caller,
+            },
+            Decider::Policy,
+        ),
+        _ => (Reason::Level(level), Decider::Policy),
     };
+    // INVARIANT: a grant covers only `Ask` (or a level raised to it), never a
+    // classifier's `Ask` or a double confirmation.
+    if let Some(grant) = facts
+        .grant
+        .filter(|_| floor == ApprovalPolicy::Ask && !facts.confirm_twice)
+    {
+        return Decision::Run {
+            reason: Reason::Grant { grant },
+            by: Decider::SessionGrant,
+        };
+    }
+    let policy = floor;
     let ask = Decision::Ask { policy, reason, by };
     let allowed = Decision::Run {
         reason: Reason::ModeAllowed { mode },
@@ -192,5 +181,24 @@ pub fn decide(facts: &Facts) -> Decision {
         Mode::Bypass => allowed,
         Mode::Unattended if plain_ask => allowed,
         Mode::Away | Mode::Unattended => refused,
+    }
+}
+
+/// The least a call is asked at before grants, modes and untrusted content: its level,
+/// every time where the classifier asks, and never below `Ask` for a countersigned action
+/// or an outside agent's write. The decision, the tool list, a redrawn card and an
+/// edited or restored call all take their level from here.
+pub(crate) fn floor(
+    level: ApprovalPolicy,
+    verdict: &crate::action::Verdict,
+    countersigned: bool,
+    caller: Caller,
+    kind: Kind,
+) -> ApprovalPolicy {
+    let outside_write = !caller.is_assistant() && kind != Kind::Read;
+    match (verdict, level) {
+        (crate::action::Verdict::Ask, _) => ApprovalPolicy::AskAlways,
+        (_, ApprovalPolicy::None) if countersigned || outside_write => ApprovalPolicy::Ask,
+        (_, level) => level,
     }
 }

@@ -5,6 +5,7 @@ mod file;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use decide::floor;
 pub use decide::{decide, Decision, Facts};
 pub use file::{Override, PolicyError, PolicyFile, RolePolicy, MAX_POLICY_BYTES};
 

@@ -839,3 +839,55 @@ fn no_mode_runs_an_outside_agents_write_or_a_countersigned_call_unasked() {
         crate::common::at_most_one_terminal_each(&w);
     }
 }
+
+#[test]
+fn the_tool_list_tells_each_caller_the_level_its_call_is_decided_at() {
+    use countersign::{call::Caller, countersignature::Countersignature};
+    for kind in KINDS {
+        for confirm in CONFIRMS {
+            for countersigned in [false, true] {
+                for caller in [Caller::Assistant, Caller::WebMcp] {
+                    let label = format!("{kind:?} × {confirm:?} × {countersigned} × {caller}");
+                    let mut w = World::new();
+                    w.exec
+                        .set_countersigner(Rc::new(Signer::default()))
+                        .unwrap();
+                    let action = if countersigned {
+                        countersign::Action::<crate::common::Named>::new("act", "x")
+                            .kind(kind)
+                            .confirm(confirm)
+                            .run_countersigned(
+                                |_: crate::common::Named, _: Countersignature| async {
+                                    Ok::<_, String>(serde_json::json!({}))
+                                },
+                            )
+                    } else {
+                        w.action("act", kind, confirm)
+                    };
+                    w.add(action);
+                    let told = w.exec.projection_for(caller).unwrap();
+                    let [tool] = told.as_slice() else {
+                        panic!("{label}: one tool");
+                    };
+                    let step = w
+                        .exec
+                        .submit(Call::new("tc", "act", r#"{"name":"x"}"#).by(caller), at(0))
+                        .unwrap();
+                    let decided = match step {
+                        Step::Approval(card) => card.policy,
+                        _ => ApprovalPolicy::None,
+                    };
+                    assert_eq!(tool.annotations.approval, decided, "{label}");
+                    let raised =
+                        countersigned || (caller != Caller::Assistant && kind != Kind::Read);
+                    let resolved = ApprovalPolicy::resolve(kind, confirm);
+                    let floor = match resolved {
+                        ApprovalPolicy::None if raised => ApprovalPolicy::Ask,
+                        level => level,
+                    };
+                    assert_eq!(decided, floor, "{label}");
+                }
+            }
+        }
+    }
+}
