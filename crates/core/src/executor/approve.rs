@@ -100,7 +100,8 @@ impl ExecutorState {
             meta.kind,
         );
         let policy = match floor {
-            // A level lowered to `None` meanwhile still shows the card the person is on.
+            // A level lowered meanwhile to one that runs unasked still shows the card
+            // the person is on.
             ApprovalPolicy::None => card.policy,
             // A card raised by untrusted content keeps its raised level.
             ApprovalPolicy::Ask if decided.untrusted.is_some() => card.policy,
