@@ -102,7 +102,9 @@ pub struct AuditRecord {
     pub kind: Option<Kind>,
     /// The declaration's confirm override, once resolved (`off` is recorded as such).
     pub confirm: Option<Confirm>,
-    /// The approval level in force: the resolved one until a card is drawn, then the card's.
+    /// The approval level: the resolved one until the gate decides, then the one it decided
+    /// under (a countersigned call or an outside agent's write is never below `ask`), or the
+    /// card's once one is drawn.
     pub policy: Option<ApprovalPolicy>,
     /// The session's mode when the decision was made.
     #[serde(default)]

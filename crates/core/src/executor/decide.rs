@@ -194,10 +194,10 @@ impl ExecutorState {
     ) -> Result<Next, Stop> {
         self.trail.record(trace, event, by, reason, None, now);
         let next = next?;
-        let level = match &state {
-            LiveState::Approval(card) => card.policy,
-            _ => self.level(decided.action.meta()).policy,
-        };
+        // The card's level once one is drawn, else the one the call was decided under.
+        let level = trace
+            .policy
+            .unwrap_or_else(|| self.level(decided.action.meta()).policy);
         let live = Live {
             tool_call_id: std::sync::Arc::clone(trace.tool_call_id),
             trace: trace.trace.map(str::to_owned),

@@ -125,19 +125,18 @@ impl ExecutorState {
         if let Decision::Refuse { reason, by, detail } = decision {
             return Err(Stop { reason, by, detail });
         }
+        // INVARIANT: a call that runs is recorded at the level the gate decided it under:
+        // a grant's run of a countersigned call is `ask`, never the raw `none`.
+        if let Decision::Run { .. } = decision {
+            trace.policy = Some(facts.floor());
+        }
         // INVARIANT: an edit approves nothing, and nothing runs by itself after a reload.
         // An edited or restored call is always asked, even where a grant, the mode or
         // the level would let it run, and at the level it really has (never lower).
         if let (Decision::Run { .. }, Some(reason)) = (&decision, &trace.origin.forced) {
             // At the level in force, never below `Ask`, and "every time" where the
             // classifier asks for these arguments.
-            let policy = match crate::policy::floor(
-                facts.level.policy,
-                &facts.verdict,
-                facts.countersigned,
-                facts.caller,
-                facts.kind,
-            ) {
+            let policy = match facts.floor() {
                 ApprovalPolicy::None => ApprovalPolicy::Ask,
                 policy => policy,
             };

@@ -74,6 +74,19 @@ pub enum Decision {
     },
 }
 
+impl Facts {
+    /// The least this call is asked at before grants, modes and untrusted content ([`floor`]).
+    pub(crate) fn floor(&self) -> ApprovalPolicy {
+        floor(
+            self.level.policy,
+            &self.verdict,
+            self.countersigned,
+            self.caller,
+            self.kind,
+        )
+    }
+}
+
 /// Decides a call from its facts. Fails closed: what no rule lets run is asked, and
 /// what needs a person who is absent is refused.
 pub fn decide(facts: &Facts) -> Decision {
@@ -101,13 +114,7 @@ pub fn decide(facts: &Facts) -> Decision {
         };
     }
     let outside = !facts.caller.is_assistant();
-    let floor = floor(
-        facts.level.policy,
-        &facts.verdict,
-        facts.countersigned,
-        facts.caller,
-        facts.kind,
-    );
+    let floor = facts.floor();
     // INVARIANT: after untrusted content, a change is asked one level higher than it
     // would be (every time, if the policy file says so); no grant covers it and no mode
     // lowers it. Reads are untouched.

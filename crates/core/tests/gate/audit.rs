@@ -497,3 +497,81 @@ fn a_shutdown_during_a_host_panic_still_reaches_the_sink() {
         "its terminal record was lost"
     );
 }
+
+/// Every record of a call that ran, as `(event, policy)`.
+fn levels(w: &World, call: countersign::CallId) -> Vec<(String, Option<ApprovalPolicy>)> {
+    for_call(&w.audit, call)
+        .iter()
+        .map(|r| (format!("{:?}", r.event), r.policy))
+        .collect()
+}
+
+#[test]
+fn a_call_that_runs_is_recorded_at_the_level_it_was_decided_under() {
+    use countersign::countersignature::Countersignature;
+    // A countersigned write and an outside agent's write are never below `Ask`, even at
+    // level `None`: a grant's run of them is recorded as `ask`, never as `none`.
+    for (countersigned, caller) in [(true, Caller::Assistant), (false, Caller::WebMcp)] {
+        let label = format!("countersigned {countersigned}, {caller}");
+        let mut w = World::new();
+        w.exec
+            .set_countersigner(std::rc::Rc::new(crate::common::Signer::default()))
+            .unwrap();
+        let action = if countersigned {
+            Action::<Named>::new("note", "x")
+                .kind(Kind::Write)
+                .run_countersigned(|_: Named, _: Countersignature| async {
+                    Ok::<_, String>(json!({}))
+                })
+        } else {
+            w.action("note", Kind::Write, Confirm::Unset)
+        };
+        w.add(action);
+        let submit = |id: &str, t: u64| {
+            w.exec
+                .submit(Call::new(id, "note", r#"{"name":"a"}"#).by(caller), at(t))
+                .unwrap()
+        };
+        let Step::Approval(card) = submit("tc-1", 0) else {
+            panic!("{label}: asked");
+        };
+        assert_eq!(card.policy, ApprovalPolicy::Ask, "{label}");
+        let step = w
+            .exec
+            .approve(card.countersign(Gesture::AllowForSession), at(1))
+            .unwrap();
+        drive(&w.exec, step, 2).unwrap();
+        let settled = drive(&w.exec, submit("tc-2", 3), 4).expect("runs by the grant");
+        assert_eq!(code(&settled), "OK", "{label}");
+        let records = for_call(&w.audit, settled.call);
+        assert_eq!(records[0].decided_by, Decider::SessionGrant, "{label}");
+        let trail = levels(&w, settled.call);
+        assert!(
+            trail.iter().all(|(_, p)| *p == Some(ApprovalPolicy::Ask)),
+            "{label}: {trail:?}"
+        );
+    }
+    // Bypass runs what the classifier asks for: the trail says it was `ask_always`.
+    let mut w = World::new();
+    w.add(
+        w.action("flagged", Kind::Write, Confirm::Unset)
+            .classify(|_| Verdict::Ask),
+    );
+    w.exec.set_mode(Mode::Bypass).unwrap();
+    let settled = drive(&w.exec, w.call("flagged", r#"{"name":"a"}"#, 0), 1).expect("runs");
+    assert_eq!(code(&settled), "OK");
+    assert_eq!(
+        levels(&w, settled.call),
+        [
+            ("Allowed".to_owned(), Some(ApprovalPolicy::AskAlways)),
+            ("Settled".to_owned(), Some(ApprovalPolicy::AskAlways))
+        ],
+    );
+    // A call that runs unasked at level `None` stays `none`.
+    let mut w = World::new();
+    w.add(w.action("plain", Kind::Write, Confirm::Unset));
+    let settled = drive(&w.exec, w.call("plain", r#"{"name":"a"}"#, 0), 1).expect("runs");
+    assert!(levels(&w, settled.call)
+        .iter()
+        .all(|(_, p)| *p == Some(ApprovalPolicy::None)));
+}
