@@ -102,9 +102,9 @@ pub struct AuditRecord {
     pub kind: Option<Kind>,
     /// The declaration's confirm override, once resolved (`off` is recorded as such).
     pub confirm: Option<Confirm>,
-    /// The approval level: the resolved one until the gate decides, then the one it decided
-    /// under (a countersigned call or an outside agent's write is never below `ask`), or the
-    /// card's once one is drawn.
+    /// The approval level: the resolved one; for a call that runs or that the mode refuses,
+    /// the one the gate decided under (never below `ask` for a countersigned call or an
+    /// outside agent's write); from the first card on, the card's.
     pub policy: Option<ApprovalPolicy>,
     /// The session's mode when the decision was made.
     #[serde(default)]

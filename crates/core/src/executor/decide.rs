@@ -194,7 +194,8 @@ impl ExecutorState {
     ) -> Result<Next, Stop> {
         self.trail.record(trace, event, by, reason, None, now);
         let next = next?;
-        // The card's level once one is drawn, else the one the call was decided under.
+        // What the trail has: the card's level once one is drawn, the decided one for a
+        // run, else the resolved one.
         let level = trace
             .policy
             .unwrap_or_else(|| self.level(decided.action.meta()).policy);

@@ -122,13 +122,14 @@ impl ExecutorState {
             trace,
         )?;
         let mut decision = crate::policy::decide(&facts);
+        // INVARIANT: a call that runs, or that the mode refuses, is recorded at the level
+        // the gate decided it under: a countersigned call is `ask`, never the raw `none`.
+        let decided_level = facts.floor();
         if let Decision::Refuse { reason, by, detail } = decision {
+            if by == Decider::Mode {
+                trace.policy = Some(decided_level);
+            }
             return Err(Stop { reason, by, detail });
-        }
-        // INVARIANT: a call that runs is recorded at the level the gate decided it under:
-        // a grant's run of a countersigned call is `ask`, never the raw `none`.
-        if let Decision::Run { .. } = decision {
-            trace.policy = Some(facts.floor());
         }
         // INVARIANT: an edit approves nothing, and nothing runs by itself after a reload.
         // An edited or restored call is always asked, even where a grant, the mode or
@@ -136,7 +137,7 @@ impl ExecutorState {
         if let (Decision::Run { .. }, Some(reason)) = (&decision, &trace.origin.forced) {
             // At the level in force, never below `Ask`, and "every time" where the
             // classifier asks for these arguments.
-            let policy = match facts.floor() {
+            let policy = match decided_level {
                 ApprovalPolicy::None => ApprovalPolicy::Ask,
                 policy => policy,
             };
@@ -202,7 +203,10 @@ impl ExecutorState {
             },
         };
         match decision {
-            Decision::Run { reason, by } => self.allow(trace, decided, reason, by, now),
+            Decision::Run { reason, by } => {
+                trace.policy = Some(decided_level);
+                self.allow(trace, decided, reason, by, now)
+            }
             Decision::Ask { policy, reason, by } => {
                 self.ask(trace, decided, policy, reason, by, now)
             }

@@ -575,3 +575,51 @@ fn a_call_that_runs_is_recorded_at_the_level_it_was_decided_under() {
         .iter()
         .all(|(_, p)| *p == Some(ApprovalPolicy::None)));
 }
+
+#[test]
+fn a_call_the_mode_refuses_is_recorded_at_the_level_it_needed() {
+    use countersign::countersignature::Countersignature;
+    // A countersigned write and an outside agent's write at level `None` need a person:
+    // away and unattended refuse them for that, and the trail says `ask`, never `none`.
+    for mode in [Mode::Away, Mode::Unattended] {
+        for (countersigned, caller) in [(true, Caller::Assistant), (false, Caller::WebMcp)] {
+            let label = format!("{mode:?}, countersigned {countersigned}, {caller}");
+            let mut w = World::new();
+            w.exec
+                .set_countersigner(std::rc::Rc::new(crate::common::Signer::default()))
+                .unwrap();
+            let action = if countersigned {
+                Action::<Named>::new("note", "x")
+                    .kind(Kind::Write)
+                    .run_countersigned(|_: Named, _: Countersignature| async {
+                        Ok::<_, String>(json!({}))
+                    })
+            } else {
+                w.action("note", Kind::Write, Confirm::Unset)
+            };
+            w.add(action);
+            w.exec.set_mode(mode).unwrap();
+            let step = w
+                .exec
+                .submit(
+                    Call::new("tc-1", "note", r#"{"name":"a"}"#).by(caller),
+                    at(0),
+                )
+                .unwrap();
+            let Step::Settled(settled) = step else {
+                panic!("{label}: refused")
+            };
+            assert_eq!(
+                settled.outcome.reason(),
+                Reason::ModeRefused { mode },
+                "{label}"
+            );
+            assert_eq!(
+                levels(&w, settled.call),
+                [("Settled".to_owned(), Some(ApprovalPolicy::Ask))],
+                "{label}"
+            );
+            assert!(w.runs().is_empty(), "{label}");
+        }
+    }
+}
