@@ -508,25 +508,11 @@ fn levels(w: &World, call: countersign::CallId) -> Vec<(String, Option<ApprovalP
 
 #[test]
 fn a_call_that_runs_is_recorded_at_the_level_it_was_decided_under() {
-    use countersign::countersignature::Countersignature;
     // A countersigned write and an outside agent's write are never below `Ask`, even at
     // level `None`: a grant's run of them is recorded as `ask`, never as `none`.
     for (countersigned, caller) in [(true, Caller::Assistant), (false, Caller::WebMcp)] {
         let label = format!("countersigned {countersigned}, {caller}");
-        let mut w = World::new();
-        w.exec
-            .set_countersigner(std::rc::Rc::new(crate::common::Signer::default()))
-            .unwrap();
-        let action = if countersigned {
-            Action::<Named>::new("note", "x")
-                .kind(Kind::Write)
-                .run_countersigned(|_: Named, _: Countersignature| async {
-                    Ok::<_, String>(json!({}))
-                })
-        } else {
-            w.action("note", Kind::Write, Confirm::Unset)
-        };
-        w.add(action);
+        let w = crate::common::with_one("note", Kind::Write, Confirm::Unset, countersigned);
         let submit = |id: &str, t: u64| {
             w.exec
                 .submit(Call::new(id, "note", r#"{"name":"a"}"#).by(caller), at(t))
@@ -578,26 +564,12 @@ fn a_call_that_runs_is_recorded_at_the_level_it_was_decided_under() {
 
 #[test]
 fn a_call_the_mode_refuses_is_recorded_at_the_level_it_needed() {
-    use countersign::countersignature::Countersignature;
     // A countersigned write and an outside agent's write at level `None` need a person:
     // away and unattended refuse them for that, and the trail says `ask`, never `none`.
     for mode in [Mode::Away, Mode::Unattended] {
         for (countersigned, caller) in [(true, Caller::Assistant), (false, Caller::WebMcp)] {
             let label = format!("{mode:?}, countersigned {countersigned}, {caller}");
-            let mut w = World::new();
-            w.exec
-                .set_countersigner(std::rc::Rc::new(crate::common::Signer::default()))
-                .unwrap();
-            let action = if countersigned {
-                Action::<Named>::new("note", "x")
-                    .kind(Kind::Write)
-                    .run_countersigned(|_: Named, _: Countersignature| async {
-                        Ok::<_, String>(json!({}))
-                    })
-            } else {
-                w.action("note", Kind::Write, Confirm::Unset)
-            };
-            w.add(action);
+            let w = crate::common::with_one("note", Kind::Write, Confirm::Unset, countersigned);
             w.exec.set_mode(mode).unwrap();
             let step = w
                 .exec

@@ -289,3 +289,26 @@ pub fn signed(w: &World, id: &str) -> Action<Named> {
             },
         )
 }
+
+/// A world with a signer and one action `id`: [`World::action`], or with `countersigned`
+/// a countersigned action of the same kind and confirm.
+pub fn with_one(id: &str, kind: Kind, confirm: Confirm, countersigned: bool) -> World {
+    let mut w = World::new();
+    w.exec
+        .set_countersigner(Rc::new(Signer::default()))
+        .expect("a signer");
+    let action = if countersigned {
+        Action::<Named>::new(id, "a countersigned action")
+            .kind(kind)
+            .confirm(confirm)
+            .run_countersigned(
+                |_: Named, _: countersign::countersignature::Countersignature| async {
+                    Ok::<_, String>(serde_json::json!({}))
+                },
+            )
+    } else {
+        w.action(id, kind, confirm)
+    };
+    w.add(action);
+    w
+}

@@ -842,29 +842,13 @@ fn no_mode_runs_an_outside_agents_write_or_a_countersigned_call_unasked() {
 
 #[test]
 fn the_tool_list_tells_each_caller_the_level_its_call_is_decided_at() {
-    use countersign::{call::Caller, countersignature::Countersignature};
+    use countersign::call::Caller;
     for kind in KINDS {
         for confirm in CONFIRMS {
             for countersigned in [false, true] {
                 for caller in [Caller::Assistant, Caller::WebMcp] {
                     let label = format!("{kind:?} × {confirm:?} × {countersigned} × {caller}");
-                    let mut w = World::new();
-                    w.exec
-                        .set_countersigner(Rc::new(Signer::default()))
-                        .unwrap();
-                    let action = if countersigned {
-                        countersign::Action::<crate::common::Named>::new("act", "x")
-                            .kind(kind)
-                            .confirm(confirm)
-                            .run_countersigned(
-                                |_: crate::common::Named, _: Countersignature| async {
-                                    Ok::<_, String>(serde_json::json!({}))
-                                },
-                            )
-                    } else {
-                        w.action("act", kind, confirm)
-                    };
-                    w.add(action);
+                    let w = crate::common::with_one("act", kind, confirm, countersigned);
                     let told = w.exec.projection_for(caller).unwrap();
                     let [tool] = told.as_slice() else {
                         panic!("{label}: one tool");
