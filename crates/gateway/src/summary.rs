@@ -2,7 +2,7 @@
 //! The page's records carry the typed reason only; the gateway writes the words.
 
 use countersign::policy::ApprovalPolicy;
-use countersign::reason::{Level, LevelSource};
+use countersign::reason::LevelSource;
 use countersign::text::quote;
 use countersign::Reason;
 
@@ -34,10 +34,6 @@ pub fn summary(reason: &Reason) -> String {
         R::TooManyLive { caller } => {
             format!("the agent ({caller}) already has its share of calls waiting")
         }
-        R::Level(Level {
-            policy: ApprovalPolicy::None,
-            source: LevelSource::Declared,
-        }) => "no approval needed, by the declaration".into(),
         R::Level(level) => {
             let from = match &level.source {
                 LevelSource::Declared => String::from("the declaration"),
@@ -154,7 +150,7 @@ pub fn summary(reason: &Reason) -> String {
 
 #[cfg(test)]
 mod tests {
-    use countersign::reason::{CardChange, Control, Hook, RestoreMiss};
+    use countersign::reason::{CardChange, Control, Hook, Level, RestoreMiss};
     use countersign::{Caller, Mode};
 
     use super::*;
