@@ -478,6 +478,56 @@ fn a_card_redrawn_under_a_new_policy_file_is_recorded_at_the_level_it_showed() {
     );
 }
 
+/// A call never below `Ask` (countersigned, or an outside agent's write), carded at
+/// `AskAlways`, whose level the file lowers to `None` while it waits: the ticket runs
+/// nothing and the card comes back at `Ask`, what a fresh call is decided at, never `None`.
+#[test]
+fn a_card_never_below_ask_is_redrawn_at_ask_when_its_level_drops_to_none() {
+    use countersign::{policy::ApprovalPolicy, reason::CardChange, Caller};
+    for (action, caller) in [
+        ("signed", Caller::Assistant),
+        ("signed", Caller::WebMcp),
+        ("wipe", Caller::WebMcp),
+    ] {
+        let label = format!("{action} by {caller}");
+        let mut w = World::new();
+        w.exec
+            .set_countersigner(Rc::new(crate::common::Signer::default()))
+            .unwrap();
+        w.add(crate::common::signed(&w, "signed"));
+        w.add(w.action("wipe", Kind::Danger, Confirm::Unset));
+        let submit = |t: u64| {
+            w.exec
+                .submit(Call::new("tc", action, r#"{"name":"x"}"#).by(caller), at(t))
+                .unwrap()
+        };
+        let Step::Approval(card) = submit(0) else {
+            panic!("{label}: asked");
+        };
+        assert_eq!(card.policy, ApprovalPolicy::AskAlways, "{label}");
+        w.exec
+            .load_policy(
+                r#"{"roles":{"admin":{"scopes":["workspace.write"],"overrides":{
+                "signed":{"confirm":"off"},"wipe":{"confirm":"off"}}}}}"#,
+            )
+            .unwrap();
+        let Step::Approval(fresh) = w
+            .exec
+            .approve(card.countersign(Gesture::AllowOnce), at(1))
+            .unwrap()
+        else {
+            panic!("{label}: shown again");
+        };
+        assert!(fresh.changed.contains(&CardChange::Level), "{label}");
+        assert_eq!(fresh.policy, ApprovalPolicy::Ask, "{label}");
+        assert!(w.runs().is_empty(), "{label}");
+        let Step::Approval(now) = submit(2) else {
+            panic!("{label}: a fresh call is asked");
+        };
+        assert_eq!(now.policy, fresh.policy, "{label}");
+    }
+}
+
 #[test]
 fn a_second_ticket_for_a_card_that_went_stale_is_refused() {
     let mut w = World::new();
